@@ -1,0 +1,83 @@
+// Builds the API: middleware in order, every route, the OpenAPI document and the reference.
+import { OpenAPIHono } from "@hono/zod-openapi";
+import { Scalar } from "@scalar/hono-api-reference";
+import { HTTPException } from "hono/http-exception";
+import type { AppEnv } from "./lib/context";
+import { ApiError, internalError, invalidRequest } from "./lib/errors";
+import { requestContext, REQUEST_ID_HEADER } from "./middleware/request";
+import { jsonBody } from "./middleware/body";
+import { authenticated } from "./middleware/auth";
+import { idempotency } from "./middleware/idempotency";
+import { registerRoutes } from "./routes";
+
+/** Turns a zod issue path into the `param` of the error, e.g. `tiers.1.up_to`. */
+function paramOf(path: PropertyKey[]): string | undefined {
+  return path.length ? path.map(String).join(".") : undefined;
+}
+
+/** Paths that need no bearer credential: sign-up and the token exchange check their own. */
+const PUBLIC_PATHS = new Set(["/health", "/openapi.json", "/docs", "/api/accounts", "/oauth/token"]);
+
+export function newApp() {
+  const app = new OpenAPIHono<AppEnv>({
+    defaultHook: (result) => {
+      if (result.success) return;
+      const issue = result.error.issues[0];
+      const param = paramOf(issue.path);
+      const missing = issue.code === "invalid_type" && /received undefined/.test(issue.message);
+      throw invalidRequest(
+        missing ? "parameter_missing" : "parameter_invalid",
+        param ? `${param}: ${missing ? "this parameter is required" : issue.message}` : issue.message,
+        param,
+      );
+    },
+  });
+
+  app.onError((error, c) => {
+    const requestId = c.get("requestId") ?? "unknown";
+    let apiError: ApiError;
+    if (error instanceof ApiError) apiError = error;
+    else if (error instanceof HTTPException && error.status < 500) {
+      apiError = new ApiError(error.status as 400, "invalid_request_error", "invalid_request", error.message || "The request could not be processed.");
+    } else {
+      // The error itself goes to the log with the request id; the caller only gets the id.
+      console.error(JSON.stringify({ request_id: requestId, error: error instanceof Error ? `${error.name}: ${error.message}` : String(error), stack: (error as Error)?.stack }));
+      apiError = internalError();
+    }
+    const response = c.json(apiError.body(requestId), apiError.status);
+    for (const [name, value] of Object.entries(apiError.headers)) response.headers.set(name, value);
+    response.headers.set(REQUEST_ID_HEADER, requestId);
+    return response;
+  });
+
+  app.notFound((c) => {
+    throw new ApiError(404, "invalid_request_error", "route_not_found", `No route for ${c.req.method} ${new URL(c.req.url).pathname}. See /docs.`);
+  });
+
+  app.use("*", requestContext);
+  app.use("*", async (c, next) => (PUBLIC_PATHS.has(c.req.path) ? next() : authenticated(c, next)));
+  app.use("*", async (c, next) => jsonBody({ allowForm: c.req.path === "/oauth/token" })(c, next));
+  app.use("*", async (c, next) => (c.get("auth") ? idempotency(c, next) : next()));
+
+  app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
+    type: "http",
+    scheme: "bearer",
+    description: "An API key (sk_test_…, rk_test_…) or an access token from POST /oauth/token.",
+  });
+  registerRoutes(app);
+
+  app.doc31("/openapi.json", {
+    openapi: "3.1.0",
+    info: {
+      title: "Tender API",
+      version: "1.0.0",
+      description:
+        "Payments API: request ids, user profiles, payouts, payments and refunds, subscription plans and subscriptions, signed webhooks. Amounts are integers in the currency's smallest unit. Errors share one shape: { error: { type, code, message, param?, request_id } }.",
+    },
+    servers: [{ url: "http://127.0.0.1:8787", description: "Local (wrangler dev)" }],
+  });
+  app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "Tender API reference" }));
+  return app;
+}
+
+export type App = ReturnType<typeof newApp>;

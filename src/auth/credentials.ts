@@ -1,0 +1,112 @@
+// API keys and access tokens: generation, hashing, and lookup with a short per-isolate cache.
+// The cache saves the D1 read on hot paths; revocation still takes effect at once because every
+// query and every write batch also checks that the credential's key is live (src/db/scope.ts).
+import { and, eq, isNull } from "drizzle-orm";
+import type { Db } from "../db/client";
+import { accessTokens, apiKeys } from "../db/schema";
+import type { Auth } from "../lib/context";
+import { randomToken, sha256Hex, timingSafeEqual } from "../lib/crypto";
+import { authenticationError } from "../lib/errors";
+
+export const ACCESS_TOKEN_TTL_SECONDS = 900;
+const CACHE_TTL_MS = 30_000;
+const CACHE_MAX_ENTRIES = 10_000;
+
+type Kind = "secret" | "restricted";
+const KEY_PATTERN = /^(sk|rk)_(test|live)_[0-9A-Za-z]{32}$/;
+const TOKEN_PATTERN = /^at_(test|live)_[0-9A-Za-z]{40}$/;
+
+export function generateApiKey(kind: Kind, mode: "test" | "live"): string {
+  return `${kind === "secret" ? "sk" : "rk"}_${mode}_${randomToken(32)}`;
+}
+
+export function generateAccessToken(mode: "test" | "live"): string {
+  return `at_${mode}_${randomToken(40)}`;
+}
+
+/** What may be shown of a key after creation: enough to recognise it, never enough to use it. */
+export const displayPrefix = (secret: string) => `${secret.slice(0, 12)}…${secret.slice(-4)}`;
+
+interface CacheEntry {
+  hash: string;
+  auth: Auth;
+  /** Access tokens end; keys do not. Epoch ms. */
+  expiresAt: number | null;
+  cachedAt: number;
+}
+
+const cache = new Map<string, CacheEntry>();
+
+export function forgetKey(keyId: string) {
+  for (const [hash, entry] of cache) if (entry.auth.keyId === keyId) cache.delete(hash);
+}
+
+function remember(entry: CacheEntry) {
+  if (cache.size >= CACHE_MAX_ENTRIES) cache.delete(cache.keys().next().value as string);
+  cache.set(entry.hash, entry);
+}
+
+async function load(db: Db, credential: string, hash: string): Promise<CacheEntry | null> {
+  if (KEY_PATTERN.test(credential)) {
+    const row = await db.query.apiKeys.findFirst({ where: and(eq(apiKeys.hash, hash), isNull(apiKeys.revokedAt)) });
+    if (!row || !timingSafeEqual(row.hash, hash)) return null;
+    return {
+      hash,
+      auth: {
+        accountId: row.accountId,
+        keyId: row.id,
+        mode: row.mode,
+        scopes: row.scopes,
+        credential: row.kind === "secret" ? "secret_key" : "restricted_key",
+      },
+      expiresAt: null,
+      cachedAt: Date.now(),
+    };
+  }
+  if (TOKEN_PATTERN.test(credential)) {
+    const [row] = await db
+      .select({ token: accessTokens, mode: apiKeys.mode })
+      .from(accessTokens)
+      .innerJoin(apiKeys, eq(apiKeys.id, accessTokens.keyId))
+      .where(and(eq(accessTokens.hash, hash), isNull(apiKeys.revokedAt)))
+      .limit(1);
+    if (!row || !timingSafeEqual(row.token.hash, hash)) return null;
+    return {
+      hash,
+      auth: {
+        accountId: row.token.accountId,
+        keyId: row.token.keyId,
+        mode: row.mode,
+        scopes: row.token.scopes,
+        credential: "access_token",
+      },
+      expiresAt: Date.parse(row.token.expiresAt),
+      cachedAt: Date.now(),
+    };
+  }
+  return null;
+}
+
+/** Resolves a bearer credential to the caller, or throws the 401 to answer. */
+export async function authenticate(db: Db, credential: string, now: number): Promise<Auth> {
+  const hash = await sha256Hex(credential);
+  let entry = cache.get(hash);
+  if (!entry || now - entry.cachedAt > CACHE_TTL_MS) {
+    cache.delete(hash);
+    entry = (await load(db, credential, hash)) ?? undefined;
+    if (!entry) {
+      throw authenticationError(
+        "invalid_api_key",
+        "The credential is not valid: it is unknown, malformed or revoked. Check the Authorization header.",
+      );
+    }
+    remember(entry);
+  }
+  if (entry.expiresAt !== null && now >= entry.expiresAt) {
+    throw authenticationError("token_expired", "The access token has expired. Request a new one from POST /oauth/token.");
+  }
+  return entry.auth;
+}
+
+export const revokedCredential = () =>
+  authenticationError("api_key_revoked", "The API key behind this credential has been revoked.");

@@ -1,0 +1,56 @@
+// Atomic writes on D1: one db.batch([...]) per state change. A batch cannot branch, so its
+// preconditions are guard statements that abort it (see migrations/0001_batch_guards.sql), and
+// its invariants are CHECK and UNIQUE constraints. Failures map to API errors by name.
+import { type SQL, sql } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
+import type { Db } from "./client";
+import { ApiError } from "../lib/errors";
+
+export type Statement = BatchItem<"sqlite">;
+
+/**
+ * A hand-written SQL statement for a batch. drizzle's `db.run(sql)` cannot take part in a D1
+ * batch when it has parameters (its prepared form has no D1 statement), so this supplies one.
+ * Its batch result is D1's own: `{ results, meta }`.
+ */
+export function rawStatement(db: Db, query: SQL): Statement {
+  const statement = db.run(query);
+  const built = statement.getQuery();
+  const stmt = db.$client.prepare(built.sql);
+  Object.assign(statement, { _prepare: () => ({ getQuery: () => built, stmt, mapResult: (result: unknown) => result }) });
+  return statement;
+}
+
+/** A statement that aborts the batch with `reason` unless `condition` holds when it runs. */
+export function guard(db: Db, reason: string, condition: SQL): Statement {
+  return rawStatement(db, sql`INSERT INTO batch_guards (reason) SELECT ${reason} WHERE NOT (${condition})`);
+}
+
+/**
+ * Maps a failed batch to an API error. Keys are guard reasons or constraint names (a CHECK's
+ * name, or a unique index's `table.column` text as SQLite reports it).
+ */
+export type FailureMap = Record<string, () => ApiError>;
+
+export function failureReason(error: unknown): string | undefined {
+  const message = error instanceof Error ? `${error.message} ${String((error as { cause?: unknown }).cause ?? "")}` : "";
+  const guardMatch = /batch_guard:([a-z_]+)/.exec(message);
+  if (guardMatch) return guardMatch[1];
+  const checkMatch = /CHECK constraint failed: ([a-z_]+)/.exec(message);
+  if (checkMatch) return checkMatch[1];
+  const uniqueMatch = /UNIQUE constraint failed: ([a-z_.]+(?:, [a-z_.]+)*)/.exec(message);
+  if (uniqueMatch) return `unique:${uniqueMatch[1]}`;
+  return undefined;
+}
+
+export async function runBatch(db: Db, statements: Statement[], failures: FailureMap = {}) {
+  if (statements.length === 0) return [];
+  try {
+    return await db.batch(statements as [Statement, ...Statement[]]);
+  } catch (error) {
+    const reason = failureReason(error);
+    const mapped = reason ? failures[reason] : undefined;
+    if (mapped) throw mapped();
+    throw error;
+  }
+}

@@ -1,0 +1,341 @@
+// The system of record. Every row belongs to one account; every query goes through the
+// account-scoped helpers in src/db/scope.ts. Money columns are integers in minor units.
+import { sql } from "drizzle-orm";
+import { check, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+
+const createdAt = () => text("created_at").notNull();
+
+export const accounts = sqliteTable("accounts", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  email: text("email").notNull(),
+  createdAt: createdAt(),
+});
+
+export const apiKeys = sqliteTable(
+  "api_keys",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id),
+    name: text("name"),
+    kind: text("kind", { enum: ["secret", "restricted"] }).notNull(),
+    mode: text("mode", { enum: ["test", "live"] }).notNull(),
+    // The first characters of the key, shown so a user can tell keys apart. Never enough to use.
+    prefix: text("prefix").notNull(),
+    // SHA-256 of the whole key, hex. The key itself is never stored.
+    hash: text("hash").notNull(),
+    scopes: text("scopes", { mode: "json" }).$type<string[]>().notNull(),
+    createdAt: createdAt(),
+    revokedAt: text("revoked_at"),
+  },
+  (t) => [uniqueIndex("api_keys_hash").on(t.hash), index("api_keys_account").on(t.accountId, t.id)],
+);
+
+export const accessTokens = sqliteTable(
+  "access_tokens",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id),
+    keyId: text("key_id").notNull().references(() => apiKeys.id),
+    hash: text("hash").notNull(),
+    scopes: text("scopes", { mode: "json" }).$type<string[]>().notNull(),
+    createdAt: createdAt(),
+    expiresAt: text("expires_at").notNull(),
+  },
+  (t) => [uniqueIndex("access_tokens_hash").on(t.hash), index("access_tokens_key").on(t.keyId)],
+);
+
+export const idempotencyKeys = sqliteTable(
+  "idempotency_keys",
+  {
+    accountId: text("account_id").notNull(),
+    key: text("key").notNull(),
+    // SHA-256 over method, path and body, with card fields replaced by their keyed hash first.
+    requestHash: text("request_hash").notNull(),
+    // A random token per claim: only the request holding it may complete the record.
+    claimToken: text("claim_token").notNull(),
+    status: text("status", { enum: ["in_flight", "completed"] }).notNull(),
+    responseStatus: integer("response_status"),
+    responseBody: text("response_body"),
+    createdAt: createdAt(),
+    lockedAt: integer("locked_at").notNull(),
+    expiresAt: integer("expires_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.key] }), index("idempotency_keys_expiry").on(t.expiresAt)],
+);
+
+// Statements placed in a D1 batch to abort it when a precondition fails. A trigger (see the
+// custom migration) raises the inserted reason as the error message, rolling back the batch.
+export const batchGuards = sqliteTable("batch_guards", {
+  reason: text("reason").notNull(),
+});
+
+export const requestIds = sqliteTable(
+  "request_ids",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    purpose: text("purpose").notNull(),
+    metadata: text("metadata", { mode: "json" }).$type<Record<string, unknown>>(),
+    createdAt: createdAt(),
+  },
+  (t) => [index("request_ids_account").on(t.accountId, t.id)],
+);
+
+export const testClocks = sqliteTable(
+  "test_clocks",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    name: text("name"),
+    frozenTime: text("frozen_time").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index("test_clocks_account").on(t.accountId, t.id)],
+);
+
+export const users = sqliteTable(
+  "users",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    name: text("name").notNull(),
+    email: text("email").notNull(),
+    testClockId: text("test_clock_id"),
+    createdAt: createdAt(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [index("users_account").on(t.accountId, t.id)],
+);
+
+export const events = sqliteTable(
+  "events",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    type: text("type").notNull(),
+    // The exact JSON body delivered to endpoints, built once when the event is emitted.
+    payload: text("payload").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index("events_account").on(t.accountId, t.id), index("events_account_type").on(t.accountId, t.type, t.id)],
+);
+
+export const webhookEndpoints = sqliteTable(
+  "webhook_endpoints",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    url: text("url").notNull(),
+    events: text("events", { mode: "json" }).$type<string[]>().notNull(),
+    status: text("status", { enum: ["active", "disabled"] }).notNull(),
+    disabledReason: text("disabled_reason"),
+    secret: text("secret").notNull(),
+    previousSecret: text("previous_secret"),
+    previousSecretExpiresAt: text("previous_secret_expires_at"),
+    createdAt: createdAt(),
+    updatedAt: text("updated_at").notNull(),
+    deletedAt: text("deleted_at"),
+  },
+  (t) => [index("webhook_endpoints_account").on(t.accountId, t.id)],
+);
+
+export const webhookDeliveries = sqliteTable(
+  "webhook_deliveries",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    eventId: text("event_id").notNull(),
+    endpointId: text("endpoint_id").notNull(),
+    status: text("status", { enum: ["pending", "delivered", "failed"] }).notNull(),
+    attemptCount: integer("attempt_count").notNull().default(0),
+    // Epoch ms of the first attempt of the current window; the 24-hour window counts from it.
+    firstAttemptAt: integer("first_attempt_at"),
+    nextAttemptAt: integer("next_attempt_at"),
+    lastStatusCode: integer("last_status_code"),
+    lastError: text("last_error"),
+    createdAt: createdAt(),
+    updatedAt: integer("updated_at").notNull(),
+    deliveredAt: text("delivered_at"),
+  },
+  (t) => [
+    uniqueIndex("webhook_deliveries_event_endpoint").on(t.eventId, t.endpointId),
+    index("webhook_deliveries_endpoint").on(t.endpointId, t.id),
+    index("webhook_deliveries_pending").on(t.status, t.updatedAt),
+  ],
+);
+
+export const deliveryAttempts = sqliteTable(
+  "delivery_attempts",
+  {
+    id: text("id").primaryKey(),
+    deliveryId: text("delivery_id").notNull(),
+    accountId: text("account_id").notNull(),
+    attemptNumber: integer("attempt_number").notNull(),
+    attemptedAt: text("attempted_at").notNull(),
+    statusCode: integer("status_code"),
+    durationMs: integer("duration_ms").notNull(),
+    responseExcerpt: text("response_excerpt"),
+    error: text("error"),
+  },
+  // A redelivered queue message cannot record the same attempt twice.
+  (t) => [uniqueIndex("delivery_attempts_delivery_number").on(t.deliveryId, t.attemptNumber)],
+);
+
+const cardColumns = {
+  cardBrand: text("card_brand").notNull(),
+  cardLast4: text("card_last4").notNull(),
+  cardExpMonth: integer("card_exp_month").notNull(),
+  cardExpYear: integer("card_exp_year").notNull(),
+  // HMAC of the PAN with CARD_FINGERPRINT_SECRET. The PAN and CVV are never stored.
+  cardFingerprint: text("card_fingerprint").notNull(),
+};
+
+export const payouts = sqliteTable(
+  "payouts",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    recipientId: text("recipient_id"),
+    amount: integer("amount").notNull(),
+    currency: text("currency").notNull(),
+    description: text("description"),
+    status: text("status", { enum: ["pending", "paid", "failed", "canceled"] }).notNull(),
+    failureCode: text("failure_code"),
+    failureMessage: text("failure_message"),
+    ...cardColumns,
+    date: text("date").notNull(),
+    createdAt: createdAt(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [index("payouts_account").on(t.accountId, t.id), check("payouts_amount_positive", sql`${t.amount} > 0`)],
+);
+
+export const payments = sqliteTable(
+  "payments",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    userId: text("user_id"),
+    subscriptionId: text("subscription_id"),
+    amount: integer("amount").notNull(),
+    currency: text("currency").notNull(),
+    status: text("status", { enum: ["completed", "failed", "refunded", "partially_refunded"] }).notNull(),
+    amountRefunded: integer("amount_refunded").notNull().default(0),
+    failureCode: text("failure_code"),
+    failureMessage: text("failure_message"),
+    ...cardColumns,
+    createdAt: createdAt(),
+  },
+  (t) => [
+    index("payments_account").on(t.accountId, t.id),
+    index("payments_subscription").on(t.subscriptionId, t.id),
+    index("payments_user").on(t.userId, t.id),
+    check("payments_amount_positive", sql`${t.amount} > 0`),
+    // The refunded total can never pass what was charged, whatever the concurrency.
+    check("payments_refund_within_amount", sql`${t.amountRefunded} >= 0 AND ${t.amountRefunded} <= ${t.amount}`),
+  ],
+);
+
+export const refunds = sqliteTable(
+  "refunds",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    paymentId: text("payment_id").notNull(),
+    amount: integer("amount").notNull(),
+    currency: text("currency").notNull(),
+    reason: text("reason"),
+    status: text("status", { enum: ["pending", "succeeded", "failed"] }).notNull(),
+    createdAt: createdAt(),
+    completedAt: text("completed_at"),
+  },
+  (t) => [
+    index("refunds_account").on(t.accountId, t.id),
+    index("refunds_payment").on(t.paymentId),
+    check("refunds_amount_positive", sql`${t.amount} > 0`),
+  ],
+);
+
+export const plans = sqliteTable(
+  "plans",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    name: text("name").notNull(),
+    description: text("description"),
+    currency: text("currency").notNull(),
+    interval: text("interval", { enum: ["month", "year"] }).notNull(),
+    pricingModel: text("pricing_model", { enum: ["fixed", "volume", "graduated"] }).notNull(),
+    // Fixed plans: the price per interval in minor units. Tiered plans: null.
+    unitAmount: integer("unit_amount"),
+    // Tiered plans: [{ up_to, unit_amount, flat_amount }] in minor units.
+    tiers: text("tiers", { mode: "json" }).$type<{ up_to: number | null; unit_amount: number; flat_amount: number }[]>(),
+    active: integer("active", { mode: "boolean" }).notNull(),
+    createdAt: createdAt(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [index("plans_account").on(t.accountId, t.id)],
+);
+
+export const subscriptions = sqliteTable(
+  "subscriptions",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    userId: text("user_id").notNull(),
+    planId: text("plan_id").notNull(),
+    status: text("status", { enum: ["incomplete", "active", "past_due", "canceled"] }).notNull(),
+    quantity: integer("quantity").notNull().default(1),
+    ...cardColumns,
+    startDate: text("start_date").notNull(),
+    // The anchor from which every billing date is computed (Jan 31 -> Feb 28 -> Mar 31).
+    billingAnchor: text("billing_anchor").notNull(),
+    // Number of periods paid so far; the current period is [anchor + (n-1), anchor + n).
+    periodsBilled: integer("periods_billed").notNull(),
+    currentPeriodStart: text("current_period_start").notNull(),
+    nextBillingDate: text("next_billing_date").notNull(),
+    // Epoch ms of next_billing_date, or of the next dunning retry when past_due: the index the
+    // renewal cron scans.
+    dueAt: integer("due_at"),
+    dunningAttempts: integer("dunning_attempts").notNull().default(0),
+    cancelAtPeriodEnd: integer("cancel_at_period_end", { mode: "boolean" }).notNull().default(false),
+    canceledAt: text("canceled_at"),
+    createdAt: createdAt(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [
+    index("subscriptions_account").on(t.accountId, t.id),
+    index("subscriptions_user").on(t.userId, t.id),
+    index("subscriptions_due").on(t.dueAt),
+    check("subscriptions_quantity_positive", sql`${t.quantity} > 0`),
+  ],
+);
+
+// One row per billed period of a subscription: the unique key makes "each period is charged
+// at most once" hold even when renewal runs overlap or a queue message is redelivered.
+export const subscriptionPeriods = sqliteTable(
+  "subscription_periods",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    subscriptionId: text("subscription_id").notNull(),
+    periodIndex: integer("period_index").notNull(),
+    periodStart: text("period_start").notNull(),
+    amount: integer("amount").notNull(),
+    currency: text("currency").notNull(),
+    status: text("status", { enum: ["open", "paid", "uncollectible"] }).notNull(),
+    attempts: integer("attempts").notNull().default(0),
+    paymentId: text("payment_id"),
+    createdAt: createdAt(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [uniqueIndex("subscription_periods_once").on(t.subscriptionId, t.periodIndex)],
+);
+
+// Background work is at-least-once: a job records its key here in the same batch as its effect,
+// so a second run of the same job is refused by the unique key.
+export const jobRuns = sqliteTable("job_runs", {
+  key: text("key").primaryKey(),
+  createdAt: createdAt(),
+});

@@ -1,0 +1,34 @@
+import type { Bindings } from "../env";
+import type { Db } from "../db/client";
+import type { Clock } from "./clock";
+
+export interface Auth {
+  accountId: string;
+  /** The API key behind the credential; access tokens carry the key they were minted from. */
+  keyId: string;
+  mode: "test" | "live";
+  scopes: string[];
+  credential: "secret_key" | "restricted_key" | "access_token";
+}
+
+export interface IdempotencyClaim {
+  key: string;
+  claimToken: string;
+  /** Set once the record is completed inside the route's own write batch. */
+  completed: boolean;
+}
+
+export type AppEnv = {
+  Bindings: Bindings;
+  Variables: {
+    requestId: string;
+    db: Db;
+    /** D1 round trips made while serving this request, counted by the instrumented binding. */
+    d1RoundTrips: { count: number };
+    clock: Clock;
+    auth: Auth;
+    /** The parsed JSON body, before validation; see middleware/body.ts. */
+    jsonBody: unknown;
+    idempotency?: IdempotencyClaim;
+  };
+};

@@ -1,0 +1,55 @@
+// Small Web Crypto helpers: hashing, HMAC, random secrets and constant-time comparison.
+const encoder = new TextEncoder();
+
+export function toHex(buffer: ArrayBuffer | Uint8Array): string {
+  return Array.from(new Uint8Array(buffer), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+export function toBase64(bytes: Uint8Array): string {
+  let binary = "";
+  for (const b of bytes) binary += String.fromCharCode(b);
+  return btoa(binary);
+}
+
+export function fromBase64(text: string): Uint8Array {
+  return Uint8Array.from(atob(text), (ch) => ch.charCodeAt(0));
+}
+
+export async function sha256Hex(text: string): Promise<string> {
+  return toHex(await crypto.subtle.digest("SHA-256", encoder.encode(text)));
+}
+
+async function hmacKey(key: Uint8Array): Promise<CryptoKey> {
+  return crypto.subtle.importKey("raw", key, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+}
+
+export async function hmacSha256(key: Uint8Array | string, message: Uint8Array | string): Promise<Uint8Array> {
+  const rawKey = typeof key === "string" ? encoder.encode(key) : key;
+  const data = typeof message === "string" ? encoder.encode(message) : message;
+  return new Uint8Array(await crypto.subtle.sign("HMAC", await hmacKey(rawKey), data));
+}
+
+export async function hmacSha256Hex(key: Uint8Array | string, message: Uint8Array | string): Promise<string> {
+  return toHex(await hmacSha256(key, message));
+}
+
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/** A random string of base62 characters, with rejection sampling so every character is uniform. */
+export function randomToken(length: number): string {
+  let out = "";
+  while (out.length < length) {
+    for (const b of crypto.getRandomValues(new Uint8Array(length * 2))) {
+      if (b < 248 && out.length < length) out += BASE62[b % 62];
+    }
+  }
+  return out;
+}
+
+/** Compares two strings without an early exit, so timing does not reveal where they differ. */
+export function timingSafeEqual(a: string, b: string): boolean {
+  const left = encoder.encode(a);
+  const right = encoder.encode(b);
+  if (left.length !== right.length) return false;
+  return crypto.subtle.timingSafeEqual(left, right);
+}

@@ -1,0 +1,62 @@
+// The one error shape of the API: { error: { type, code, message, param?, request_id } }.
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+
+export type ErrorType =
+  | "invalid_request_error"
+  | "authentication_error"
+  | "permission_error"
+  | "not_found_error"
+  | "idempotency_error"
+  | "card_error"
+  | "rate_limit_error"
+  | "api_error";
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: ContentfulStatusCode,
+    readonly type: ErrorType,
+    readonly code: string,
+    message: string,
+    readonly param?: string,
+    readonly headers: Record<string, string> = {},
+    /** Extra fields for the error object, such as a card error's decline_code. */
+    readonly extra: Record<string, unknown> = {},
+  ) {
+    super(message);
+  }
+
+  body(requestId: string) {
+    return {
+      error: {
+        type: this.type,
+        code: this.code,
+        message: this.message,
+        ...(this.param ? { param: this.param } : {}),
+        ...this.extra,
+        request_id: requestId,
+      },
+    };
+  }
+}
+
+export const invalidRequest = (code: string, message: string, param?: string) =>
+  new ApiError(400, "invalid_request_error", code, message, param);
+
+export const notFound = (resource: string, id: string, param?: string) =>
+  new ApiError(404, "not_found_error", "resource_missing", `No such ${resource}: '${id}'.`, param);
+
+export const conflict = (code: string, message: string) => new ApiError(409, "invalid_request_error", code, message);
+
+export const authenticationError = (code: string, message: string) =>
+  new ApiError(401, "authentication_error", code, message, undefined, { "WWW-Authenticate": 'Bearer realm="tender"' });
+
+export const permissionError = (scope: string) =>
+  new ApiError(
+    403,
+    "permission_error",
+    "missing_scope",
+    `This credential does not have the '${scope}' scope needed for this request.`,
+  );
+
+export const internalError = () =>
+  new ApiError(500, "api_error", "internal_error", "An unexpected error occurred. It has been logged; please retry later.");

@@ -1,0 +1,69 @@
+// Stripe-style cursor pagination over time-ordered ids, newest first.
+import { z } from "@hono/zod-openapi";
+import { type SQL, and, asc, desc, gt, lt } from "drizzle-orm";
+import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
+import type { Db } from "../db/client";
+import { invalidRequest } from "./errors";
+
+export const listQuery = z.object({
+  limit: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(100)
+    .default(10)
+    .openapi({ description: "How many objects to return, 1 to 100.", example: 10 }),
+  starting_after: z.string().max(100).optional().openapi({ description: "A cursor: the id of the last object of the previous page. Returns older objects." }),
+  ending_before: z.string().max(100).optional().openapi({ description: "A cursor: the id of the first object of the previous page. Returns newer objects." }),
+});
+export type ListQuery = z.infer<typeof listQuery>;
+
+export function listSchema<T extends z.ZodTypeAny>(item: T, name: string) {
+  return z
+    .object({
+      object: z.literal("list"),
+      data: z.array(item),
+      has_more: z.boolean().openapi({ description: "Whether more objects lie beyond this page in the direction paged." }),
+    })
+    .openapi(name);
+}
+
+export interface Page<T> {
+  object: "list";
+  data: T[];
+  has_more: boolean;
+}
+
+/**
+ * One page of `table`, filtered by `where` (which must include the tenant scope), ordered by the
+ * time-ordered `id` column, newest first. `validCursor` checks the form of a cursor id.
+ */
+export async function paginate<Row, T>(
+  db: Db,
+  options: {
+    table: SQLiteTable;
+    id: SQLiteColumn;
+    where: SQL;
+    query: ListQuery;
+    validCursor: (id: string) => boolean;
+    serialize: (row: Row) => T;
+  },
+): Promise<Page<T>> {
+  const { limit, starting_after: after, ending_before: before } = options.query;
+  if (after && before) throw invalidRequest("parameter_conflict", "Send starting_after or ending_before, not both.");
+  const cursor = after ?? before;
+  if (cursor !== undefined && !options.validCursor(cursor)) {
+    throw invalidRequest("invalid_cursor", `'${cursor}' is not an id of this kind of object.`, after ? "starting_after" : "ending_before");
+  }
+  const where = and(options.where, after ? lt(options.id, after) : undefined, before ? gt(options.id, before) : undefined);
+  const rows = (await db
+    .select()
+    .from(options.table)
+    .where(where)
+    .orderBy(before ? asc(options.id) : desc(options.id))
+    .limit(limit + 1)) as Row[];
+  const has_more = rows.length > limit;
+  const page = rows.slice(0, limit);
+  if (before) page.reverse();
+  return { object: "list", data: page.map(options.serialize), has_more };
+}

@@ -1,0 +1,40 @@
+// Bearer authentication for every /api route, then the per-key rate limit.
+import { createMiddleware } from "hono/factory";
+import { authenticate } from "../auth/credentials";
+import { hasScope, type Scope } from "../auth/scopes";
+import type { AppEnv } from "../lib/context";
+import { ApiError, authenticationError, permissionError } from "../lib/errors";
+
+export function bearerCredential(header: string | undefined): string {
+  if (!header) {
+    throw authenticationError(
+      "missing_credential",
+      "No credential was sent. Send your API key or access token as 'Authorization: Bearer <credential>'.",
+    );
+  }
+  const match = /^Bearer +(\S+)\s*$/i.exec(header);
+  if (!match) {
+    throw authenticationError("malformed_credential", "The Authorization header must be 'Bearer <credential>'.");
+  }
+  return match[1];
+}
+
+export const authenticated = createMiddleware<AppEnv>(async (c, next) => {
+  const credential = bearerCredential(c.req.header("authorization"));
+  const auth = await authenticate(c.var.db, credential, Date.now());
+  c.set("auth", auth);
+  const { success } = await c.env.RATE_LIMITER.limit({ key: auth.keyId });
+  if (!success) {
+    throw new ApiError(429, "rate_limit_error", "rate_limited", "Too many requests with this key. Slow down and retry after the delay in Retry-After.", undefined, {
+      "Retry-After": "10",
+    });
+  }
+  return next();
+});
+
+/** Route middleware: the credential must hold `scope`. */
+export const requireScope = (scope: Scope) =>
+  createMiddleware<AppEnv>(async (c, next) => {
+    if (!hasScope(c.var.auth.scopes, scope)) throw permissionError(scope);
+    return next();
+  });

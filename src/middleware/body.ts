@@ -1,0 +1,96 @@
+// Every request body is JSON of at most 1 MB. Reads the body once, with the limit enforced on
+// the stream, so a chunked body without Content-Length cannot slip past it.
+import { createMiddleware } from "hono/factory";
+import type { AppEnv } from "../lib/context";
+import { ApiError, invalidRequest } from "../lib/errors";
+import { decimalLiteral, parseJson } from "../lib/json";
+import { CURRENCY_EXPONENTS, normalizeCurrency, suggestMinorUnits } from "../domain/money";
+
+export const MAX_BODY_BYTES = 1024 * 1024;
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;.*)?$/i;
+/** Fields that are integers in the currency's smallest unit, as the interface defines `amount`. */
+const MINOR_UNIT_FIELDS = ["amount"];
+
+const tooLarge = () =>
+  new ApiError(413, "invalid_request_error", "body_too_large", `The request body is larger than ${MAX_BODY_BYTES} bytes.`);
+
+async function readLimited(request: Request): Promise<string> {
+  const declared = Number(request.headers.get("content-length") ?? "0");
+  if (declared > MAX_BODY_BYTES) throw tooLarge();
+  if (!request.body) return "";
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_BODY_BYTES) {
+      await reader.cancel();
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return new TextDecoder().decode(bytes);
+}
+
+function refuseDecimalAmounts(body: unknown) {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) return;
+  for (const field of MINOR_UNIT_FIELDS) {
+    const source = decimalLiteral(body, field);
+    if (source === undefined) continue;
+    const currency = normalizeCurrency(String((body as Record<string, unknown>).currency ?? ""));
+    const exponent = currency ? CURRENCY_EXPONENTS[currency] : 2;
+    const meant = suggestMinorUnits(source, exponent);
+    const unit = currency ? `${currency.toUpperCase()}, which has ${exponent} decimal places` : "a currency with 2 decimal places";
+    throw invalidRequest(
+      "amount_not_integer",
+      `${field} must be an integer in the currency's smallest unit, but ${source} was sent.` +
+        (meant !== undefined ? ` For ${unit}, send ${meant}.` : ""),
+      field,
+    );
+  }
+}
+
+export const jsonBody = (options: { allowForm?: boolean } = {}) =>
+  createMiddleware<AppEnv>(async (c, next) => {
+    if (c.req.method === "GET" || c.req.method === "HEAD" || c.req.method === "OPTIONS") return next();
+    const text = await readLimited(c.req.raw);
+    const contentType = c.req.header("content-type") ?? "";
+    let body: unknown = undefined;
+    if (text.trim() !== "") {
+      if (options.allowForm && /^application\/x-www-form-urlencoded/i.test(contentType)) {
+        const params = new URLSearchParams(text);
+        body = Object.fromEntries(params);
+        const form = new FormData();
+        for (const [key, value] of params) form.append(key, value);
+        c.req.bodyCache.formData = form as never;
+      } else if (!JSON_TYPE.test(contentType)) {
+        throw new ApiError(
+          415,
+          "invalid_request_error",
+          "unsupported_media_type",
+          `Request bodies must be JSON, sent with Content-Type: application/json${contentType ? `, not ${contentType}` : ""}.`,
+        );
+      } else {
+        try {
+          body = parseJson(text);
+        } catch {
+          throw invalidRequest("invalid_json", "The request body is not valid JSON.");
+        }
+        refuseDecimalAmounts(body);
+      }
+    }
+    c.set("jsonBody", body);
+    // The route validators read the body through c.req.json(); hand them this parse, so the body
+    // is read once and the decimal sources stay attached to the objects the handlers see.
+    c.req.json = async <T>() => body as T;
+    c.req.bodyCache.json = Promise.resolve(body);
+    return next();
+  });

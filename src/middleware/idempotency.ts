@@ -1,0 +1,160 @@
+// One idempotency mechanism for every POST, PUT, PATCH and DELETE. The key is claimed with an
+// INSERT guarded by the (account, key) primary key, never read-then-write. The route's own write
+// batch completes the record (src/lib/respond.ts), so a committed change and its stored answer
+// cannot disagree. Answers that changed nothing (validation, auth, conflicts, 5xx) release the
+// claim, so a corrected retry with the same key can go through, as Stripe does.
+import { SQL, and, eq, sql } from "drizzle-orm";
+import { createMiddleware } from "hono/factory";
+import type { Db } from "../db/client";
+import { idempotencyKeys } from "../db/schema";
+import { guard, type Statement } from "../db/batch";
+import type { AppEnv, IdempotencyClaim } from "../lib/context";
+import { hmacSha256Hex, randomToken, sha256Hex } from "../lib/crypto";
+import { ApiError, conflict, invalidRequest } from "../lib/errors";
+import { cardFingerprintSecret } from "../env";
+
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+/** A claim older than this belongs to a request that died before its batch; it may be taken over. */
+export const IDEMPOTENCY_LOCK_MS = 60_000;
+export const IDEMPOTENCY_CLAIM_LOST = "idempotency_claim_lost";
+const CARD_FIELDS = new Set(["card_number", "cvv"]);
+const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+/** Canonical JSON (sorted keys) with card fields replaced by their keyed hash. */
+async function canonical(value: unknown, secret: string): Promise<string> {
+  if (Array.isArray(value)) return `[${(await Promise.all(value.map((v) => canonical(v, secret)))).join(",")}]`;
+  if (typeof value === "object" && value !== null) {
+    const entries = Object.keys(value as object)
+      .sort()
+      .map(async (key) => {
+        const field = (value as Record<string, unknown>)[key];
+        const text = CARD_FIELDS.has(key) && typeof field === "string"
+          ? JSON.stringify(`hmac:${await hmacSha256Hex(secret, field)}`)
+          : await canonical(field, secret);
+        return `${JSON.stringify(key)}:${text}`;
+      });
+    return `{${(await Promise.all(entries)).join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+export function completeIdempotency(
+  db: Db,
+  accountId: string,
+  claim: IdempotencyClaim,
+  status: number,
+  body: unknown,
+): Statement[] {
+  const match = and(
+    eq(idempotencyKeys.accountId, accountId),
+    eq(idempotencyKeys.key, claim.key),
+    eq(idempotencyKeys.claimToken, claim.claimToken),
+  );
+  return [
+    guard(db, IDEMPOTENCY_CLAIM_LOST, sql`EXISTS (SELECT 1 FROM ${idempotencyKeys} WHERE ${match})`),
+    db
+      .update(idempotencyKeys)
+      // A body computed inside the batch (an SQL expression) is stored as the batch sees it.
+      .set({ status: "completed", responseStatus: status, responseBody: body instanceof SQL ? body : JSON.stringify(body) })
+      .where(match),
+  ];
+}
+
+export const idempotencyClaimLost = () =>
+  conflict(
+    "idempotency_key_in_use",
+    "Another request with this Idempotency-Key took over while this one was running; retry to see its result.",
+  );
+
+function replay(status: number, body: string, requestId: string): Response {
+  return new Response(body, {
+    status,
+    headers: { "Content-Type": "application/json", "Idempotent-Replayed": "true", "Request-Id": requestId },
+  });
+}
+
+export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
+  const key = c.req.header("idempotency-key");
+  if (key === undefined || !MUTATING.has(c.req.method)) return next();
+  if (key.length < 1 || key.length > 255 || !/^[\x21-\x7e]+$/.test(key)) {
+    throw invalidRequest(
+      "idempotency_key_invalid",
+      "Idempotency-Key must be 1 to 255 visible ASCII characters, without spaces.",
+    );
+  }
+  const db = c.var.db;
+  const { accountId } = c.var.auth;
+  const now = Date.now();
+  const url = new URL(c.req.url);
+  const requestHash = await sha256Hex(
+    `${c.req.method} ${url.pathname}${url.search}\n${await canonical(c.var.jsonBody ?? null, cardFingerprintSecret(c.env))}`,
+  );
+  const claimToken = randomToken(24);
+  const claimed = await db
+    .insert(idempotencyKeys)
+    .values({
+      accountId,
+      key,
+      requestHash,
+      claimToken,
+      status: "in_flight",
+      createdAt: new Date(now).toISOString(),
+      lockedAt: now,
+      expiresAt: now + IDEMPOTENCY_TTL_MS,
+    })
+    .onConflictDoUpdate({
+      target: [idempotencyKeys.accountId, idempotencyKeys.key],
+      set: {
+        requestHash,
+        claimToken,
+        status: "in_flight",
+        responseStatus: null,
+        responseBody: null,
+        createdAt: new Date(now).toISOString(),
+        lockedAt: now,
+        expiresAt: now + IDEMPOTENCY_TTL_MS,
+      },
+      // Take over only an expired record, or a stale claim for the same request.
+      setWhere: sql`${idempotencyKeys.expiresAt} <= ${now} OR (${idempotencyKeys.status} = 'in_flight' AND ${idempotencyKeys.lockedAt} <= ${now - IDEMPOTENCY_LOCK_MS} AND ${idempotencyKeys.requestHash} = ${requestHash})`,
+    })
+    .returning({ claimToken: idempotencyKeys.claimToken });
+
+  if (claimed[0]?.claimToken !== claimToken) {
+    const existing = await db.query.idempotencyKeys.findFirst({
+      where: and(eq(idempotencyKeys.accountId, accountId), eq(idempotencyKeys.key, key)),
+    });
+    if (!existing) throw idempotencyClaimLost();
+    if (existing.requestHash !== requestHash) {
+      throw new ApiError(
+        422,
+        "idempotency_error",
+        "idempotency_key_reused",
+        "This Idempotency-Key was already used with a different request (method, path or parameters). Use a new key for a new request.",
+      );
+    }
+    if (existing.status === "in_flight" || existing.responseStatus === null || existing.responseBody === null) {
+      throw conflict(
+        "idempotency_key_in_use",
+        "A request with this Idempotency-Key is still being processed. Retry after it finishes.",
+      );
+    }
+    return replay(existing.responseStatus, existing.responseBody, c.var.requestId);
+  }
+
+  const claim: IdempotencyClaim = { key, claimToken, completed: false };
+  c.set("idempotency", claim);
+  await next();
+  if (claim.completed) return;
+  const match = and(
+    eq(idempotencyKeys.accountId, accountId),
+    eq(idempotencyKeys.key, key),
+    eq(idempotencyKeys.claimToken, claimToken),
+  );
+  if (c.res.status >= 200 && c.res.status < 300) {
+    // A route that answered without a write batch of its own: store its answer now.
+    const body = await c.res.clone().text();
+    await db.update(idempotencyKeys).set({ status: "completed", responseStatus: c.res.status, responseBody: body }).where(match);
+  } else {
+    await db.delete(idempotencyKeys).where(match);
+  }
+});

@@ -1,0 +1,26 @@
+// The first middleware: a request id, the instrumented database, HTTPS enforcement and HSTS.
+import { createMiddleware } from "hono/factory";
+import { countingD1, createDb } from "../db/client";
+import { isDevelopment } from "../env";
+import { systemClock } from "../lib/clock";
+import type { AppEnv } from "../lib/context";
+import { uuidv7 } from "../domain/ids";
+import { ApiError } from "../lib/errors";
+
+export const REQUEST_ID_HEADER = "Request-Id";
+
+export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
+  c.set("requestId", `req_${uuidv7().replaceAll("-", "")}`);
+  const counter = { count: 0 };
+  c.set("d1RoundTrips", counter);
+  c.set("db", createDb(countingD1(c.env.DB, counter)));
+  c.set("clock", systemClock);
+  const development = isDevelopment(c.env);
+  if (!development && new URL(c.req.url).protocol !== "https:") {
+    throw new ApiError(400, "invalid_request_error", "https_required", "Tender only accepts requests over HTTPS.");
+  }
+  await next();
+  c.header(REQUEST_ID_HEADER, c.var.requestId);
+  if (development) c.header("Tender-D1-Round-Trips", String(counter.count));
+  else c.header("Strict-Transport-Security", "max-age=63072000; includeSubDomains; preload");
+});

@@ -1,0 +1,60 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { generateApiKey, displayPrefix } from "../../auth/credentials";
+import { ALL_SCOPES } from "../../auth/scopes";
+import { runBatch } from "../../db/batch";
+import { accounts, apiKeys } from "../../db/schema";
+import { newId } from "../../domain/ids";
+import { isDevelopment } from "../../env";
+import { isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../lib/context";
+import { sha256Hex, timingSafeEqual } from "../../lib/crypto";
+import { authenticationError } from "../../lib/errors";
+import { bearerCredential } from "../../middleware/auth";
+import { apiRoute, json, jsonBodyOf } from "../openapi";
+import { AccountSchema, SignupBody } from "./schema";
+
+const route = apiRoute({
+  method: "post",
+  path: "/api/accounts",
+  tags: ["Accounts"],
+  operationId: "createAccount",
+  summary: "Sign up",
+  description:
+    "Creates an account and returns its first test-mode secret key, shown once. Open in development; elsewhere it needs 'Authorization: Bearer <ADMIN_TOKEN>'. Idempotency-Key does not apply: there is no account to scope it to yet.",
+  public: true,
+  request: jsonBodyOf(SignupBody),
+  responses: { 201: json(AccountSchema, "The account, with its API key.") },
+});
+
+export function registerCreateAccount(app: OpenAPIHono<AppEnv>) {
+  app.openapi(route, async (c) => {
+    if (!isDevelopment(c.env)) {
+      const token = bearerCredential(c.req.header("authorization"));
+      if (!c.env.ADMIN_TOKEN || !timingSafeEqual(token, c.env.ADMIN_TOKEN)) {
+        throw authenticationError("invalid_admin_token", "Sign-up needs the ADMIN_TOKEN outside development.");
+      }
+    }
+    const body = c.req.valid("json");
+    const now = Date.now();
+    const accountId = newId("account", now);
+    const apiKey = generateApiKey("secret", "test");
+    await runBatch(c.var.db, [
+      c.var.db.insert(accounts).values({ id: accountId, name: body.name, email: body.email, createdAt: isoTime(now) }),
+      c.var.db.insert(apiKeys).values({
+        id: newId("apiKey", now),
+        accountId,
+        name: "Default secret key",
+        kind: "secret",
+        mode: "test",
+        prefix: displayPrefix(apiKey),
+        hash: await sha256Hex(apiKey),
+        scopes: [ALL_SCOPES],
+        createdAt: isoTime(now),
+      }),
+    ]);
+    return c.json(
+      { id: accountId, object: "account" as const, name: body.name, email: body.email, created_at: isoTime(now), api_key: apiKey },
+      201,
+    );
+  });
+}

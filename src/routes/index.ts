@@ -1,0 +1,26 @@
+import { type OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import type { AppEnv } from "../lib/context";
+import { registerCreateAccount } from "./accounts/post";
+import { registerKeys } from "./keys";
+import { registerOauth } from "./oauth/token";
+import { registerRequestIds } from "./request-ids";
+import { registerUsers } from "./users";
+
+const health = createRoute({
+  method: "get",
+  path: "/health",
+  tags: ["Health"],
+  operationId: "health",
+  summary: "Liveness check",
+  description: "Answers without a credential and without touching the database.",
+  responses: { 200: { description: "The service is up.", content: { "application/json": { schema: z.object({ status: z.literal("ok") }) } } } },
+});
+
+export function registerRoutes(app: OpenAPIHono<AppEnv>) {
+  app.openapi(health, (c) => c.json({ status: "ok" as const }, 200));
+  registerCreateAccount(app);
+  registerOauth(app);
+  registerKeys(app);
+  registerRequestIds(app);
+  registerUsers(app);
+}

@@ -1,0 +1,126 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { eq, isNull, and } from "drizzle-orm";
+import { displayPrefix, forgetKey, generateApiKey } from "../../auth/credentials";
+import { scopesWithin } from "../../auth/scopes";
+import { apiKeys } from "../../db/schema";
+import { owned } from "../../db/scope";
+import { found, listOwned } from "../../lib/reads";
+import { hasPrefix, newId } from "../../domain/ids";
+import { isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../lib/context";
+import { sha256Hex } from "../../lib/crypto";
+import { ApiError } from "../../lib/errors";
+import { listQuery, listSchema } from "../../lib/pagination";
+import { commitAndRespond } from "../../lib/respond";
+import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
+import { CreateKeyBody, CreatedKeySchema, KeySchema, serializeKey } from "./schema";
+
+const tags = ["API keys"];
+const keyId = idParam("API key", "key_01jd2x4k5m6n7p8q9r0s1t2v3w");
+
+const create = apiRoute({
+  method: "post",
+  path: "/api/keys",
+  tags,
+  operationId: "createKey",
+  summary: "Create a restricted key",
+  description: "Creates a restricted key (rk_test_…) with the given scopes, which must lie within the caller's own.",
+  scope: "keys:write",
+  request: jsonBodyOf(CreateKeyBody),
+  responses: { 201: json(CreatedKeySchema, "The key, with its secret shown once.") },
+});
+
+const list = apiRoute({
+  method: "get",
+  path: "/api/keys",
+  tags,
+  operationId: "listKeys",
+  summary: "List API keys",
+  scope: "keys:read",
+  request: { query: listQuery },
+  responses: { 200: json(listSchema(KeySchema, "ApiKeyList"), "A page of keys, newest first.") },
+});
+
+const get = apiRoute({
+  method: "get",
+  path: "/api/keys/{id}",
+  tags,
+  operationId: "getKey",
+  summary: "Read an API key",
+  scope: "keys:read",
+  request: { params: keyId },
+  responses: { 200: json(KeySchema, "The key (never its secret).") },
+});
+
+const revoke = apiRoute({
+  method: "delete",
+  path: "/api/keys/{id}",
+  tags,
+  operationId: "revokeKey",
+  summary: "Revoke an API key",
+  description: "Revokes the key at once: it and every access token minted from it stop working on the next request.",
+  scope: "keys:write",
+  request: { params: keyId },
+  responses: { 200: json(KeySchema, "The revoked key.") },
+});
+
+export function registerKeys(app: OpenAPIHono<AppEnv>) {
+  app.openapi(create, async (c) => {
+    const { auth, db } = c.var;
+    const body = c.req.valid("json");
+    if (!scopesWithin(auth.scopes, body.scopes)) {
+      throw new ApiError(403, "permission_error", "scope_exceeds_caller", "A key cannot be given scopes its creator does not hold.", "scopes");
+    }
+    const now = Date.now();
+    const secret = generateApiKey("restricted", auth.mode);
+    const row = {
+      id: newId("apiKey", now),
+      accountId: auth.accountId,
+      name: body.name ?? null,
+      kind: "restricted" as const,
+      mode: auth.mode,
+      prefix: displayPrefix(secret),
+      hash: await sha256Hex(secret),
+      scopes: [...new Set(body.scopes)],
+      createdAt: isoTime(now),
+      revokedAt: null,
+    };
+    const shown = { ...serializeKey(row), secret };
+    return commitAndRespond(c, { statements: [db.insert(apiKeys).values(row)] }, 201, shown, {
+      storedBody: { ...shown, secret: null },
+    });
+  });
+
+  app.openapi(list, async (c) => {
+    const page = await listOwned(c, {
+      table: apiKeys,
+      id: apiKeys.id,
+      query: c.req.valid("query"),
+      validCursor: (id) => hasPrefix(id, "apiKey"),
+      serialize: serializeKey,
+    });
+    return c.json(page, 200);
+  });
+
+  app.openapi(get, async (c) => {
+    const { id } = c.req.valid("param");
+    const row = await found(c, await c.var.db.query.apiKeys.findFirst({ where: owned(apiKeys, c.var.auth, eq(apiKeys.id, id)) }), "API key", id);
+    return c.json(serializeKey(row), 200);
+  });
+
+  app.openapi(revoke, async (c) => {
+    const { db, auth } = c.var;
+    const { id } = c.req.valid("param");
+    const row = await found(c, await db.query.apiKeys.findFirst({ where: owned(apiKeys, auth, eq(apiKeys.id, id)) }), "API key", id);
+    const revokedAt = row.revokedAt ?? isoTime(Date.now());
+    const body = serializeKey({ ...row, revokedAt });
+    const response = await commitAndRespond(
+      c,
+      { statements: [db.update(apiKeys).set({ revokedAt }).where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)))] },
+      200,
+      body,
+    );
+    forgetKey(id);
+    return response;
+  });
+}

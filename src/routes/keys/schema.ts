@@ -1,0 +1,43 @@
+import { z } from "@hono/zod-openapi";
+import { SCOPES } from "../../auth/scopes";
+import type { apiKeys } from "../../db/schema";
+import { timestamp } from "../shared";
+
+export const CreateKeyBody = z
+  .object({
+    name: z.string().trim().min(1).max(200).optional(),
+    scopes: z.array(z.enum(SCOPES)).min(1).max(SCOPES.length).openapi({ example: ["users:read", "payouts:write"] }),
+  })
+  .openapi("CreateKeyRequest");
+
+export const KeySchema = z
+  .object({
+    id: z.string().openapi({ example: "key_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
+    object: z.literal("api_key"),
+    name: z.string().nullable(),
+    kind: z.enum(["secret", "restricted"]),
+    mode: z.enum(["test", "live"]),
+    prefix: z.string().openapi({ description: "The start and end of the key, to recognise it." }),
+    scopes: z.array(z.string()),
+    created_at: timestamp("When the key was created."),
+    revoked_at: z.string().nullable(),
+  })
+  .openapi("ApiKey");
+
+export const CreatedKeySchema = KeySchema.extend({
+  secret: z.string().nullable().openapi({ description: "The key itself, rk_test_…: shown in this answer only (null in an idempotent replay)." }),
+}).openapi("CreatedApiKey");
+
+export function serializeKey(row: typeof apiKeys.$inferSelect) {
+  return {
+    id: row.id,
+    object: "api_key" as const,
+    name: row.name,
+    kind: row.kind,
+    mode: row.mode,
+    prefix: row.prefix,
+    scopes: row.scopes,
+    created_at: row.createdAt,
+    revoked_at: row.revokedAt,
+  };
+}

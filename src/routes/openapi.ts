@@ -1,0 +1,94 @@
+// Shared OpenAPI pieces: the error schema, the documented error answers, and a route factory
+// that gives every route its security, its errors and its scope check.
+import { createRoute, z, type RouteConfig } from "@hono/zod-openapi";
+import type { MiddlewareHandler } from "hono";
+import { requireScope } from "../middleware/auth";
+import type { Scope } from "../auth/scopes";
+
+export const ErrorSchema = z
+  .object({
+    error: z.object({
+      type: z.enum([
+        "invalid_request_error",
+        "authentication_error",
+        "permission_error",
+        "not_found_error",
+        "idempotency_error",
+        "card_error",
+        "rate_limit_error",
+        "api_error",
+      ]),
+      code: z.string().openapi({ example: "parameter_invalid" }),
+      message: z.string(),
+      param: z.string().optional(),
+      decline_code: z.string().optional(),
+      request_id: z.string(),
+    }),
+  })
+  .openapi("Error");
+
+const errorContent = (description: string) => ({ description, content: { "application/json": { schema: ErrorSchema } } });
+
+export const ERRORS = {
+  400: errorContent("Invalid request: validation, malformed JSON or a decimal sent for an integer amount."),
+  401: errorContent("Missing, malformed, expired or revoked credential. Carries WWW-Authenticate: Bearer."),
+  402: errorContent("The card was declined."),
+  403: errorContent("The credential lacks the scope this operation needs."),
+  404: errorContent("No such object in this account."),
+  409: errorContent("Conflict with the object's state, or the same Idempotency-Key is still in flight."),
+  413: errorContent("Body larger than 1 MB."),
+  415: errorContent("Body is not JSON."),
+  422: errorContent("Idempotency-Key reused with different parameters."),
+  429: errorContent("Rate limited; see Retry-After."),
+  500: errorContent("Server error, with a generic message."),
+} as const;
+
+type Status = keyof typeof ERRORS;
+const READ_ERRORS: Status[] = [400, 401, 403, 404, 429, 500];
+const WRITE_ERRORS: Status[] = [400, 401, 403, 404, 409, 413, 415, 422, 429, 500];
+
+export const idempotencyHeader = z.object({
+  "idempotency-key": z
+    .string()
+    .max(255)
+    .optional()
+    .openapi({ description: "Makes the request safe to retry for 24 hours: a retry replays the first answer." }),
+});
+
+export const idParam = (name: string, example: string) =>
+  z.object({ id: z.string().max(100).openapi({ param: { name: "id", in: "path" }, description: `The ${name}'s id.`, example }) });
+
+type Options = Omit<RouteConfig, "security"> & { scope?: Scope; extraErrors?: Status[]; public?: boolean };
+
+/** A documented route: bearer security, the shared error answers, and its scope check. */
+export function apiRoute<R extends Options>(options: R) {
+  const { scope, extraErrors = [], public: isPublic, ...config } = options;
+  const write = config.method !== "get";
+  const statuses = new Set<Status>([...(write ? WRITE_ERRORS : READ_ERRORS), ...extraErrors]);
+  if (isPublic) {
+    statuses.delete(403);
+    statuses.delete(429);
+  }
+  const responses = { ...config.responses } as Record<string | number, unknown>;
+  for (const status of [...statuses].sort()) responses[status] ??= ERRORS[status];
+  const middleware = [...(scope ? [requireScope(scope)] : []), ...((config.middleware as MiddlewareHandler[] | undefined) ?? [])];
+  const request = write && !isPublic
+    ? { ...config.request, headers: config.request?.headers ?? idempotencyHeader }
+    : config.request;
+  return createRoute({
+    ...config,
+    request,
+    middleware,
+    responses,
+    ...(isPublic ? {} : { security: [{ bearerAuth: [] }] }),
+  } as RouteConfig) as unknown as R;
+}
+
+export const json = <T extends z.ZodTypeAny>(schema: T, description: string) => ({
+  description,
+  content: { "application/json": { schema } },
+});
+
+export const jsonBodyOf = <T extends z.ZodTypeAny>(schema: T) => ({
+  body: { required: true as const, content: { "application/json": { schema } } },
+});

@@ -1,0 +1,84 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { eq } from "drizzle-orm";
+import { requestIds } from "../../db/schema";
+import { owned } from "../../db/scope";
+import { found, listOwned } from "../../lib/reads";
+import { uuidv7 } from "../../domain/ids";
+import { isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../lib/context";
+import { listQuery, listSchema } from "../../lib/pagination";
+import { commitAndRespond } from "../../lib/respond";
+import { apiRoute, json, jsonBodyOf } from "../openapi";
+import { CreateRequestIdBody, RequestIdSchema, serializeRequestId } from "./schema";
+import { z } from "@hono/zod-openapi";
+
+const tags = ["Request ids"];
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+const create = apiRoute({
+  method: "post",
+  path: "/api/request-id",
+  tags,
+  operationId: "createRequestId",
+  summary: "Generate a unique id",
+  description: "Generates a UUIDv7 for the stated purpose and stores it, readable later by id.",
+  scope: "request_ids:write",
+  request: jsonBodyOf(CreateRequestIdBody),
+  responses: { 201: json(RequestIdSchema, "The generated id.") },
+});
+
+const list = apiRoute({
+  method: "get",
+  path: "/api/request-id",
+  tags,
+  operationId: "listRequestIds",
+  summary: "List generated ids",
+  scope: "request_ids:read",
+  request: { query: listQuery },
+  responses: { 200: json(listSchema(RequestIdSchema, "RequestIdList"), "A page of ids, newest first.") },
+});
+
+const get = apiRoute({
+  method: "get",
+  path: "/api/request-id/{id}",
+  tags,
+  operationId: "getRequestId",
+  summary: "Read a generated id",
+  scope: "request_ids:read",
+  request: {
+    params: z.object({ id: z.string().max(100).openapi({ param: { name: "id", in: "path" }, example: "019a8f3e-7c1d-7b2a-9f00-3c4d5e6f7a8b" }) }),
+  },
+  responses: { 200: json(RequestIdSchema, "The id and its purpose.") },
+});
+
+export function registerRequestIds(app: OpenAPIHono<AppEnv>) {
+  app.openapi(create, async (c) => {
+    const body = c.req.valid("json");
+    const now = Date.now();
+    const row = {
+      id: uuidv7(now),
+      accountId: c.var.auth.accountId,
+      purpose: body.purpose,
+      metadata: body.metadata ?? null,
+      createdAt: isoTime(now),
+    };
+    return commitAndRespond(c, { statements: [c.var.db.insert(requestIds).values(row)] }, 201, serializeRequestId(row));
+  });
+
+  app.openapi(list, async (c) => {
+    const page = await listOwned(c, {
+      table: requestIds,
+      id: requestIds.id,
+      query: c.req.valid("query"),
+      validCursor: (id) => UUID.test(id),
+      serialize: serializeRequestId,
+    });
+    return c.json(page, 200);
+  });
+
+  app.openapi(get, async (c) => {
+    const { id } = c.req.valid("param");
+    const row = await found(c, await c.var.db.query.requestIds.findFirst({ where: owned(requestIds, c.var.auth, eq(requestIds.id, id)) }), "request id", id);
+    return c.json(serializeRequestId(row), 200);
+  });
+}

@@ -1,0 +1,47 @@
+import { z } from "@hono/zod-openapi";
+import type { requestIds } from "../../db/schema";
+import { timestamp } from "../shared";
+
+export const METADATA_MAX_KEYS = 50;
+export const METADATA_KEY_MAX = 40;
+export const METADATA_VALUE_MAX = 500;
+
+export const MetadataSchema = z
+  .record(
+    z.string().min(1).max(METADATA_KEY_MAX),
+    z.union([z.string().max(METADATA_VALUE_MAX), z.number().finite(), z.boolean(), z.null()]),
+  )
+  .refine((m) => Object.keys(m).length <= METADATA_MAX_KEYS, { message: `metadata may hold at most ${METADATA_MAX_KEYS} keys` })
+  .openapi({
+    description: `Flat key/value pairs: at most ${METADATA_MAX_KEYS} keys of up to ${METADATA_KEY_MAX} characters; values are strings (up to ${METADATA_VALUE_MAX} characters), numbers, booleans or null.`,
+    example: { order: "A-1001" },
+  });
+
+export const CreateRequestIdBody = z
+  .object({
+    purpose: z.string().trim().min(1).max(255).openapi({ example: "checkout" }),
+    metadata: MetadataSchema.optional(),
+  })
+  .openapi("CreateRequestIdRequest");
+
+export const RequestIdSchema = z
+  .object({
+    id: z.string().uuid().openapi({ description: "A UUID, version 7.", example: "019a8f3e-7c1d-7b2a-9f00-3c4d5e6f7a8b" }),
+    object: z.literal("request_id"),
+    purpose: z.string(),
+    metadata: z.record(z.string(), z.unknown()).nullable(),
+    timestamp: timestamp("When the id was generated."),
+    status: z.literal("success"),
+  })
+  .openapi("RequestId");
+
+export function serializeRequestId(row: typeof requestIds.$inferSelect) {
+  return {
+    id: row.id,
+    object: "request_id" as const,
+    purpose: row.purpose,
+    metadata: row.metadata ?? null,
+    timestamp: row.createdAt,
+    status: "success" as const,
+  };
+}

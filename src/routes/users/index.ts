@@ -1,0 +1,133 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { eq, sql } from "drizzle-orm";
+import { guard } from "../../db/batch";
+import { users } from "../../db/schema";
+import { owned } from "../../db/scope";
+import { hasPrefix, newId } from "../../domain/ids";
+import { isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../lib/context";
+import { notFound } from "../../lib/errors";
+import { listQuery, listSchema } from "../../lib/pagination";
+import { found, listOwned } from "../../lib/reads";
+import { commit, commitAndRespond } from "../../lib/respond";
+import { emitEvent } from "../../webhooks/outbox";
+import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
+import { serializeUser, UserBody, UserSchema, userJsonSql } from "./schema";
+
+const tags = ["Users"];
+const userId = idParam("user", "usr_01jd2x4k5m6n7p8q9r0s1t2v3w");
+
+const create = apiRoute({
+  method: "post",
+  path: "/api/users",
+  tags,
+  operationId: "createUser",
+  summary: "Create a user",
+  description: "Creates a user profile and emits customer.created.",
+  scope: "users:write",
+  request: jsonBodyOf(UserBody),
+  responses: { 201: json(UserSchema, "The new user.") },
+});
+
+const list = apiRoute({
+  method: "get",
+  path: "/api/users",
+  tags,
+  operationId: "listUsers",
+  summary: "List users",
+  scope: "users:read",
+  request: { query: listQuery },
+  responses: { 200: json(listSchema(UserSchema, "UserList"), "A page of users, newest first.") },
+});
+
+const get = apiRoute({
+  method: "get",
+  path: "/api/users/{id}",
+  tags,
+  operationId: "getUser",
+  summary: "Read a user's profile",
+  scope: "users:read",
+  request: { params: userId },
+  responses: { 200: json(UserSchema, "The user.") },
+});
+
+const update = apiRoute({
+  method: "put",
+  path: "/api/users/{id}",
+  tags,
+  operationId: "updateUser",
+  summary: "Update a user's profile",
+  description: "Replaces the user's name and email, and emits customer.updated.",
+  scope: "users:write",
+  request: { params: userId, ...jsonBodyOf(UserBody) },
+  responses: { 200: json(UserSchema, "The updated user.") },
+});
+
+const USER_MISSING = "user_missing";
+
+export function registerUsers(app: OpenAPIHono<AppEnv>) {
+  app.openapi(create, async (c) => {
+    const { db, auth } = c.var;
+    const body = c.req.valid("json");
+    const now = Date.now();
+    const row = {
+      id: newId("user", now),
+      accountId: auth.accountId,
+      name: body.name,
+      email: body.email,
+      testClockId: null,
+      createdAt: isoTime(now),
+      updatedAt: isoTime(now),
+    };
+    const user = serializeUser(row);
+    return commitAndRespond(
+      c,
+      {
+        statements: [db.insert(users).values(row)],
+        events: [emitEvent(db, auth.accountId, { type: "customer.created", data: user }, now)],
+      },
+      201,
+      user,
+    );
+  });
+
+  app.openapi(list, async (c) => {
+    const page = await listOwned(c, {
+      table: users,
+      id: users.id,
+      query: c.req.valid("query"),
+      validCursor: (id) => hasPrefix(id, "user"),
+      serialize: serializeUser,
+    });
+    return c.json(page, 200);
+  });
+
+  app.openapi(get, async (c) => {
+    const { id } = c.req.valid("param");
+    const row = await found(c, await c.var.db.query.users.findFirst({ where: owned(users, c.var.auth, eq(users.id, id)) }), "user", id);
+    return c.json(serializeUser(row), 200);
+  });
+
+  app.openapi(update, async (c) => {
+    const { db, auth } = c.var;
+    const { id } = c.req.valid("param");
+    const body = c.req.valid("json");
+    const now = Date.now();
+    // One batch: the user must exist in this account; the update, its event (with the user
+    // as committed) and the stored answer all read the same row.
+    const [, updated] = (await commit(
+      c,
+      {
+        statements: [
+          guard(db, USER_MISSING, sql`EXISTS (SELECT 1 FROM ${users} WHERE ${owned(users, auth, eq(users.id, id))})`),
+          db.update(users).set({ name: body.name, email: body.email, updatedAt: isoTime(now) }).where(owned(users, auth, eq(users.id, id))).returning(),
+        ],
+        events: [emitEvent(db, auth.accountId, { type: "customer.updated", dataSql: userJsonSql(id) }, now)],
+      },
+      200,
+      userJsonSql(id),
+      { failures: { [USER_MISSING]: () => notFound("user", id, "id") } },
+    )) as [unknown, (typeof users.$inferSelect)[]];
+    return c.json(serializeUser(updated[0]), 200);
+  });
+}

@@ -1,0 +1,37 @@
+import { z } from "@hono/zod-openapi";
+import { sql } from "drizzle-orm";
+import { users } from "../../db/schema";
+import { emailField, nameField, timestamp } from "../shared";
+
+export const UserBody = z.object({ name: nameField, email: emailField }).openapi("UserRequest");
+
+export const UserSchema = z
+  .object({
+    id: z.string().openapi({ example: "usr_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
+    object: z.literal("user"),
+    name: z.string(),
+    email: z.string(),
+    test_clock: z.string().nullable().openapi({ description: "The test clock whose time this user's subscriptions follow, if any." }),
+    created_at: timestamp("When the user was created."),
+    updated_at: timestamp("When the user was last changed."),
+  })
+  .openapi("User");
+export type UserJson = z.infer<typeof UserSchema>;
+
+export function serializeUser(row: typeof users.$inferSelect): UserJson {
+  return {
+    id: row.id,
+    object: "user",
+    name: row.name,
+    email: row.email,
+    test_clock: row.testClockId ?? null,
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+  };
+}
+
+/** The same serialization inside SQL, for event data and stored answers built within a batch. */
+export const userJsonSql = (id: string) => sql`(SELECT json_object(
+  'id', ${users.id}, 'object', 'user', 'name', ${users.name}, 'email', ${users.email},
+  'test_clock', ${users.testClockId}, 'created_at', ${users.createdAt}, 'updated_at', ${users.updatedAt}
+) FROM ${users} WHERE ${users.id} = ${id})`;

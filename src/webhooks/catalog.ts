@@ -1,0 +1,49 @@
+// Every event type Tender emits, with the body shape it is delivered in.
+export const ENVELOPE_EVENT_TYPES = {
+  "payment.completed": "A payment was successfully completed.",
+  "payment.failed": "A payment attempt failed.",
+  "refund.initiated": "A refund was initiated.",
+  "refund.completed": "A refund was successfully processed.",
+  "customer.created": "A new customer (user) was created.",
+  "customer.updated": "A customer's (user's) information was updated.",
+  "payout.created": "A payout was created and is pending.",
+  "payout.paid": "A payout was paid to its destination.",
+  "payout.failed": "A payout failed.",
+  "payout.canceled": "A pending payout was canceled.",
+} as const;
+
+export const NOTIFICATION_EVENT_TYPES = {
+  subscription_created: "A subscription was created and its first period paid.",
+  subscription_renewal: "A renewal charge was attempted (status success or failed).",
+  subscription_updated: "A subscription's payment details, plan or quantity changed.",
+  subscription_canceled: "A subscription was canceled.",
+} as const;
+
+export type EnvelopeEventType = keyof typeof ENVELOPE_EVENT_TYPES;
+export type NotificationEventType = keyof typeof NOTIFICATION_EVENT_TYPES;
+export type EventType = EnvelopeEventType | NotificationEventType;
+
+/** Subscribing to "*" receives every type, including ones added later. */
+export const ALL_EVENTS = "*";
+/** Sent by POST /api/webhooks/{id}/test only, to that endpoint only. */
+export const TEST_EVENT_TYPE = "webhook.test";
+
+export const EVENT_TYPES = [
+  ...Object.keys(ENVELOPE_EVENT_TYPES),
+  ...Object.keys(NOTIFICATION_EVENT_TYPES),
+] as EventType[];
+
+export function isEventType(value: string): value is EventType {
+  return value in ENVELOPE_EVENT_TYPES || value in NOTIFICATION_EVENT_TYPES;
+}
+
+export function isNotificationType(value: string): value is NotificationEventType {
+  return value in NOTIFICATION_EVENT_TYPES;
+}
+
+export function describeEventTypes() {
+  return [
+    ...Object.entries(ENVELOPE_EVENT_TYPES).map(([type, description]) => ({ type, description, shape: "envelope" as const })),
+    ...Object.entries(NOTIFICATION_EVENT_TYPES).map(([type, description]) => ({ type, description, shape: "notification" as const })),
+  ];
+}

@@ -1,0 +1,123 @@
+// The transactional outbox. An event row, and one delivery row per matching active endpoint,
+// join the same D1 batch as the state change that caused them. After the batch commits, the new
+// delivery ids are enqueued; the sweeper (src/webhooks/sweeper.ts) re-enqueues any that the
+// enqueue missed, so no event is lost between the commit and the queue.
+import { type SQL, sql } from "drizzle-orm";
+import type { Db } from "../db/client";
+import { type FailureMap, rawStatement, runBatch, type Statement } from "../db/batch";
+import { events, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import { newId } from "../domain/ids";
+import { isoTime } from "../lib/clock";
+import { ALL_EVENTS, type EnvelopeEventType, type NotificationEventType } from "./catalog";
+
+export type EventSpec =
+  | { type: EnvelopeEventType; data: unknown }
+  | { type: NotificationEventType; subscriptionId: string; status: string };
+
+export interface EmittedEvent {
+  id: string;
+  statements: Statement[];
+  /** Index, within `statements`, of the delivery insert whose RETURNING rows are enqueued. */
+  deliveriesAt: number;
+}
+
+/** The exact body delivered for an event, built once. */
+export function eventPayload(id: string, spec: EventSpec, at: number): string {
+  if ("subscriptionId" in spec) {
+    return JSON.stringify({ id, event: spec.type, subscription_id: spec.subscriptionId, status: spec.status, timestamp: isoTime(at) });
+  }
+  return JSON.stringify({ id, type: spec.type, data: spec.data, created_at: isoTime(at) });
+}
+
+/**
+ * The payload of an envelope event whose data is read from the database inside the batch (an
+ * SQL json_object over the row just written), so the event shows the row as committed.
+ */
+export function envelopeFromSql(id: string, type: EnvelopeEventType, data: SQL, at: number): SQL {
+  return sql`json_object('id', ${id}, 'type', ${type}, 'data', json(${data}), 'created_at', ${isoTime(at)})`;
+}
+
+export function deliveriesFor(db: Db, accountId: string, eventId: string, type: string, at: number, endpointId?: string): Statement {
+  return rawStatement(db, sql`
+    INSERT INTO ${webhookDeliveries} (id, account_id, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+    SELECT 'dlv_' || substr(${eventId}, 5) || substr(e.id, 5), ${accountId}, ${eventId}, e.id, 'pending', 0, ${isoTime(at)}, ${at}
+    FROM ${webhookEndpoints} e
+    WHERE e.account_id = ${accountId} AND e.status = 'active' AND e.deleted_at IS NULL
+      AND ${endpointId === undefined ? sql`EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (${type}, ${ALL_EVENTS}))` : sql`e.id = ${endpointId}`}
+    ON CONFLICT (event_id, endpoint_id) DO NOTHING
+    RETURNING id`);
+}
+
+export function emitEvent(
+  db: Db,
+  accountId: string,
+  spec: EventSpec | { type: EnvelopeEventType; dataSql: SQL },
+  at: number,
+): EmittedEvent {
+  const id = newId("event", at);
+  const payload = "dataSql" in spec ? envelopeFromSql(id, spec.type, spec.dataSql, at) : sql`${eventPayload(id, spec, at)}`;
+  return {
+    id,
+    statements: [
+      rawStatement(db, sql`INSERT INTO ${events} (id, account_id, type, payload, created_at) VALUES (${id}, ${accountId}, ${spec.type}, ${payload}, ${isoTime(at)})`),
+      deliveriesFor(db, accountId, id, spec.type, at),
+    ],
+    deliveriesAt: 1,
+  };
+}
+
+export interface DeliveryMessage {
+  deliveryId: string;
+}
+
+export async function enqueueDeliveries(queue: Queue, deliveryIds: string[]): Promise<void> {
+  for (let i = 0; i < deliveryIds.length; i += 100) {
+    await queue.sendBatch(deliveryIds.slice(i, i + 100).map((deliveryId) => ({ body: { deliveryId } satisfies DeliveryMessage })));
+  }
+}
+
+/** The delivery ids returned by the delivery inserts at `offsets` of a batch result. */
+export function collectDeliveryIds(results: unknown[], offsets: number[]): string[] {
+  const ids: string[] = [];
+  for (const index of offsets) {
+    const rows = (results[index] as { results?: { id: string }[] } | undefined)?.results ?? [];
+    for (const row of rows) ids.push(row.id);
+  }
+  return ids;
+}
+
+export interface WriteSet {
+  statements: Statement[];
+  events?: EmittedEvent[];
+  /** Statements that must run last, such as completing the idempotency record. */
+  trailing?: Statement[];
+}
+
+/**
+ * Commits a write set as one D1 batch, then enqueues the deliveries it created. A failed enqueue
+ * is logged, not thrown: the rows are committed and the sweeper will send them.
+ * Returns the batch results of `statements`, in order.
+ */
+export async function commitWrites(
+  deps: { db: Db; queue: Queue; waitUntil?: (promise: Promise<unknown>) => void },
+  writes: WriteSet,
+  failures: FailureMap = {},
+): Promise<unknown[]> {
+  const all = [...writes.statements];
+  const offsets: number[] = [];
+  for (const event of writes.events ?? []) {
+    offsets.push(all.length + event.deliveriesAt);
+    all.push(...event.statements);
+  }
+  all.push(...(writes.trailing ?? []));
+  const results = await runBatch(deps.db, all, failures);
+  const deliveryIds = collectDeliveryIds(results, offsets);
+  if (deliveryIds.length > 0) {
+    const send = enqueueDeliveries(deps.queue, deliveryIds).catch((error) => {
+      console.error(JSON.stringify({ message: "enqueue failed; the sweeper will retry", deliveries: deliveryIds.length, error: String(error) }));
+    });
+    if (deps.waitUntil) deps.waitUntil(send);
+    else await send;
+  }
+  return results.slice(0, writes.statements.length);
+}
