@@ -98,6 +98,7 @@ CREATE TABLE `payments` (
 	`card_exp_month` integer NOT NULL,
 	`card_exp_year` integer NOT NULL,
 	`card_fingerprint` text NOT NULL,
+	`processor_reference` text,
 	`created_at` text NOT NULL,
 	CONSTRAINT "payments_amount_positive" CHECK("payments"."amount" > 0),
 	CONSTRAINT "payments_refund_within_amount" CHECK("payments"."amount_refunded" >= 0 AND "payments"."amount_refunded" <= "payments"."amount")
@@ -121,6 +122,7 @@ CREATE TABLE `payouts` (
 	`card_exp_month` integer NOT NULL,
 	`card_exp_year` integer NOT NULL,
 	`card_fingerprint` text NOT NULL,
+	`processor_token` text NOT NULL,
 	`date` text NOT NULL,
 	`created_at` text NOT NULL,
 	`updated_at` text NOT NULL,
@@ -196,6 +198,7 @@ CREATE TABLE `subscriptions` (
 	`card_exp_month` integer NOT NULL,
 	`card_exp_year` integer NOT NULL,
 	`card_fingerprint` text NOT NULL,
+	`processor_token` text NOT NULL,
 	`start_date` text NOT NULL,
 	`billing_anchor` text NOT NULL,
 	`periods_billed` integer NOT NULL,

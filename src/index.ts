@@ -1,11 +1,20 @@
 // The Worker: the API (fetch), the queue consumers, and the cron (renewals and the sweeper).
 import { newApp } from "./app";
+import { runScheduled } from "./cron";
 import type { Bindings } from "./env";
+import { handleJobBatch, type JobMessage } from "./jobs";
 
 const app = newApp();
 
 export default {
   fetch: (request, env, ctx) => app.fetch(request, env, ctx),
+  async queue(batch, env, ctx) {
+    if (batch.queue.startsWith("tender-jobs")) return handleJobBatch(batch as MessageBatch<JobMessage>, env, ctx);
+    throw new Error(`No consumer for queue ${batch.queue}`);
+  },
+  async scheduled(controller, env, ctx) {
+    await runScheduled(env, controller.scheduledTime, ctx);
+  },
 } satisfies ExportedHandler<Bindings>;
 
 export { WebhookRetryScheduler } from "./webhooks/scheduler";

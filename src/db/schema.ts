@@ -204,6 +204,8 @@ export const payouts = sqliteTable(
     failureCode: text("failure_code"),
     failureMessage: text("failure_message"),
     ...cardColumns,
+    // The processor's token for the destination card: never card data.
+    processorToken: text("processor_token").notNull(),
     date: text("date").notNull(),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
@@ -225,6 +227,8 @@ export const payments = sqliteTable(
     failureCode: text("failure_code"),
     failureMessage: text("failure_message"),
     ...cardColumns,
+    // The processor's reference for the charge, used to refund it.
+    processorReference: text("processor_reference"),
     createdAt: createdAt(),
   },
   (t) => [
@@ -288,6 +292,8 @@ export const subscriptions = sqliteTable(
     status: text("status", { enum: ["incomplete", "active", "past_due", "canceled"] }).notNull(),
     quantity: integer("quantity").notNull().default(1),
     ...cardColumns,
+    // The processor's reusable token for the card, from the first charge: renewals charge it.
+    processorToken: text("processor_token").notNull(),
     startDate: text("start_date").notNull(),
     // The anchor from which every billing date is computed (Jan 31 -> Feb 28 -> Mar 31).
     billingAnchor: text("billing_anchor").notNull(),

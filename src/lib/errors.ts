@@ -60,3 +60,15 @@ export const permissionError = (scope: string) =>
 
 export const internalError = () =>
   new ApiError(500, "api_error", "internal_error", "An unexpected error occurred. It has been logged; please retry later.");
+
+/** A processor decline, as Stripe reports it: code names the kind, decline_code the reason. */
+export const cardDeclined = (declineCode: string, message: string) =>
+  new ApiError(
+    402,
+    "card_error",
+    declineCode === "expired_card" || declineCode === "processing_error" ? declineCode : "card_declined",
+    message,
+    undefined,
+    {},
+    { decline_code: declineCode },
+  );

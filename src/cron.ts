@@ -1,0 +1,13 @@
+// The Cron Trigger (every minute): each task is idempotent and bounded per run.
+import type { Bindings } from "./env";
+
+type Task = (env: Bindings, scheduledTime: number, ctx: ExecutionContext) => Promise<void>;
+
+const tasks: Record<string, Task> = {};
+
+export async function runScheduled(env: Bindings, scheduledTime: number, ctx: ExecutionContext): Promise<void> {
+  const results = await Promise.allSettled(Object.values(tasks).map((task) => task(env, scheduledTime, ctx)));
+  const failures = results.filter((r): r is PromiseRejectedResult => r.status === "rejected");
+  for (const failure of failures) console.error(JSON.stringify({ message: "cron task failed", error: String(failure.reason) }));
+  if (failures.length > 0) throw new Error(`${failures.length} cron task(s) failed`);
+}

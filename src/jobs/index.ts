@@ -1,0 +1,35 @@
+// The job queue (tender-jobs): background work other than webhook delivery. Each kind of
+// message has one handler; every handler is idempotent, because delivery is at-least-once.
+import type { Bindings } from "../env";
+
+export type JobMessage = { kind: "noop" };
+
+type Handler<K extends JobMessage["kind"]> = (message: Extract<JobMessage, { kind: K }>, env: Bindings, ctx: ExecutionContext) => Promise<void>;
+
+const handlers: { [K in JobMessage["kind"]]: Handler<K> } = {
+  noop: async () => {},
+};
+
+export async function handleJob(message: JobMessage, env: Bindings, ctx: ExecutionContext): Promise<void> {
+  const handler = handlers[message.kind] as Handler<JobMessage["kind"]> | undefined;
+  if (!handler) throw new Error(`Unknown job kind: ${String((message as { kind?: unknown }).kind)}`);
+  await handler(message as never, env, ctx);
+}
+
+export async function handleJobBatch(batch: MessageBatch<JobMessage>, env: Bindings, ctx: ExecutionContext): Promise<void> {
+  for (const message of batch.messages) {
+    try {
+      await handleJob(message.body, env, ctx);
+      message.ack();
+    } catch (error) {
+      console.error(JSON.stringify({ message: "job failed; will retry", kind: message.body?.kind, attempts: message.attempts, error: String(error) }));
+      message.retry({ delaySeconds: Math.min(60, 2 ** message.attempts) });
+    }
+  }
+}
+
+export async function enqueueJobs(queue: Queue, jobs: JobMessage[]): Promise<void> {
+  for (let i = 0; i < jobs.length; i += 100) {
+    await queue.sendBatch(jobs.slice(i, i + 100).map((body) => ({ body })));
+  }
+}

@@ -1,0 +1,100 @@
+// The one charge function. It asks the processor to charge a card (or a vaulted token), then
+// returns the payment row and its payment.completed / payment.failed event as statements, for
+// the caller to commit in the same batch as its own state change (a new subscription, a renewal).
+import type { Db } from "../db/client";
+import type { Statement } from "../db/batch";
+import { payments } from "../db/schema";
+import type { CardSummary } from "../domain/cards";
+import { newId } from "../domain/ids";
+import { isoTime } from "../lib/clock";
+import type { CardDetails, DeclineCode, Processor } from "../processor/types";
+import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
+
+export type PaymentRow = typeof payments.$inferSelect;
+
+export interface ChargeArgs {
+  db: Db;
+  processor: Processor;
+  accountId: string;
+  customer: { id: string; email: string } | null;
+  subscriptionId: string | null;
+  amount: number;
+  currency: string;
+  /** A new card (first charge) or the token of a vaulted one (renewals). */
+  source: { card: CardDetails } | { token: string };
+  summary: CardSummary;
+  fingerprint: string;
+  at: number;
+}
+
+export interface ChargeResult {
+  payment: PaymentRow;
+  succeeded: boolean;
+  declineCode: DeclineCode | null;
+  declineMessage: string | null;
+  /** The processor's reusable token for the card (first charges only). */
+  token: string | null;
+  statements: Statement[];
+  events: EmittedEvent[];
+}
+
+/** The document's payment event data: transaction_id, amount, currency, status, customer. */
+export function paymentEventData(payment: PaymentRow, customer: { id: string; email: string } | null) {
+  return {
+    transaction_id: payment.id,
+    amount: payment.amount,
+    currency: payment.currency,
+    status: payment.status === "failed" ? "failed" : "completed",
+    customer: customer ? { id: customer.id, email: customer.email } : null,
+    subscription_id: payment.subscriptionId,
+  };
+}
+
+export async function charge(args: ChargeArgs): Promise<ChargeResult> {
+  const id = newId("payment", args.at);
+  let token: string | null = null;
+  let outcome;
+  if ("card" in args.source) {
+    const result = await args.processor.chargeCard({ card: args.source.card, amount: args.amount, currency: args.currency, reference: id });
+    token = result.token;
+    outcome = result.outcome;
+  } else {
+    outcome = await args.processor.chargeToken({ token: args.source.token, amount: args.amount, currency: args.currency, reference: id });
+  }
+  const succeeded = outcome.status === "succeeded";
+  const payment: PaymentRow = {
+    id,
+    accountId: args.accountId,
+    userId: args.customer?.id ?? null,
+    subscriptionId: args.subscriptionId,
+    amount: args.amount,
+    currency: args.currency,
+    status: succeeded ? "completed" : "failed",
+    amountRefunded: 0,
+    failureCode: outcome.status === "failed" ? outcome.code : null,
+    failureMessage: outcome.status === "failed" ? outcome.message : null,
+    cardBrand: args.summary.brand,
+    cardLast4: args.summary.last4,
+    cardExpMonth: args.summary.exp_month,
+    cardExpYear: args.summary.exp_year,
+    cardFingerprint: args.fingerprint,
+    processorReference: outcome.status === "succeeded" ? outcome.reference : null,
+    createdAt: isoTime(args.at),
+  };
+  return {
+    payment,
+    succeeded,
+    declineCode: outcome.status === "failed" ? outcome.code : null,
+    declineMessage: outcome.status === "failed" ? outcome.message : null,
+    token,
+    statements: [args.db.insert(payments).values(payment)],
+    events: [
+      emitEvent(
+        args.db,
+        args.accountId,
+        { type: succeeded ? "payment.completed" : "payment.failed", data: paymentEventData(payment, args.customer) },
+        args.at,
+      ),
+    ],
+  };
+}

@@ -1,0 +1,62 @@
+// The test-mode processor. The card number decides the outcome, as Stripe's test cards do.
+// Its tokens name the behaviour, not the card: nothing here keeps a PAN.
+import { randomToken } from "../lib/crypto";
+import type { DeclineCode, Outcome, Processor } from "./types";
+
+type Behaviour = "succeed" | DeclineCode | "decline_after_first";
+
+const TEST_CARDS: Record<string, Behaviour> = {
+  "4242424242424242": "succeed",
+  "5555555555554444": "succeed",
+  "4000000000000002": "card_declined",
+  "4000000000009995": "insufficient_funds",
+  "4000000000000069": "expired_card",
+  "4000000000000119": "processing_error",
+  "4000000000000341": "decline_after_first",
+};
+
+const DECLINE_MESSAGES: Record<DeclineCode, string> = {
+  card_declined: "The card was declined.",
+  insufficient_funds: "The card has insufficient funds.",
+  expired_card: "The card has expired.",
+  processing_error: "An error occurred while processing the card. Try again.",
+};
+
+/** Any other valid card number succeeds, as in Stripe's test mode. */
+const behaviourOf = (number: string): Behaviour => TEST_CARDS[number] ?? "succeed";
+
+const succeeded = (): Outcome => ({ status: "succeeded", reference: `sbx_${randomToken(24)}` });
+const failed = (code: DeclineCode): Outcome => ({ status: "failed", code, message: DECLINE_MESSAGES[code] });
+
+function tokenFor(behaviour: Behaviour) {
+  return `tok_sandbox_${behaviour}_${randomToken(16)}`;
+}
+
+function behaviourOfToken(token: string): Behaviour {
+  const match = /^tok_sandbox_([a-z_]+)_[0-9A-Za-z]{16}$/.exec(token);
+  return (match?.[1] as Behaviour | undefined) ?? "processing_error";
+}
+
+export const sandboxProcessor: Processor = {
+  async chargeCard({ card }) {
+    const behaviour = behaviourOf(card.number);
+    const outcome = behaviour === "succeed" || behaviour === "decline_after_first" ? succeeded() : failed(behaviour);
+    return { token: tokenFor(behaviour), outcome };
+  },
+  async chargeToken({ token }) {
+    const behaviour = behaviourOfToken(token);
+    if (behaviour === "succeed") return succeeded();
+    return failed(behaviour === "decline_after_first" ? "card_declined" : behaviour);
+  },
+  async tokenizeDestination(card) {
+    return tokenFor(behaviourOf(card.number));
+  },
+  async sendPayout({ token }) {
+    const behaviour = behaviourOfToken(token);
+    if (behaviour === "succeed" || behaviour === "decline_after_first") return succeeded();
+    return failed(behaviour);
+  },
+  async refund() {
+    return succeeded();
+  },
+};
