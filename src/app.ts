@@ -38,7 +38,14 @@ export function newApp() {
     let apiError: ApiError;
     if (error instanceof ApiError) apiError = error;
     else if (error instanceof HTTPException && error.status < 500) {
-      apiError = new ApiError(error.status as 400, "invalid_request_error", "invalid_request", error.message || "The request could not be processed.");
+      // Hono's own checks (the route's media-type gate) answer in the shared shape and codes.
+      const unsupportedMedia = error.status === 415;
+      apiError = new ApiError(
+        error.status as 400,
+        "invalid_request_error",
+        unsupportedMedia ? "unsupported_media_type" : "invalid_request",
+        unsupportedMedia ? "Request bodies must be JSON, sent with Content-Type: application/json." : error.message || "The request could not be processed.",
+      );
     } else {
       // The error itself goes to the log with the request id; the caller only gets the id.
       console.error(JSON.stringify({ request_id: requestId, error: error instanceof Error ? `${error.name}: ${error.message}` : String(error), stack: (error as Error)?.stack }));

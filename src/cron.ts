@@ -1,9 +1,18 @@
 // The Cron Trigger (every minute): each task is idempotent and bounded per run.
 import type { Bindings } from "./env";
+import { sweepStalePayouts } from "./payments/settle-payout";
+import { sweepStaleRefunds } from "./payments/settle-refund";
+import { sweepDeliveries } from "./webhooks/sweeper";
 
 type Task = (env: Bindings, scheduledTime: number, ctx: ExecutionContext) => Promise<void>;
 
-const tasks: Record<string, Task> = {};
+const tasks: Record<string, Task> = {
+  settlePayouts: async (env, scheduledTime) => void (await sweepStalePayouts(env, scheduledTime)),
+  settleRefunds: async (env, scheduledTime) => void (await sweepStaleRefunds(env, scheduledTime)),
+  sweepDeliveries: async (env) => {
+    await sweepDeliveries(env);
+  },
+};
 
 export async function runScheduled(env: Bindings, scheduledTime: number, ctx: ExecutionContext): Promise<void> {
   const results = await Promise.allSettled(Object.values(tasks).map((task) => task(env, scheduledTime, ctx)));

@@ -3,6 +3,8 @@ import { newApp } from "./app";
 import { runScheduled } from "./cron";
 import type { Bindings } from "./env";
 import { handleJobBatch, type JobMessage } from "./jobs";
+import { handleDeliveryBatch } from "./webhooks/consumer";
+import type { DeliveryMessage } from "./webhooks/outbox";
 
 const app = newApp();
 
@@ -10,6 +12,7 @@ export default {
   fetch: (request, env, ctx) => app.fetch(request, env, ctx),
   async queue(batch, env, ctx) {
     if (batch.queue.startsWith("tender-jobs")) return handleJobBatch(batch as MessageBatch<JobMessage>, env, ctx);
+    if (batch.queue.startsWith("tender-webhook-deliveries")) return handleDeliveryBatch(batch as MessageBatch<DeliveryMessage>, env);
     throw new Error(`No consumer for queue ${batch.queue}`);
   },
   async scheduled(controller, env, ctx) {

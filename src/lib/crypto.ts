@@ -53,3 +53,8 @@ export function timingSafeEqual(a: string, b: string): boolean {
   if (left.length !== right.length) return false;
   return crypto.subtle.timingSafeEqual(left, right);
 }
+
+/** A uniform number in [0, 1) from the CSPRNG, for jitter. */
+export function randomUnit(): number {
+  return crypto.getRandomValues(new Uint32Array(1))[0] / 2 ** 32;
+}

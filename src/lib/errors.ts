@@ -72,3 +72,6 @@ export const cardDeclined = (declineCode: string, message: string) =>
     {},
     { decline_code: declineCode },
   );
+
+/** A card that fails validation (number, expiry, CVV): 400, with the field in `param`. */
+export const invalidCard = (code: string, message: string, param: string) => new ApiError(400, "card_error", code, message, param);

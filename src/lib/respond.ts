@@ -21,9 +21,9 @@ export async function commit(
   status: ContentfulStatusCode,
   body: unknown,
   options: CommitOptions = {},
-): Promise<unknown[]> {
+): Promise<unknown[] & { deliveryIds: string[] }> {
   const { db, auth, idempotency } = c.var;
-  const results = await commitWrites(
+  const { results, deliveryIds } = await commitWrites(
     { db, queue: c.env.DELIVERY_QUEUE, waitUntil: (p) => c.executionCtx.waitUntil(p) },
     {
       statements: [credentialGuard(db, auth), ...writes.statements],
@@ -43,7 +43,7 @@ export async function commit(
     },
   );
   if (idempotency) idempotency.completed = true;
-  return results.slice(1);
+  return Object.assign(results.slice(1), { deliveryIds });
 }
 
 /** Commits, then answers with `body` as JSON. */

@@ -8,6 +8,7 @@ import { createMiddleware } from "hono/factory";
 import type { Db } from "../db/client";
 import { idempotencyKeys } from "../db/schema";
 import { guard, type Statement } from "../db/batch";
+import { ensureLive, liveCredential } from "../db/scope";
 import type { AppEnv, IdempotencyClaim } from "../lib/context";
 import { hmacSha256Hex, randomToken, sha256Hex } from "../lib/crypto";
 import { ApiError, conflict, invalidRequest } from "../lib/errors";
@@ -120,10 +121,15 @@ export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
     .returning({ claimToken: idempotencyKeys.claimToken });
 
   if (claimed[0]?.claimToken !== claimToken) {
+    // The lookup carries the live-credential check, so a key revoked in another isolate (still
+    // cached here) cannot read a stored answer; an empty result is then told apart by ensureLive.
     const existing = await db.query.idempotencyKeys.findFirst({
-      where: and(eq(idempotencyKeys.accountId, accountId), eq(idempotencyKeys.key, key)),
+      where: and(eq(idempotencyKeys.accountId, accountId), eq(idempotencyKeys.key, key), liveCredential(c.var.auth)),
     });
-    if (!existing) throw idempotencyClaimLost();
+    if (!existing) {
+      await ensureLive(db, c.var.auth);
+      throw idempotencyClaimLost();
+    }
     if (existing.requestHash !== requestHash) {
       throw new ApiError(
         422,

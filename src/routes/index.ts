@@ -5,6 +5,11 @@ import { registerKeys } from "./keys";
 import { registerOauth } from "./oauth/token";
 import { registerRequestIds } from "./request-ids";
 import { registerUsers } from "./users";
+import { registerPayouts } from "./payouts";
+import { registerPayments } from "./payments";
+import { registerRefunds } from "./refunds";
+import { registerWebhooks } from "./webhooks";
+import { registerEvents } from "./events";
 
 const health = createRoute({
   method: "get",
@@ -23,4 +28,9 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>) {
   registerKeys(app);
   registerRequestIds(app);
   registerUsers(app);
+  registerPayouts(app);
+  registerPayments(app);
+  registerRefunds(app);
+  registerWebhooks(app);
+  registerEvents(app);
 }

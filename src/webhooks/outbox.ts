@@ -96,13 +96,13 @@ export interface WriteSet {
 /**
  * Commits a write set as one D1 batch, then enqueues the deliveries it created. A failed enqueue
  * is logged, not thrown: the rows are committed and the sweeper will send them.
- * Returns the batch results of `statements`, in order.
+ * Returns the batch results of `statements`, in order, and the delivery ids it created.
  */
 export async function commitWrites(
   deps: { db: Db; queue: Queue; waitUntil?: (promise: Promise<unknown>) => void },
   writes: WriteSet,
   failures: FailureMap = {},
-): Promise<unknown[]> {
+): Promise<{ results: unknown[]; deliveryIds: string[] }> {
   const all = [...writes.statements];
   const offsets: number[] = [];
   for (const event of writes.events ?? []) {
@@ -119,5 +119,5 @@ export async function commitWrites(
     if (deps.waitUntil) deps.waitUntil(send);
     else await send;
   }
-  return results.slice(0, writes.statements.length);
+  return { results: results.slice(0, writes.statements.length), deliveryIds };
 }

@@ -127,7 +127,7 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
       200,
       userJsonSql(id),
       { failures: { [USER_MISSING]: () => notFound("user", id, "id") } },
-    )) as [unknown, (typeof users.$inferSelect)[]];
+    )) as unknown as [unknown, (typeof users.$inferSelect)[]];
     return c.json(serializeUser(updated[0]), 200);
   });
 }

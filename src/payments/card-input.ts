@@ -1,0 +1,80 @@
+// The card fields a request carries (payouts, subscriptions), validated into what the processor
+// needs and what Tender may keep. The PAN and CVV leave this module only inside `card`, which is
+// handed to the processor and never stored: rows keep `summary` and `fingerprint`.
+import { z } from "@hono/zod-openapi";
+import { type CardSummary, cardFingerprint, checkCard } from "../domain/cards";
+import { type Bindings, cardFingerprintSecret } from "../env";
+import { invalidCard, invalidRequest } from "../lib/errors";
+import type { CardDetails } from "../processor/types";
+
+export const PAYMENT_METHODS = ["card"] as const;
+
+/** The request's card fields, to spread into a body schema: `z.object({ ...CardFields, ... })`. */
+export const CardFields = {
+  payment_method: z
+    .string()
+    .max(50)
+    .openapi({ enum: [...PAYMENT_METHODS], description: "The kind of payment method. Only `card` is supported.", example: "card" }),
+  card_number: z
+    .string()
+    .max(32)
+    .openapi({ description: "The card number (PAN). Checked with Luhn; never stored or echoed.", example: "4242424242424242" }),
+  expiration_month: z.number().openapi({ type: "integer", minimum: 1, maximum: 12, description: "Expiry month, 1 to 12.", example: 12 }),
+  expiration_year: z.number().openapi({ type: "integer", description: "Four-digit expiry year; the card must not be expired.", example: 2030 }),
+  cvv: z
+    .string()
+    .max(8)
+    .openapi({ description: "Card security code: 3 digits, 4 for American Express. Never stored.", example: "123" }),
+};
+
+/** The card fields as an object schema, for a body that carries nothing else. */
+export const CardFieldsSchema = z.object(CardFields);
+export type CardFieldsInput = z.infer<typeof CardFieldsSchema>;
+
+/** How every response shows a card: never more than this. */
+export const CardSummarySchema = z
+  .object({
+    brand: z.string().openapi({ example: "visa" }),
+    last4: z.string().openapi({ example: "4242" }),
+    exp_month: z.number().int().openapi({ example: 12 }),
+    exp_year: z.number().int().openapi({ example: 2030 }),
+  })
+  .openapi("Card");
+
+export interface CardInput {
+  /** For the processor only: holds the PAN and CVV. Never store, log or serialize it. */
+  card: CardDetails;
+  summary: CardSummary;
+  /** HMAC of the PAN with CARD_FINGERPRINT_SECRET. */
+  fingerprint: string;
+}
+
+/**
+ * Validates a body's card fields (payment method, Luhn, expiry against `now`, CVV length) and
+ * returns the card for the processor plus what may be stored. Throws the 400 to answer on a bad
+ * card; its message never contains any part of the number or CVV.
+ */
+export async function readCard(env: Bindings, body: CardFieldsInput, now: Date | number): Promise<CardInput> {
+  if (body.payment_method !== "card") {
+    throw invalidRequest(
+      "payment_method_invalid",
+      "payment_method must be 'card': card is the only payment method supported.",
+      "payment_method",
+    );
+  }
+  const checked = checkCard(
+    {
+      card_number: body.card_number,
+      expiration_month: body.expiration_month,
+      expiration_year: body.expiration_year,
+      cvv: body.cvv,
+    },
+    now instanceof Date ? now : new Date(now),
+  );
+  if (!checked.ok) throw invalidCard(checked.code, checked.message, checked.param);
+  return {
+    card: { number: checked.pan, expMonth: checked.summary.exp_month, expYear: checked.summary.exp_year, cvv: body.cvv },
+    summary: checked.summary,
+    fingerprint: await cardFingerprint(checked.pan, cardFingerprintSecret(env)),
+  };
+}

@@ -1,0 +1,119 @@
+// Payout settlement, on the job queue. A new payout is held for PAYOUT_HOLD_SECONDS (its cancel
+// window), then sent to the processor and moved pending -> paid | failed. Delivery is
+// at-least-once, so every step is conditional on the payout still being pending:
+//  1. One batch: abort unless pending; record the send claim (job_runs `payout_send:<id>`), after
+//     which a cancel is refused; read the payout. A canceled payout is never sent.
+//  2. The processor call, with the payout id as its reference (a real processor's idempotency key).
+//  3. One batch: abort unless still pending; the conditional UPDATE; payout.paid or payout.failed.
+//     A duplicate message finds the payout settled and changes and emits nothing.
+import { and, asc, eq, lt, sql } from "drizzle-orm";
+import { failureReason, guard, runBatch } from "../db/batch";
+import { createDb } from "../db/client";
+import { jobRuns, payouts } from "../db/schema";
+import type { Bindings } from "../env";
+import { isoTime } from "../lib/clock";
+import type { Processor } from "../processor/types";
+import { commitWrites, emitEvent } from "../webhooks/outbox";
+import { processorOfReference } from "./processor-of";
+import { type PayoutRow, payoutJsonSql } from "./serialize";
+
+export interface SettlePayoutJob {
+  kind: "settlePayout";
+  payoutId: string;
+}
+
+/** How long a new payout waits before it is sent: the window in which it can be canceled. */
+export const PAYOUT_HOLD_SECONDS = 5;
+/** A payout pending this long has lost its settlement message; the sweep sends it again. */
+export const PAYOUT_STALE_MS = 5 * 60_000;
+export const SWEEP_LIMIT = 500;
+
+const PAYOUT_NOT_PENDING = "payout_not_pending";
+
+/** The job_runs key that marks a payout as handed to the processor. */
+export const payoutSendKey = (payoutId: string) => `payout_send:${payoutId}`;
+
+/** SQL: the payout has been handed to the processor, so it can no longer be canceled. */
+export const payoutSendClaimed = (payoutId: string) =>
+  sql`EXISTS (SELECT 1 FROM ${jobRuns} WHERE ${jobRuns.key} = ${payoutSendKey(payoutId)})`;
+
+export async function enqueuePayoutSettlements(queue: Queue, payoutIds: string[], delaySeconds = PAYOUT_HOLD_SECONDS): Promise<void> {
+  for (let i = 0; i < payoutIds.length; i += 100) {
+    await queue.sendBatch(
+      payoutIds.slice(i, i + 100).map((payoutId) => ({ body: { kind: "settlePayout", payoutId } satisfies SettlePayoutJob, delaySeconds })),
+    );
+  }
+}
+
+const stillPending = (payoutId: string) =>
+  sql`EXISTS (SELECT 1 FROM ${payouts} WHERE ${payouts.id} = ${payoutId} AND ${payouts.status} = 'pending')`;
+
+export async function settlePayout(job: SettlePayoutJob, env: Bindings, processor?: Processor): Promise<"paid" | "failed" | "skipped"> {
+  const db = createDb(env.DB);
+  let payout: PayoutRow | undefined;
+  try {
+    const results = await runBatch(db, [
+      guard(db, PAYOUT_NOT_PENDING, stillPending(job.payoutId)),
+      db.insert(jobRuns).values({ key: payoutSendKey(job.payoutId), createdAt: isoTime(Date.now()) }).onConflictDoNothing(),
+      db.select().from(payouts).where(eq(payouts.id, job.payoutId)),
+    ]);
+    payout = (results[2] as PayoutRow[])[0];
+  } catch (error) {
+    if (failureReason(error) === PAYOUT_NOT_PENDING) return "skipped";
+    throw error;
+  }
+  if (!payout) return "skipped";
+
+  const outcome = await (processor ?? processorOfReference(env, payout.processorToken)).sendPayout({
+    token: payout.processorToken,
+    amount: payout.amount,
+    currency: payout.currency,
+    reference: payout.id,
+  });
+
+  const now = Date.now();
+  const status = outcome.status === "succeeded" ? "paid" : "failed";
+  try {
+    await commitWrites(
+      { db, queue: env.DELIVERY_QUEUE },
+      {
+        statements: [
+          guard(db, PAYOUT_NOT_PENDING, stillPending(payout.id)),
+          db
+            .update(payouts)
+            .set({
+              status,
+              failureCode: outcome.status === "failed" ? outcome.code : null,
+              failureMessage: outcome.status === "failed" ? outcome.message : null,
+              updatedAt: isoTime(now),
+            })
+            .where(and(eq(payouts.id, payout.id), eq(payouts.status, "pending"))),
+        ],
+        events: [
+          emitEvent(db, payout.accountId, { type: status === "paid" ? "payout.paid" : "payout.failed", dataSql: payoutJsonSql(payout.id) }, now),
+        ],
+      },
+    );
+  } catch (error) {
+    if (failureReason(error) === PAYOUT_NOT_PENDING) return "skipped";
+    throw error;
+  }
+  return status;
+}
+
+/** Cron: re-enqueue payouts whose settlement message was lost (bounded per run). */
+export async function sweepStalePayouts(env: Bindings, scheduledTime: number): Promise<number> {
+  const db = createDb(env.DB);
+  const stale = await db
+    .select({ id: payouts.id })
+    .from(payouts)
+    .where(and(eq(payouts.status, "pending"), lt(payouts.createdAt, isoTime(scheduledTime - PAYOUT_STALE_MS))))
+    .orderBy(asc(payouts.createdAt))
+    .limit(SWEEP_LIMIT);
+  await enqueuePayoutSettlements(
+    env.JOB_QUEUE,
+    stale.map((row) => row.id),
+    0,
+  );
+  return stale.length;
+}

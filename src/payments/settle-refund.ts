@@ -1,0 +1,104 @@
+// Refund settlement, on the job queue: the processor refunds the charge, then the refund moves
+// pending -> succeeded (refund.completed) in one batch whose conditional UPDATE and guard make a
+// duplicate message change and emit nothing. The refund id is the processor call's reference,
+// so a real processor sees a retried call as the same refund.
+import { and, asc, eq, lt, sql } from "drizzle-orm";
+import { failureReason, guard } from "../db/batch";
+import { createDb } from "../db/client";
+import { payments, refunds } from "../db/schema";
+import type { Bindings } from "../env";
+import { isoTime } from "../lib/clock";
+import type { Processor } from "../processor/types";
+import { commitWrites, emitEvent } from "../webhooks/outbox";
+import { processorOfReference } from "./processor-of";
+import { refundJsonSql } from "./serialize";
+import { SWEEP_LIMIT } from "./settle-payout";
+
+export interface SettleRefundJob {
+  kind: "settleRefund";
+  refundId: string;
+}
+
+/** A refund pending this long has lost its settlement message; the sweep sends it again. */
+export const REFUND_STALE_MS = 5 * 60_000;
+
+const REFUND_NOT_PENDING = "refund_not_pending";
+
+export async function enqueueRefundSettlements(queue: Queue, refundIds: string[]): Promise<void> {
+  for (let i = 0; i < refundIds.length; i += 100) {
+    await queue.sendBatch(refundIds.slice(i, i + 100).map((refundId) => ({ body: { kind: "settleRefund", refundId } satisfies SettleRefundJob })));
+  }
+}
+
+export async function settleRefund(job: SettleRefundJob, env: Bindings, processor?: Processor): Promise<"succeeded" | "failed" | "skipped"> {
+  const db = createDb(env.DB);
+  const [found] = await db
+    .select({ refund: refunds, chargeReference: payments.processorReference })
+    .from(refunds)
+    .innerJoin(payments, eq(payments.id, refunds.paymentId))
+    .where(eq(refunds.id, job.refundId))
+    .limit(1);
+  if (!found || found.refund.status !== "pending" || !found.chargeReference) return "skipped";
+  const { refund, chargeReference } = found;
+
+  const outcome = await (processor ?? processorOfReference(env, chargeReference)).refund({
+    chargeReference,
+    amount: refund.amount,
+    currency: refund.currency,
+    reference: refund.id,
+  });
+
+  const now = Date.now();
+  const pending = and(eq(refunds.id, refund.id), eq(refunds.status, "pending"));
+  const stillPending = guard(db, REFUND_NOT_PENDING, sql`EXISTS (SELECT 1 FROM ${refunds} WHERE ${pending})`);
+  try {
+    if (outcome.status === "succeeded") {
+      await commitWrites(
+        { db, queue: env.DELIVERY_QUEUE },
+        {
+          statements: [stillPending, db.update(refunds).set({ status: "succeeded", completedAt: isoTime(now) }).where(pending)],
+          events: [emitEvent(db, refund.accountId, { type: "refund.completed", dataSql: refundJsonSql(refund.id) }, now)],
+        },
+      );
+      return "succeeded";
+    }
+    // The processor refused: the amount becomes refundable again. (The catalog has no
+    // refund.failed event; the refund shows status failed.)
+    await commitWrites(
+      { db, queue: env.DELIVERY_QUEUE },
+      {
+        statements: [
+          stillPending,
+          db.update(refunds).set({ status: "failed" }).where(pending),
+          db
+            .update(payments)
+            .set({
+              amountRefunded: sql`${payments.amountRefunded} - ${refund.amount}`,
+              status: sql`CASE WHEN ${payments.amountRefunded} - ${refund.amount} = 0 THEN 'completed' ELSE 'partially_refunded' END`,
+            })
+            .where(eq(payments.id, refund.paymentId)),
+        ],
+      },
+    );
+    return "failed";
+  } catch (error) {
+    if (failureReason(error) === REFUND_NOT_PENDING) return "skipped";
+    throw error;
+  }
+}
+
+/** Cron: re-enqueue refunds whose settlement message was lost (bounded per run). */
+export async function sweepStaleRefunds(env: Bindings, scheduledTime: number): Promise<number> {
+  const db = createDb(env.DB);
+  const stale = await db
+    .select({ id: refunds.id })
+    .from(refunds)
+    .where(and(eq(refunds.status, "pending"), lt(refunds.createdAt, isoTime(scheduledTime - REFUND_STALE_MS))))
+    .orderBy(asc(refunds.createdAt))
+    .limit(SWEEP_LIMIT);
+  await enqueueRefundSettlements(
+    env.JOB_QUEUE,
+    stale.map((row) => row.id),
+  );
+  return stale.length;
+}

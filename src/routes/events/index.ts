@@ -1,0 +1,155 @@
+import { type OpenAPIHono, z } from "@hono/zod-openapi";
+import { and, eq, isNull, sql } from "drizzle-orm";
+import { guard, rawStatement } from "../../db/batch";
+import { events, webhookDeliveries, webhookEndpoints } from "../../db/schema";
+import { owned } from "../../db/scope";
+import { hasPrefix } from "../../domain/ids";
+import { isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../lib/context";
+import { notFound } from "../../lib/errors";
+import { listQuery, listSchema } from "../../lib/pagination";
+import { found, listOwned } from "../../lib/reads";
+import { commit } from "../../lib/respond";
+import { ALL_EVENTS, describeEventTypes } from "../../webhooks/catalog";
+import { apiRoute, idParam, json } from "../openapi";
+import { timestamp } from "../shared";
+
+const tags = ["Events"];
+
+const EventSchema = z
+  .object({
+    id: z.string().openapi({ example: "evt_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
+    object: z.literal("event"),
+    type: z.string(),
+    created_at: timestamp("When the event happened."),
+    payload: z.record(z.string(), z.unknown()).openapi({ description: "The exact body delivered to endpoints: the standard envelope, or a subscription notification." }),
+  })
+  .openapi("Event");
+
+const EventTypeSchema = z
+  .object({ type: z.string(), description: z.string(), shape: z.enum(["envelope", "notification"]) })
+  .openapi("EventType");
+
+const RedeliverBody = z
+  .object({ endpoint_id: z.string().max(100).optional().openapi({ description: "Only this endpoint; otherwise every active endpoint subscribed to the type." }) })
+  .openapi("RedeliverRequest");
+
+const RedeliverySchema = z
+  .object({ object: z.literal("redelivery"), event_id: z.string(), deliveries: z.array(z.string()) })
+  .openapi("Redelivery");
+
+function serializeEvent(row: typeof events.$inferSelect) {
+  return { id: row.id, object: "event" as const, type: row.type, created_at: row.createdAt, payload: JSON.parse(row.payload) as Record<string, unknown> };
+}
+
+const types = apiRoute({
+  method: "get",
+  path: "/api/event-types",
+  tags,
+  operationId: "listEventTypes",
+  summary: "List event types",
+  description: "Every event type a webhook endpoint can subscribe to, with the shape of its body.",
+  scope: "events:read",
+  responses: { 200: json(z.object({ object: z.literal("list"), data: z.array(EventTypeSchema), has_more: z.literal(false) }).openapi("EventTypeList"), "The catalog.") },
+});
+const list = apiRoute({
+  method: "get",
+  path: "/api/events",
+  tags,
+  operationId: "listEvents",
+  summary: "List events (catch-up feed)",
+  description: "Every event of the account, newest first; filter by type. Use it to catch up on anything a receiver missed.",
+  scope: "events:read",
+  request: { query: listQuery.extend({ type: z.string().max(100).optional() }) },
+  responses: { 200: json(listSchema(EventSchema, "EventList"), "A page of events.") },
+});
+const get = apiRoute({
+  method: "get",
+  path: "/api/events/{id}",
+  tags,
+  operationId: "getEvent",
+  summary: "Read an event",
+  scope: "events:read",
+  request: { params: idParam("event", "evt_01jd2x4k5m6n7p8q9r0s1t2v3w") },
+  responses: { 200: json(EventSchema, "The event.") },
+});
+const redeliver = apiRoute({
+  method: "post",
+  path: "/api/events/{id}/redeliver",
+  tags,
+  operationId: "redeliverEvent",
+  summary: "Redeliver an event",
+  description:
+    "Sends the event again, with the same webhook-id, to one named endpoint or to every active endpoint subscribed to its type. A failed delivery starts a fresh 24-hour retry window.",
+  scope: "events:write",
+  request: {
+    params: idParam("event", "evt_01jd2x4k5m6n7p8q9r0s1t2v3w"),
+    body: { required: false, content: { "application/json": { schema: RedeliverBody } } },
+  },
+  responses: { 202: json(RedeliverySchema, "The deliveries queued.") },
+});
+
+const EVENT_MISSING = "event_missing";
+const ENDPOINT_MISSING = "endpoint_missing";
+
+export function registerEvents(app: OpenAPIHono<AppEnv>) {
+  app.openapi(types, (c) => c.json({ object: "list" as const, data: describeEventTypes(), has_more: false as const }, 200));
+
+  app.openapi(list, async (c) => {
+    const query = c.req.valid("query");
+    const page = await listOwned(c, {
+      table: events,
+      id: events.id,
+      query,
+      filters: [query.type ? eq(events.type, query.type) : undefined],
+      validCursor: (id) => hasPrefix(id, "event"),
+      serialize: serializeEvent,
+    });
+    return c.json(page, 200);
+  });
+
+  app.openapi(get, async (c) => {
+    const { id } = c.req.valid("param");
+    const row = await found(c, await c.var.db.query.events.findFirst({ where: owned(events, c.var.auth, eq(events.id, id)) }), "event", id);
+    return c.json(serializeEvent(row), 200);
+  });
+
+  app.openapi(redeliver, async (c) => {
+    const { db, auth } = c.var;
+    const { id } = c.req.valid("param");
+    const endpointId = (c.req.valid("json") as z.infer<typeof RedeliverBody>).endpoint_id;
+    const now = Date.now();
+    const endpointFilter = endpointId
+      ? sql`e.id = ${endpointId}`
+      : sql`EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (ev.type, ${ALL_EVENTS}))`;
+    // Upsert one delivery per target: a new one, or the existing one back to pending with a
+    // fresh window. The attempt count carries on, so attempt numbers stay unique.
+    const statements = [
+      guard(db, EVENT_MISSING, sql`EXISTS (SELECT 1 FROM ${events} WHERE ${owned(events, auth, eq(events.id, id))})`),
+      ...(endpointId
+        ? [guard(db, ENDPOINT_MISSING, sql`EXISTS (SELECT 1 FROM ${webhookEndpoints} WHERE ${owned(webhookEndpoints, auth, and(eq(webhookEndpoints.id, endpointId), isNull(webhookEndpoints.deletedAt), eq(webhookEndpoints.status, "active")))})`)]
+        : []),
+      rawStatement(db, sql`
+        INSERT INTO ${webhookDeliveries} (id, account_id, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+        SELECT 'dlv_' || substr(ev.id, 5) || substr(e.id, 5), ev.account_id, ev.id, e.id, 'pending', 0, ${isoTime(now)}, ${now}
+        FROM ${events} ev JOIN ${webhookEndpoints} e ON e.account_id = ev.account_id
+        WHERE ev.id = ${id} AND ev.account_id = ${auth.accountId} AND e.status = 'active' AND e.deleted_at IS NULL AND ${endpointFilter}
+        ON CONFLICT (event_id, endpoint_id) DO UPDATE SET status = 'pending', first_attempt_at = NULL, next_attempt_at = NULL, updated_at = ${now}
+        RETURNING id`),
+    ];
+    const { deliveryIds } = await commit(
+      c,
+      { statements: [], events: [{ id, statements, deliveriesAt: statements.length - 1 }] },
+      202,
+      // The stored answer lists the same deliveries, read inside the batch.
+      sql`json_object('object', 'redelivery', 'event_id', ${id}, 'deliveries', (SELECT json_group_array(id) FROM ${webhookDeliveries} WHERE event_id = ${id} AND updated_at = ${now}))`,
+      {
+        failures: {
+          [EVENT_MISSING]: () => notFound("event", id, "id"),
+          [ENDPOINT_MISSING]: () => notFound("active webhook endpoint", endpointId ?? "", "endpoint_id"),
+        },
+      },
+    );
+    return c.json({ object: "redelivery" as const, event_id: id, deliveries: deliveryIds }, 202);
+  });
+}

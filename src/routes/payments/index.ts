@@ -1,0 +1,60 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { eq } from "drizzle-orm";
+import { payments } from "../../db/schema";
+import { owned } from "../../db/scope";
+import { hasPrefix } from "../../domain/ids";
+import type { AppEnv } from "../../lib/context";
+import { listSchema } from "../../lib/pagination";
+import { found, listOwned } from "../../lib/reads";
+import { serializePayment } from "../../payments/serialize";
+import { apiRoute, idParam, json } from "../openapi";
+import { PaymentListQuery, PaymentSchema } from "./schema";
+
+const tags = ["Payments"];
+
+const list = apiRoute({
+  method: "get",
+  path: "/payments",
+  tags,
+  operationId: "listPayments",
+  summary: "List payments",
+  description: "The charges made for subscriptions, newest first, optionally for one subscription or one user.",
+  scope: "payments:read",
+  request: { query: PaymentListQuery },
+  responses: { 200: json(listSchema(PaymentSchema, "PaymentList"), "A page of payments, newest first.") },
+});
+
+const get = apiRoute({
+  method: "get",
+  path: "/payments/{id}",
+  tags,
+  operationId: "getPayment",
+  summary: "Read a payment",
+  scope: "payments:read",
+  request: { params: idParam("payment", "pay_01jd2x4k5m6n7p8q9r0s1t2v3w") },
+  responses: { 200: json(PaymentSchema, "The payment.") },
+});
+
+export function registerPayments(app: OpenAPIHono<AppEnv>) {
+  app.openapi(list, async (c) => {
+    const query = c.req.valid("query");
+    const page = await listOwned(c, {
+      table: payments,
+      id: payments.id,
+      query,
+      filters: [
+        query.subscription_id !== undefined ? eq(payments.subscriptionId, query.subscription_id) : undefined,
+        query.user_id !== undefined ? eq(payments.userId, query.user_id) : undefined,
+      ],
+      validCursor: (id) => hasPrefix(id, "payment"),
+      serialize: serializePayment,
+    });
+    return c.json(page, 200);
+  });
+
+  app.openapi(get, async (c) => {
+    const { id } = c.req.valid("param");
+    const row = await found(c, await c.var.db.query.payments.findFirst({ where: owned(payments, c.var.auth, eq(payments.id, id)) }), "payment", id);
+    return c.json(serializePayment(row), 200);
+  });
+}

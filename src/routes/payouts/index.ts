@@ -1,0 +1,208 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { and, eq, sql } from "drizzle-orm";
+import { guard, type Statement } from "../../db/batch";
+import { payouts, users } from "../../db/schema";
+import { owned } from "../../db/scope";
+import { hasPrefix, newId } from "../../domain/ids";
+import { isoDate, isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../lib/context";
+import { conflict, notFound } from "../../lib/errors";
+import { listSchema } from "../../lib/pagination";
+import { found, listOwned } from "../../lib/reads";
+import { commit } from "../../lib/respond";
+import { readCard } from "../../payments/card-input";
+import { readCurrency } from "../../payments/money-input";
+import { type PayoutRow, payoutJsonSql, serializePayout } from "../../payments/serialize";
+import { enqueuePayoutSettlements, payoutSendClaimed } from "../../payments/settle-payout";
+import { processorFor } from "../../processor";
+import { emitEvent } from "../../webhooks/outbox";
+import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
+import { CreatePayoutBody, PayoutListQuery, PayoutSchema } from "./schema";
+
+const tags = ["Payouts"];
+const payoutId = idParam("payout", "po_01jd2x4k5m6n7p8q9r0s1t2v3w");
+
+const create = apiRoute({
+  method: "post",
+  path: "/payout",
+  tags,
+  operationId: "createPayout",
+  summary: "Initiate a payout",
+  description:
+    "Sends money to a card. The payout is created `pending` (emitting payout.created) and settles asynchronously: " +
+    "`paid` or `failed` (payout.paid / payout.failed). Until it is sent it can be canceled. " +
+    "The card number and CVV are passed to the processor and never stored; the answer shows only brand, last4 and expiry.",
+  scope: "payouts:write",
+  request: jsonBodyOf(CreatePayoutBody),
+  responses: { 201: json(PayoutSchema, "The new payout, pending.") },
+});
+
+const list = apiRoute({
+  method: "get",
+  path: "/payouts",
+  tags,
+  operationId: "listPayouts",
+  summary: "List payouts",
+  scope: "payouts:read",
+  request: { query: PayoutListQuery },
+  responses: { 200: json(listSchema(PayoutSchema, "PayoutList"), "A page of payouts, newest first.") },
+});
+
+const get = apiRoute({
+  method: "get",
+  path: "/payouts/{id}",
+  tags,
+  operationId: "getPayout",
+  summary: "Read a payout",
+  scope: "payouts:read",
+  request: { params: payoutId },
+  responses: { 200: json(PayoutSchema, "The payout.") },
+});
+
+const cancel = apiRoute({
+  method: "post",
+  path: "/payouts/{id}/cancel",
+  tags,
+  operationId: "cancelPayout",
+  summary: "Cancel a pending payout",
+  description: "Cancels a payout that is still pending and not yet sent, and emits payout.canceled. Any other payout answers 409.",
+  scope: "payouts:write",
+  request: { params: payoutId },
+  responses: { 200: json(PayoutSchema, "The canceled payout.") },
+});
+
+const RECIPIENT_MISSING = "recipient_missing";
+const PAYOUT_MISSING = "payout_missing";
+const PAYOUT_NOT_PENDING = "payout_not_pending";
+const PAYOUT_BEING_SENT = "payout_being_sent";
+
+export function registerPayouts(app: OpenAPIHono<AppEnv>) {
+  app.openapi(create, async (c) => {
+    const { db, auth } = c.var;
+    const body = c.req.valid("json");
+    const now = Date.now();
+    const currency = readCurrency(body.currency);
+    const card = await readCard(c.env, body, now);
+    const recipientId = body.recipient_id ?? null;
+    const recipientMissing = () => notFound("user", recipientId ?? "", "recipient_id");
+    if (recipientId !== null && !hasPrefix(recipientId, "user")) throw recipientMissing();
+
+    // The processor vaults the destination card; the payout keeps its token, never the card.
+    const processorToken = await processorFor(c.env, auth.mode).tokenizeDestination(card.card);
+    const row: PayoutRow = {
+      id: newId("payout", now),
+      accountId: auth.accountId,
+      recipientId,
+      amount: body.amount,
+      currency,
+      description: body.description ?? null,
+      status: "pending",
+      failureCode: null,
+      failureMessage: null,
+      cardBrand: card.summary.brand,
+      cardLast4: card.summary.last4,
+      cardExpMonth: card.summary.exp_month,
+      cardExpYear: card.summary.exp_year,
+      cardFingerprint: card.fingerprint,
+      processorToken,
+      date: isoDate(now),
+      createdAt: isoTime(now),
+      updatedAt: isoTime(now),
+    };
+    const payout = serializePayout(row);
+    const statements: Statement[] = [];
+    // The recipient is checked inside the batch: no extra round trip, and no gap to race.
+    if (recipientId !== null) {
+      statements.push(
+        guard(db, RECIPIENT_MISSING, sql`EXISTS (SELECT 1 FROM ${users} WHERE ${and(eq(users.accountId, auth.accountId), eq(users.id, recipientId))})`),
+      );
+    }
+    statements.push(db.insert(payouts).values(row));
+    await commit(
+      c,
+      { statements, events: [emitEvent(db, auth.accountId, { type: "payout.created", data: payout }, now)] },
+      201,
+      payout,
+      { failures: { [RECIPIENT_MISSING]: recipientMissing } },
+    );
+    // After the commit. A lost enqueue is not lost work: the cron sweep re-enqueues stale payouts.
+    c.executionCtx.waitUntil(
+      enqueuePayoutSettlements(c.env.JOB_QUEUE, [row.id]).catch((error) => {
+        console.error(JSON.stringify({ message: "payout settlement enqueue failed; the sweep will retry", payout: row.id, error: String(error) }));
+      }),
+    );
+    return c.json(payout, 201);
+  });
+
+  app.openapi(list, async (c) => {
+    const query = c.req.valid("query");
+    const page = await listOwned(c, {
+      table: payouts,
+      id: payouts.id,
+      query,
+      filters: [
+        query.recipient_id !== undefined ? eq(payouts.recipientId, query.recipient_id) : undefined,
+        query.status !== undefined ? eq(payouts.status, query.status) : undefined,
+      ],
+      validCursor: (id) => hasPrefix(id, "payout"),
+      serialize: serializePayout,
+    });
+    return c.json(page, 200);
+  });
+
+  app.openapi(get, async (c) => {
+    const { id } = c.req.valid("param");
+    const row = await found(c, await c.var.db.query.payouts.findFirst({ where: owned(payouts, c.var.auth, eq(payouts.id, id)) }), "payout", id);
+    return c.json(serializePayout(row), 200);
+  });
+
+  app.openapi(cancel, async (c) => {
+    const { db, auth } = c.var;
+    const { id } = c.req.valid("param");
+    const now = Date.now();
+    const mine = and(eq(payouts.accountId, auth.accountId), eq(payouts.id, id));
+    let results: unknown[];
+    let notPending = false;
+    try {
+      results = await commit(
+        c,
+        {
+          statements: [
+            guard(db, PAYOUT_MISSING, sql`EXISTS (SELECT 1 FROM ${payouts} WHERE ${mine})`),
+            guard(db, PAYOUT_NOT_PENDING, sql`EXISTS (SELECT 1 FROM ${payouts} WHERE ${mine} AND ${payouts.status} = 'pending')`),
+            // Once handed to the processor, the money may already be moving.
+            guard(db, PAYOUT_BEING_SENT, sql`NOT ${payoutSendClaimed(id)}`),
+            db
+              .update(payouts)
+              .set({ status: "canceled", updatedAt: isoTime(now) })
+              .where(and(mine, eq(payouts.status, "pending")))
+              .returning(),
+          ],
+          events: [emitEvent(db, auth.accountId, { type: "payout.canceled", dataSql: payoutJsonSql(id) }, now)],
+        },
+        200,
+        payoutJsonSql(id),
+        {
+          failures: {
+            [PAYOUT_MISSING]: () => notFound("payout", id, "id"),
+            [PAYOUT_NOT_PENDING]: () => {
+              notPending = true;
+              return conflict(PAYOUT_NOT_PENDING, `Payout '${id}' is no longer pending; only a pending payout can be canceled.`);
+            },
+            [PAYOUT_BEING_SENT]: () =>
+              conflict(PAYOUT_NOT_PENDING, `Payout '${id}' is already being sent to the card and can no longer be canceled.`),
+          },
+        },
+      );
+    } catch (error) {
+      if (notPending) {
+        // Name the state it is in; this read happens only on the error path.
+        const current = await db.query.payouts.findFirst({ columns: { status: true }, where: mine });
+        throw conflict(PAYOUT_NOT_PENDING, `Payout '${id}' is ${current?.status ?? "no longer pending"}; only a pending payout can be canceled.`);
+      }
+      throw error;
+    }
+    const [updated] = results[3] as PayoutRow[];
+    return c.json(serializePayout(updated), 200);
+  });
+}

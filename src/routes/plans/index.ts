@@ -1,0 +1,198 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { eq, sql } from "drizzle-orm";
+import { guard } from "../../db/batch";
+import { plans } from "../../db/schema";
+import { owned } from "../../db/scope";
+import { hasPrefix, newId } from "../../domain/ids";
+import { CURRENCY_EXPONENTS, MAX_AMOUNT, MIN_AMOUNT, normalizeCurrency, parseDecimalToMinor } from "../../domain/money";
+import { validateTiers } from "../../domain/pricing";
+import type { StoredTier } from "../../billing/pricing";
+import { isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../lib/context";
+import { invalidRequest, notFound } from "../../lib/errors";
+import { numberSource } from "../../lib/json";
+import { listQuery, listSchema } from "../../lib/pagination";
+import { found, listOwned } from "../../lib/reads";
+import { commitAndRespond } from "../../lib/respond";
+import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
+import { CreatePlanBody, PlanSchema, serializePlan, UpdatePlanBody } from "./schema";
+
+const tags = ["Subscription plans"];
+const planId = idParam("plan", "plan_01jd2x4k5m6n7p8q9r0s1t2v3w");
+
+const create = apiRoute({
+  method: "post",
+  path: "/subscription-plans",
+  tags,
+  operationId: "createPlan",
+  summary: "Create a subscription plan",
+  description:
+    "A fixed plan charges `price` (a decimal in major units) per interval; a volume or graduated plan is priced by `tiers` and the subscription's quantity.",
+  scope: "plans:write",
+  request: jsonBodyOf(CreatePlanBody),
+  responses: { 201: json(PlanSchema, "The new plan.") },
+});
+
+const list = apiRoute({
+  method: "get",
+  path: "/subscription-plans",
+  tags,
+  operationId: "listPlans",
+  summary: "List subscription plans",
+  scope: "plans:read",
+  request: { query: listQuery },
+  responses: { 200: json(listSchema(PlanSchema, "PlanList"), "A page of plans, newest first.") },
+});
+
+const get = apiRoute({
+  method: "get",
+  path: "/subscription-plans/{id}",
+  tags,
+  operationId: "getPlan",
+  summary: "Read a subscription plan",
+  scope: "plans:read",
+  request: { params: planId },
+  responses: { 200: json(PlanSchema, "The plan.") },
+});
+
+const update = apiRoute({
+  method: "patch",
+  path: "/subscription-plans/{id}",
+  tags,
+  operationId: "updatePlan",
+  summary: "Rename, describe or archive a plan",
+  description: "`active: false` archives the plan: it accepts no new subscriptions, and existing ones keep renewing. Prices are immutable.",
+  scope: "plans:write",
+  request: { params: planId, ...jsonBodyOf(UpdatePlanBody) },
+  responses: { 200: json(PlanSchema, "The updated plan.") },
+});
+
+const PLAN_MISSING = "plan_missing";
+
+/** A decimal in major units, read from the exact JSON source text, as integer minor units. */
+function minorUnits(holder: unknown, key: string, param: string, currency: string): number {
+  const exponent = CURRENCY_EXPONENTS[currency];
+  const source = numberSource(holder, key);
+  if (source === undefined) {
+    throw invalidRequest("amount_too_large", `${param}: the price is larger than the largest chargeable amount.`, param);
+  }
+  const parsed = parseDecimalToMinor(source, exponent);
+  if (parsed.ok) return parsed.minor;
+  if (parsed.reason === "too_many_decimals") {
+    throw invalidRequest(
+      "too_many_decimals",
+      `${param}: ${source} has more decimal places than ${currency.toUpperCase()} allows (${exponent}).`,
+      param,
+    );
+  }
+  if (parsed.reason === "out_of_range") {
+    throw invalidRequest("amount_too_large", `${param}: ${source} is larger than the largest chargeable amount.`, param);
+  }
+  throw invalidRequest("parameter_invalid", `${param}: write the price as a plain decimal such as 19.99, not ${source}.`, param);
+}
+
+/** validateTiers speaks in domain names; the API's are the request's. */
+const apiTierMessage = (message: string) =>
+  message
+    .replaceAll("unitAmount", "unit_price")
+    .replaceAll("flatAmount", "flat_price")
+    .replaceAll("upTo", "up_to")
+    .replaceAll(" in minor units", "");
+
+export function registerPlans(app: OpenAPIHono<AppEnv>) {
+  app.openapi(create, async (c) => {
+    const { db, auth } = c.var;
+    const body = c.req.valid("json");
+    const raw = c.var.jsonBody as { tiers?: unknown[] };
+    const now = c.var.clock.now();
+    const currency = normalizeCurrency(body.currency);
+    if (!currency) throw invalidRequest("currency_invalid", `currency: '${body.currency}' is not a supported ISO 4217 currency code.`, "currency");
+
+    let unitAmount: number | null = null;
+    let tiers: StoredTier[] | null = null;
+    if (body.pricing_model === "fixed") {
+      if (body.tiers !== undefined) throw invalidRequest("parameter_unexpected", "tiers: only volume and graduated plans have tiers.", "tiers");
+      if (body.price === undefined) throw invalidRequest("parameter_missing", "price: this parameter is required for a fixed plan.", "price");
+      unitAmount = minorUnits(raw, "price", "price", currency);
+      if (unitAmount < MIN_AMOUNT) throw invalidRequest("amount_too_small", "price: a fixed plan must charge more than zero.", "price");
+    } else {
+      if (body.price !== undefined) {
+        throw invalidRequest("parameter_unexpected", `price: a ${body.pricing_model} plan is priced by its tiers, not by price.`, "price");
+      }
+      if (body.tiers === undefined) throw invalidRequest("parameter_missing", `tiers: this parameter is required for a ${body.pricing_model} plan.`, "tiers");
+      tiers = body.tiers.map((tier, i) => {
+        const holder = raw.tiers?.[i];
+        return {
+          up_to: tier.up_to,
+          unit_amount: minorUnits(holder, "unit_price", `tiers.${i}.unit_price`, currency),
+          flat_amount: tier.flat_price === undefined ? 0 : minorUnits(holder, "flat_price", `tiers.${i}.flat_price`, currency),
+        };
+      });
+      const problem = validateTiers(tiers.map((t) => ({ upTo: t.up_to, unitAmount: t.unit_amount, flatAmount: t.flat_amount })));
+      if (problem) throw invalidRequest("tiers_invalid", `tiers: ${apiTierMessage(problem)}`, "tiers");
+      for (const [i, t] of tiers.entries()) {
+        if (t.unit_amount > MAX_AMOUNT || t.flat_amount > MAX_AMOUNT) {
+          throw invalidRequest("amount_too_large", `tiers.${i}: the price is larger than the largest chargeable amount.`, `tiers.${i}`);
+        }
+      }
+    }
+
+    const row: typeof plans.$inferInsert & typeof plans.$inferSelect = {
+      id: newId("plan", now),
+      accountId: auth.accountId,
+      name: body.name,
+      description: body.description ?? null,
+      currency,
+      interval: body.interval,
+      pricingModel: body.pricing_model,
+      unitAmount,
+      tiers,
+      active: true,
+      createdAt: isoTime(now),
+      updatedAt: isoTime(now),
+    };
+    return commitAndRespond(c, { statements: [db.insert(plans).values(row)] }, 201, serializePlan(row));
+  });
+
+  app.openapi(list, async (c) => {
+    const page = await listOwned(c, {
+      table: plans,
+      id: plans.id,
+      query: c.req.valid("query"),
+      validCursor: (id) => hasPrefix(id, "plan"),
+      serialize: serializePlan,
+    });
+    return c.json(page, 200);
+  });
+
+  app.openapi(get, async (c) => {
+    const { id } = c.req.valid("param");
+    const row = await found(c, await c.var.db.query.plans.findFirst({ where: owned(plans, c.var.auth, eq(plans.id, id)) }), "plan", id);
+    return c.json(serializePlan(row), 200);
+  });
+
+  app.openapi(update, async (c) => {
+    const { db, auth } = c.var;
+    const { id } = c.req.valid("param");
+    const body = c.req.valid("json");
+    const now = c.var.clock.now();
+    const current = await found(c, await db.query.plans.findFirst({ where: owned(plans, auth, eq(plans.id, id)) }), "plan", id);
+    const changes: Partial<typeof plans.$inferInsert> = { updatedAt: isoTime(now) };
+    if (body.name !== undefined) changes.name = body.name;
+    if (body.description !== undefined) changes.description = body.description;
+    if (body.active !== undefined) changes.active = body.active;
+    const plan = serializePlan({ ...current, ...changes });
+    return commitAndRespond(
+      c,
+      {
+        statements: [
+          guard(db, PLAN_MISSING, sql`EXISTS (SELECT 1 FROM ${plans} WHERE ${owned(plans, auth, eq(plans.id, id))})`),
+          db.update(plans).set(changes).where(owned(plans, auth, eq(plans.id, id))),
+        ],
+      },
+      200,
+      plan,
+      { failures: { [PLAN_MISSING]: () => notFound("plan", id, "id") } },
+    );
+  });
+}

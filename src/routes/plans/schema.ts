@@ -1,0 +1,107 @@
+import { z } from "@hono/zod-openapi";
+import type { plans } from "../../db/schema";
+import { CURRENCY_EXPONENTS, formatMinor } from "../../domain/money";
+import { MAX_TIERS } from "../../domain/pricing";
+import { timestamp } from "../shared";
+
+const majorUnits = (description: string, example: number) =>
+  z.number().min(0).openapi({ description: `${description} A decimal in major units, with no more decimals than the currency allows.`, example });
+
+export const TierBody = z
+  .object({
+    up_to: z
+      .number()
+      .int()
+      .positive()
+      .nullable()
+      .openapi({ description: "The last quantity of this tier, inclusive; null for the last, unbounded tier.", example: 5 }),
+    unit_price: majorUnits("The price of each unit in this tier.", 7),
+    flat_price: majorUnits("A flat fee added when the quantity reaches this tier.", 0).optional(),
+  })
+  .openapi("PlanTierRequest");
+
+export const CreatePlanBody = z
+  .object({
+    name: z.string().trim().min(1).max(200).openapi({ example: "Pro" }),
+    price: majorUnits("The charge per interval, for fixed plans.", 19.99).optional(),
+    currency: z.string().openapi({ description: "ISO 4217 code, any case.", example: "usd" }),
+    interval: z.enum(["month", "year"]).openapi({ description: "The billing interval." }),
+    description: z.string().max(1000).nullable().optional().openapi({ example: "Everything in Pro." }),
+    pricing_model: z
+      .enum(["fixed", "volume", "graduated"])
+      .default("fixed")
+      .openapi({ description: "fixed: `price` per interval (times quantity). volume: every unit at the rate of the tier the quantity reaches. graduated: each tier's units at that tier's rate." }),
+    tiers: z
+      .array(TierBody)
+      .min(1)
+      .max(MAX_TIERS)
+      .optional()
+      .openapi({ description: "Required for volume and graduated plans, ascending by up_to; only the last tier has up_to null." }),
+  })
+  .openapi("PlanRequest");
+
+export const UpdatePlanBody = z
+  .object({
+    name: z.string().trim().min(1).max(200).optional(),
+    description: z.string().max(1000).nullable().optional(),
+    active: z.boolean().optional().openapi({ description: "false archives the plan: no new subscriptions; existing ones keep renewing." }),
+  })
+  .openapi("PlanUpdateRequest");
+
+export const TierSchema = z
+  .object({
+    up_to: z.number().int().nullable(),
+    unit_price: z.number().openapi({ description: "Per-unit price in major units." }),
+    flat_price: z.number().openapi({ description: "Flat fee in major units." }),
+    unit_amount: z.number().int().openapi({ description: "Per-unit price in minor units." }),
+    flat_amount: z.number().int().openapi({ description: "Flat fee in minor units." }),
+  })
+  .openapi("PlanTier");
+
+export const PlanSchema = z
+  .object({
+    id: z.string().openapi({ example: "plan_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
+    object: z.literal("plan"),
+    name: z.string(),
+    price: z.number().nullable().openapi({ description: "The charge per interval in major units (null for tiered plans).", example: 19.99 }),
+    unit_amount: z.number().int().nullable().openapi({ description: "The charge per interval in minor units (null for tiered plans).", example: 1999 }),
+    currency: z.string().openapi({ example: "usd" }),
+    interval: z.enum(["month", "year"]),
+    pricing_model: z.enum(["fixed", "volume", "graduated"]),
+    tiers: z.array(TierSchema).nullable(),
+    description: z.string().nullable(),
+    active: z.boolean(),
+    created_at: timestamp("When the plan was created."),
+    updated_at: timestamp("When the plan was last changed."),
+  })
+  .openapi("Plan");
+export type PlanJson = z.infer<typeof PlanSchema>;
+
+/** A minor-unit integer shown in major units. Display only: the integer is the truth. */
+const major = (minor: number, exponent: number) => Number(formatMinor(minor, exponent));
+
+export function serializePlan(row: typeof plans.$inferSelect): PlanJson {
+  const exponent = CURRENCY_EXPONENTS[row.currency] ?? 2;
+  return {
+    id: row.id,
+    object: "plan",
+    name: row.name,
+    price: row.unitAmount === null ? null : major(row.unitAmount, exponent),
+    unit_amount: row.unitAmount,
+    currency: row.currency,
+    interval: row.interval,
+    pricing_model: row.pricingModel,
+    tiers:
+      row.tiers?.map((t) => ({
+        up_to: t.up_to,
+        unit_price: major(t.unit_amount, exponent),
+        flat_price: major(t.flat_amount, exponent),
+        unit_amount: t.unit_amount,
+        flat_amount: t.flat_amount,
+      })) ?? null,
+    description: row.description,
+    active: row.active,
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+  };
+}

@@ -1,0 +1,113 @@
+import { z } from "@hono/zod-openapi";
+import type { deliveryAttempts, webhookDeliveries, webhookEndpoints } from "../../db/schema";
+import { ALL_EVENTS, EVENT_TYPES, isEventType } from "../../webhooks/catalog";
+import { isoTime } from "../../lib/clock";
+import { timestamp } from "../shared";
+
+const eventList = z
+  .array(z.string().refine((t) => t === ALL_EVENTS || isEventType(t), { message: `unknown event type; see GET /api/event-types` }))
+  .min(1)
+  .max(EVENT_TYPES.length + 1)
+  .openapi({ description: `Event types to receive, or "${ALL_EVENTS}" for all.`, example: ["customer.created", "payment.completed"] });
+
+export const CreateWebhookBody = z
+  .object({
+    url: z.string().min(1).max(2048).openapi({ example: "https://example.com/webhooks/tender" }),
+    events: eventList,
+  })
+  .openapi("CreateWebhookRequest");
+
+export const UpdateWebhookBody = z
+  .object({
+    url: z.string().min(1).max(2048).optional(),
+    events: eventList.optional(),
+    status: z.enum(["active", "disabled"]).optional(),
+  })
+  .refine((b) => b.url !== undefined || b.events !== undefined || b.status !== undefined, { message: "send at least one of url, events, status" })
+  .openapi("UpdateWebhookRequest");
+
+export const WebhookSchema = z
+  .object({
+    id: z.string().openapi({ example: "whk_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
+    object: z.literal("webhook_endpoint"),
+    url: z.string(),
+    events: z.array(z.string()),
+    status: z.enum(["active", "disabled"]),
+    disabled_reason: z.string().nullable(),
+    created_at: timestamp("When the endpoint was registered."),
+    updated_at: timestamp("When the endpoint last changed."),
+  })
+  .openapi("WebhookEndpoint");
+
+export const WebhookWithSecretSchema = WebhookSchema.extend({
+  secret: z.string().openapi({ description: "The signing secret, whsec_…: shown on creation and rotation only.", example: "whsec_…" }),
+}).openapi("WebhookEndpointWithSecret");
+
+export const DeletedWebhookSchema = z
+  .object({ id: z.string(), object: z.literal("webhook_endpoint"), deleted: z.literal(true) })
+  .openapi("DeletedWebhookEndpoint");
+
+export const AttemptSchema = z
+  .object({
+    attempt_number: z.number().int(),
+    attempted_at: z.string(),
+    status_code: z.number().int().nullable(),
+    duration_ms: z.number().int(),
+    response_excerpt: z.string().nullable().openapi({ description: "The first 1 KB of the receiver's answer." }),
+    error: z.string().nullable(),
+  })
+  .openapi("DeliveryAttempt");
+
+export const DeliverySchema = z
+  .object({
+    id: z.string(),
+    object: z.literal("webhook_delivery"),
+    event_id: z.string(),
+    endpoint_id: z.string(),
+    status: z.enum(["pending", "delivered", "failed"]),
+    attempt_count: z.number().int(),
+    next_attempt_at: z.string().nullable(),
+    last_status_code: z.number().int().nullable(),
+    created_at: z.string(),
+    delivered_at: z.string().nullable(),
+    attempts: z.array(AttemptSchema),
+  })
+  .openapi("WebhookDelivery");
+
+export function serializeWebhook(row: typeof webhookEndpoints.$inferSelect) {
+  return {
+    id: row.id,
+    object: "webhook_endpoint" as const,
+    url: row.url,
+    events: row.events,
+    status: row.status,
+    disabled_reason: row.disabledReason,
+    created_at: row.createdAt,
+    updated_at: row.updatedAt,
+  };
+}
+
+export function serializeDelivery(row: typeof webhookDeliveries.$inferSelect, attempts: (typeof deliveryAttempts.$inferSelect)[]) {
+  return {
+    id: row.id,
+    object: "webhook_delivery" as const,
+    event_id: row.eventId,
+    endpoint_id: row.endpointId,
+    status: row.status,
+    attempt_count: row.attemptCount,
+    next_attempt_at: row.nextAttemptAt === null ? null : isoTime(row.nextAttemptAt),
+    last_status_code: row.lastStatusCode,
+    created_at: row.createdAt,
+    delivered_at: row.deliveredAt,
+    attempts: attempts
+      .sort((a, b) => a.attemptNumber - b.attemptNumber)
+      .map((a) => ({
+        attempt_number: a.attemptNumber,
+        attempted_at: a.attemptedAt,
+        status_code: a.statusCode,
+        duration_ms: a.durationMs,
+        response_excerpt: a.responseExcerpt,
+        error: a.error,
+      })),
+  };
+}

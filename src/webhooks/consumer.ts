@@ -1,0 +1,181 @@
+// The delivery queue's consumer. For one delivery: load it with its event and endpoint, claim
+// the next attempt (a conditional update, so duplicate messages cannot both send), POST the
+// exact body with its signatures, record the attempt, then either finish the delivery or hand
+// the next attempt to the endpoint's retry scheduler.
+import { and, eq } from "drizzle-orm";
+import { type Db, createDb } from "../db/client";
+import { runBatch } from "../db/batch";
+import { deliveryAttempts, events, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import { newId } from "../domain/ids";
+import { nextAttemptAt, parseRetryAfter } from "../domain/retry-schedule";
+import type { Bindings } from "../env";
+import { clock, isoTime } from "../lib/clock";
+import { randomUnit } from "../lib/crypto";
+import type { DeliveryMessage } from "./outbox";
+import { schedulerFor } from "./scheduler";
+import { signatureHeaders } from "./signing";
+
+export const DELIVERY_TIMEOUT_MS = 15_000;
+export const RESPONSE_EXCERPT_BYTES = 1024;
+export const USER_AGENT = "Tender-Webhooks/1.0 (+https://tender.dev/docs/webhooks)";
+
+export type DeliveryOutcome =
+  | "delivered"
+  | "scheduled"
+  | "failed"
+  | "endpoint_gone"
+  | "skipped";
+
+async function excerpt(response: Response): Promise<string> {
+  const reader = response.body?.getReader();
+  if (!reader) return "";
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  while (size < RESPONSE_EXCERPT_BYTES) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    size += value.byteLength;
+  }
+  await reader.cancel().catch(() => {});
+  const bytes = new Uint8Array(Math.min(size, RESPONSE_EXCERPT_BYTES));
+  let offset = 0;
+  for (const chunk of chunks) {
+    const take = chunk.subarray(0, bytes.length - offset);
+    bytes.set(take, offset);
+    offset += take.byteLength;
+    if (offset >= bytes.length) break;
+  }
+  return new TextDecoder().decode(bytes);
+}
+
+async function load(db: Db, deliveryId: string) {
+  const [row] = await db
+    .select({ delivery: webhookDeliveries, event: events, endpoint: webhookEndpoints })
+    .from(webhookDeliveries)
+    .innerJoin(events, eq(events.id, webhookDeliveries.eventId))
+    .innerJoin(webhookEndpoints, eq(webhookEndpoints.id, webhookDeliveries.endpointId))
+    .where(eq(webhookDeliveries.id, deliveryId))
+    .limit(1);
+  return row;
+}
+
+export async function processDelivery(env: Bindings, deliveryId: string, random: () => number = randomUnit): Promise<DeliveryOutcome> {
+  const db = createDb(env.DB);
+  const row = await load(db, deliveryId);
+  if (!row || row.delivery.status !== "pending") return "skipped";
+  const { delivery, event, endpoint } = row;
+  const now = clock.now();
+
+  if (endpoint.status !== "active" || endpoint.deletedAt) {
+    await db
+      .update(webhookDeliveries)
+      .set({ status: "failed", lastError: "endpoint_disabled", nextAttemptAt: null, updatedAt: now })
+      .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending")));
+    return "skipped";
+  }
+  // A message that arrives before the delivery's next attempt is due (a sweeper duplicate, or a
+  // redelivered message): make sure the scheduler holds it, and send nothing now.
+  if (delivery.nextAttemptAt !== null && delivery.nextAttemptAt > now) {
+    await schedulerFor(env, endpoint.id).schedule(deliveryId, delivery.nextAttemptAt);
+    return "scheduled";
+  }
+
+  const attemptNumber = delivery.attemptCount + 1;
+  const firstAttemptAt = delivery.firstAttemptAt ?? now;
+  const claimed = await db
+    .update(webhookDeliveries)
+    .set({ attemptCount: attemptNumber, firstAttemptAt, nextAttemptAt: null, updatedAt: now })
+    .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending"), eq(webhookDeliveries.attemptCount, delivery.attemptCount)))
+    .returning({ id: webhookDeliveries.id });
+  if (claimed.length === 0) return "skipped";
+
+  const previousLive = endpoint.previousSecret && endpoint.previousSecretExpiresAt && Date.parse(endpoint.previousSecretExpiresAt) > now;
+  const body = event.payload;
+  const headers = {
+    "Content-Type": "application/json",
+    "User-Agent": USER_AGENT,
+    "Tender-Delivery-Attempt": String(attemptNumber),
+    ...(await signatureHeaders({ current: endpoint.secret, previous: previousLive ? endpoint.previousSecret : null }, event.id, body, now)),
+  };
+
+  const started = Date.now();
+  let status: number | null = null;
+  let responseExcerpt: string | null = null;
+  let error: string | null = null;
+  let retryAfterMs: number | null = null;
+  try {
+    const response = await fetch(endpoint.url, {
+      method: "POST",
+      headers,
+      body,
+      redirect: "manual",
+      signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
+    });
+    status = response.status;
+    retryAfterMs = status === 429 || status === 503 ? parseRetryAfter(response.headers.get("retry-after"), now) : null;
+    responseExcerpt = await excerpt(response);
+  } catch (cause) {
+    error = cause instanceof Error && cause.name === "TimeoutError" ? `timeout after ${DELIVERY_TIMEOUT_MS} ms` : `network error: ${String(cause)}`.slice(0, 500);
+  }
+  const durationMs = Date.now() - started;
+
+  const ok = status !== null && status >= 200 && status < 300;
+  const gone = status === 410;
+  const next = ok || gone ? null : nextAttemptAt({ firstAttemptAt, failedAttempts: attemptNumber, now, retryAfterMs, random });
+  const outcome: DeliveryOutcome = ok ? "delivered" : gone ? "endpoint_gone" : next === null ? "failed" : "scheduled";
+
+  const thisAttempt = and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.attemptCount, attemptNumber));
+  await runBatch(db, [
+    db
+      .insert(deliveryAttempts)
+      .values({
+        id: newId("attempt", now),
+        deliveryId,
+        accountId: delivery.accountId,
+        attemptNumber,
+        attemptedAt: isoTime(now),
+        statusCode: status,
+        durationMs,
+        responseExcerpt,
+        error,
+      })
+      .onConflictDoNothing(),
+    db
+      .update(webhookDeliveries)
+      .set({
+        status: outcome === "delivered" ? "delivered" : outcome === "scheduled" ? "pending" : "failed",
+        nextAttemptAt: next,
+        lastStatusCode: status,
+        lastError: gone ? "endpoint_gone" : error,
+        updatedAt: now,
+        deliveredAt: ok ? isoTime(now) : null,
+      })
+      .where(thisAttempt),
+    ...(gone
+      ? [
+          db
+            .update(webhookEndpoints)
+            .set({ status: "disabled", disabledReason: "The endpoint answered 410 Gone.", updatedAt: isoTime(now) })
+            .where(eq(webhookEndpoints.id, endpoint.id)),
+        ]
+      : []),
+  ]);
+  if (next !== null) await schedulerFor(env, endpoint.id).schedule(deliveryId, next);
+  return outcome;
+}
+
+export async function handleDeliveryBatch(batch: MessageBatch<DeliveryMessage>, env: Bindings): Promise<void> {
+  await Promise.all(
+    batch.messages.map(async (message) => {
+      try {
+        await processDelivery(env, message.body.deliveryId);
+        message.ack();
+      } catch (error) {
+        console.error(JSON.stringify({ message: "delivery processing failed; the queue will retry", delivery: message.body?.deliveryId, error: String(error) }));
+        message.retry({ delaySeconds: Math.min(60, 2 ** message.attempts) });
+      }
+    }),
+  );
+}
+

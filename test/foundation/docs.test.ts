@@ -1,0 +1,97 @@
+import { describe, expect, it } from "vitest";
+import { call } from "../helpers";
+
+const METHODS = ["get", "post", "put", "patch", "delete"] as const;
+const READ_ERRORS = ["400", "401", "403", "404", "429", "500"];
+const WRITE_ERRORS = ["400", "401", "403", "404", "409", "413", "415", "422", "429", "500"];
+
+describe("GET /health", () => {
+  it("answers 200 ok without a credential and without touching the database", async () => {
+    const res = await call("/health");
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ status: "ok" });
+    expect(res.headers.get("request-id")).toMatch(/^req_/);
+    expect(Number(res.headers.get("tender-d1-round-trips"))).toBe(0);
+  });
+});
+
+describe("GET /openapi.json", () => {
+  it("is an OpenAPI 3.1 document with a bearer security scheme", async () => {
+    const res = await call("/openapi.json");
+    expect(res.status).toBe(200);
+    expect(res.body.openapi).toBe("3.1.0");
+    expect(res.body.info.title).toBeTruthy();
+    expect(res.body.components.securitySchemes.bearerAuth).toMatchObject({ type: "http", scheme: "bearer" });
+    expect(res.body.components.schemas.Error).toBeDefined();
+  });
+
+  it("documents every foundation route", async () => {
+    const { body } = await call("/openapi.json");
+    const operations = Object.entries(body.paths as Record<string, Record<string, unknown>>).flatMap(([path, item]) =>
+      METHODS.filter((m) => item[m]).map((m) => `${m.toUpperCase()} ${path}`),
+    );
+    expect(operations).toEqual(
+      expect.arrayContaining([
+        "GET /health",
+        "POST /api/accounts",
+        "POST /oauth/token",
+        "POST /api/keys",
+        "GET /api/keys",
+        "GET /api/keys/{id}",
+        "DELETE /api/keys/{id}",
+        "POST /api/request-id",
+        "GET /api/request-id",
+        "GET /api/request-id/{id}",
+        "POST /api/users",
+        "GET /api/users",
+        "GET /api/users/{id}",
+        "PUT /api/users/{id}",
+      ]),
+    );
+  });
+
+  it("documents the error answers of every operation, in the shared error shape", async () => {
+    const { body } = await call("/openapi.json");
+    let checked = 0;
+    for (const [path, item] of Object.entries(body.paths as Record<string, Record<string, any>>)) {
+      // The liveness check has no failure mode other than the service being down.
+      if (path === "/health") continue;
+      for (const method of METHODS) {
+        const operation = item[method];
+        if (!operation) continue;
+        checked++;
+        const where = `${method.toUpperCase()} ${path}`;
+        const secured = (operation.security ?? []).some((s: Record<string, unknown>) => "bearerAuth" in s);
+        let expected = method === "get" ? READ_ERRORS : WRITE_ERRORS;
+        // Sign-up and the token exchange authenticate themselves and are not rate limited per key.
+        if (!secured) expected = expected.filter((s) => s !== "403" && s !== "429");
+        else expect(operation.security, where).toEqual([{ bearerAuth: [] }]);
+        for (const status of expected) {
+          const response = operation.responses[status];
+          expect(response, `${where} documents ${status}`).toBeDefined();
+          expect(response.content["application/json"].schema.$ref, `${where} ${status}`).toBe("#/components/schemas/Error");
+        }
+        expect(operation.operationId, where).toBeTruthy();
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(13);
+  });
+
+  it("marks every /api operation as needing the bearer credential", async () => {
+    const { body } = await call("/openapi.json");
+    for (const [path, item] of Object.entries(body.paths as Record<string, Record<string, any>>)) {
+      if (!path.startsWith("/api/") || path === "/api/accounts") continue;
+      for (const method of METHODS) if (item[method]) expect(item[method].security, `${method} ${path}`).toEqual([{ bearerAuth: [] }]);
+    }
+  });
+});
+
+describe("GET /docs", () => {
+  it("renders an HTML reference that loads /openapi.json", async () => {
+    const res = await call("/docs");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(res.text).toMatch(/<html/i);
+    expect(res.text).toContain("/openapi.json");
+  });
+});

@@ -1,0 +1,23 @@
+import { describe, expect, it } from "vitest";
+import { call, expectError, signup } from "../helpers";
+
+describe("429 rate limit (wrangler.toml: 1000 requests per 10 s per key)", () => {
+  it("the 1001st request within the window answers 429 with Retry-After; another key is unaffected", async () => {
+    const hot = await signup();
+    const other = await signup();
+    // Cheap requests: authenticated, then refused by validation (no D1 round trip).
+    const statuses: number[] = [];
+    for (let sent = 0; sent < 1050; sent += 50) {
+      const batch = await Promise.all(Array.from({ length: 50 }, () => call("/api/users?limit=0", { key: hot.key })));
+      statuses.push(...batch.map((r) => r.status));
+    }
+    expect(statuses.filter((s) => s === 400)).toHaveLength(1000);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(50);
+
+    const limited = await call("/api/users", { key: hot.key });
+    expectError(limited, 429, "rate_limit_error", "rate_limited");
+    expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0);
+
+    expect((await call("/api/users", { key: other.key })).status).toBe(200);
+  });
+});

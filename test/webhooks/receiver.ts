@@ -1,0 +1,43 @@
+// A stand-in for a customer's webhook receiver: outbound fetches to RECEIVER_ORIGIN are answered
+// here (the Worker under test runs in this isolate, so it calls this fetch), everything else
+// passes through. Only the receiver is simulated; D1, the queue and the Durable Object are real.
+import { env } from "cloudflare:workers";
+import { vi } from "vitest";
+
+export const RECEIVER_ORIGIN = "https://receiver.example.com";
+
+export interface Received {
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+  at: number;
+}
+
+export function installReceiver() {
+  const received: Received[] = [];
+  const answers: (number | (() => Response))[] = [];
+  const original = globalThis.fetch;
+  const spy = vi.spyOn(globalThis, "fetch").mockImplementation(async (input: RequestInfo | URL, init?: RequestInit) => {
+    const request = new Request(input, init);
+    if (!request.url.startsWith(RECEIVER_ORIGIN)) return original(input, init);
+    received.push({ url: request.url, headers: Object.fromEntries(request.headers), body: await request.text(), at: Date.now() });
+    const next = answers.length > 1 ? answers.shift()! : (answers[0] ?? 200);
+    return typeof next === "number" ? new Response(next === 200 ? "ok" : `status ${next}`, { status: next }) : next();
+  });
+  return {
+    received,
+    /** Answers to give, in order; the last one repeats. A number is a status; a function builds a Response. */
+    answer(...next: (number | (() => Response))[]) {
+      answers.splice(0, answers.length, ...next);
+    },
+    restore: () => spy.mockRestore(),
+  };
+}
+
+export async function deliveryRow(id: string) {
+  return env.DB.prepare("SELECT * FROM webhook_deliveries WHERE id = ?").bind(id).first<Record<string, any>>();
+}
+
+export async function deliveriesOfEvent(eventId: string) {
+  return (await env.DB.prepare("SELECT * FROM webhook_deliveries WHERE event_id = ?").bind(eventId).all<Record<string, any>>()).results;
+}
