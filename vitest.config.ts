@@ -2,18 +2,34 @@ import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 
+// Two runs of the same Worker: the development configuration (most tests), and production
+// (ENVIRONMENT=production from wrangler.toml) for what only holds there: HTTPS enforcement,
+// HSTS, guarded sign-up, and refusing private webhook targets.
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
+  const worker = (environment: "development" | "production") =>
+    cloudflareTest({
+      wrangler: { configPath: "./wrangler.toml" },
+      miniflare: {
+        bindings: {
+          TEST_MIGRATIONS: migrations,
+          ENVIRONMENT: environment,
+          ...(environment === "production" ? { ADMIN_TOKEN: "test-admin-token", CARD_FINGERPRINT_SECRET: "test-fingerprint-secret" } : {}),
+        },
+      },
+    });
   return {
-    plugins: [
-      cloudflareTest({
-        wrangler: { configPath: "./wrangler.toml" },
-        miniflare: { bindings: { TEST_MIGRATIONS: migrations } },
-      }),
-    ],
     test: {
-      setupFiles: ["./test/setup.ts"],
-      include: ["test/**/*.test.ts", "src/**/*.test.ts"],
+      projects: [
+        {
+          plugins: [worker("development")],
+          test: { name: "development", setupFiles: ["./test/setup.ts"], include: ["test/**/*.test.ts"], exclude: ["test/production/**"] },
+        },
+        {
+          plugins: [worker("production")],
+          test: { name: "production", setupFiles: ["./test/setup.ts"], include: ["test/production/**/*.test.ts"] },
+        },
+      ],
     },
   };
 });

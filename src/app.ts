@@ -5,9 +5,7 @@ import { HTTPException } from "hono/http-exception";
 import type { AppEnv } from "./lib/context";
 import { ApiError, internalError, invalidRequest } from "./lib/errors";
 import { requestContext, REQUEST_ID_HEADER } from "./middleware/request";
-import { jsonBody } from "./middleware/body";
 import { authenticated } from "./middleware/auth";
-import { idempotency } from "./middleware/idempotency";
 import { registerRoutes } from "./routes";
 
 /** Turns a zod issue path into the `param` of the error, e.g. `tiers.1.up_to`. */
@@ -63,8 +61,6 @@ export function newApp() {
 
   app.use("*", requestContext);
   app.use("*", async (c, next) => (PUBLIC_PATHS.has(c.req.path) ? next() : authenticated(c, next)));
-  app.use("*", async (c, next) => jsonBody({ allowForm: c.req.path === "/oauth/token" })(c, next));
-  app.use("*", async (c, next) => (c.get("auth") ? idempotency(c, next) : next()));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
     type: "http",

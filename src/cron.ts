@@ -1,5 +1,6 @@
 // The Cron Trigger (every minute): each task is idempotent and bounded per run.
 import type { Bindings } from "./env";
+import { renewalsTask } from "./billing/jobs";
 import { sweepStalePayouts } from "./payments/settle-payout";
 import { sweepStaleRefunds } from "./payments/settle-refund";
 import { sweepDeliveries } from "./webhooks/sweeper";
@@ -7,6 +8,7 @@ import { sweepDeliveries } from "./webhooks/sweeper";
 type Task = (env: Bindings, scheduledTime: number, ctx: ExecutionContext) => Promise<void>;
 
 const tasks: Record<string, Task> = {
+  renewals: renewalsTask,
   settlePayouts: async (env, scheduledTime) => void (await sweepStalePayouts(env, scheduledTime)),
   settleRefunds: async (env, scheduledTime) => void (await sweepStaleRefunds(env, scheduledTime)),
   sweepDeliveries: async (env) => {

@@ -9,11 +9,28 @@ export function createDb(d1: D1Database) {
 
 const QUERY_METHODS = new Set(["all", "raw", "run", "first"]);
 
+export interface D1Usage {
+  /** Round trips: one per query, one per batch. */
+  count: number;
+  rowsRead: number;
+  rowsWritten: number;
+}
+
+function addMeta(usage: D1Usage, result: unknown) {
+  for (const item of Array.isArray(result) ? result : [result]) {
+    const meta = (item as { meta?: { rows_read?: number; rows_written?: number } } | null)?.meta;
+    usage.rowsRead += meta?.rows_read ?? 0;
+    usage.rowsWritten += meta?.rows_written ?? 0;
+  }
+  return result;
+}
+
 /**
- * Wraps the D1 binding so that every round trip (one query, or one batch) is counted. The
- * count is reported in the `Tender-D1-Round-Trips` header in development, and by the bench.
+ * Wraps the D1 binding so that every round trip (one query, or one batch) is counted, with the
+ * rows read and written that D1 reports in each result's meta. In development the counts are
+ * reported in `Tender-D1-*` response headers, which the tests and the bench read.
  */
-export function countingD1(d1: D1Database, counter: { count: number }): D1Database {
+export function countingD1(d1: D1Database, counter: D1Usage): D1Database {
   const originals = new WeakMap<object, D1PreparedStatement>();
   const wrap = (statement: D1PreparedStatement): D1PreparedStatement => {
     const proxy = new Proxy(statement, {
@@ -22,9 +39,10 @@ export function countingD1(d1: D1Database, counter: { count: number }): D1Databa
         const value = Reflect.get(target, prop, target);
         if (typeof value !== "function") return value;
         if (typeof prop === "string" && QUERY_METHODS.has(prop)) {
-          return (...args: unknown[]) => {
+          return async (...args: unknown[]) => {
             counter.count++;
-            return value.apply(target, args);
+            const result = await value.apply(target, args);
+            return prop === "run" || prop === "all" ? addMeta(counter, result) : result;
           };
         }
         return value.bind(target);
@@ -37,9 +55,9 @@ export function countingD1(d1: D1Database, counter: { count: number }): D1Databa
     get(target, prop) {
       if (prop === "prepare") return (query: string) => wrap(target.prepare(query));
       if (prop === "batch") {
-        return (statements: D1PreparedStatement[]) => {
+        return async (statements: D1PreparedStatement[]) => {
           counter.count++;
-          return target.batch(statements.map((s) => originals.get(s) ?? s));
+          return addMeta(counter, await target.batch(statements.map((s) => originals.get(s) ?? s)));
         };
       }
       const value = Reflect.get(target, prop, target);

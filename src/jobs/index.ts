@@ -1,15 +1,17 @@
 // The job queue (tender-jobs): background work other than webhook delivery. Each kind of
 // message has one handler; every handler is idempotent, because delivery is at-least-once.
 import type { Bindings } from "../env";
+import { type BillingJobMessage, billingJobHandlers } from "../billing/jobs";
 import { type SettlePayoutJob, settlePayout } from "../payments/settle-payout";
 import { type SettleRefundJob, settleRefund } from "../payments/settle-refund";
 
-export type JobMessage = { kind: "noop" } | SettlePayoutJob | SettleRefundJob;
+export type JobMessage = { kind: "noop" } | SettlePayoutJob | SettleRefundJob | BillingJobMessage;
 
 type Handler<K extends JobMessage["kind"]> = (message: Extract<JobMessage, { kind: K }>, env: Bindings, ctx: ExecutionContext) => Promise<void>;
 
 const handlers: { [K in JobMessage["kind"]]: Handler<K> } = {
   noop: async () => {},
+  ...billingJobHandlers,
   settlePayout: async (message, env) => void (await settlePayout(message, env)),
   settleRefund: async (message, env) => void (await settleRefund(message, env)),
 };

@@ -1,5 +1,5 @@
 import type { Bindings } from "../env";
-import type { Db } from "../db/client";
+import type { D1Usage, Db } from "../db/client";
 import type { Clock } from "./clock";
 
 export interface Auth {
@@ -24,7 +24,7 @@ export type AppEnv = {
     requestId: string;
     db: Db;
     /** D1 round trips made while serving this request, counted by the instrumented binding. */
-    d1RoundTrips: { count: number };
+    d1RoundTrips: D1Usage;
     clock: Clock;
     auth: Auth;
     /** The parsed JSON body, before validation; see middleware/body.ts. */

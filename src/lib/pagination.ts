@@ -50,10 +50,10 @@ export async function paginate<Row, T>(
   },
 ): Promise<Page<T>> {
   const { limit, starting_after: after, ending_before: before } = options.query;
-  if (after && before) throw invalidRequest("parameter_conflict", "Send starting_after or ending_before, not both.");
+  if (after !== undefined && before !== undefined) throw invalidRequest("parameter_conflict", "Send starting_after or ending_before, not both.");
   const cursor = after ?? before;
   if (cursor !== undefined && !options.validCursor(cursor)) {
-    throw invalidRequest("invalid_cursor", `'${cursor}' is not an id of this kind of object.`, after ? "starting_after" : "ending_before");
+    throw invalidRequest("invalid_cursor", `'${cursor}' is not an id of this kind of object.`, after !== undefined ? "starting_after" : "ending_before");
   }
   const where = and(options.where, after ? lt(options.id, after) : undefined, before ? gt(options.id, before) : undefined);
   const rows = (await db

@@ -11,7 +11,7 @@ export const REQUEST_ID_HEADER = "Request-Id";
 
 export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
   c.set("requestId", `req_${uuidv7().replaceAll("-", "")}`);
-  const counter = { count: 0 };
+  const counter = { count: 0, rowsRead: 0, rowsWritten: 0 };
   c.set("d1RoundTrips", counter);
   c.set("db", createDb(countingD1(c.env.DB, counter)));
   c.set("clock", systemClock);
@@ -21,6 +21,10 @@ export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
   }
   await next();
   c.header(REQUEST_ID_HEADER, c.var.requestId);
-  if (development) c.header("Tender-D1-Round-Trips", String(counter.count));
+  if (development) {
+    c.header("Tender-D1-Round-Trips", String(counter.count));
+    c.header("Tender-D1-Rows-Read", String(counter.rowsRead));
+    c.header("Tender-D1-Rows-Written", String(counter.rowsWritten));
+  }
   else c.header("Strict-Transport-Security", "max-age=63072000; includeSubDomains; preload");
 });

@@ -10,6 +10,9 @@ import { registerPayments } from "./payments";
 import { registerRefunds } from "./refunds";
 import { registerWebhooks } from "./webhooks";
 import { registerEvents } from "./events";
+import { registerPlans } from "./plans";
+import { registerSubscriptions } from "./subscriptions";
+import { registerTestClocks } from "./test-clocks";
 
 const health = createRoute({
   method: "get",
@@ -33,4 +36,7 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>) {
   registerRefunds(app);
   registerWebhooks(app);
   registerEvents(app);
+  registerPlans(app);
+  registerSubscriptions(app);
+  registerTestClocks(app);
 }

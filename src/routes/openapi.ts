@@ -3,6 +3,8 @@
 import { createRoute, z, type RouteConfig } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import { requireScope } from "../middleware/auth";
+import { idempotency } from "../middleware/idempotency";
+import { jsonBody } from "../middleware/body";
 import type { Scope } from "../auth/scopes";
 
 export const ErrorSchema = z
@@ -58,11 +60,17 @@ export const idempotencyHeader = z.object({
 export const idParam = (name: string, example: string) =>
   z.object({ id: z.string().max(100).openapi({ param: { name: "id", in: "path" }, description: `The ${name}'s id.`, example }) });
 
-type Options = Omit<RouteConfig, "security"> & { scope?: Scope; extraErrors?: Status[]; public?: boolean };
+type Options = Omit<RouteConfig, "security"> & {
+  scope?: Scope;
+  extraErrors?: Status[];
+  public?: boolean;
+  /** Also accept an application/x-www-form-urlencoded body (the OAuth token endpoint). */
+  acceptForm?: boolean;
+};
 
 /** A documented route: bearer security, the shared error answers, and its scope check. */
 export function apiRoute<R extends Options>(options: R) {
-  const { scope, extraErrors = [], public: isPublic, ...config } = options;
+  const { scope, extraErrors = [], public: isPublic, acceptForm, ...config } = options;
   const write = config.method !== "get";
   const statuses = new Set<Status>([...(write ? WRITE_ERRORS : READ_ERRORS), ...extraErrors]);
   if (isPublic) {
@@ -71,7 +79,14 @@ export function apiRoute<R extends Options>(options: R) {
   }
   const responses = { ...config.responses } as Record<string | number, unknown>;
   for (const status of [...statuses].sort()) responses[status] ??= ERRORS[status];
-  const middleware = [...(scope ? [requireScope(scope)] : []), ...((config.middleware as MiddlewareHandler[] | undefined) ?? [])];
+  // Order: the scope first (a credential that may not make the request learns nothing from its
+  // body or from a stored answer), then the body (JSON, at most 1 MB), then idempotency.
+  const middleware = [
+    ...(scope ? [requireScope(scope)] : []),
+    ...(write ? [jsonBody({ allowForm: acceptForm })] : []),
+    ...(write && !isPublic ? [idempotency] : []),
+    ...((config.middleware as MiddlewareHandler[] | undefined) ?? []),
+  ];
   const request = write && !isPublic
     ? { ...config.request, headers: config.request?.headers ?? idempotencyHeader }
     : config.request;

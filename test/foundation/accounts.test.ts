@@ -1,6 +1,8 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { call, expectError } from "../helpers";
+import { newApp } from "../../src/app";
 import { ISO_MS, sha256Hex } from "./support";
 
 describe("POST /api/accounts", () => {
@@ -52,5 +54,44 @@ describe("POST /api/accounts", () => {
       "invalid_request_error",
       "unsupported_media_type",
     );
+  });
+});
+
+describe("outside development", () => {
+  // The same app, served with a production environment: sign-up needs ADMIN_TOKEN, HTTPS only.
+  const production = { ...env, ENVIRONMENT: "production", ADMIN_TOKEN: "admin-secret-token-for-tests" };
+  const app = newApp();
+  async function send(url: string, init: RequestInit = {}) {
+    const ctx = createExecutionContext();
+    const response = await app.fetch(new Request(url, init), production, ctx);
+    await waitOnExecutionContext(ctx);
+    return { status: response.status, headers: response.headers, body: (await response.json()) as any };
+  }
+  const signupInit = (authorization?: string): RequestInit => ({
+    method: "POST",
+    headers: { "content-type": "application/json", ...(authorization ? { authorization } : {}) },
+    body: JSON.stringify({ name: "Prod", email: "prod@acme.test" }),
+  });
+
+  it("sign-up needs Authorization: Bearer <ADMIN_TOKEN>", async () => {
+    const none = await send("https://api.tender.test/api/accounts", signupInit());
+    expect(none.status).toBe(401);
+    expect(none.body.error).toMatchObject({ type: "authentication_error", code: "missing_credential" });
+    expect(none.headers.get("www-authenticate")).toMatch(/^Bearer/);
+    const wrong = await send("https://api.tender.test/api/accounts", signupInit("Bearer not-the-admin-token"));
+    expect(wrong.status).toBe(401);
+    expect(wrong.body.error.code).toBe("invalid_admin_token");
+    const right = await send("https://api.tender.test/api/accounts", signupInit(`Bearer ${production.ADMIN_TOKEN}`));
+    expect(right.status).toBe(201);
+    expect(right.body.api_key).toMatch(/^sk_test_/);
+    expect(right.headers.get("strict-transport-security")).toMatch(/max-age=\d+/);
+    expect(right.headers.get("tender-d1-round-trips")).toBeNull();
+  });
+
+  it("refuses plain HTTP with 400 https_required", async () => {
+    const res = await send("http://api.tender.test/health");
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ type: "invalid_request_error", code: "https_required" });
+    expect(res.headers.get("request-id")).toBe(res.body.error.request_id);
   });
 });

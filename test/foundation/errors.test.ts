@@ -125,6 +125,13 @@ describe("403 permission", () => {
     expect(await countUsers(acct.id)).toBe(0);
   });
 
+  it("the scope is checked before the body is read", async () => {
+    const acct = await signup();
+    const reader = await createKey(acct.key, ["users:read"]);
+    expectError(await call("/api/users", { key: reader.secret, rawBody: "{not json", headers: JSON_TYPE }), 403, "permission_error", "missing_scope");
+    expectError(await call("/api/users", { key: reader.secret, rawBody: "x", headers: { "content-type": "text/plain" } }), 403, "permission_error", "missing_scope");
+  });
+
   it("creating a key with scopes wider than the caller's answers 403", async () => {
     const acct = await signup();
     const token = await mintToken(acct.key, "keys:write");
@@ -161,7 +168,7 @@ describe("413 body too large", () => {
     let sent = 0;
     const stream = new ReadableStream<Uint8Array>({
       pull(controller) {
-        if (sent >= 20) return controller.close();
+        if (sent >= 40) return controller.close();
         sent++;
         controller.enqueue(sent === 1 ? new TextEncoder().encode('{"name":"Ada","email":"ada@example.com","padding":"') : chunk);
       },
@@ -169,7 +176,7 @@ describe("413 body too large", () => {
     const res = await call("/api/users", { key: acct.key, rawBody: stream, headers: JSON_TYPE });
     expectError(res, 413, "invalid_request_error", "body_too_large");
     // The limit is enforced while reading: the stream was not drained to its end.
-    expect(sent).toBeLessThan(20);
+    expect(sent).toBeLessThan(40);
     expect(await countUsers(acct.id)).toBe(0);
   });
 

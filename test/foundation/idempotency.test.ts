@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { call, expectError, signup } from "../helpers";
-import { countRows, createUser } from "./support";
+import { countRows, createKey, createUser, mintToken } from "./support";
 
 const ada = { name: "Ada", email: "ada@example.com" };
 
@@ -118,6 +118,18 @@ describe("Idempotency-Key", () => {
     expectError(await call(missing, { key: acct.key, method: "PUT", body: ada, idempotencyKey: "nf" }), 404, "not_found_error", "resource_missing");
     const user = await createUser(acct.key);
     expect((await call(`/api/users/${user.id}`, { key: acct.key, method: "PUT", body: ada, idempotencyKey: "nf" })).status).toBe(200);
+  });
+
+  it("a credential of the account without the route's scope gets 403, not the stored answer", async () => {
+    const acct = await signup();
+    const first = await call("/api/users", { key: acct.key, body: ada, idempotencyKey: "scoped" });
+    expect(first.status).toBe(201);
+    const other = await createKey(acct.key, ["request_ids:write"]);
+    const res = await call("/api/users", { key: other.secret, body: ada, idempotencyKey: "scoped" });
+    expectError(res, 403, "permission_error", "missing_scope");
+    expect(res.text).not.toContain(first.body.id);
+    const token = await mintToken(acct.key, "users:read");
+    expectError(await call("/api/users", { key: token, body: ada, idempotencyKey: "scoped" }), 403, "permission_error", "missing_scope");
   });
 
   it("keys are scoped to the account: another account's same key is a new request", async () => {

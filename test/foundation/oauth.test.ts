@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import { call, expectError, signup } from "../helpers";
-import { createKey, expectWwwAuthenticate, mintToken, secretKeyId, sha256Hex, warm } from "./support";
+import { countRows, createKey, expectWwwAuthenticate, mintToken, secretKeyId, sha256Hex, warm } from "./support";
 
 const FORM = { "content-type": "application/x-www-form-urlencoded" };
 const TOKEN = /^at_test_[0-9A-Za-z]{40}$/;
@@ -112,6 +112,16 @@ describe("POST /oauth/token", () => {
     }
   });
 
+  it("a key revoked elsewhere while cached here cannot mint a token", async () => {
+    const acct = await signup();
+    const key = await createKey(acct.key, ["users:read"]);
+    await warm(key.secret);
+    await env.DB.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ?").bind(new Date().toISOString(), key.id).run();
+    const res = await call("/oauth/token", { body: { grant_type: "client_credentials", client_secret: key.secret } });
+    expectError(res, 401, "authentication_error", "invalid_client");
+    expect(await countRows("access_tokens", "key_id = ?", key.id)).toBe(0);
+  });
+
   it("stores only the token's hash", async () => {
     const acct = await signup();
     const token = await mintToken(acct.key);
@@ -140,11 +150,15 @@ describe("expired access tokens", () => {
 
   it("refuses a minted token once its expiry passes, even while it is cached", async () => {
     const acct = await signup();
+    const mintedAt = Date.now();
     const token = await mintToken(acct.key);
-    await warm(token);
     vi.useFakeTimers({ toFake: ["Date"] });
     try {
-      vi.setSystemTime(Date.now() + 901_000);
+      // 20 s before expiry the token works, and is cached (the cache keeps a lookup for 30 s)...
+      vi.setSystemTime(mintedAt + 880_000);
+      await warm(token);
+      // ...and 1 s after expiry the cached lookup itself refuses it.
+      vi.setSystemTime(mintedAt + 901_000);
       const res = await call("/api/users", { key: token });
       expectError(res, 401, "authentication_error", "token_expired");
       expectWwwAuthenticate(res);

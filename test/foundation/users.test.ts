@@ -143,6 +143,8 @@ describe("GET /api/users", () => {
     expect((await call("/api/users?limit=1", { key: acct.key })).status).toBe(200);
     const cursor = expectError(await call("/api/users?starting_after=key_00000000000000000000000000", { key: acct.key }), 400, "invalid_request_error", "invalid_cursor");
     expect(cursor.param).toBe("starting_after");
+    const empty = expectError(await call("/api/users?starting_after=", { key: acct.key }), 400, "invalid_request_error", "invalid_cursor");
+    expect(empty.param).toBe("starting_after");
     expectError(await call(`/api/users?starting_after=${user.id}&ending_before=${user.id}`, { key: acct.key }), 400, "invalid_request_error", "parameter_conflict");
   });
 });

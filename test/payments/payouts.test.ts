@@ -1,8 +1,7 @@
 // Payouts over HTTP (POST /payout, list, read, cancel), their settlement through the job queue
 // (driven by hand, and once by the real local queue), the cron sweep, idempotency under
 // concurrency, and proof that no card number or CVV is stored or logged.
-import { createExecutionContext, createScheduledController } from "cloudflare:test";
-import { env, exports } from "cloudflare:workers";
+import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isoDate } from "../../src/lib/clock";
 import { settlePayout } from "../../src/payments/settle-payout";
@@ -21,6 +20,7 @@ import {
   expectNoCardData,
   nextYear,
   payoutBody,
+  runCron,
   runJobs,
   sentCvvs,
   sentPans,
@@ -131,7 +131,7 @@ describe("POST /payout", () => {
     ];
     for (const [name, overrides, code, param] of cases) {
       it(`refuses ${name}`, async () => {
-        if (typeof overrides.card_number === "string") sentPans.add(overrides.card_number);
+        if (typeof overrides.card_number === "string" && overrides.card_number.length >= 12) sentPans.add(overrides.card_number);
         if (typeof overrides.cvv === "string") sentCvvs.add(overrides.cvv);
         const res = await call("/payout", { key: acct.key, body: payoutBody(overrides) });
         const error = expectError(res, 400, "card_error", code);
@@ -352,12 +352,7 @@ describe("settlement", () => {
     // As if created ten minutes ago and its enqueue lost: the sweep finds it.
     const old = new Date(Date.now() - 10 * 60_000).toISOString();
     await env.DB.prepare("UPDATE payouts SET created_at = ? WHERE id = ?").bind(old, payout.id).run();
-    const ctx = createExecutionContext();
-    await (exports.default as unknown as { scheduled: (c: ScheduledController, e: typeof env, x: ExecutionContext) => Promise<void> }).scheduled(
-      createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }),
-      env,
-      ctx,
-    );
+    await runCron();
     await waitFor(async () => expect((await call(`/payouts/${payout.id}`, { key: acct.key })).body.status).toBe("paid"), 15_000);
     expect((await eventsFor(acct.id, payout.id)).map((e) => e.type)).toEqual(["payout.created", "payout.paid"]);
   }, 30_000);
@@ -468,7 +463,6 @@ describe("idempotency and cost", () => {
 
     const withRecipient = await call("/payout", { key: fresh.key, body: payoutBody({ recipient_id: (await createUser(fresh)).id }) });
     expect(roundTrips(withRecipient)).toBe(1);
-    console.info(`POST /payout D1 round trips: ${roundTrips(plain)} without, ${roundTrips(keyed)} with an Idempotency-Key`);
   });
 
   it("documents the routes in the OpenAPI document", async () => {

@@ -40,6 +40,7 @@ const route = apiRoute({
   description:
     "The OAuth 2.0 client-credentials grant (RFC 6749 §4.4). Authenticate with the API key as 'Authorization: Bearer <key>', as HTTP Basic (the key as the password), or as client_secret in the body. The body may be form-encoded or JSON. Errors use Tender's error shape, with the RFC's error name as the code.",
   public: true,
+  acceptForm: true,
   request: {
     body: {
       required: false,

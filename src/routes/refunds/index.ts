@@ -1,19 +1,17 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { type SQL, and, eq, sql } from "drizzle-orm";
-import { guard, rawStatement } from "../../db/batch";
+import { eq } from "drizzle-orm";
 import { payments, refunds } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { CURRENCY_EXPONENTS, formatMinor } from "../../domain/money";
 import { hasPrefix, newId } from "../../domain/ids";
-import { isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../lib/context";
 import { conflict, invalidRequest, notFound } from "../../lib/errors";
 import { listSchema } from "../../lib/pagination";
 import { found, listOwned } from "../../lib/reads";
 import { commit } from "../../lib/respond";
 import { type RefundRow, refundJsonSql, serializeRefund } from "../../payments/serialize";
+import { REFUND_FAILURES, refundWrites } from "../../payments/refund-writes";
 import { enqueueRefundSettlements } from "../../payments/settle-refund";
-import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { CreateRefundBody, RefundListQuery, RefundSchema } from "./schema";
 
@@ -55,12 +53,6 @@ const get = apiRoute({
   responses: { 200: json(RefundSchema, "The refund.") },
 });
 
-const PAYMENT_MISSING = "payment_missing";
-const PAYMENT_FAILED = "payment_failed";
-const PAYMENT_REFUNDED = "payment_refunded";
-/** The CHECK on payments: the refunded total never passes the charged amount, under any concurrency. */
-const REFUND_WITHIN_AMOUNT = "payments_refund_within_amount";
-
 export function registerRefunds(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async (c) => {
     const { db, auth } = c.var;
@@ -69,59 +61,27 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
     const paymentId = body.payment_id;
     if (!hasPrefix(paymentId, "payment")) throw notFound("payment", paymentId, "payment_id");
     const refundId = newId("refund", now);
-    const mine = and(eq(payments.accountId, auth.accountId), eq(payments.id, paymentId));
-    const paymentIs = (condition: SQL) => sql`EXISTS (SELECT 1 FROM ${payments} WHERE ${mine} AND ${condition})`;
-    const refundAmount = sql`(SELECT ${refunds.amount} FROM ${refunds} WHERE ${refunds.id} = ${refundId})`;
+    const writes = refundWrites(db, { accountId: auth.accountId, paymentId, refundId, amount: body.amount, reason: body.reason ?? null, at: now });
 
     let exceeded = false;
     let results: unknown[];
     try {
-      // One batch, no read first: the refund's amount (default: what remains) and currency come
-      // from the payment row as the batch sees it, and the CHECK on payments.amount_refunded
-      // refuses any refund that would pass the charged amount, whatever runs concurrently.
-      results = await commit(
-        c,
-        {
-          statements: [
-            guard(db, PAYMENT_MISSING, paymentIs(sql`1`)),
-            guard(db, PAYMENT_FAILED, paymentIs(sql`${payments.status} <> 'failed'`)),
-            guard(db, PAYMENT_REFUNDED, paymentIs(sql`${payments.status} <> 'refunded'`)),
-            rawStatement(
-              db,
-              sql`INSERT INTO ${refunds} (id, account_id, payment_id, amount, currency, reason, status, created_at, completed_at)
-                SELECT ${refundId}, ${auth.accountId}, ${payments.id}, ${body.amount ?? sql`${payments.amount} - ${payments.amountRefunded}`}, ${payments.currency}, ${body.reason ?? null}, 'pending', ${isoTime(now)}, NULL
-                FROM ${payments} WHERE ${mine}`,
-            ),
-            db
-              .update(payments)
-              .set({
-                amountRefunded: sql`${payments.amountRefunded} + ${refundAmount}`,
-                status: sql`CASE WHEN ${payments.amountRefunded} + ${refundAmount} = ${payments.amount} THEN 'refunded' ELSE 'partially_refunded' END`,
-              })
-              .where(and(mine, sql`${payments.status} IN ('completed', 'partially_refunded')`)),
-            db.select().from(refunds).where(eq(refunds.id, refundId)),
-          ],
-          events: [emitEvent(db, auth.accountId, { type: "refund.initiated", dataSql: refundJsonSql(refundId) }, now)],
-        },
-        201,
-        refundJsonSql(refundId),
-        {
-          failures: {
-            [PAYMENT_MISSING]: () => notFound("payment", paymentId, "payment_id"),
-            [PAYMENT_FAILED]: () =>
-              conflict("payment_not_refundable", `Payment '${paymentId}' failed, so nothing was charged and there is nothing to refund.`),
-            [PAYMENT_REFUNDED]: () => conflict("payment_already_refunded", `Payment '${paymentId}' has already been fully refunded.`),
-            [REFUND_WITHIN_AMOUNT]: () => {
-              exceeded = true;
-              return invalidRequest("refund_exceeds_payment", "The refund is larger than what remains refundable on the payment.", "amount");
-            },
+      results = await commit(c, writes, 201, refundJsonSql(refundId), {
+        failures: {
+          [REFUND_FAILURES.paymentMissing]: () => notFound("payment", paymentId, "payment_id"),
+          [REFUND_FAILURES.paymentFailed]: () =>
+            conflict("payment_not_refundable", `Payment '${paymentId}' failed, so nothing was charged and there is nothing to refund.`),
+          [REFUND_FAILURES.paymentRefunded]: () => conflict("payment_already_refunded", `Payment '${paymentId}' has already been fully refunded.`),
+          [REFUND_FAILURES.exceedsPayment]: () => {
+            exceeded = true;
+            return invalidRequest("refund_exceeds_payment", "The refund is larger than what remains refundable on the payment.", "amount");
           },
         },
-      );
+      });
     } catch (error) {
       if (exceeded) {
         // Name what can still be refunded; this read happens only on the error path.
-        const payment = await db.query.payments.findFirst({ where: mine });
+        const payment = await db.query.payments.findFirst({ where: owned(payments, auth, eq(payments.id, paymentId)) });
         if (payment) {
           const remaining = payment.amount - payment.amountRefunded;
           const exponent = CURRENCY_EXPONENTS[payment.currency] ?? 2;
@@ -135,7 +95,7 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
       }
       throw error;
     }
-    const [row] = results[5] as RefundRow[];
+    const [row] = results[writes.selectAt] as RefundRow[];
     c.executionCtx.waitUntil(
       enqueueRefundSettlements(c.env.JOB_QUEUE, [refundId]).catch((error) => {
         console.error(JSON.stringify({ message: "refund settlement enqueue failed; the sweep will retry", refund: refundId, error: String(error) }));

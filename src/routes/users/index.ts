@@ -1,7 +1,7 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq, sql } from "drizzle-orm";
 import { guard } from "../../db/batch";
-import { users } from "../../db/schema";
+import { testClocks, users } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
 import { isoTime } from "../../lib/clock";
@@ -12,7 +12,7 @@ import { found, listOwned } from "../../lib/reads";
 import { commit, commitAndRespond } from "../../lib/respond";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
-import { serializeUser, UserBody, UserSchema, userJsonSql } from "./schema";
+import { CreateUserBody, serializeUser, UserBody, UserSchema, userJsonSql } from "./schema";
 
 const tags = ["Users"];
 const userId = idParam("user", "usr_01jd2x4k5m6n7p8q9r0s1t2v3w");
@@ -25,7 +25,7 @@ const create = apiRoute({
   summary: "Create a user",
   description: "Creates a user profile and emits customer.created.",
   scope: "users:write",
-  request: jsonBodyOf(UserBody),
+  request: jsonBodyOf(CreateUserBody),
   responses: { 201: json(UserSchema, "The new user.") },
 });
 
@@ -64,6 +64,7 @@ const update = apiRoute({
 });
 
 const USER_MISSING = "user_missing";
+const TEST_CLOCK_MISSING = "test_clock_missing";
 
 export function registerUsers(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async (c) => {
@@ -75,19 +76,29 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
       accountId: auth.accountId,
       name: body.name,
       email: body.email,
-      testClockId: null,
+      testClockId: body.test_clock ?? null,
       createdAt: isoTime(now),
       updatedAt: isoTime(now),
     };
     const user = serializeUser(row);
+    // A test clock must be one of this account's, and only a test-mode key may attach one.
+    const clockMissing = () => notFound("test_clock", body.test_clock ?? "", "test_clock");
+    if (body.test_clock !== undefined && auth.mode === "live") throw clockMissing();
+    const clockId = body.test_clock;
     return commitAndRespond(
       c,
       {
-        statements: [db.insert(users).values(row)],
+        statements: [
+          ...(clockId === undefined
+            ? []
+            : [guard(db, TEST_CLOCK_MISSING, sql`EXISTS (SELECT 1 FROM ${testClocks} WHERE ${testClocks.id} = ${clockId} AND ${testClocks.accountId} = ${auth.accountId})`)]),
+          db.insert(users).values(row),
+        ],
         events: [emitEvent(db, auth.accountId, { type: "customer.created", data: user }, now)],
       },
       201,
       user,
+      { failures: { [TEST_CLOCK_MISSING]: clockMissing } },
     );
   });
 

@@ -5,6 +5,14 @@ import { emailField, nameField, timestamp } from "../shared";
 
 export const UserBody = z.object({ name: nameField, email: emailField }).openapi("UserRequest");
 
+export const CreateUserBody = UserBody.extend({
+  test_clock: z
+    .string()
+    .max(100)
+    .optional()
+    .openapi({ description: "Test mode only: a test clock of this account; the user's subscriptions then bill by the clock's time.", example: "clock_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
+}).openapi("CreateUserRequest");
+
 export const UserSchema = z
   .object({
     id: z.string().openapi({ example: "usr_01jd2x4k5m6n7p8q9r0s1t2v3w" }),

@@ -1,0 +1,163 @@
+// Test clocks (test mode only): a user created with a test clock has its subscriptions billed by
+// the clock's frozen time instead of the wall clock. Advancing the clock runs, in time order,
+// every renewal and dunning retry that falls due up to the new time.
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { and, eq, sql } from "drizzle-orm";
+import { createMiddleware } from "hono/factory";
+import { enqueueJobs } from "../../jobs";
+import { runTestClock, TEST_CLOCK_SYNC_STEPS, testClockHasDueWork } from "../../billing/renewals";
+import { revokedCredential, forgetKey } from "../../auth/credentials";
+import { guard } from "../../db/batch";
+import { testClocks } from "../../db/schema";
+import { CREDENTIAL_REVOKED, credentialGuard, owned } from "../../db/scope";
+import { hasPrefix, newId } from "../../domain/ids";
+import { isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../lib/context";
+import { ApiError, conflict, invalidRequest } from "../../lib/errors";
+import { listQuery, listSchema } from "../../lib/pagination";
+import { found, listOwned } from "../../lib/reads";
+import { commitAndRespond } from "../../lib/respond";
+import { commitWrites } from "../../webhooks/outbox";
+import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
+import { AdvanceTestClockBody, CreateTestClockBody, serializeTestClock, TestClockSchema } from "./schema";
+
+const tags = ["Test clocks"];
+const clockId = idParam("test clock", "clock_01jd2x4k5m6n7p8q9r0s1t2v3w");
+
+/** Test clocks simulate time for the sandbox; a live credential may not touch them. */
+const testModeOnly = createMiddleware<AppEnv>(async (c, next) => {
+  if (c.var.auth.mode === "live") {
+    throw new ApiError(403, "permission_error", "livemode_not_allowed", "Test clocks exist in test mode only; use a test-mode key (sk_test_…).");
+  }
+  return next();
+});
+
+const create = apiRoute({
+  method: "post",
+  path: "/api/test-clocks",
+  tags,
+  operationId: "createTestClock",
+  summary: "Create a test clock",
+  description: "Test mode only. Attach users to it with POST /api/users { test_clock }.",
+  scope: "test_clocks:write",
+  middleware: [testModeOnly],
+  request: jsonBodyOf(CreateTestClockBody),
+  responses: { 201: json(TestClockSchema, "The new clock.") },
+});
+
+const list = apiRoute({
+  method: "get",
+  path: "/api/test-clocks",
+  tags,
+  operationId: "listTestClocks",
+  summary: "List test clocks",
+  scope: "test_clocks:read",
+  middleware: [testModeOnly],
+  request: { query: listQuery },
+  responses: { 200: json(listSchema(TestClockSchema, "TestClockList"), "A page of clocks, newest first.") },
+});
+
+const get = apiRoute({
+  method: "get",
+  path: "/api/test-clocks/{id}",
+  tags,
+  operationId: "getTestClock",
+  summary: "Read a test clock",
+  scope: "test_clocks:read",
+  middleware: [testModeOnly],
+  request: { params: clockId },
+  responses: { 200: json(TestClockSchema, "The clock.") },
+});
+
+const advance = apiRoute({
+  method: "post",
+  path: "/api/test-clocks/{id}/advance",
+  tags,
+  operationId: "advanceTestClock",
+  summary: "Advance a test clock",
+  description:
+    `Moves the clock forward (any distance) and runs, in time order, each renewal and dunning retry of its users' subscriptions that falls due up to the new time, each at the moment it falls due. Up to ${TEST_CLOCK_SYNC_STEPS} run within the request; the rest continue in the background while the clock's status is advancing.`,
+  scope: "test_clocks:write",
+  middleware: [testModeOnly],
+  request: { params: clockId, ...jsonBodyOf(AdvanceTestClockBody) },
+  responses: { 200: json(TestClockSchema, "The clock at its new time.") },
+});
+
+const CLOCK_MOVED = "test_clock_moved";
+
+export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
+  app.openapi(create, async (c) => {
+    const { db, auth } = c.var;
+    const body = c.req.valid("json");
+    const now = c.var.clock.now();
+    const row = {
+      id: newId("testClock", now),
+      accountId: auth.accountId,
+      name: body.name ?? null,
+      frozenTime: isoTime(Date.parse(body.frozen_time)),
+      createdAt: isoTime(now),
+    };
+    return commitAndRespond(c, { statements: [db.insert(testClocks).values(row)] }, 201, serializeTestClock(row, "ready"));
+  });
+
+  app.openapi(list, async (c) => {
+    const { db } = c.var;
+    const page = await listOwned(c, {
+      table: testClocks,
+      id: testClocks.id,
+      query: c.req.valid("query"),
+      validCursor: (id) => hasPrefix(id, "testClock"),
+      serialize: (row: typeof testClocks.$inferSelect) => row,
+    });
+    const statuses = await Promise.all(page.data.map((clock) => testClockHasDueWork(db, clock)));
+    return c.json({ ...page, data: page.data.map((clock, i) => serializeTestClock(clock, statuses[i] ? "advancing" : "ready")) }, 200);
+  });
+
+  app.openapi(get, async (c) => {
+    const { id } = c.req.valid("param");
+    const { db, auth } = c.var;
+    const clock = await found(c, await db.query.testClocks.findFirst({ where: owned(testClocks, auth, eq(testClocks.id, id)) }), "test clock", id);
+    return c.json(serializeTestClock(clock, (await testClockHasDueWork(db, clock)) ? "advancing" : "ready"), 200);
+  });
+
+  app.openapi(advance, async (c) => {
+    const { id } = c.req.valid("param");
+    const { db, auth } = c.var;
+    const target = Date.parse(c.req.valid("json").frozen_time);
+    const clock = await found(c, await db.query.testClocks.findFirst({ where: owned(testClocks, auth, eq(testClocks.id, id)) }), "test clock", id);
+    if (target <= Date.parse(clock.frozenTime)) {
+      throw invalidRequest("frozen_time_not_forward", `frozen_time must be after the clock's current time, ${clock.frozenTime}.`, "frozen_time");
+    }
+    const moved = { ...clock, frozenTime: isoTime(target) };
+    const match = and(eq(testClocks.id, id), eq(testClocks.accountId, auth.accountId), eq(testClocks.frozenTime, clock.frozenTime));
+    // Compare-and-set on the time read, so two concurrent advances cannot interleave.
+    await commitWrites(
+      { db, queue: c.env.DELIVERY_QUEUE },
+      {
+        statements: [
+          credentialGuard(db, auth),
+          guard(db, CLOCK_MOVED, sql`EXISTS (SELECT 1 FROM ${testClocks} WHERE ${match})`),
+          db.update(testClocks).set({ frozenTime: moved.frozenTime }).where(match),
+        ],
+      },
+      {
+        [CREDENTIAL_REVOKED]: () => {
+          forgetKey(auth.keyId);
+          return revokedCredential();
+        },
+        [CLOCK_MOVED]: () => conflict("test_clock_moved", "The clock was moved by another request meanwhile; read it and retry."),
+      },
+    );
+    // The renewals run after the new time is committed; the answer (stored for idempotent
+    // replays by the middleware) shows whether they all ran in this request.
+    let done = false;
+    try {
+      ({ done } = await runTestClock(c.env, db, moved, TEST_CLOCK_SYNC_STEPS));
+    } catch (error) {
+      // The clock has moved; the job queue finishes what this request could not.
+      console.error(JSON.stringify({ message: "test clock renewals failed in the request; continuing on the job queue", test_clock: id, error: String(error) }));
+    }
+    if (!done) await enqueueJobs(c.env.JOB_QUEUE, [{ kind: "billing.advance_test_clock", testClockId: id }]);
+    return c.json(serializeTestClock(moved, done ? "ready" : "advancing"), 200);
+  });
+}

@@ -1,0 +1,36 @@
+import { z } from "@hono/zod-openapi";
+import type { testClocks } from "../../db/schema";
+import { timestamp } from "../shared";
+
+const frozenTime = z.iso
+  .datetime({ offset: true })
+  .openapi({ description: "ISO 8601 date-time. Subscriptions of the clock's users bill as if this were now.", example: "2028-01-31T12:00:00.000Z" });
+
+export const CreateTestClockBody = z
+  .object({
+    frozen_time: frozenTime,
+    name: z.string().trim().min(1).max(200).optional().openapi({ example: "Leap-year renewals" }),
+  })
+  .openapi("TestClockRequest");
+
+export const AdvanceTestClockBody = z
+  .object({ frozen_time: frozenTime.openapi({ description: "The new time; it must be after the current frozen_time. Any distance is allowed." }) })
+  .openapi("TestClockAdvanceRequest");
+
+export const TestClockSchema = z
+  .object({
+    id: z.string().openapi({ example: "clock_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
+    object: z.literal("test_clock"),
+    name: z.string().nullable(),
+    frozen_time: timestamp("The clock's current time."),
+    status: z
+      .enum(["ready", "advancing"])
+      .openapi({ description: "advancing while renewals due by frozen_time are still being run in the background; then ready." }),
+    created_at: timestamp("When the clock was created."),
+  })
+  .openapi("TestClock");
+export type TestClockJson = z.infer<typeof TestClockSchema>;
+
+export function serializeTestClock(row: typeof testClocks.$inferSelect, status: "ready" | "advancing"): TestClockJson {
+  return { id: row.id, object: "test_clock", name: row.name, frozen_time: row.frozenTime, status, created_at: row.createdAt };
+}

@@ -1,0 +1,197 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { enqueueDueRenewals } from "../../src/billing/renewals";
+import { call, expectError, signup } from "../helpers";
+import {
+  CARDS,
+  card,
+  createClock,
+  createPlan,
+  createUser,
+  getSubscription,
+  makeDue,
+  notificationsOf,
+  paymentsOf,
+  periodsOf,
+  runCron,
+  runJobs,
+  subscribed,
+  waitFor,
+} from "./support";
+
+async function activeSubscription(pan: string = CARDS.visa) {
+  const acct = await signup();
+  const user = await createUser(acct);
+  const plan = await createPlan(acct);
+  const sub = await subscribed(acct, user.id, plan.id, pan);
+  return { acct, user, plan, sub };
+}
+
+describe("the renewal cron", () => {
+  it("two overlapping cron runs charge a due subscription once", async () => {
+    const { acct, sub } = await activeSubscription();
+    await makeDue(sub.id);
+    // Both runs see the subscription due and enqueue it; the queue consumer renews it.
+    await Promise.all([runCron(), runCron()]);
+    const renewed = await waitFor(async () => {
+      const current = await getSubscription(acct, sub.id);
+      return current.current_period_start === sub.next_billing_date ? current : null;
+    });
+    // Run the chunk once more, as a late duplicate message would.
+    await runJobs({ kind: "billing.renew", subscriptionIds: [sub.id] });
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(renewed.status).toBe("active");
+    expect(renewed.next_billing_date > sub.next_billing_date).toBe(true);
+    expect((await paymentsOf(acct.id)).map((p) => p.status)).toEqual(["completed", "completed"]);
+    expect(await periodsOf(sub.id)).toMatchObject([
+      { period_index: 0, status: "paid", attempts: 1 },
+      { period_index: 1, status: "paid", attempts: 1, period_start: sub.next_billing_date },
+    ]);
+    expect(await notificationsOf(acct.id, sub.id)).toEqual(["subscription_created:active", "subscription_renewal:success"]);
+  });
+
+  it("enqueues due subscriptions in bounded chunks, skipping those not due and those on a test clock", async () => {
+    const { acct, user, plan, sub: first } = await activeSubscription();
+    const others = [await subscribed(acct, user.id, plan.id), await subscribed(acct, user.id, plan.id), await subscribed(acct, user.id, plan.id)];
+    const notDue = await subscribed(acct, user.id, plan.id);
+    const clock = await createClock(acct, "2025-01-31T12:00:00.000Z");
+    const clockUser = await createUser(acct, clock.id);
+    const onClock = await subscribed(acct, clockUser.id, plan.id); // due 2025-02-28 by the wall clock, but follows its clock
+    const now = Date.now();
+    for (const [i, s] of [first, ...others].entries()) await makeDue(s.id, now - 10_000 + i);
+
+    const sent = await enqueueDueRenewals(env, now, { chunkSize: 2, maxMessages: 1 });
+    expect(sent).toEqual({ subscriptions: 2, messages: 1 });
+    const all = await enqueueDueRenewals(env, now, { chunkSize: 2, maxMessages: 10 });
+    expect(all).toEqual({ subscriptions: 4, messages: 2 });
+
+    await waitFor(async () => (await paymentsOf(acct.id)).length >= 9);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const bySubscription = new Map<string, number>();
+    for (const p of await paymentsOf(acct.id)) bySubscription.set(p.subscription_id!, (bySubscription.get(p.subscription_id!) ?? 0) + 1);
+    for (const s of [first, ...others]) expect(bySubscription.get(s.id)).toBe(2);
+    expect(bySubscription.get(notDue.id)).toBe(1);
+    expect(bySubscription.get(onClock.id)).toBe(1);
+    expect((await getSubscription(acct, onClock.id)).next_billing_date).toBe("2025-02-28T12:00:00.000Z");
+  });
+});
+
+describe("the renewal job", () => {
+  it("renews a chunk; the same message run concurrently or redelivered charges each period once", async () => {
+    const { acct, user, plan, sub } = await activeSubscription();
+    const second = await subscribed(acct, user.id, plan.id);
+    const notDue = await subscribed(acct, user.id, plan.id);
+    await makeDue(sub.id);
+    await makeDue(second.id);
+    const message = { kind: "billing.renew" as const, subscriptionIds: [sub.id, second.id, notDue.id] };
+    const results = await Promise.all([runJobs(message), runJobs(message)]);
+    for (const result of results) expect(result.explicitAcks).toHaveLength(1);
+    const redelivered = await runJobs(message);
+    expect(redelivered.explicitAcks).toHaveLength(1);
+    expect(redelivered.retryMessages).toHaveLength(0);
+
+    const payments = await paymentsOf(acct.id);
+    expect(payments.filter((p) => p.subscription_id === sub.id)).toHaveLength(2);
+    expect(payments.filter((p) => p.subscription_id === second.id)).toHaveLength(2);
+    expect(payments.filter((p) => p.subscription_id === notDue.id)).toHaveLength(1);
+    expect((await getSubscription(acct, sub.id)).current_period_start).toBe(sub.next_billing_date);
+    expect((await getSubscription(acct, notDue.id)).current_period_start).toBe(notDue.start_date);
+  });
+
+  it("leaves a period claimed by a live worker alone, and takes over a claim whose worker died", async () => {
+    const { acct, sub } = await activeSubscription();
+    await makeDue(sub.id);
+    const claim = (updatedAt: string) =>
+      env.DB.prepare(
+        "INSERT INTO subscription_periods (id, account_id, subscription_id, period_index, period_start, amount, currency, status, attempts, created_at, updated_at) VALUES (?, ?, ?, 1, ?, 1999, 'usd', 'open', 1, ?, ?) ON CONFLICT (subscription_id, period_index) DO UPDATE SET updated_at = excluded.updated_at",
+      )
+        .bind(`sper_test${sub.id.slice(4)}`, acct.id, sub.id, sub.next_billing_date, updatedAt, updatedAt)
+        .run();
+    await claim(new Date().toISOString());
+    await runJobs({ kind: "billing.renew", subscriptionIds: [sub.id] });
+    expect(await paymentsOf(acct.id)).toHaveLength(1);
+    expect((await getSubscription(acct, sub.id)).current_period_start).toBe(sub.start_date);
+
+    await claim(new Date(Date.now() - 11 * 60 * 1000).toISOString());
+    await runJobs({ kind: "billing.renew", subscriptionIds: [sub.id] });
+    expect((await paymentsOf(acct.id)).map((p) => p.status)).toEqual(["completed", "completed"]);
+    expect((await getSubscription(acct, sub.id)).current_period_start).toBe(sub.next_billing_date);
+  });
+
+  it("one settlement that cannot commit does not hold back the rest of its chunk; its message is retried", async () => {
+    const { acct, user, plan, sub } = await activeSubscription();
+    const broken = await subscribed(acct, user.id, plan.id);
+    await makeDue(sub.id);
+    await makeDue(broken.id);
+    // A dead worker's stale claim on the broken one, for an amount no payment may have.
+    const stale = new Date(Date.now() - 11 * 60 * 1000).toISOString();
+    await env.DB.prepare(
+      "INSERT INTO subscription_periods (id, account_id, subscription_id, period_index, period_start, amount, currency, status, attempts, created_at, updated_at) VALUES (?, ?, ?, 1, ?, 0, 'usd', 'open', 1, ?, ?)",
+    )
+      .bind(`sper_bad${broken.id.slice(4)}`, acct.id, broken.id, broken.next_billing_date, stale, stale)
+      .run();
+    const result = await runJobs({ kind: "billing.renew", subscriptionIds: [broken.id, sub.id] });
+    expect(result.retryMessages).toHaveLength(1);
+    expect((await getSubscription(acct, sub.id)).current_period_start).toBe(sub.next_billing_date);
+    expect((await getSubscription(acct, broken.id)).current_period_start).toBe(broken.start_date);
+    expect((await paymentsOf(acct.id)).filter((p) => p.subscription_id === sub.id)).toHaveLength(2);
+  });
+
+  it("a declined renewal makes the subscription past_due with payment.failed and subscription_renewal failed", async () => {
+    const { acct, sub } = await activeSubscription(CARDS.declineAfterFirst);
+    await makeDue(sub.id);
+    const before = Date.now();
+    await runJobs({ kind: "billing.renew", subscriptionIds: [sub.id] });
+    const pastDue = await getSubscription(acct, sub.id);
+    expect(pastDue).toMatchObject({ status: "past_due", next_billing_date: sub.next_billing_date, current_period_start: sub.start_date });
+    const failed = (await paymentsOf(acct.id))[1];
+    expect(failed).toMatchObject({ status: "failed", failure_code: "card_declined", subscription_id: sub.id });
+    expect(await notificationsOf(acct.id, sub.id)).toEqual(["subscription_created:active", "subscription_renewal:failed"]);
+    // The first retry is one day later; running again now changes nothing.
+    const row = await env.DB.prepare("SELECT due_at, dunning_attempts FROM subscriptions WHERE id = ?").bind(sub.id).first<{ due_at: number; dunning_attempts: number }>();
+    expect(row!.dunning_attempts).toBe(1);
+    expect(row!.due_at - before).toBeGreaterThanOrEqual(24 * 3600 * 1000 - 5000);
+    expect(row!.due_at - before).toBeLessThanOrEqual(24 * 3600 * 1000 + 5000);
+    await runJobs({ kind: "billing.renew", subscriptionIds: [sub.id] });
+    expect(await paymentsOf(acct.id)).toHaveLength(2);
+  });
+});
+
+describe("past_due and new payment details", () => {
+  it("a new card is charged at once for the unpaid period and makes the subscription active", async () => {
+    const { acct, sub } = await activeSubscription(CARDS.declineAfterFirst);
+    await makeDue(sub.id);
+    await runJobs({ kind: "billing.renew", subscriptionIds: [sub.id] });
+    expect((await getSubscription(acct, sub.id)).status).toBe("past_due");
+
+    const res = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: card(CARDS.mastercard) });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body).toMatchObject({ status: "active", card: { last4: "4444" }, current_period_start: sub.next_billing_date });
+    expect(res.body.next_billing_date > sub.next_billing_date).toBe(true);
+    expect(await getSubscription(acct, sub.id)).toEqual(res.body);
+    expect((await paymentsOf(acct.id)).map((p) => `${p.status}:${p.amount}`)).toEqual(["completed:1999", "failed:1999", "completed:1999"]);
+    expect(await periodsOf(sub.id)).toMatchObject([{ status: "paid" }, { period_index: 1, status: "paid", attempts: 2 }]);
+    expect(await notificationsOf(acct.id, sub.id)).toEqual([
+      "subscription_created:active",
+      "subscription_renewal:failed",
+      "subscription_renewal:success",
+      "subscription_updated:active",
+    ]);
+    // The scheduled dunning retry no longer applies.
+    await makeDue(sub.id, Date.parse(sub.next_billing_date) + 1000);
+    await runJobs({ kind: "billing.renew", subscriptionIds: [sub.id] });
+    expect(await paymentsOf(acct.id)).toHaveLength(3);
+  });
+
+  it("a declined new card answers 402 and the subscription stays past_due", async () => {
+    const { acct, sub } = await activeSubscription(CARDS.declineAfterFirst);
+    await makeDue(sub.id);
+    await runJobs({ kind: "billing.renew", subscriptionIds: [sub.id] });
+    const res = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: card(CARDS.insufficientFunds) });
+    expect(expectError(res, 402, "card_error", "card_declined")).toBeTruthy();
+    expect(res.body.error.decline_code).toBe("insufficient_funds");
+    const after = await getSubscription(acct, sub.id);
+    expect(after).toMatchObject({ status: "past_due", card: { last4: "0341" } });
+    expect((await paymentsOf(acct.id)).map((p) => p.failure_code)).toEqual([null, "card_declined", "insufficient_funds"]);
+  });
+});

@@ -1,0 +1,53 @@
+// The Worker as deployed (ENVIRONMENT=production): what development relaxes is enforced here.
+import { exports } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+
+async function call(url: string, init: RequestInit = {}) {
+  const response = await exports.default.fetch(url, init);
+  return { status: response.status, headers: response.headers, body: (await response.json().catch(() => null)) as any };
+}
+
+const json = (body: unknown, headers: Record<string, string> = {}) => ({
+  method: "POST",
+  headers: { "content-type": "application/json", ...headers },
+  body: JSON.stringify(body),
+});
+
+async function signup() {
+  const res = await call("https://api.tender.test/api/accounts", json({ name: "Acme", email: "ops@acme.test" }, { authorization: "Bearer test-admin-token" }));
+  expect(res.status).toBe(201);
+  return res.body.api_key as string;
+}
+
+describe("production mode", () => {
+  it("refuses plain http with the error shape, and sends HSTS over https", async () => {
+    const plain = await call("http://api.tender.test/health");
+    expect(plain.status).toBe(400);
+    expect(plain.body.error).toMatchObject({ type: "invalid_request_error", code: "https_required", request_id: expect.any(String) });
+    const secure = await call("https://api.tender.test/health");
+    expect(secure.status).toBe(200);
+    expect(secure.headers.get("strict-transport-security")).toMatch(/max-age=\d+/);
+    expect(secure.headers.get("tender-d1-round-trips")).toBeNull();
+  });
+
+  it("guards sign-up with ADMIN_TOKEN", async () => {
+    const open = await call("https://api.tender.test/api/accounts", json({ name: "Acme", email: "ops@acme.test" }));
+    expect(open.status).toBe(401);
+    expect(open.headers.get("www-authenticate")).toMatch(/^Bearer/);
+    const wrong = await call("https://api.tender.test/api/accounts", json({ name: "Acme", email: "ops@acme.test" }, { authorization: "Bearer nope" }));
+    expect(wrong.status).toBe(401);
+    expect(wrong.body.error.code).toBe("invalid_admin_token");
+    expect(await signup()).toMatch(/^sk_test_/);
+  });
+
+  it("refuses private, loopback and plain-http webhook targets", async () => {
+    const key = await signup();
+    for (const url of ["http://127.0.0.1:4000/hook", "https://127.0.0.1/hook", "https://localhost/hook", "https://10.0.0.5/hook", "https://169.254.169.254/", "https://[::1]/hook"]) {
+      const res = await call("https://api.tender.test/api/webhooks", json({ url, events: ["customer.created"] }, { authorization: `Bearer ${key}` }));
+      expect(res.status, url).toBe(400);
+      expect(res.body.error).toMatchObject({ code: "url_invalid", param: "url" });
+    }
+    const ok = await call("https://api.tender.test/api/webhooks", json({ url: "https://hooks.example.com/tender", events: ["customer.created"] }, { authorization: `Bearer ${key}` }));
+    expect(ok.status).toBe(201);
+  });
+});
