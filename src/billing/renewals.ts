@@ -140,6 +140,7 @@ async function chargeClaimed(env: Bindings, db: Db, row: RenewalRow, claim: Clai
     summary: cardOf(sub),
     fingerprint: sub.cardFingerprint,
     at: realNow,
+    processorReference: `${sub.id}:period:${n}:attempt:${claim.attempts}`,
   });
   const period = and(eq(subscriptionPeriods.subscriptionId, sub.id), eq(subscriptionPeriods.periodIndex, n));
   const statements: Statement[] = [...result.statements];

@@ -105,7 +105,7 @@ export const users = sqliteTable(
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
-  (t) => [index("users_account").on(t.accountId, t.id)],
+  (t) => [index("users_account").on(t.accountId, t.id), index("users_test_clock").on(t.testClockId)],
 );
 
 export const events = sqliteTable(
@@ -210,7 +210,12 @@ export const payouts = sqliteTable(
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
-  (t) => [index("payouts_account").on(t.accountId, t.id), check("payouts_amount_positive", sql`${t.amount} > 0`)],
+  (t) => [
+    index("payouts_account").on(t.accountId, t.id),
+    // The settlement sweep looks for payouts left pending.
+    index("payouts_status").on(t.status, t.createdAt),
+    check("payouts_amount_positive", sql`${t.amount} > 0`),
+  ],
 );
 
 export const payments = sqliteTable(
@@ -257,6 +262,7 @@ export const refunds = sqliteTable(
   (t) => [
     index("refunds_account").on(t.accountId, t.id),
     index("refunds_payment").on(t.paymentId),
+    index("refunds_status").on(t.status, t.createdAt),
     check("refunds_amount_positive", sql`${t.amount} > 0`),
   ],
 );

@@ -25,6 +25,11 @@ export interface ChargeArgs {
   summary: CardSummary;
   fingerprint: string;
   at: number;
+  /**
+   * The reference the processor dedupes on (a live processor's idempotency key). Renewals pass one
+   * fixed per period attempt, so a retried attempt can never charge twice. Defaults to the payment id.
+   */
+  processorReference?: string;
 }
 
 export interface ChargeResult {
@@ -52,14 +57,15 @@ export function paymentEventData(payment: PaymentRow, customer: { id: string; em
 
 export async function charge(args: ChargeArgs): Promise<ChargeResult> {
   const id = newId("payment", args.at);
+  const reference = args.processorReference ?? id;
   let token: string | null = null;
   let outcome;
   if ("card" in args.source) {
-    const result = await args.processor.chargeCard({ card: args.source.card, amount: args.amount, currency: args.currency, reference: id });
+    const result = await args.processor.chargeCard({ card: args.source.card, amount: args.amount, currency: args.currency, reference });
     token = result.token;
     outcome = result.outcome;
   } else {
-    outcome = await args.processor.chargeToken({ token: args.source.token, amount: args.amount, currency: args.currency, reference: id });
+    outcome = await args.processor.chargeToken({ token: args.source.token, amount: args.amount, currency: args.currency, reference });
   }
   const succeeded = outcome.status === "succeeded";
   const payment: PaymentRow = {
