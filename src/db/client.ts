@@ -1,10 +1,26 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import { drizzle } from "drizzle-orm/d1";
 import * as schema from "./schema";
 
-export type Db = ReturnType<typeof createDb>;
+const build = (d1: D1Database) => drizzle(countingD1(d1), { schema });
+export type Db = ReturnType<typeof build>;
 
-export function createDb(d1: D1Database) {
-  return drizzle(d1, { schema });
+/** The D1 usage of the request (or job) in progress, counted by the instrumented binding. */
+const usageOf = new AsyncLocalStorage<D1Usage>();
+
+/** Runs `work` with its D1 round trips and rows counted into `usage`. */
+export function countingInto<T>(usage: D1Usage, work: () => Promise<T>): Promise<T> {
+  return usageOf.run(usage, work);
+}
+
+// Building drizzle with a schema walks the whole schema (its relational config), which cost a
+// sixth of a GET /health's CPU when done per request. One instance per binding per isolate.
+const instances = new WeakMap<D1Database, Db>();
+
+export function createDb(d1: D1Database): Db {
+  let db = instances.get(d1);
+  if (!db) instances.set(d1, (db = build(d1)));
+  return db;
 }
 
 const QUERY_METHODS = new Set(["all", "raw", "run", "first"]);
@@ -27,10 +43,13 @@ function addMeta(usage: D1Usage, result: unknown) {
 
 /**
  * Wraps the D1 binding so that every round trip (one query, or one batch) is counted, with the
- * rows read and written that D1 reports in each result's meta. In development the counts are
- * reported in `Tender-D1-*` response headers, which the tests and the bench read.
+ * rows read and written that D1 reports in each result's meta, into the usage of the request in
+ * progress. In development the counts are reported in `Tender-D1-*` response headers, which the
+ * tests and the bench read.
  */
-export function countingD1(d1: D1Database, counter: D1Usage): D1Database {
+function countingD1(d1: D1Database): D1Database {
+  const idle: D1Usage = { count: 0, rowsRead: 0, rowsWritten: 0 };
+  const current = () => usageOf.getStore() ?? idle;
   const originals = new WeakMap<object, D1PreparedStatement>();
   const wrap = (statement: D1PreparedStatement): D1PreparedStatement => {
     const proxy = new Proxy(statement, {
@@ -40,9 +59,10 @@ export function countingD1(d1: D1Database, counter: D1Usage): D1Database {
         if (typeof value !== "function") return value;
         if (typeof prop === "string" && QUERY_METHODS.has(prop)) {
           return async (...args: unknown[]) => {
-            counter.count++;
+            const usage = current();
+            usage.count++;
             const result = await value.apply(target, args);
-            return prop === "run" || prop === "all" ? addMeta(counter, result) : result;
+            return prop === "run" || prop === "all" ? addMeta(usage, result) : result;
           };
         }
         return value.bind(target);
@@ -56,8 +76,9 @@ export function countingD1(d1: D1Database, counter: D1Usage): D1Database {
       if (prop === "prepare") return (query: string) => wrap(target.prepare(query));
       if (prop === "batch") {
         return async (statements: D1PreparedStatement[]) => {
-          counter.count++;
-          return addMeta(counter, await target.batch(statements.map((s) => originals.get(s) ?? s)));
+          const usage = current();
+          usage.count++;
+          return addMeta(usage, await target.batch(statements.map((s) => originals.get(s) ?? s)));
         };
       }
       const value = Reflect.get(target, prop, target);

@@ -1,3 +1,4 @@
+import { hmacSha256Hex } from "../lib/crypto";
 /**
  * Card validation primitives. Pure: no I/O, the clock is passed in as `now`.
  *
@@ -72,8 +73,6 @@ export function isExpired(expMonth: number, expYear: number, now: Date): boolean
   return now.getTime() >= firstInstantExpired;
 }
 
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
-
 /**
  * HMAC-SHA256 (Web Crypto) of the card number's digits keyed with the UTF-8
  * bytes of `key`, as lowercase hex. Spaces and dashes in `pan` are ignored, so
@@ -84,12 +83,7 @@ export async function cardFingerprint(pan: string, key: string): Promise<string>
   const digits = typeof pan === "string" ? pan.replace(/[ -]/g, "") : "";
   if (!/^[0-9]+$/.test(digits)) throw new TypeError("Card number must consist of digits.");
   if (typeof key !== "string" || key.length === 0) throw new TypeError("Fingerprint key must be a non-empty string.");
-  const enc = new TextEncoder();
-  const cryptoKey = await crypto.subtle.importKey("raw", enc.encode(key), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", cryptoKey, enc.encode(digits)));
-  let out = "";
-  for (const b of mac) out += HEX[b];
-  return out;
+  return hmacSha256Hex(key, digits);
 }
 
 export interface CardInput {

@@ -19,14 +19,24 @@ export async function sha256Hex(text: string): Promise<string> {
   return toHex(await crypto.subtle.digest("SHA-256", encoder.encode(text)));
 }
 
-async function hmacKey(key: Uint8Array): Promise<CryptoKey> {
-  return crypto.subtle.importKey("raw", key, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+/** Imported HMAC keys for string secrets (fingerprint and signing secrets), reused per isolate. */
+const importedKeys = new Map<string, Promise<CryptoKey>>();
+const MAX_IMPORTED_KEYS = 1000;
+
+async function hmacKey(key: Uint8Array | string): Promise<CryptoKey> {
+  const importKey = (raw: Uint8Array) => crypto.subtle.importKey("raw", raw, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  if (typeof key !== "string") return importKey(key);
+  let imported = importedKeys.get(key);
+  if (!imported) {
+    if (importedKeys.size >= MAX_IMPORTED_KEYS) importedKeys.clear();
+    importedKeys.set(key, (imported = importKey(encoder.encode(key))));
+  }
+  return imported;
 }
 
 export async function hmacSha256(key: Uint8Array | string, message: Uint8Array | string): Promise<Uint8Array> {
-  const rawKey = typeof key === "string" ? encoder.encode(key) : key;
   const data = typeof message === "string" ? encoder.encode(message) : message;
-  return new Uint8Array(await crypto.subtle.sign("HMAC", await hmacKey(rawKey), data));
+  return new Uint8Array(await crypto.subtle.sign("HMAC", await hmacKey(key), data));
 }
 
 export async function hmacSha256Hex(key: Uint8Array | string, message: Uint8Array | string): Promise<string> {

@@ -11,6 +11,30 @@ const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;.*)?$/i;
 /** Fields that are integers in the currency's smallest unit, as the interface defines `amount`. */
 const MINOR_UNIT_FIELDS = ["amount"];
 
+/**
+ * Containers nested deeper than this are refused before parsing. No request body nests more than
+ * a few levels, and every recursive walk of a body (the parse with its reviver, the idempotency
+ * fingerprint) must stay far from the stack limit: ~2000 levels overflowed it (a 500).
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/** Whether `text` opens more than `max` arrays or objects inside one another (strings skipped). */
+function nestsDeeperThan(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i);
+    if (inString) {
+      if (ch === 0x5c) i++; // a backslash escapes the next character
+      else if (ch === 0x22) inString = false;
+    } else if (ch === 0x22) inString = true;
+    else if (ch === 0x5b || ch === 0x7b) {
+      if (++depth > max) return true;
+    } else if (ch === 0x5d || ch === 0x7d) depth--;
+  }
+  return false;
+}
+
 const tooLarge = () =>
   new ApiError(413, "invalid_request_error", "body_too_large", `The request body is larger than ${MAX_BODY_BYTES} bytes.`);
 
@@ -79,6 +103,9 @@ export const jsonBody = (options: { allowForm?: boolean } = {}) =>
           `Request bodies must be JSON, sent with Content-Type: application/json${contentType ? `, not ${contentType}` : ""}.`,
         );
       } else {
+        if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
+          throw invalidRequest("invalid_json", `The request body nests arrays or objects more than ${MAX_JSON_DEPTH} levels deep.`);
+        }
         try {
           body = parseJson(text);
         } catch {

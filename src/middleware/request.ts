@@ -1,6 +1,6 @@
 // The first middleware: a request id, the instrumented database, HTTPS enforcement and HSTS.
 import { createMiddleware } from "hono/factory";
-import { countingD1, createDb } from "../db/client";
+import { countingInto, createDb } from "../db/client";
 import { isDevelopment } from "../env";
 import { systemClock } from "../lib/clock";
 import type { AppEnv } from "../lib/context";
@@ -13,13 +13,13 @@ export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
   c.set("requestId", `req_${uuidv7().replaceAll("-", "")}`);
   const counter = { count: 0, rowsRead: 0, rowsWritten: 0 };
   c.set("d1RoundTrips", counter);
-  c.set("db", createDb(countingD1(c.env.DB, counter)));
+  c.set("db", createDb(c.env.DB));
   c.set("clock", systemClock);
   const development = isDevelopment(c.env);
   if (!development && new URL(c.req.url).protocol !== "https:") {
     throw new ApiError(400, "invalid_request_error", "https_required", "Tender only accepts requests over HTTPS.");
   }
-  await next();
+  await countingInto(counter, next);
   c.header(REQUEST_ID_HEADER, c.var.requestId);
   if (development) {
     c.header("Tender-D1-Round-Trips", String(counter.count));

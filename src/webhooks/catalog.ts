@@ -34,11 +34,12 @@ export const EVENT_TYPES = [
 ] as EventType[];
 
 export function isEventType(value: string): value is EventType {
-  return value in ENVELOPE_EVENT_TYPES || value in NOTIFICATION_EVENT_TYPES;
+  // Own keys only: `in` would also accept inherited names such as "constructor" or "__proto__".
+  return Object.hasOwn(ENVELOPE_EVENT_TYPES, value) || Object.hasOwn(NOTIFICATION_EVENT_TYPES, value);
 }
 
 export function isNotificationType(value: string): value is NotificationEventType {
-  return value in NOTIFICATION_EVENT_TYPES;
+  return Object.hasOwn(NOTIFICATION_EVENT_TYPES, value);
 }
 
 export function describeEventTypes() {

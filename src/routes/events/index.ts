@@ -2,7 +2,7 @@ import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import { and, eq, isNull, sql } from "drizzle-orm";
 import { guard, rawStatement } from "../../db/batch";
 import { events, webhookDeliveries, webhookEndpoints } from "../../db/schema";
-import { owned } from "../../db/scope";
+import { ensureLive, owned } from "../../db/scope";
 import { hasPrefix } from "../../domain/ids";
 import { isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../lib/context";
@@ -93,7 +93,12 @@ const EVENT_MISSING = "event_missing";
 const ENDPOINT_MISSING = "endpoint_missing";
 
 export function registerEvents(app: OpenAPIHono<AppEnv>) {
-  app.openapi(types, (c) => c.json({ object: "list" as const, data: describeEventTypes(), has_more: false as const }, 200));
+  app.openapi(types, async (c) => {
+    // The catalog is static, but a key revoked in another isolate (still cached here) must be
+    // refused on its next request, as every other route does through its query or batch.
+    await ensureLive(c.var.db, c.var.auth);
+    return c.json({ object: "list" as const, data: describeEventTypes(), has_more: false as const }, 200);
+  });
 
   app.openapi(list, async (c) => {
     const query = c.req.valid("query");

@@ -6,6 +6,7 @@ import { found, listOwned } from "../../lib/reads";
 import { uuidv7 } from "../../domain/ids";
 import { isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../lib/context";
+import { invalidRequest } from "../../lib/errors";
 import { listQuery, listSchema } from "../../lib/pagination";
 import { commitAndRespond } from "../../lib/respond";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
@@ -54,6 +55,12 @@ const get = apiRoute({
 export function registerRequestIds(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async (c) => {
     const body = c.req.valid("json");
+    // zod leaves a "__proto__" key out of a record (it cannot be plain data on an object), so it
+    // would vanish from the stored metadata; refuse it instead of dropping it silently.
+    const sent = (c.var.jsonBody as { metadata?: unknown } | undefined)?.metadata;
+    if (typeof sent === "object" && sent !== null && Object.hasOwn(sent, "__proto__")) {
+      throw invalidRequest("parameter_invalid", "metadata.__proto__: this key name is reserved; use another.", "metadata.__proto__");
+    }
     const now = Date.now();
     const row = {
       id: uuidv7(now),
