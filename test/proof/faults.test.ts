@@ -25,6 +25,9 @@
 //     OpenAPI document, and a cancel, each 20 times at once with one key.
 // - Concurrent refunds never pass the charged amount: test/payments/refunds.test.ts
 //     "10 parallel refunds of 30% each never pass the charged amount" and "5 parallel full refunds make exactly one refund".
+// Also here: concurrent writes to one webhook endpoint (PATCH + PATCH, PATCH + DELETE, rotate + rotate,
+// rotate + DELETE), which lost updates and answered 200 for changes never stored before the fix in
+// src/routes/webhooks/index.ts.
 import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { settlePayout } from "../../src/payments/settle-payout";
@@ -277,3 +280,73 @@ describe("20 concurrent requests with one Idempotency-Key", () => {
     expect((await eventsFor(acct.id, lost.id)).map((e) => e.type)).toEqual(["payout.created", "payout.canceled"]);
   });
 });
+
+describe("concurrent writes to one webhook endpoint", () => {
+  const hookUrl = `${RECEIVER_ORIGIN}/concurrent`;
+  const endpoint = async () => {
+    const res = await call("/api/webhooks", { key: acct.key, body: { url: hookUrl, events: ["payout.paid"] } });
+    expect(res.status).toBe(201);
+    return res.body as { id: string; secret: string };
+  };
+  const row = (id: string) => env.DB.prepare("SELECT * FROM webhook_endpoints WHERE id = ?").bind(id).first<Record<string, any>>();
+
+  it("two PATCHes of different fields at once both take effect", async () => {
+    for (let i = 0; i < 5; i++) {
+      const hook = await endpoint();
+      const [a, b] = await Promise.all([
+        call(`/api/webhooks/${hook.id}`, { key: acct.key, method: "PATCH", body: { url: `${hookUrl}/moved` } }),
+        call(`/api/webhooks/${hook.id}`, { key: acct.key, method: "PATCH", body: { events: ["payout.failed"] } }),
+      ]);
+      expect([a.status, b.status]).toEqual([200, 200]);
+      expect(a.body.url).toBe(`${hookUrl}/moved`);
+      expect(b.body.events).toEqual(["payout.failed"]);
+      expect((await call(`/api/webhooks/${hook.id}`, { key: acct.key })).body).toMatchObject({ url: `${hookUrl}/moved`, events: ["payout.failed"] });
+    }
+  });
+
+  it("a PATCH racing a DELETE answers 200 only for a change it made, else 404; one of two DELETEs wins", async () => {
+    for (let i = 0; i < 5; i++) {
+      const hook = await endpoint();
+      const [deleted, patched, again] = await Promise.all([
+        call(`/api/webhooks/${hook.id}`, { key: acct.key, method: "DELETE" }),
+        call(`/api/webhooks/${hook.id}`, { key: acct.key, method: "PATCH", body: { url: `${hookUrl}/patched` } }),
+        call(`/api/webhooks/${hook.id}`, { key: acct.key, method: "DELETE" }),
+      ]);
+      expect([deleted.status, again.status].sort()).toEqual([200, 404]);
+      const stored = (await row(hook.id))!;
+      expect(stored.deleted_at).not.toBeNull();
+      if (patched.status === 200) expect(stored.url).toBe(`${hookUrl}/patched`);
+      else {
+        expectError(patched, 404, "not_found_error", "resource_missing");
+        expect(stored.url).toBe(hookUrl);
+      }
+    }
+  });
+
+  it("two rotations at once: both secrets answered still sign (the newer as the secret, the older as the previous one)", async () => {
+    for (let i = 0; i < 5; i++) {
+      const hook = await endpoint();
+      const answers = await Promise.all([
+        call(`/api/webhooks/${hook.id}/rotate-secret`, { key: acct.key, method: "POST" }),
+        call(`/api/webhooks/${hook.id}/rotate-secret`, { key: acct.key, method: "POST" }),
+      ]);
+      expect(answers.map((a) => a.status)).toEqual([200, 200]);
+      const stored = (await row(hook.id))!;
+      expect(new Set([stored.secret, stored.previous_secret])).toEqual(new Set(answers.map((a) => a.body.secret)));
+    }
+  });
+
+  it("a rotation racing a DELETE never answers a secret that was not stored", async () => {
+    for (let i = 0; i < 5; i++) {
+      const hook = await endpoint();
+      const [, rotated] = await Promise.all([
+        call(`/api/webhooks/${hook.id}`, { key: acct.key, method: "DELETE" }),
+        call(`/api/webhooks/${hook.id}/rotate-secret`, { key: acct.key, method: "POST" }),
+      ]);
+      const stored = (await row(hook.id))!;
+      if (rotated.status === 200) expect(stored.secret).toBe(rotated.body.secret);
+      else expectError(rotated, 404, "not_found_error", "resource_missing");
+    }
+  });
+});
+

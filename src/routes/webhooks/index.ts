@@ -25,6 +25,7 @@ import {
   WebhookWithSecretSchema,
   serializeDelivery,
   serializeWebhook,
+  webhookJsonSql,
 } from "./schema";
 
 const tags = ["Webhooks"];
@@ -172,33 +173,40 @@ export function registerWebhooks(app: OpenAPIHono<AppEnv>) {
     return c.json(serializeWebhook(await load(c, id)), 200);
   });
 
+  // The endpoint must still be live when the batch runs: a DELETE that commits first wins, and
+  // the racing write answers 404 instead of 200 for a change it never made.
+  const stillLive = (db: Parameters<typeof guard>[0], auth: Parameters<typeof owned>[1], id: string) =>
+    guard(db, ENDPOINT_MISSING, sql`EXISTS (SELECT 1 FROM ${webhookEndpoints} WHERE ${owned(webhookEndpoints, auth, liveEndpoint(id))})`);
+  const endpointMissing = (id: string) => () => notFound("webhook endpoint", id, "id");
+
   app.openapi(update, async (c) => {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const body = c.req.valid("json");
-    const current = await load(c, id);
     const now = Date.now();
-    const next = {
-      ...current,
-      url: body.url !== undefined ? checkUrl(body.url, isDevelopment(c.env)) : current.url,
-      events: body.events !== undefined ? [...new Set(body.events)] : current.events,
-      status: body.status ?? current.status,
-      disabledReason: (body.status ?? current.status) === "active" ? null : body.status === "disabled" ? "Disabled through the API." : current.disabledReason,
-      updatedAt: isoTime(now),
-    };
-    return commitAndRespond(
+    // Only the fields sent are written, so two PATCHes of different fields both take effect
+    // (writing back a whole row read earlier lost the other's change). The answer is the row as
+    // the batch committed it.
+    const changes: Partial<typeof webhookEndpoints.$inferInsert> = { updatedAt: isoTime(now) };
+    if (body.url !== undefined) changes.url = checkUrl(body.url, isDevelopment(c.env));
+    if (body.events !== undefined) changes.events = [...new Set(body.events)];
+    if (body.status !== undefined) {
+      changes.status = body.status;
+      changes.disabledReason = body.status === "active" ? null : "Disabled through the API.";
+    }
+    const [, updated] = (await commit(
       c,
       {
         statements: [
-          db
-            .update(webhookEndpoints)
-            .set({ url: next.url, events: next.events, status: next.status, disabledReason: next.disabledReason, updatedAt: next.updatedAt })
-            .where(owned(webhookEndpoints, auth, liveEndpoint(id))),
+          stillLive(db, auth, id),
+          db.update(webhookEndpoints).set(changes).where(owned(webhookEndpoints, auth, liveEndpoint(id))).returning(),
         ],
       },
       200,
-      serializeWebhook(next),
-    );
+      webhookJsonSql(id),
+      { failures: { [ENDPOINT_MISSING]: endpointMissing(id) } },
+    )) as unknown as [unknown, (typeof webhookEndpoints.$inferSelect)[]];
+    return c.json(serializeWebhook(updated[0]), 200);
   });
 
   app.openapi(remove, async (c) => {
@@ -210,40 +218,46 @@ export function registerWebhooks(app: OpenAPIHono<AppEnv>) {
       c,
       {
         statements: [
+          stillLive(db, auth, id),
           db.update(webhookEndpoints).set({ status: "disabled", deletedAt: now, updatedAt: now }).where(owned(webhookEndpoints, auth, liveEndpoint(id))),
         ],
       },
       200,
       { id, object: "webhook_endpoint" as const, deleted: true as const },
+      { failures: { [ENDPOINT_MISSING]: endpointMissing(id) } },
     );
   });
 
   app.openapi(rotate, async (c) => {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
-    const current = await load(c, id);
+    await load(c, id);
     const now = Date.now();
     const secret = generateSecret();
-    const next = {
-      ...current,
-      secret,
-      previousSecret: current.secret,
-      previousSecretExpiresAt: isoTime(now + ROTATION_OVERLAP_MS),
-      updatedAt: isoTime(now),
-    };
-    return commitAndRespond(
+    // The secret being replaced is read by the UPDATE itself, so concurrent rotations chain
+    // (each answer's secret stays valid for the overlap) instead of all naming the same old one.
+    const [, rotated] = (await commit(
       c,
       {
         statements: [
+          stillLive(db, auth, id),
           db
             .update(webhookEndpoints)
-            .set({ secret, previousSecret: next.previousSecret, previousSecretExpiresAt: next.previousSecretExpiresAt, updatedAt: next.updatedAt })
-            .where(owned(webhookEndpoints, auth, liveEndpoint(id))),
+            .set({
+              secret,
+              previousSecret: sql`${webhookEndpoints.secret}`,
+              previousSecretExpiresAt: isoTime(now + ROTATION_OVERLAP_MS),
+              updatedAt: isoTime(now),
+            })
+            .where(owned(webhookEndpoints, auth, liveEndpoint(id)))
+            .returning(),
         ],
       },
       200,
-      { ...serializeWebhook(next), secret },
-    );
+      sql`json_set(${webhookJsonSql(id)}, '$.secret', ${secret})`,
+      { failures: { [ENDPOINT_MISSING]: endpointMissing(id) } },
+    )) as unknown as [unknown, (typeof webhookEndpoints.$inferSelect)[]];
+    return c.json({ ...serializeWebhook(rotated[0]), secret }, 200);
   });
 
   app.openapi(deliveries, async (c) => {

@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
-import type { deliveryAttempts, webhookDeliveries, webhookEndpoints } from "../../db/schema";
+import { sql } from "drizzle-orm";
+import { type deliveryAttempts, type webhookDeliveries, webhookEndpoints } from "../../db/schema";
 import { ALL_EVENTS, EVENT_TYPES, isEventType } from "../../webhooks/catalog";
 import { isoTime } from "../../lib/clock";
 import { timestamp } from "../shared";
@@ -86,6 +87,13 @@ export function serializeWebhook(row: typeof webhookEndpoints.$inferSelect) {
     updated_at: row.updatedAt,
   };
 }
+
+/** serializeWebhook inside SQL, for stored answers built within a batch (the row as committed). */
+export const webhookJsonSql = (id: string) => sql`(SELECT json_object(
+  'id', ${webhookEndpoints.id}, 'object', 'webhook_endpoint', 'url', ${webhookEndpoints.url}, 'events', json(${webhookEndpoints.events}),
+  'status', ${webhookEndpoints.status}, 'disabled_reason', ${webhookEndpoints.disabledReason},
+  'created_at', ${webhookEndpoints.createdAt}, 'updated_at', ${webhookEndpoints.updatedAt}
+) FROM ${webhookEndpoints} WHERE ${webhookEndpoints.id} = ${id})`;
 
 export function serializeDelivery(row: typeof webhookDeliveries.$inferSelect, attempts: (typeof deliveryAttempts.$inferSelect)[]) {
   return {
