@@ -29,8 +29,9 @@ async function canonical(value: unknown, secret: string): Promise<string> {
       .sort()
       .map(async (key) => {
         const field = (value as Record<string, unknown>)[key];
-        const text = CARD_FIELDS.has(key) && typeof field === "string"
-          ? JSON.stringify(`hmac:${await hmacSha256Hex(secret, field)}`)
+        // A card field enters only as a keyed hash, whatever JSON type it was sent as.
+        const text = CARD_FIELDS.has(key) && (typeof field === "string" || typeof field === "number")
+          ? JSON.stringify(`hmac:${await hmacSha256Hex(secret, `${typeof field}:${field}`)}`)
           : await canonical(field, secret);
         return `${JSON.stringify(key)}:${text}`;
       });

@@ -15,6 +15,14 @@ export interface CardDetails {
   cvv: string;
 }
 
+/**
+ * Every call carries a `reference`: the processor's idempotency key. Background work is
+ * at-least-once (a redelivered settlement message, a renewal claim taken over after a crash), so
+ * a connector must treat a second call with the same reference as the first one and return its
+ * outcome, never move money twice. Tender derives references that stay fixed across retries: the
+ * payout id, the refund id, (subscription, period, attempt) for renewals, and (account,
+ * Idempotency-Key) for first charges.
+ */
 export interface Processor {
   /** Vaults the card and charges it. The token charges the same card later, without the PAN. */
   chargeCard(args: { card: CardDetails; amount: number; currency: string; reference: string }): Promise<{ token: string; outcome: Outcome }>;

@@ -7,7 +7,7 @@ import { type Db, createDb } from "../db/client";
 import { runBatch } from "../db/batch";
 import { deliveryAttempts, events, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { newId } from "../domain/ids";
-import { nextAttemptAt, parseRetryAfter } from "../domain/retry-schedule";
+import { DELIVERY_WINDOW_MS, nextAttemptAt, parseRetryAfter } from "../domain/retry-schedule";
 import type { Bindings } from "../env";
 import { clock, isoTime } from "../lib/clock";
 import { randomUnit } from "../lib/crypto";
@@ -79,6 +79,16 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   if (delivery.nextAttemptAt !== null && delivery.nextAttemptAt > now) {
     await schedulerFor(env, endpoint.id).schedule(deliveryId, delivery.nextAttemptAt);
     return "scheduled";
+  }
+
+  // However late a message arrives (a lost alarm, a sweeper re-enqueue), nothing is sent later
+  // than 24 hours after the first attempt: the delivery ends failed, and can be redelivered.
+  if (delivery.firstAttemptAt !== null && now > delivery.firstAttemptAt + DELIVERY_WINDOW_MS) {
+    await db
+      .update(webhookDeliveries)
+      .set({ status: "failed", lastError: "retry_window_ended", nextAttemptAt: null, updatedAt: now })
+      .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending"), eq(webhookDeliveries.attemptCount, delivery.attemptCount)));
+    return "failed";
   }
 
   const attemptNumber = delivery.attemptCount + 1;

@@ -94,7 +94,8 @@ describe("401 authentication", () => {
       [{ authorization: acct.key }, "malformed_credential"],
       [{ authorization: "Bearer sk_test_00000000000000000000000000000000" }, "invalid_api_key"],
       [{ authorization: "Bearer not-a-key" }, "invalid_api_key"],
-      [{ authorization: `Bearer ${acct.key.slice(0, -1)}X` }, "invalid_api_key"],
+      // One character changed (to one it is not already: a random key can end in either).
+      [{ authorization: `Bearer ${acct.key.slice(0, -1)}${acct.key.endsWith("X") ? "Y" : "X"}` }, "invalid_api_key"],
       [{ authorization: `Bearer ${revoked.secret}` }, "invalid_api_key"],
     ];
     for (const [headers, code] of cases) {

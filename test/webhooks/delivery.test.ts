@@ -182,6 +182,23 @@ describe("retries", () => {
     expect(receiver.received.at(-1)!.headers["webhook-id"]).toBe(event.id);
   });
 
+  it("sends nothing later than 24 hours after the first attempt, however late the message arrives", async () => {
+    const acct = await signup();
+    await register(acct);
+    receiver.answer(500);
+    await createUser(acct);
+    const event = await eventFor(acct, "customer.created");
+    const [delivery] = await deliveriesOfEvent(event.id);
+    await waitFor(async () => expect((await deliveryRow(delivery.id))!.next_attempt_at).not.toBeNull());
+    const row = (await deliveryRow(delivery.id))!;
+    const sent = receiver.received.length;
+    // A lost alarm, then a sweeper re-enqueue that lands after the window has closed.
+    now = row.first_attempt_at + DELIVERY_WINDOW_MS + 60_000;
+    expect(await processDelivery(env, delivery.id)).toBe("failed");
+    expect(receiver.received).toHaveLength(sent);
+    expect(await deliveryRow(delivery.id)).toMatchObject({ status: "failed", attempt_count: 1, last_error: "retry_window_ended" });
+  });
+
   it("a 410 disables the endpoint and ends the delivery", async () => {
     const acct = await signup();
     const hook = await register(acct);
@@ -310,7 +327,11 @@ describe("management", () => {
     const test = await call(`/api/webhooks/${hook.id}/test`, { method: "POST", key: acct.key });
     expect(test.status, test.text).toBe(202);
     await waitFor(() => expect(receiver.received).toHaveLength(1));
-    expect(JSON.parse(receiver.received[0].body)).toMatchObject({ id: test.body.event_id, type: "webhook.test" });
+    const delivered = JSON.parse(receiver.received[0].body);
+    expect(delivered).toMatchObject({ id: test.body.event_id, type: "webhook.test" });
+    // The catch-up feed shows the same event: data as in the envelope, payload as delivered.
+    const fromFeed = await call(`/api/events/${test.body.event_id}`, { key: acct.key });
+    expect(fromFeed.body).toEqual({ id: delivered.id, object: "event", type: "webhook.test", created_at: delivered.created_at, data: delivered.data, payload: delivered });
 
     const patched = await call(`/api/webhooks/${hook.id}`, { method: "PATCH", key: acct.key, body: { events: ["customer.updated"], status: "disabled" } });
     expect(patched.body).toMatchObject({ events: ["customer.updated"], status: "disabled" });

@@ -22,6 +22,7 @@ const EventSchema = z
     object: z.literal("event"),
     type: z.string(),
     created_at: timestamp("When the event happened."),
+    data: z.unknown().openapi({ description: "The event's data, as in the webhook envelope: the resource for customer.*, payout.*, refund.*; the payment summary for payment.*; subscription_id, status and timestamp for subscription notifications." }),
     payload: z.record(z.string(), z.unknown()).openapi({ description: "The exact body delivered to endpoints: the standard envelope, or a subscription notification." }),
   })
   .openapi("Event");
@@ -38,8 +39,15 @@ const RedeliverySchema = z
   .object({ object: z.literal("redelivery"), event_id: z.string(), deliveries: z.array(z.string()) })
   .openapi("Redelivery");
 
+/**
+ * An event as the feed shows it: `data` as in the webhook envelope (for subscription
+ * notifications, their fields), and `payload`, the exact body that was delivered.
+ */
 function serializeEvent(row: typeof events.$inferSelect) {
-  return { id: row.id, object: "event" as const, type: row.type, created_at: row.createdAt, payload: JSON.parse(row.payload) as Record<string, unknown> };
+  const payload = JSON.parse(row.payload) as Record<string, unknown>;
+  const { id: _id, type: _type, event: _event, created_at: _created, ...notification } = payload;
+  const data = "data" in payload ? payload.data : notification;
+  return { id: row.id, object: "event" as const, type: row.type, created_at: row.createdAt, data, payload };
 }
 
 const types = apiRoute({

@@ -5,6 +5,7 @@ import type { Context } from "hono";
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { cardInBody } from "../../billing/card";
 import { periodStartMs } from "../../billing/calendar";
+import { CLAIM_STALE_MS } from "../../billing/renewals";
 import { chargeableAmount, type PlanRow } from "../../billing/pricing";
 import { processorForRequest } from "../../billing/processor";
 import { guard, rawStatement, runBatch, type Statement } from "../../db/batch";
@@ -97,6 +98,7 @@ const cancel = apiRoute({
 });
 
 const SUBSCRIPTION_CANCELED = "subscription_canceled";
+const CHARGE_IN_FLIGHT = "charge_in_flight";
 
 const alreadyCanceled = (id: string) => conflict("subscription_canceled", `Subscription ${id} is canceled; it cannot be changed or canceled again.`);
 const changedMeanwhile = () =>
@@ -176,6 +178,9 @@ export function registerSubscriptions(app: OpenAPIHono<AppEnv>) {
       summary: card.summary,
       fingerprint: card.fingerprint,
       at: realNow,
+      // A retry with the same Idempotency-Key (after a lost answer or a failed commit) reaches the
+      // processor with the same reference, which a live processor uses to refuse a second charge.
+      processorReference: c.var.idempotency ? `${auth.accountId}:idempotency:${c.var.idempotency.key}` : undefined,
     });
     if (!result.succeeded || !result.token) {
       // No subscription exists: the failed payment belongs to none.
@@ -329,6 +334,8 @@ export function registerSubscriptions(app: OpenAPIHono<AppEnv>) {
         summary: card.summary,
         fingerprint: card.fingerprint,
         at: realNow,
+        // The same reference a renewal run would use for this attempt of this period.
+        processorReference: `${sub.id}:period:${n}:attempt:${k + 1}`,
       });
       const asClaimed = and(eq(subscriptions.id, sub.id), eq(subscriptions.status, "past_due"), eq(subscriptions.periodsBilled, n), eq(subscriptions.dunningAttempts, k));
       if (!result.succeeded || !result.token) {
@@ -422,11 +429,22 @@ export function registerSubscriptions(app: OpenAPIHono<AppEnv>) {
       );
     }
     const changes = { status: "canceled" as const, canceledAt: isoTime(billingNow(clock, realNow)), dueAt: null, updatedAt: isoTime(realNow) };
+    // A charge claimed for the open period (by a renewal, or by new card details) may already
+    // be at the processor. Canceling under it would leave a paid charge on a canceled
+    // subscription, so the cancel waits for that attempt to settle: 409, retry shortly.
+    const noChargeInFlight = guard(
+      db,
+      CHARGE_IN_FLIGHT,
+      sql`NOT EXISTS (SELECT 1 FROM subscription_periods AS p JOIN subscriptions AS s ON s.id = p.subscription_id
+        WHERE p.subscription_id = ${sub.id} AND p.period_index = s.periods_billed AND p.status = 'open'
+          AND p.attempts > s.dunning_attempts AND p.updated_at >= ${isoTime(realNow - CLAIM_STALE_MS)})`,
+    );
     return commitAndRespond(
       c,
       {
         statements: [
           notCanceled,
+          noChargeInFlight,
           db.update(subscriptions).set(changes).where(match),
           // A period still being dunned will not be collected.
           db
@@ -438,7 +456,13 @@ export function registerSubscriptions(app: OpenAPIHono<AppEnv>) {
       },
       200,
       serializeSubscription({ ...sub, ...changes }),
-      { failures },
+      {
+        failures: {
+          ...failures,
+          [CHARGE_IN_FLIGHT]: () =>
+            conflict("charge_in_progress", "A charge for this subscription's current period is in progress. Retry the cancellation in a few seconds."),
+        },
+      },
     );
   });
 }

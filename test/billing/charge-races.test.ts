@@ -1,0 +1,46 @@
+// Charges in flight: a cancel never lands under a charge already at the processor, and every
+// charge reaches the processor with a reference that stays fixed when the request is retried.
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { sandboxProcessor } from "../../src/processor/sandbox";
+import { call, expectError, signup } from "../helpers";
+import { card, createPlan, createUser, getSubscription, subscribed } from "./support";
+
+afterEach(() => vi.restoreAllMocks());
+
+describe("a charge in flight", () => {
+  it("refuses to cancel while the open period's charge is claimed, then cancels once it settled or went stale", async () => {
+    const acct = await signup();
+    const user = await createUser(acct);
+    const plan = await createPlan(acct);
+    const sub = await subscribed(acct, user.id, plan.id);
+    // A renewal has claimed period 1 (as the cron's claim statement does) and is at the processor.
+    const now = new Date().toISOString();
+    await env.DB.prepare(
+      "INSERT INTO subscription_periods (id, account_id, subscription_id, period_index, period_start, amount, currency, status, attempts, created_at, updated_at) VALUES ('sper_race', ?, ?, 1, ?, 1999, 'usd', 'open', 1, ?, ?)",
+    ).bind(acct.id, sub.id, now, now, now).run();
+    const refused = expectError(await call(`/subscriptions/${sub.id}`, { method: "DELETE", key: acct.key }), 409, "invalid_request_error", "charge_in_progress");
+    expect(refused.message).toMatch(/in progress/);
+    expect((await getSubscription(acct, sub.id)).status).toBe("active");
+
+    // The claimer died: after the claim goes stale, the cancel goes through.
+    const stale = new Date(Date.now() - 11 * 60 * 1000).toISOString();
+    await env.DB.prepare("UPDATE subscription_periods SET updated_at = ? WHERE id = 'sper_race'").bind(stale).run();
+    const canceled = await call(`/subscriptions/${sub.id}`, { method: "DELETE", key: acct.key });
+    expect(canceled.status, canceled.text).toBe(200);
+    expect(canceled.body.status).toBe("canceled");
+  });
+});
+
+describe("processor references", () => {
+  it("a first charge sent with an Idempotency-Key reaches the processor with a reference derived from it", async () => {
+    const acct = await signup();
+    const user = await createUser(acct);
+    const plan = await createPlan(acct);
+    const spy = vi.spyOn(sandboxProcessor, "chargeCard");
+    const res = await call("/subscriptions", { key: acct.key, idempotencyKey: "first-charge-1", body: { user_id: user.id, plan_id: plan.id, ...card() } });
+    expect(res.status, res.text).toBe(201);
+    expect(spy).toHaveBeenCalledTimes(1);
+    expect(spy.mock.calls[0][0].reference).toBe(`${acct.id}:idempotency:first-charge-1`);
+  });
+});
