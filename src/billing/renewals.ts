@@ -26,7 +26,7 @@ import { cardOf } from "../payments/serialize";
 import { commitWrites, type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { nextRetryAt, periodStartMs } from "./calendar";
 import { type PlanRow, periodAmount } from "./pricing";
-import { processorForToken } from "./processor";
+import { processorOfReference } from "../processor";
 
 export type SubscriptionRow = typeof subscriptions.$inferSelect;
 export type UserRow = typeof users.$inferSelect;
@@ -130,7 +130,7 @@ async function chargeClaimed(env: Bindings, db: Db, row: RenewalRow, claim: Clai
   const n = sub.periodsBilled;
   const result = await charge({
     db,
-    processor: processorForToken(env, sub.processorToken),
+    processor: processorOfReference(env, sub.processorToken),
     accountId: sub.accountId,
     customer: { id: user.id, email: user.email },
     subscriptionId: sub.id,

@@ -10,7 +10,7 @@ import type { Bindings } from "../env";
 import { isoTime } from "../lib/clock";
 import type { Processor } from "../processor/types";
 import { commitWrites, emitEvent } from "../webhooks/outbox";
-import { processorOfReference } from "./processor-of";
+import { processorOfReference } from "../processor";
 import { refundJsonSql } from "./serialize";
 import { SWEEP_LIMIT } from "./settle-payout";
 

@@ -1,9 +1,28 @@
+// Which processor serves a request or a background job. Only the sandbox exists today: live mode
+// has no connector yet, so a live-mode request gets a clear 400 rather than a 500.
 import type { Bindings } from "../env";
-import { sandboxProcessor } from "./sandbox";
+import { ApiError } from "../lib/errors";
+import { isSandboxReference, sandboxProcessor } from "./sandbox";
 import type { Processor } from "./types";
 
-/** The processor for a mode. Only the sandbox exists today; live mode has no connector yet. */
 export function processorFor(_env: Bindings, mode: "test" | "live"): Processor {
   if (mode === "live") throw new Error("No live processor is configured");
   return sandboxProcessor;
+}
+
+/** The processor for a request's mode; a 400 when that mode has no processor configured. */
+export function processorForRequest(env: Bindings, mode: "test" | "live"): Processor {
+  try {
+    return processorFor(env, mode);
+  } catch {
+    throw new ApiError(400, "invalid_request_error", "livemode_unavailable", "No card processor is configured for live mode yet; use a test-mode key.");
+  }
+}
+
+/**
+ * Background work (settlement jobs, renewals) has no request credential to say test or live
+ * mode. The processor's own token or charge reference says which processor issued it.
+ */
+export function processorOfReference(env: Bindings, reference: string): Processor {
+  return processorFor(env, isSandboxReference(reference) ? "test" : "live");
 }

@@ -37,6 +37,9 @@ function behaviourOfToken(token: string): Behaviour {
   return (match?.[1] as Behaviour | undefined) ?? "processing_error";
 }
 
+/** Sandbox tokens start `tok_sandbox_`, its charge references `sbx_`. */
+export const isSandboxReference = (reference: string) => reference.startsWith("tok_sandbox_") || reference.startsWith("sbx_");
+
 export const sandboxProcessor: Processor = {
   async chargeCard({ card }) {
     const behaviour = behaviourOf(card.number);

@@ -14,7 +14,7 @@ import { readCard } from "../../payments/card-input";
 import { readCurrency } from "../../payments/money-input";
 import { type PayoutRow, payoutJsonSql, serializePayout } from "../../payments/serialize";
 import { enqueuePayoutSettlements, payoutSendClaimed } from "../../payments/settle-payout";
-import { processorFor } from "../../processor";
+import { processorForRequest } from "../../processor";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { CreatePayoutBody, PayoutListQuery, PayoutSchema } from "./schema";
@@ -88,7 +88,7 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
     if (recipientId !== null && !hasPrefix(recipientId, "user")) throw recipientMissing();
 
     // The processor vaults the destination card; the payout keeps its token, never the card.
-    const processorToken = await processorFor(c.env, auth.mode).tokenizeDestination(card.card);
+    const processorToken = await processorForRequest(c.env, auth.mode).tokenizeDestination(card.card);
     const row: PayoutRow = {
       id: newId("payout", now),
       accountId: auth.accountId,

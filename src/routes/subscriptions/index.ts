@@ -7,7 +7,7 @@ import { cardInBody } from "../../billing/card";
 import { periodStartMs } from "../../billing/calendar";
 import { CLAIM_STALE_MS } from "../../billing/renewals";
 import { chargeableAmount, type PlanRow } from "../../billing/pricing";
-import { processorForRequest } from "../../billing/processor";
+import { processorForRequest } from "../../processor";
 import { guard, rawStatement, runBatch, type Statement } from "../../db/batch";
 import { payments, plans, subscriptionPeriods, subscriptions, testClocks, users } from "../../db/schema";
 import { owned } from "../../db/scope";
