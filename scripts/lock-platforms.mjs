@@ -4,7 +4,8 @@
 // leaves the macOS and Windows packages out of package-lock.json, and `npm ci` then refuses the
 // lock as out of sync. An entry with the version, os and cpu is all `npm ci` needs: it skips a
 // package built for another platform, and fetches it (from the public registry) on that platform.
-// Run after any change to the dependencies: `npm install && npm run lock:platforms`.
+// Run after any change to the dependencies: `npm install && npm run lock:platforms`. An existing
+// entry is left alone, and a plain `npm install` keeps the entries as written here.
 import { readFileSync, writeFileSync } from "node:fs";
 
 const PLATFORMS = {
@@ -27,7 +28,8 @@ for (const [location, entry] of Object.entries(lock.packages)) {
     if (candidates.some((c) => lock.packages[c]?.version === version)) continue;
     const platform = PLATFORMS[name];
     if (!platform) throw new Error(`Unknown workerd platform package ${name}`);
-    lock.packages[`${base}${name}`] = { version, ...platform, dev: true, license: "Apache-2.0", optional: true, engines: { node: ">=16" } };
+    // In npm's own key order, so a later `npm install` leaves the entry as it is.
+    lock.packages[`${base}${name}`] = { version, cpu: platform.cpu, dev: true, license: "Apache-2.0", optional: true, os: platform.os, engines: { node: ">=16" } };
     added++;
   }
 }
