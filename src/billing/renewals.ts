@@ -27,6 +27,7 @@ import { commitWrites, type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { nextRetryAt, periodStartMs } from "./calendar";
 import { type PlanRow, periodAmount } from "./pricing";
 import { processorOfReference } from "../processor";
+import { sendInBatches } from "../lib/queue";
 
 export type SubscriptionRow = typeof subscriptions.$inferSelect;
 export type UserRow = typeof users.$inferSelect;
@@ -369,9 +370,7 @@ export async function enqueueDueRenewals(
     for (let i = 0; i < page.length; i += chunkSize) {
       jobs.push({ kind: "billing.renew", subscriptionIds: page.slice(i, i + chunkSize).map((r) => r.id) });
     }
-    for (let i = 0; i < jobs.length; i += 100) {
-      await env.JOB_QUEUE.sendBatch(jobs.slice(i, i + 100).map((body) => ({ body })));
-    }
+    await sendInBatches(env.JOB_QUEUE, jobs.map((body) => ({ body })));
     total += page.length;
     messages += jobs.length;
     const last = page[page.length - 1];

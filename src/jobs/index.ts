@@ -4,6 +4,7 @@ import type { Bindings } from "../env";
 import { type BillingJobMessage, billingJobHandlers } from "../billing/jobs";
 import { type SettlePayoutJob, settlePayout } from "../payments/settle-payout";
 import { type SettleRefundJob, settleRefund } from "../payments/settle-refund";
+import { sendInBatches } from "../lib/queue";
 
 export type JobMessage = { kind: "noop" } | SettlePayoutJob | SettleRefundJob | BillingJobMessage;
 
@@ -35,7 +36,5 @@ export async function handleJobBatch(batch: MessageBatch<JobMessage>, env: Bindi
 }
 
 export async function enqueueJobs(queue: Queue, jobs: JobMessage[]): Promise<void> {
-  for (let i = 0; i < jobs.length; i += 100) {
-    await queue.sendBatch(jobs.slice(i, i + 100).map((body) => ({ body })));
-  }
+  await sendInBatches(queue, jobs.map((body) => ({ body })));
 }

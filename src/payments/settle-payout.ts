@@ -16,6 +16,7 @@ import type { Processor } from "../processor/types";
 import { commitWrites, emitEvent } from "../webhooks/outbox";
 import { processorOfReference } from "../processor";
 import { type PayoutRow, payoutJsonSql } from "./serialize";
+import { sendInBatches } from "../lib/queue";
 
 export interface SettlePayoutJob {
   kind: "settlePayout";
@@ -38,11 +39,7 @@ export const payoutSendClaimed = (payoutId: string) =>
   sql`EXISTS (SELECT 1 FROM ${jobRuns} WHERE ${jobRuns.key} = ${payoutSendKey(payoutId)})`;
 
 export async function enqueuePayoutSettlements(queue: Queue, payoutIds: string[], delaySeconds = PAYOUT_HOLD_SECONDS): Promise<void> {
-  for (let i = 0; i < payoutIds.length; i += 100) {
-    await queue.sendBatch(
-      payoutIds.slice(i, i + 100).map((payoutId) => ({ body: { kind: "settlePayout", payoutId } satisfies SettlePayoutJob, delaySeconds })),
-    );
-  }
+  await sendInBatches(queue, payoutIds.map((payoutId) => ({ body: { kind: "settlePayout", payoutId } satisfies SettlePayoutJob, delaySeconds })));
 }
 
 const stillPending = (payoutId: string) =>

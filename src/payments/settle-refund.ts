@@ -13,6 +13,7 @@ import { commitWrites, emitEvent } from "../webhooks/outbox";
 import { processorOfReference } from "../processor";
 import { refundJsonSql } from "./serialize";
 import { SWEEP_LIMIT } from "./settle-payout";
+import { sendInBatches } from "../lib/queue";
 
 export interface SettleRefundJob {
   kind: "settleRefund";
@@ -25,9 +26,7 @@ export const REFUND_STALE_MS = 5 * 60_000;
 const REFUND_NOT_PENDING = "refund_not_pending";
 
 export async function enqueueRefundSettlements(queue: Queue, refundIds: string[]): Promise<void> {
-  for (let i = 0; i < refundIds.length; i += 100) {
-    await queue.sendBatch(refundIds.slice(i, i + 100).map((refundId) => ({ body: { kind: "settleRefund", refundId } satisfies SettleRefundJob })));
-  }
+  await sendInBatches(queue, refundIds.map((refundId) => ({ body: { kind: "settleRefund", refundId } satisfies SettleRefundJob })));
 }
 
 export async function settleRefund(job: SettleRefundJob, env: Bindings, processor?: Processor): Promise<"succeeded" | "failed" | "skipped"> {
