@@ -9,6 +9,7 @@ import { events, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { newId } from "../domain/ids";
 import { isoTime } from "../lib/clock";
 import { ALL_EVENTS, type EnvelopeEventType, type NotificationEventType } from "./catalog";
+import { sendInBatches } from "../lib/queue";
 
 export type EventSpec =
   | { type: EnvelopeEventType; data: unknown }
@@ -37,10 +38,17 @@ export function envelopeFromSql(id: string, type: EnvelopeEventType, data: SQL, 
   return sql`json_object('id', ${id}, 'type', ${type}, 'data', json(${data}), 'created_at', ${isoTime(at)})`;
 }
 
+/**
+ * A delivery's id is derived from its event and endpoint (`dlv_` + both ids' time-ordered parts),
+ * so the same pair always names the same delivery. The SQL form builds it inside an INSERT.
+ */
+export const deliveryIdOf = (eventId: string, endpointId: string) => `dlv_${eventId.slice(4)}${endpointId.slice(4)}`;
+export const deliveryIdSql = (eventId: SQL, endpointId: SQL) => sql`'dlv_' || substr(${eventId}, 5) || substr(${endpointId}, 5)`;
+
 export function deliveriesFor(db: Db, accountId: string, eventId: string, type: string, at: number, endpointId?: string): Statement {
   return rawStatement(db, sql`
     INSERT INTO ${webhookDeliveries} (id, account_id, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
-    SELECT 'dlv_' || substr(${eventId}, 5) || substr(e.id, 5), ${accountId}, ${eventId}, e.id, 'pending', 0, ${isoTime(at)}, ${at}
+    SELECT ${deliveryIdSql(sql`${eventId}`, sql`e.id`)}, ${accountId}, ${eventId}, e.id, 'pending', 0, ${isoTime(at)}, ${at}
     FROM ${webhookEndpoints} e
     WHERE e.account_id = ${accountId} AND e.status = 'active' AND e.deleted_at IS NULL
       AND ${endpointId === undefined ? sql`EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (${type}, ${ALL_EVENTS}))` : sql`e.id = ${endpointId}`}
@@ -71,9 +79,7 @@ export interface DeliveryMessage {
 }
 
 export async function enqueueDeliveries(queue: Queue, deliveryIds: string[]): Promise<void> {
-  for (let i = 0; i < deliveryIds.length; i += 100) {
-    await queue.sendBatch(deliveryIds.slice(i, i + 100).map((deliveryId) => ({ body: { deliveryId } satisfies DeliveryMessage })));
-  }
+  await sendInBatches(queue, deliveryIds.map((deliveryId) => ({ body: { deliveryId } satisfies DeliveryMessage })));
 }
 
 /** The delivery ids returned by the delivery inserts at `offsets` of a batch result. */

@@ -11,6 +11,7 @@ import { listQuery, listSchema } from "../../lib/pagination";
 import { found, listOwned } from "../../lib/reads";
 import { commit } from "../../lib/respond";
 import { ALL_EVENTS, describeEventTypes } from "../../webhooks/catalog";
+import { deliveryIdSql } from "../../webhooks/outbox";
 import { apiRoute, idParam, json } from "../openapi";
 import { timestamp } from "../shared";
 
@@ -144,7 +145,7 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
         : []),
       rawStatement(db, sql`
         INSERT INTO ${webhookDeliveries} (id, account_id, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
-        SELECT 'dlv_' || substr(ev.id, 5) || substr(e.id, 5), ev.account_id, ev.id, e.id, 'pending', 0, ${isoTime(now)}, ${now}
+        SELECT ${deliveryIdSql(sql`ev.id`, sql`e.id`)}, ev.account_id, ev.id, e.id, 'pending', 0, ${isoTime(now)}, ${now}
         FROM ${events} ev JOIN ${webhookEndpoints} e ON e.account_id = ev.account_id
         WHERE ev.id = ${id} AND ev.account_id = ${auth.accountId} AND e.status = 'active' AND e.deleted_at IS NULL AND ${endpointFilter}
         ON CONFLICT (event_id, endpoint_id) DO UPDATE SET status = 'pending', first_attempt_at = NULL, next_attempt_at = NULL, updated_at = ${now}

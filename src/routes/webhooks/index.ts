@@ -12,7 +12,7 @@ import { listQuery, listSchema } from "../../lib/pagination";
 import { found, listOwned } from "../../lib/reads";
 import { commit, commitAndRespond } from "../../lib/respond";
 import { TEST_EVENT_TYPE } from "../../webhooks/catalog";
-import { deliveriesFor } from "../../webhooks/outbox";
+import { deliveriesFor, deliveryIdOf } from "../../webhooks/outbox";
 import { generateSecret } from "../../webhooks/signing";
 import { checkWebhookUrl } from "../../webhooks/url-policy";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
@@ -290,7 +290,7 @@ export function registerWebhooks(app: OpenAPIHono<AppEnv>) {
       data: { endpoint_id: id, message: "A test event from Tender." },
       created_at: isoTime(now),
     });
-    const deliveryId = `dlv_${eventId.slice(4)}${id.slice(4)}`;
+    const deliveryId = deliveryIdOf(eventId, id);
     await commit(
       c,
       {
