@@ -83,4 +83,3 @@ export function newApp() {
   return app;
 }
 
-export type App = ReturnType<typeof newApp>;

@@ -124,10 +124,3 @@ export const refundJsonSql = (id: string): SQL => sql`(SELECT json_object(
   'id', id, 'object', 'refund', 'payment_id', payment_id, 'amount', amount, 'currency', currency,
   'reason', reason, 'status', status, 'created_at', created_at, 'completed_at', completed_at
 ) FROM ${refunds} WHERE id = ${id})`;
-
-/** The payment as committed, as JSON text, read inside the batch. */
-export const paymentJsonSql = (id: string): SQL => sql`(SELECT json_object(
-  'id', id, 'object', 'payment', 'subscription_id', subscription_id, 'user_id', user_id, 'amount', amount,
-  'currency', currency, 'status', status, 'amount_refunded', amount_refunded, 'failure_code', failure_code,
-  'failure_message', failure_message, 'card', ${cardJsonSql}, 'created_at', created_at
-) FROM ${payments} WHERE id = ${id})`;

@@ -38,9 +38,6 @@ export function isEventType(value: string): value is EventType {
   return Object.hasOwn(ENVELOPE_EVENT_TYPES, value) || Object.hasOwn(NOTIFICATION_EVENT_TYPES, value);
 }
 
-export function isNotificationType(value: string): value is NotificationEventType {
-  return Object.hasOwn(NOTIFICATION_EVENT_TYPES, value);
-}
 
 export function describeEventTypes() {
   return [

@@ -14,7 +14,7 @@
 import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SCOPES } from "../../src/auth/scopes";
-import { type Account, type CallResult, call, expectError, signup } from "../helpers";
+import { type Account, type CallResult, call, signup } from "../helpers";
 import { createKey, mintToken, sha256Hex, warm } from "../foundation/support";
 import { CARDS, captureLogs, cardFields, expectNoCardData, payoutBody, runJobs, sentCvvs, sentPans, waitFor } from "../payments/support";
 import { RECEIVER_ORIGIN, installReceiver } from "../webhooks/receiver";

@@ -4,7 +4,8 @@ import { guard } from "../../db/batch";
 import { plans } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
-import { CURRENCY_EXPONENTS, MAX_AMOUNT, MIN_AMOUNT, normalizeCurrency, parseDecimalToMinor } from "../../domain/money";
+import { CURRENCY_EXPONENTS, MAX_AMOUNT, MIN_AMOUNT, parseDecimalToMinor } from "../../domain/money";
+import { readCurrency } from "../../payments/money-input";
 import { validateTiers } from "../../domain/pricing";
 import type { StoredTier } from "../../billing/pricing";
 import { isoTime } from "../../lib/clock";
@@ -105,8 +106,7 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
     const body = c.req.valid("json");
     const raw = c.var.jsonBody as { tiers?: unknown[] };
     const now = c.var.clock.now();
-    const currency = normalizeCurrency(body.currency);
-    if (!currency) throw invalidRequest("currency_invalid", `currency: '${body.currency}' is not a supported ISO 4217 currency code.`, "currency");
+    const currency = readCurrency(body.currency);
 
     let unitAmount: number | null = null;
     let tiers: StoredTier[] | null = null;
