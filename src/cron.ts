@@ -1,6 +1,7 @@
 // The Cron Trigger (every minute): each task is idempotent and bounded per run.
 import type { Bindings } from "./env";
-import { renewalsTask } from "./billing/jobs";
+import { renewalsTask, testClocksTask } from "./billing/jobs";
+import { expireRecords } from "./jobs/expiry";
 import { sweepStalePayouts } from "./payments/settle-payout";
 import { sweepStaleRefunds } from "./payments/settle-refund";
 import { sweepDeliveries } from "./webhooks/sweeper";
@@ -9,6 +10,8 @@ type Task = (env: Bindings, scheduledTime: number, ctx: ExecutionContext) => Pro
 
 const tasks: Record<string, Task> = {
   renewals: renewalsTask,
+  testClocks: testClocksTask,
+  expireRecords: async (env, scheduledTime) => void (await expireRecords(env, scheduledTime)),
   settlePayouts: async (env, scheduledTime) => void (await sweepStalePayouts(env, scheduledTime)),
   settleRefunds: async (env, scheduledTime) => void (await sweepStaleRefunds(env, scheduledTime)),
   sweepDeliveries: async (env) => {

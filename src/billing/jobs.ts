@@ -1,6 +1,7 @@
-// The billing kinds of the job queue (registered in src/jobs/index.ts) and the cron task.
+// The billing kinds of the job queue (registered in src/jobs/index.ts) and the cron tasks.
 import type { Bindings } from "../env";
-import { continueTestClock, enqueueDueRenewals, renewChunk, type RenewalJobMessage, type TestClockJobMessage } from "./renewals";
+import { enqueueDueRenewals, renewChunk, type RenewalJobMessage } from "./renewals";
+import { continueTestClock, resumeTestClocks, type TestClockJobMessage } from "./test-clocks";
 
 export type BillingJobMessage = RenewalJobMessage | TestClockJobMessage;
 
@@ -16,4 +17,9 @@ export const billingJobHandlers = {
 /** Cron task: enqueue the subscriptions that are due. */
 export async function renewalsTask(env: Bindings, scheduledTime: number): Promise<void> {
   await enqueueDueRenewals(env, scheduledTime);
+}
+
+/** Cron task: resume test clocks whose advance did not finish (a continuation that died). */
+export async function testClocksTask(env: Bindings): Promise<void> {
+  await resumeTestClocks(env);
 }

@@ -26,6 +26,9 @@ export function guard(db: Db, reason: string, condition: SQL): Statement {
   return rawStatement(db, sql`INSERT INTO batch_guards (reason) SELECT ${reason} WHERE NOT (${condition})`);
 }
 
+/** A statement that does nothing: keeps a batch's positions when an optional statement is left out. */
+export const noop = (db: Db): Statement => rawStatement(db, sql`SELECT 1 WHERE 0`);
+
 /**
  * Maps a failed batch to an API error. Keys are guard reasons or constraint names (a CHECK's
  * name, or a unique index's `table.column` text as SQLite reports it).

@@ -152,6 +152,8 @@ export const webhookDeliveries = sqliteTable(
     // Epoch ms of the first attempt of the current window; the 24-hour window counts from it.
     firstAttemptAt: integer("first_attempt_at"),
     nextAttemptAt: integer("next_attempt_at"),
+    // Epoch ms until which the attempt in flight holds the delivery: no other worker sends it.
+    leaseUntil: integer("lease_until"),
     lastStatusCode: integer("last_status_code"),
     lastError: text("last_error"),
     createdAt: createdAt(),
@@ -234,9 +236,13 @@ export const payments = sqliteTable(
     ...cardColumns,
     // The processor's reference for the charge, used to refund it.
     processorReference: text("processor_reference"),
+    // The idempotency key Tender sent the processor for this charge. Unique: one processor
+    // charge is recorded as one payment, however many workers settle it.
+    chargeReference: text("charge_reference"),
     createdAt: createdAt(),
   },
   (t) => [
+    uniqueIndex("payments_charge_reference").on(t.chargeReference),
     index("payments_account").on(t.accountId, t.id),
     index("payments_subscription").on(t.subscriptionId, t.id),
     index("payments_user").on(t.userId, t.id),
@@ -347,7 +353,15 @@ export const subscriptionPeriods = sqliteTable(
 
 // Background work is at-least-once: a job records its key here in the same batch as its effect,
 // so a second run of the same job is refused by the unique key.
-export const jobRuns = sqliteTable("job_runs", {
-  key: text("key").primaryKey(),
-  createdAt: createdAt(),
-});
+// A row can also be a lease (`lease_until`, epoch ms): the worker holding it is the only one that
+// may call the processor for that key until it runs out. Rows expire (`expires_at`) in the cron.
+export const jobRuns = sqliteTable(
+  "job_runs",
+  {
+    key: text("key").primaryKey(),
+    createdAt: createdAt(),
+    leaseUntil: integer("lease_until"),
+    expiresAt: integer("expires_at"),
+  },
+  (t) => [index("job_runs_expiry").on(t.expiresAt)],
+);

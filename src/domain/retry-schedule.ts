@@ -8,12 +8,16 @@
  * - A receiver's Retry-After is honoured (we never retry sooner than it asks),
  *   but capped at MAX_RETRY_AFTER_MS so a receiver cannot park a delivery.
  * - No attempt is ever made later than DELIVERY_WINDOW_MS after the first one.
- * - Final attempt: when the next computed attempt would fall beyond the window,
- *   we schedule ONE last attempt exactly at the window end, provided
- *   (a) `now` is at least FINAL_ATTEMPT_MARGIN_MS before the window end (so we
- *   don't hammer a receiver right after a failure, and so the final attempt
- *   itself — which runs at the window end — is never followed by another), and
- *   (b) the window end still honours the (capped) Retry-After.
+ *   Every attempt is scheduled at least FINAL_ATTEMPT_LEAD_MS before the window
+ *   ends, so an alarm or a queue that runs a little late still sends it inside
+ *   the window (the consumer refuses only an attempt starting after the window).
+ * - Final attempt: when the next computed attempt would fall after the latest
+ *   attempt time (window end - FINAL_ATTEMPT_LEAD_MS), we schedule ONE last
+ *   attempt exactly at that time, provided
+ *   (a) `now` is at least FINAL_ATTEMPT_MARGIN_MS before it (so we don't hammer
+ *   a receiver right after a failure, and so the final attempt is never
+ *   followed by another), and
+ *   (b) it still honours the (capped) Retry-After.
  *   Otherwise the delivery ends "failed" (null).
  */
 
@@ -29,7 +33,9 @@ export const MAX_RETRY_AFTER_MS = 1 * HOUR;
 export const BASE_DELAY_MS = 5 * SECOND;
 export const BACKOFF_FACTOR = 3;
 export const MAX_DELAY_MS = 6 * HOUR;
-/** A final attempt at the window end is only scheduled when now <= windowEnd - this. */
+/** The last attempt is scheduled this long before the window ends: the slack for a late alarm or queue. */
+export const FINAL_ATTEMPT_LEAD_MS = 10 * MINUTE;
+/** A final attempt is only scheduled when now <= (its time) - this. */
 export const FINAL_ATTEMPT_MARGIN_MS = 5 * MINUTE;
 
 /** RFC 9110 §10.2.3 / §5.6.7: overflowing delta-seconds are treated as 2^31 s. */
@@ -155,10 +161,10 @@ export function nextAttemptAt(args: {
   const backoff = backoffDelayMs(failedAttempts, random);
   const retryAfter = retryAfterMs === null ? 0 : Math.ceil(Math.min(retryAfterMs, MAX_RETRY_AFTER_MS));
   const candidate = now + Math.max(backoff, retryAfter);
-  const windowEnd = firstAttemptAt + DELIVERY_WINDOW_MS;
-  if (candidate <= windowEnd) return candidate;
-  // One final attempt exactly at the window end (see policy above).
-  if (now <= windowEnd - FINAL_ATTEMPT_MARGIN_MS && now + retryAfter <= windowEnd) return windowEnd;
+  const latest = firstAttemptAt + DELIVERY_WINDOW_MS - FINAL_ATTEMPT_LEAD_MS;
+  if (candidate <= latest) return candidate;
+  // One final attempt at the latest attempt time (see policy above).
+  if (now <= latest - FINAL_ATTEMPT_MARGIN_MS && now + retryAfter <= latest) return latest;
   return null;
 }
 

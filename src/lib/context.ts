@@ -14,8 +14,11 @@ export interface Auth {
 export interface IdempotencyClaim {
   key: string;
   claimToken: string;
-  /** Set once the record is completed inside the route's own write batch. */
-  completed: boolean;
+  /**
+   * `completed` once the record is completed inside the route's own write batch; `unknown` when
+   * that batch failed in a way that does not say whether it committed (the answer was lost).
+   */
+  state: "open" | "completed" | "unknown";
 }
 
 export type AppEnv = {

@@ -1,8 +1,16 @@
 // One idempotency mechanism for every POST, PUT, PATCH and DELETE. The key is claimed with an
 // INSERT guarded by the (account, key) primary key, never read-then-write. The route's own write
 // batch completes the record (src/lib/respond.ts), so a committed change and its stored answer
-// cannot disagree. Answers that changed nothing (validation, auth, conflicts, 5xx) release the
-// claim, so a corrected retry with the same key can go through, as Stripe does.
+// cannot disagree. Answers that certainly changed nothing (validation, auth, conflicts, a refused
+// guard) release the claim, so a corrected retry with the same key can go through, as Stripe does.
+//
+// An unknown outcome never frees the key. When the write batch failed without saying whether it
+// committed (the connection dropped after the commit), the record is read again: completed by
+// that batch, its answer is replayed; otherwise the key stays claimed, retries answer 409 until
+// IDEMPOTENCY_LOCK_MS has passed, and only then may a retry of the same request take it over.
+//
+// Stored answers keep no secret: fields that show a secret once (`secret`, `api_key`,
+// `access_token`) are stored as null, so a replay shows them as null.
 import { SQL, and, eq, sql } from "drizzle-orm";
 import { createMiddleware } from "hono/factory";
 import type { Db } from "../db/client";
@@ -40,26 +48,36 @@ async function canonical(value: unknown, secret: string): Promise<string> {
   return JSON.stringify(value) ?? "null";
 }
 
+/** Fields that show a secret once; a stored answer keeps them as null. */
+const SECRET_FIELDS = new Set(["secret", "api_key", "access_token"]);
+
+/** The answer as stored for replays: the same JSON with every secret field set to null. */
+export function withoutSecrets(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutSecrets);
+  if (typeof value !== "object" || value === null) return value;
+  return Object.fromEntries(Object.entries(value).map(([key, field]) => [key, SECRET_FIELDS.has(key) ? null : withoutSecrets(field)]));
+}
+
 export function completeIdempotency(
   db: Db,
   accountId: string,
   claim: IdempotencyClaim,
   status: number,
   body: unknown,
+  options: { guard: boolean } = { guard: true },
 ): Statement[] {
   const match = and(
     eq(idempotencyKeys.accountId, accountId),
     eq(idempotencyKeys.key, claim.key),
     eq(idempotencyKeys.claimToken, claim.claimToken),
   );
-  return [
-    guard(db, IDEMPOTENCY_CLAIM_LOST, sql`EXISTS (SELECT 1 FROM ${idempotencyKeys} WHERE ${match})`),
-    db
-      .update(idempotencyKeys)
-      // A body computed inside the batch (an SQL expression) is stored as the batch sees it.
-      .set({ status: "completed", responseStatus: status, responseBody: body instanceof SQL ? body : JSON.stringify(body) })
-      .where(match),
-  ];
+  const complete = db
+    .update(idempotencyKeys)
+    // A body computed inside the batch (an SQL expression) is stored as the batch sees it; such
+    // a body must hold no secret (see the webhook rotation's storedBody).
+    .set({ status: "completed", responseStatus: status, responseBody: body instanceof SQL ? body : JSON.stringify(withoutSecrets(body)) })
+    .where(match);
+  return options.guard ? [guard(db, IDEMPOTENCY_CLAIM_LOST, sql`EXISTS (SELECT 1 FROM ${idempotencyKeys} WHERE ${match})`), complete] : [complete];
 }
 
 export const idempotencyClaimLost = () =>
@@ -68,10 +86,10 @@ export const idempotencyClaimLost = () =>
     "Another request with this Idempotency-Key took over while this one was running; retry to see its result.",
   );
 
-function replay(status: number, body: string, requestId: string): Response {
+function replay(status: number, body: string, requestId: string, replayed = true): Response {
   return new Response(body, {
     status,
-    headers: { "Content-Type": "application/json", "Idempotent-Replayed": "true", "Request-Id": requestId },
+    headers: { "Content-Type": "application/json", ...(replayed ? { "Idempotent-Replayed": "true" } : {}), "Request-Id": requestId },
   });
 }
 
@@ -148,20 +166,56 @@ export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
     return replay(existing.responseStatus, existing.responseBody, c.var.requestId);
   }
 
-  const claim: IdempotencyClaim = { key, claimToken, completed: false };
+  const claim: IdempotencyClaim = { key, claimToken, state: "open" };
   c.set("idempotency", claim);
   await next();
-  if (claim.completed) return;
+  if (claim.state === "completed") return;
   const match = and(
     eq(idempotencyKeys.accountId, accountId),
     eq(idempotencyKeys.key, key),
     eq(idempotencyKeys.claimToken, claimToken),
   );
+  if (claim.state === "unknown") {
+    c.res = await settleUnknownOutcome(db, match, c.var.requestId);
+    return;
+  }
   if (c.res.status >= 200 && c.res.status < 300) {
     // A route that answered without a write batch of its own: store its answer now.
-    const body = await c.res.clone().text();
+    const text = await c.res.clone().text();
+    let body = text;
+    try {
+      body = JSON.stringify(withoutSecrets(JSON.parse(text)));
+    } catch {
+      // not JSON: stored as it is
+    }
     await db.update(idempotencyKeys).set({ status: "completed", responseStatus: c.res.status, responseBody: body }).where(match);
   } else {
     await db.delete(idempotencyKeys).where(match);
   }
 });
+
+/**
+ * The write batch failed without saying whether it committed. Its own statements complete the
+ * record, so the record says: completed by this claim, the batch committed and its answer is
+ * replayed; otherwise the claim is kept (never freed), and the caller is told to retry.
+ */
+async function settleUnknownOutcome(db: Db, match: SQL | undefined, requestId: string): Promise<Response> {
+  try {
+    const record = await db.query.idempotencyKeys.findFirst({ where: match });
+    if (record?.status === "completed" && record.responseStatus !== null && record.responseBody !== null) {
+      return replay(record.responseStatus, record.responseBody, requestId, false);
+    }
+  } catch (error) {
+    console.error(JSON.stringify({ request_id: requestId, message: "idempotency record unreadable after an unknown outcome; the key stays claimed", error: String(error) }));
+  }
+  const error = outcomeUnknown();
+  return new Response(JSON.stringify(error.body(requestId)), { status: error.status, headers: { "Content-Type": "application/json", "Request-Id": requestId } });
+}
+
+export const outcomeUnknown = () =>
+  new ApiError(
+    500,
+    "api_error",
+    "outcome_unknown",
+    `The change may or may not have been saved: the database did not confirm it. Retry with the same Idempotency-Key: you get the saved answer, or 409 while the outcome is still unknown (at most ${IDEMPOTENCY_LOCK_MS / 1000} s), after which the retry runs the request.`,
+  );

@@ -85,6 +85,7 @@ export async function charge(args: ChargeArgs): Promise<ChargeResult> {
     cardExpYear: args.summary.exp_year,
     cardFingerprint: args.fingerprint,
     processorReference: outcome.status === "succeeded" ? outcome.reference : null,
+    chargeReference: reference,
     createdAt: isoTime(args.at),
   };
   return {

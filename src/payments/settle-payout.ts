@@ -1,17 +1,24 @@
 // Payout settlement, on the job queue. A new payout is held for PAYOUT_HOLD_SECONDS (its cancel
 // window), then sent to the processor and moved pending -> paid | failed. Delivery is
-// at-least-once, so every step is conditional on the payout still being pending:
-//  1. One batch: abort unless pending; record the send claim (job_runs `payout_send:<id>`), after
-//     which a cancel is refused; read the payout. A canceled payout is never sent.
+// at-least-once, and two messages for one payout can run at once, so:
+//  1. One batch: abort unless pending; take the send lease (job_runs `payout_send:<id>`, held for
+//     PAYOUT_SEND_LEASE_MS), after which a cancel is refused; read the payout. A worker that did
+//     not take the lease stops there: one payout reaches the processor once per lease, whatever
+//     the queue repeats. A canceled payout is never sent.
 //  2. The processor call, with the payout id as its reference (a real processor's idempotency key).
+//     A call that throws has ended: the lease is given back, and the queue's retry calls again
+//     with the same reference, which the processor answers as the same payout.
 //  3. One batch: abort unless still pending; the conditional UPDATE; payout.paid or payout.failed.
 //     A duplicate message finds the payout settled and changes and emits nothing.
+// A worker that died holding the lease leaves the payout pending; once the lease has run out and
+// the payout is PAYOUT_STALE_MS old, the cron sweep sends it again (same reference).
 import { and, asc, eq, lt, sql } from "drizzle-orm";
 import { failureReason, guard, runBatch } from "../db/batch";
 import { createDb } from "../db/client";
+import { claimLease, leaseLive, leaseTaken, releaseLease } from "../db/leases";
 import { jobRuns, payouts } from "../db/schema";
 import type { Bindings } from "../env";
-import { isoTime } from "../lib/clock";
+import { clock, isoTime } from "../lib/clock";
 import type { Processor } from "../processor/types";
 import { commitWrites, emitEvent } from "../webhooks/outbox";
 import { processorOfReference } from "../processor";
@@ -28,6 +35,8 @@ export const PAYOUT_HOLD_SECONDS = 5;
 /** A payout pending this long has lost its settlement message; the sweep sends it again. */
 export const PAYOUT_STALE_MS = 5 * 60_000;
 export const SWEEP_LIMIT = 500;
+/** How long a worker holds a payout once it takes it to the processor. */
+export const PAYOUT_SEND_LEASE_MS = 2 * 60_000;
 
 const PAYOUT_NOT_PENDING = "payout_not_pending";
 
@@ -49,26 +58,28 @@ export async function settlePayout(job: SettlePayoutJob, env: Bindings, processo
   const db = createDb(env.DB);
   let payout: PayoutRow | undefined;
   try {
-    const results = await runBatch(db, [
+    const [, lease, rows] = await runBatch(db, [
       guard(db, PAYOUT_NOT_PENDING, stillPending(job.payoutId)),
-      db.insert(jobRuns).values({ key: payoutSendKey(job.payoutId), createdAt: isoTime(Date.now()) }).onConflictDoNothing(),
+      claimLease(db, payoutSendKey(job.payoutId), clock.now(), PAYOUT_SEND_LEASE_MS),
       db.select().from(payouts).where(eq(payouts.id, job.payoutId)),
     ]);
-    payout = (results[2] as PayoutRow[])[0];
+    // Another worker holds the payout: it sends it, or the sweep does once its lease runs out.
+    if (!leaseTaken(lease)) return "skipped";
+    payout = (rows as PayoutRow[])[0];
   } catch (error) {
     if (failureReason(error) === PAYOUT_NOT_PENDING) return "skipped";
     throw error;
   }
   if (!payout) return "skipped";
 
-  const outcome = await (processor ?? processorOfReference(env, payout.processorToken)).sendPayout({
-    token: payout.processorToken,
-    amount: payout.amount,
-    currency: payout.currency,
-    reference: payout.id,
-  });
+  const outcome = await (processor ?? processorOfReference(env, payout.processorToken))
+    .sendPayout({ token: payout.processorToken, amount: payout.amount, currency: payout.currency, reference: payout.id })
+    .catch(async (error) => {
+      await releaseLease(db, payoutSendKey(payout.id)).catch(() => {});
+      throw error;
+    });
 
-  const now = Date.now();
+  const now = clock.now();
   const status = outcome.status === "succeeded" ? "paid" : "failed";
   try {
     await commitWrites(
@@ -98,13 +109,22 @@ export async function settlePayout(job: SettlePayoutJob, env: Bindings, processo
   return status;
 }
 
-/** Cron: re-enqueue payouts whose settlement message was lost (bounded per run). */
+/**
+ * Cron: re-enqueue payouts whose settlement message was lost, or whose worker died holding the
+ * lease (bounded per run). A payout whose lease is live is being sent and is left alone.
+ */
 export async function sweepStalePayouts(env: Bindings, scheduledTime: number): Promise<number> {
   const db = createDb(env.DB);
   const stale = await db
     .select({ id: payouts.id })
     .from(payouts)
-    .where(and(eq(payouts.status, "pending"), lt(payouts.createdAt, isoTime(scheduledTime - PAYOUT_STALE_MS))))
+    .where(
+      and(
+        eq(payouts.status, "pending"),
+        lt(payouts.createdAt, isoTime(scheduledTime - PAYOUT_STALE_MS)),
+        sql`NOT ${leaseLive(sql`'payout_send:' || ${payouts.id}`, scheduledTime)}`,
+      ),
+    )
     .orderBy(asc(payouts.createdAt))
     .limit(SWEEP_LIMIT);
   await enqueuePayoutSettlements(

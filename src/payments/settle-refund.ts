@@ -1,13 +1,16 @@
 // Refund settlement, on the job queue: the processor refunds the charge, then the refund moves
 // pending -> succeeded (refund.completed) in one batch whose conditional UPDATE and guard make a
 // duplicate message change and emit nothing. The refund id is the processor call's reference,
-// so a real processor sees a retried call as the same refund.
+// so a real processor sees a retried call as the same refund. As with payouts, a worker calls the
+// processor only while it holds the refund's send lease (job_runs `refund_send:<id>`), so two
+// messages for one refund at once make one processor call.
 import { and, asc, eq, lt, sql } from "drizzle-orm";
-import { failureReason, guard } from "../db/batch";
+import { failureReason, guard, runBatch } from "../db/batch";
 import { createDb } from "../db/client";
+import { claimLease, leaseLive, leaseTaken, releaseLease } from "../db/leases";
 import { payments, refunds } from "../db/schema";
 import type { Bindings } from "../env";
-import { isoTime } from "../lib/clock";
+import { clock, isoTime } from "../lib/clock";
 import type { Processor } from "../processor/types";
 import { commitWrites, emitEvent } from "../webhooks/outbox";
 import { processorOfReference } from "../processor";
@@ -23,7 +26,11 @@ export interface SettleRefundJob {
 /** A refund pending this long has lost its settlement message; the sweep sends it again. */
 export const REFUND_STALE_MS = 5 * 60_000;
 
+/** How long a worker holds a refund once it takes it to the processor. */
+export const REFUND_SEND_LEASE_MS = 2 * 60_000;
+
 const REFUND_NOT_PENDING = "refund_not_pending";
+const refundSendKey = (refundId: string) => `refund_send:${refundId}`;
 
 export async function enqueueRefundSettlements(queue: Queue, refundIds: string[]): Promise<void> {
   await sendInBatches(queue, refundIds.map((refundId) => ({ body: { kind: "settleRefund", refundId } satisfies SettleRefundJob })));
@@ -39,17 +46,24 @@ export async function settleRefund(job: SettleRefundJob, env: Bindings, processo
     .limit(1);
   if (!found || found.refund.status !== "pending" || !found.chargeReference) return "skipped";
   const { refund, chargeReference } = found;
-
-  const outcome = await (processor ?? processorOfReference(env, chargeReference)).refund({
-    chargeReference,
-    amount: refund.amount,
-    currency: refund.currency,
-    reference: refund.id,
-  });
-
-  const now = Date.now();
   const pending = and(eq(refunds.id, refund.id), eq(refunds.status, "pending"));
   const stillPending = guard(db, REFUND_NOT_PENDING, sql`EXISTS (SELECT 1 FROM ${refunds} WHERE ${pending})`);
+  try {
+    const [, lease] = await runBatch(db, [stillPending, claimLease(db, refundSendKey(refund.id), clock.now(), REFUND_SEND_LEASE_MS)]);
+    if (!leaseTaken(lease)) return "skipped";
+  } catch (error) {
+    if (failureReason(error) === REFUND_NOT_PENDING) return "skipped";
+    throw error;
+  }
+
+  const outcome = await (processor ?? processorOfReference(env, chargeReference))
+    .refund({ chargeReference, amount: refund.amount, currency: refund.currency, reference: refund.id })
+    .catch(async (error) => {
+      await releaseLease(db, refundSendKey(refund.id)).catch(() => {});
+      throw error;
+    });
+
+  const now = clock.now();
   try {
     if (outcome.status === "succeeded") {
       await commitWrites(
@@ -92,7 +106,13 @@ export async function sweepStaleRefunds(env: Bindings, scheduledTime: number): P
   const stale = await db
     .select({ id: refunds.id })
     .from(refunds)
-    .where(and(eq(refunds.status, "pending"), lt(refunds.createdAt, isoTime(scheduledTime - REFUND_STALE_MS))))
+    .where(
+      and(
+        eq(refunds.status, "pending"),
+        lt(refunds.createdAt, isoTime(scheduledTime - REFUND_STALE_MS)),
+        sql`NOT ${leaseLive(sql`'refund_send:' || ${refunds.id}`, scheduledTime)}`,
+      ),
+    )
     .orderBy(asc(refunds.createdAt))
     .limit(SWEEP_LIMIT);
   await enqueueRefundSettlements(

@@ -5,9 +5,18 @@ import { ApiError } from "../lib/errors";
 import { isSandboxReference, sandboxProcessor } from "./sandbox";
 import type { Processor } from "./types";
 
+/**
+ * Tests wrap the sandbox (to count calls, inject a timeout after success, or decline) the same
+ * way `useClock` replaces the background clock; production never calls this.
+ */
+let wrapSandbox: ((processor: Processor) => Processor) | null = null;
+export function useProcessor(wrapper?: (processor: Processor) => Processor) {
+  wrapSandbox = wrapper ?? null;
+}
+
 export function processorFor(_env: Bindings, mode: "test" | "live"): Processor {
   if (mode === "live") throw new Error("No live processor is configured");
-  return sandboxProcessor;
+  return wrapSandbox ? wrapSandbox(sandboxProcessor) : sandboxProcessor;
 }
 
 /** The processor for a request's mode; a 400 when that mode has no processor configured. */

@@ -1,8 +1,10 @@
 // The delivery queue's consumer. For one delivery: load it with its event and endpoint, claim
-// the next attempt (a conditional update, so duplicate messages cannot both send), POST the
-// exact body with its signatures, record the attempt, then either finish the delivery or hand
-// the next attempt to the endpoint's retry scheduler.
-import { and, eq } from "drizzle-orm";
+// the next attempt with a lease (a conditional update: while an attempt is in flight, for up to
+// DELIVERY_LEASE_MS, no other message sends the delivery), POST the exact body with its
+// signatures, record the attempt, then either finish the delivery or hand the next attempt to
+// the endpoint's retry scheduler. A 2xx always marks the delivery delivered, whichever attempt
+// got it; a failure is recorded only by the attempt that still holds the delivery.
+import { and, eq, isNull, lte, ne, or } from "drizzle-orm";
 import { type Db, createDb } from "../db/client";
 import { runBatch } from "../db/batch";
 import { deliveryAttempts, events, webhookDeliveries, webhookEndpoints } from "../db/schema";
@@ -16,6 +18,8 @@ import { schedulerFor } from "./scheduler";
 import { signatureHeaders } from "./signing";
 
 export const DELIVERY_TIMEOUT_MS = 15_000;
+/** How long an attempt holds its delivery: the request's timeout, and time to record the result. */
+export const DELIVERY_LEASE_MS = DELIVERY_TIMEOUT_MS + 15_000;
 export const RESPONSE_EXCERPT_BYTES = 1024;
 export const USER_AGENT = "Tender-Webhooks/1.0 (+https://tender.dev/docs/webhooks)";
 
@@ -24,6 +28,7 @@ export type DeliveryOutcome =
   | "scheduled"
   | "failed"
   | "endpoint_gone"
+  | "leased"
   | "skipped";
 
 async function excerpt(response: Response): Promise<string> {
@@ -67,6 +72,10 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   const { delivery, event, endpoint } = row;
   const now = clock.now();
 
+  // Another worker's attempt is in flight: it records the result (or, should it die, the lease
+  // runs out and the sweeper sends the delivery again).
+  if (delivery.leaseUntil !== null && delivery.leaseUntil > now) return "leased";
+
   if (endpoint.status !== "active" || endpoint.deletedAt) {
     await db
       .update(webhookDeliveries)
@@ -95,8 +104,15 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   const firstAttemptAt = delivery.firstAttemptAt ?? now;
   const claimed = await db
     .update(webhookDeliveries)
-    .set({ attemptCount: attemptNumber, firstAttemptAt, nextAttemptAt: null, updatedAt: now })
-    .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending"), eq(webhookDeliveries.attemptCount, delivery.attemptCount)))
+    .set({ attemptCount: attemptNumber, firstAttemptAt, nextAttemptAt: null, leaseUntil: now + DELIVERY_LEASE_MS, updatedAt: now })
+    .where(
+      and(
+        eq(webhookDeliveries.id, deliveryId),
+        eq(webhookDeliveries.status, "pending"),
+        eq(webhookDeliveries.attemptCount, delivery.attemptCount),
+        or(isNull(webhookDeliveries.leaseUntil), lte(webhookDeliveries.leaseUntil, now)),
+      ),
+    )
     .returning({ id: webhookDeliveries.id });
   if (claimed.length === 0) return "skipped";
 
@@ -109,7 +125,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
     ...(await signatureHeaders({ current: endpoint.secret, previous: previousLive ? endpoint.previousSecret : null }, event.id, body, now)),
   };
 
-  const started = Date.now();
+  const started = performance.now();
   let status: number | null = null;
   let responseExcerpt: string | null = null;
   let error: string | null = null;
@@ -128,15 +144,17 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   } catch (cause) {
     error = cause instanceof Error && cause.name === "TimeoutError" ? `timeout after ${DELIVERY_TIMEOUT_MS} ms` : `network error: ${String(cause)}`.slice(0, 500);
   }
-  const durationMs = Date.now() - started;
+  const durationMs = Math.round(performance.now() - started);
 
   const ok = status !== null && status >= 200 && status < 300;
   const gone = status === 410;
   const next = ok || gone ? null : nextAttemptAt({ firstAttemptAt, failedAttempts: attemptNumber, now, retryAfterMs, random });
   const outcome: DeliveryOutcome = ok ? "delivered" : gone ? "endpoint_gone" : next === null ? "failed" : "scheduled";
 
-  const thisAttempt = and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.attemptCount, attemptNumber));
-  await runBatch(db, [
+  // Our attempt still holds the delivery when no later attempt has been claimed. A 2xx marks it
+  // delivered whatever happened meanwhile: the receiver has the event.
+  const thisAttempt = and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.attemptCount, attemptNumber), eq(webhookDeliveries.status, "pending"));
+  const results = await runBatch(db, [
     db
       .insert(deliveryAttempts)
       .values({
@@ -151,17 +169,24 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
         error,
       })
       .onConflictDoNothing(),
-    db
-      .update(webhookDeliveries)
-      .set({
-        status: outcome === "delivered" ? "delivered" : outcome === "scheduled" ? "pending" : "failed",
-        nextAttemptAt: next,
-        lastStatusCode: status,
-        lastError: gone ? "endpoint_gone" : error,
-        updatedAt: now,
-        deliveredAt: ok ? isoTime(now) : null,
-      })
-      .where(thisAttempt),
+    ok
+      ? db
+          .update(webhookDeliveries)
+          .set({ status: "delivered", nextAttemptAt: null, leaseUntil: null, lastStatusCode: status, lastError: null, updatedAt: now, deliveredAt: isoTime(now) })
+          .where(and(eq(webhookDeliveries.id, deliveryId), ne(webhookDeliveries.status, "delivered")))
+          .returning({ id: webhookDeliveries.id })
+      : db
+          .update(webhookDeliveries)
+          .set({
+            status: outcome === "scheduled" ? "pending" : "failed",
+            nextAttemptAt: next,
+            leaseUntil: null,
+            lastStatusCode: status,
+            lastError: gone ? "endpoint_gone" : error,
+            updatedAt: now,
+          })
+          .where(thisAttempt)
+          .returning({ id: webhookDeliveries.id }),
     ...(gone
       ? [
           db
@@ -171,6 +196,8 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
         ]
       : []),
   ]);
+  // A later attempt took the delivery over (our lease ran out): it schedules what comes next.
+  if ((results[1] as unknown[]).length === 0) return ok ? "delivered" : "skipped";
   if (next !== null) await schedulerFor(env, endpoint.id).schedule(deliveryId, next);
   return outcome;
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { TEST_CLOCK_SYNC_STEPS } from "../../src/billing/renewals";
+import { TEST_CLOCK_SYNC_STEPS } from "../../src/billing/test-clocks";
 import { call, expectError, signup } from "../helpers";
+import { droppingQueue, fetchWith } from "../proof/support";
 import {
   advance,
   CARDS,
@@ -13,6 +14,7 @@ import {
   notificationsOf,
   paymentsOf,
   periodsOf,
+  runCron,
   runJobs,
   subscribed,
   waitFor,
@@ -100,9 +102,11 @@ describe("renewals on a test clock", () => {
     await advance(acct, clock.id, "2028-04-15T00:00:00.000Z");
     expect((await getSubscription(acct, sub.id)).next_billing_date).toBe("2028-04-30T12:00:00.000Z");
 
-    // Then the rest of the year in one advance.
-    const done = await advance(acct, clock.id, "2029-03-01T00:00:00.000Z");
-    expect(done.status).toBe("ready");
+    // Then the rest of the year, in advances of at most two months each.
+    for (const step of ["2028-06-14", "2028-08-14", "2028-10-14", "2028-12-14", "2029-02-14"]) {
+      expect((await advance(acct, clock.id, `${step}T00:00:00.000Z`)).status).toBe("ready");
+    }
+    expect((await advance(acct, clock.id, "2029-03-01T00:00:00.000Z")).status).toBe("ready");
     const expected = [
       "2028-01-31", "2028-02-29", "2028-03-31", "2028-04-30", "2028-05-31", "2028-06-30", "2028-07-31",
       "2028-08-31", "2028-09-30", "2028-10-31", "2028-11-30", "2028-12-31", "2029-01-31", "2029-02-28",
@@ -191,21 +195,67 @@ describe("renewals on a test clock", () => {
     expect(await paymentsOf(acct.id)).toHaveLength(1);
   });
 
-  it("a long advance finishes in the background: the clock is advancing until every renewal has run", async () => {
+  it("an advance with more renewals than one request runs finishes in the background: the clock is advancing until every renewal has run", async () => {
     const acct = await signup();
     const clock = await createClock(acct, "2028-01-31T12:00:00.000Z");
     const user = await createUser(acct, clock.id);
     const plan = await createPlan(acct);
-    const sub = await subscribed(acct, user.id, plan.id);
-    const months = TEST_CLOCK_SYNC_STEPS + 12;
-    const moved = await advance(acct, clock.id, "2031-02-01T00:00:00.000Z");
+    const count = TEST_CLOCK_SYNC_STEPS + 6;
+    const subs = [];
+    for (let i = 0; i < count; i++) subs.push(await subscribed(acct, user.id, plan.id));
+    const moved = await advance(acct, clock.id, "2028-03-01T00:00:00.000Z");
     expect(moved.status).toBe("advancing");
-    expect(await paymentsOf(acct.id)).toHaveLength(1 + TEST_CLOCK_SYNC_STEPS);
+    expect(await paymentsOf(acct.id)).toHaveLength(count + TEST_CLOCK_SYNC_STEPS);
     // The queue consumer carries on (run here by hand as well: both are idempotent).
     await runJobs({ kind: "billing.advance_test_clock", testClockId: clock.id });
     await waitFor(async () => (await call(`/api/test-clocks/${clock.id}`, { key: acct.key })).body.status === "ready");
-    expect(await paymentsOf(acct.id)).toHaveLength(1 + months);
-    expect((await getSubscription(acct, sub.id)).next_billing_date).toBe("2031-02-28T12:00:00.000Z");
-    expect(new Set((await periodsOf(sub.id)).map((p) => p.period_index)).size).toBe(1 + months);
+    expect(await paymentsOf(acct.id)).toHaveLength(2 * count);
+    for (const sub of subs) expect((await getSubscription(acct, sub.id)).next_billing_date).toBe("2028-03-31T12:00:00.000Z");
   });
+
+  it("one advance moves at most two intervals of the shortest subscription on the clock (400 frozen_time_too_far)", async () => {
+    const acct = await signup();
+    const clock = await createClock(acct, "2028-01-31T12:00:00.000Z");
+    // No subscription on the clock: nothing to run, no bound.
+    expect((await advance(acct, clock.id, "2029-01-31T12:00:00.000Z")).frozen_time).toBe("2029-01-31T12:00:00.000Z");
+    const user = await createUser(acct, clock.id);
+    await subscribed(acct, user.id, (await createPlan(acct, { interval: "year" })).id);
+    // A yearly subscription only: two years.
+    const tooFarForYear = await call(`/api/test-clocks/${clock.id}/advance`, { key: acct.key, body: { frozen_time: "2031-02-01T00:00:00.000Z" } });
+    const error = expectError(tooFarForYear, 400, "invalid_request_error", "frozen_time_too_far");
+    expect(error.param).toBe("frozen_time");
+    expect(error.message).toContain("2031-01-31T12:00:00.000Z");
+    // A monthly one joins: two months from now is the limit.
+    await subscribed(acct, user.id, (await createPlan(acct)).id);
+    expectError(
+      await call(`/api/test-clocks/${clock.id}/advance`, { key: acct.key, body: { frozen_time: "2029-04-01T00:00:00.000Z" } }),
+      400,
+      "invalid_request_error",
+      "frozen_time_too_far",
+    );
+    // Refused advances moved nothing.
+    expect((await call(`/api/test-clocks/${clock.id}`, { key: acct.key })).body.frozen_time).toBe("2029-01-31T12:00:00.000Z");
+    expect((await advance(acct, clock.id, "2029-03-31T12:00:00.000Z")).frozen_time).toBe("2029-03-31T12:00:00.000Z");
+  });
+
+  it("the cron resumes a clock whose background continuation was lost", async () => {
+    const acct = await signup();
+    const clock = await createClock(acct, "2028-01-31T12:00:00.000Z");
+    const user = await createUser(acct, clock.id);
+    const plan = await createPlan(acct);
+    const count = TEST_CLOCK_SYNC_STEPS + 3;
+    for (let i = 0; i < count; i++) await subscribed(acct, user.id, plan.id);
+    // The advance's continuation message is lost (the queue drops it).
+    const res = await fetchWith({ JOB_QUEUE: droppingQueue() }, `/api/test-clocks/${clock.id}/advance`, {
+      key: acct.key,
+      json: { frozen_time: "2028-02-29T13:00:00.000Z" },
+    });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.status).toBe("advancing");
+    expect(await paymentsOf(acct.id)).toHaveLength(count + TEST_CLOCK_SYNC_STEPS);
+    // Nothing else would ever finish it; the cron does.
+    await runCron();
+    await waitFor(async () => (await call(`/api/test-clocks/${clock.id}`, { key: acct.key })).body.status === "ready", 15_000);
+    expect(await paymentsOf(acct.id)).toHaveLength(2 * count);
+  }, 30_000);
 });

@@ -143,6 +143,25 @@ describe("DELETE /api/keys/{id}", () => {
     expectWwwAuthenticate(after);
   });
 
+  it("a restricted key revokes only keys within its own scopes: never the secret key or a wider key (403)", async () => {
+    const acct = await signup();
+    const admin = await createKey(acct.key, ["keys:write", "users:read"]);
+    const wider = await createKey(acct.key, ["users:write", "payouts:write"]);
+    const narrower = await createKey(acct.key, ["users:read"]);
+    for (const target of [await secretKeyId(acct), wider.id]) {
+      const refused = expectError(await call(`/api/keys/${target}`, { key: admin.secret, method: "DELETE" }), 403, "permission_error", "scope_exceeds_caller");
+      expect(refused.param).toBe("id");
+      expect((await call(`/api/keys/${target}`, { key: acct.key })).body.revoked_at).toBeNull();
+    }
+    // The secret key still works; a key inside the caller's scopes can be revoked.
+    expect((await call("/api/users", { key: acct.key })).status).toBe(200);
+    const res = await call(`/api/keys/${narrower.id}`, { key: admin.secret, method: "DELETE" });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.revoked_at).toMatch(ISO_MS);
+    // The secret key may revoke any key.
+    expect((await call(`/api/keys/${wider.id}`, { key: acct.key, method: "DELETE" })).status).toBe(200);
+  });
+
   it("access tokens minted from a revoked key stop working at once", async () => {
     const acct = await signup();
     const key = await createKey(acct.key, ["users:read"]);

@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   DELIVERY_WINDOW_MS,
+  FINAL_ATTEMPT_LEAD_MS,
   FINAL_ATTEMPT_MARGIN_MS,
   MAX_DELAY_MS,
   MAX_RETRY_AFTER_MS,
@@ -185,15 +186,15 @@ describe("nextAttemptAt", () => {
     );
   });
 
-  it("returns the computed time when it lands exactly on the window end", () => {
-    const now = T0 + DELIVERY_WINDOW_MS - 6 * HOUR;
+  it("returns the computed time when it lands exactly on the latest attempt time", () => {
+    const now = T0 + DELIVERY_WINDOW_MS - FINAL_ATTEMPT_LEAD_MS - 6 * HOUR;
     expect(nextAttemptAt({ firstAttemptAt: T0, failedAttempts: 20, now, random: half })).toBe(
-      T0 + DELIVERY_WINDOW_MS,
+      T0 + DELIVERY_WINDOW_MS - FINAL_ATTEMPT_LEAD_MS,
     );
   });
 
-  describe("final attempt at the window end", () => {
-    const end = T0 + DELIVERY_WINDOW_MS;
+  describe("final attempt, FINAL_ATTEMPT_LEAD_MS before the window end", () => {
+    const end = T0 + DELIVERY_WINDOW_MS - FINAL_ATTEMPT_LEAD_MS;
 
     it("is scheduled when the next attempt would overshoot and now <= end - margin", () => {
       const now = end - 2 * HOUR;
@@ -235,10 +236,10 @@ describe("nextAttemptAt", () => {
 });
 
 describe("describeSchedule", () => {
-  it("lists the nominal offsets, ending with a final attempt at 24 h", () => {
+  it("lists the nominal offsets, ending with a final attempt at 23 h 50 min", () => {
     expect(describeSchedule()).toEqual([
       0, 5_000, 20_000, 65_000, 200_000, 605_000, 1_820_000, 5_465_000, 16_400_000, 38_000_000, 59_600_000,
-      81_200_000, DELIVERY_WINDOW_MS,
+      81_200_000, DELIVERY_WINDOW_MS - 10 * 60_000,
     ]);
   });
 

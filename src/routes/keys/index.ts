@@ -58,7 +58,8 @@ const revoke = apiRoute({
   tags,
   operationId: "revokeKey",
   summary: "Revoke an API key",
-  description: "Revokes the key at once: it and every access token minted from it stop working on the next request.",
+  description:
+    "Revokes the key at once: it and every access token minted from it stop working on the next request. A key may revoke only keys whose scopes it holds itself: a restricted key cannot revoke the secret key or a wider key (403 scope_exceeds_caller).",
   scope: "keys:write",
   request: { params: keyId },
   responses: { 200: json(KeySchema, "The revoked key.") },
@@ -112,6 +113,9 @@ export function registerKeys(app: OpenAPIHono<AppEnv>) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const row = await found(c, await db.query.apiKeys.findFirst({ where: owned(apiKeys, auth, eq(apiKeys.id, id)) }), "API key", id);
+    if (!scopesWithin(auth.scopes, row.scopes)) {
+      throw new ApiError(403, "permission_error", "scope_exceeds_caller", "A key can revoke only keys whose scopes it holds itself.", "id");
+    }
     const revokedAt = row.revokedAt ?? isoTime(Date.now());
     const body = serializeKey({ ...row, revokedAt });
     const response = await commitAndRespond(

@@ -5,7 +5,7 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, sql } from "drizzle-orm";
 import { createMiddleware } from "hono/factory";
 import { enqueueJobs } from "../../jobs";
-import { runTestClock, TEST_CLOCK_SYNC_STEPS, testClockHasDueWork } from "../../billing/renewals";
+import { MAX_ADVANCE_INTERVALS, maxAdvanceTime, runTestClock, TEST_CLOCK_SYNC_STEPS, testClockHasDueWork } from "../../billing/test-clocks";
 import { revokedCredential, forgetKey } from "../../auth/credentials";
 import { guard } from "../../db/batch";
 import { testClocks } from "../../db/schema";
@@ -16,7 +16,7 @@ import type { AppEnv } from "../../lib/context";
 import { ApiError, conflict, invalidRequest } from "../../lib/errors";
 import { listQuery, listSchema } from "../../lib/pagination";
 import { found, listOwned } from "../../lib/reads";
-import { commitAndRespond } from "../../lib/respond";
+import { commitAndRespond, outcomeTracked } from "../../lib/respond";
 import { commitWrites } from "../../webhooks/outbox";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { AdvanceTestClockBody, CreateTestClockBody, serializeTestClock, TestClockSchema } from "./schema";
@@ -76,7 +76,7 @@ const advance = apiRoute({
   operationId: "advanceTestClock",
   summary: "Advance a test clock",
   description:
-    `Moves the clock forward (any distance) and runs, in time order, each renewal and dunning retry of its users' subscriptions that falls due up to the new time, each at the moment it falls due. Up to ${TEST_CLOCK_SYNC_STEPS} run within the request; the rest continue in the background while the clock's status is advancing.`,
+    `Moves the clock forward and runs, in time order, each renewal and dunning retry of its users' subscriptions that falls due up to the new time, each at the moment it falls due. One advance may move the clock at most ${MAX_ADVANCE_INTERVALS} intervals of the shortest subscription on it (as Stripe's test clocks); further answers 400 frozen_time_too_far. Up to ${TEST_CLOCK_SYNC_STEPS} renewals run within the request; the rest continue in the background while the clock's status is advancing.`,
   scope: "test_clocks:write",
   middleware: [testModeOnly],
   request: { params: clockId, ...jsonBodyOf(AdvanceTestClockBody) },
@@ -128,10 +128,18 @@ export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
     if (target <= Date.parse(clock.frozenTime)) {
       throw invalidRequest("frozen_time_not_forward", `frozen_time must be after the clock's current time, ${clock.frozenTime}.`, "frozen_time");
     }
+    const limit = await maxAdvanceTime(db, clock);
+    if (limit !== null && target > limit) {
+      throw invalidRequest(
+        "frozen_time_too_far",
+        `One advance may move the clock at most ${MAX_ADVANCE_INTERVALS} intervals of the shortest subscription on it: up to ${isoTime(limit)}. Advance in steps.`,
+        "frozen_time",
+      );
+    }
     const moved = { ...clock, frozenTime: isoTime(target) };
     const match = and(eq(testClocks.id, id), eq(testClocks.accountId, auth.accountId), eq(testClocks.frozenTime, clock.frozenTime));
     // Compare-and-set on the time read, so two concurrent advances cannot interleave.
-    await commitWrites(
+    await outcomeTracked(c, () => commitWrites(
       { db, queue: c.env.DELIVERY_QUEUE },
       {
         statements: [
@@ -147,7 +155,7 @@ export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
         },
         [CLOCK_MOVED]: () => conflict("test_clock_moved", "The clock was moved by another request meanwhile; read it and retry."),
       },
-    );
+    ));
     // The renewals run after the new time is committed; the answer (stored for idempotent
     // replays by the middleware) shows whether they all ran in this request.
     let done = false;

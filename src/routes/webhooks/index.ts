@@ -254,7 +254,8 @@ export function registerWebhooks(app: OpenAPIHono<AppEnv>) {
         ],
       },
       200,
-      sql`json_set(${webhookJsonSql(id)}, '$.secret', ${secret})`,
+      // Stored answers keep no secret: a replay shows `secret: null` (see the idempotency rule).
+      sql`json_set(${webhookJsonSql(id)}, '$.secret', json('null'))`,
       { failures: { [ENDPOINT_MISSING]: endpointMissing(id) } },
     )) as unknown as [unknown, (typeof webhookEndpoints.$inferSelect)[]];
     return c.json({ ...serializeWebhook(rotated[0]), secret }, 200);

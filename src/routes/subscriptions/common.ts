@@ -1,0 +1,68 @@
+// What the subscription operations share: the resource's tag and id parameter, the load of a
+// subscription with its plan, user, clock and open period, and the answers they have in common.
+import type { Context } from "hono";
+import { and, eq } from "drizzle-orm";
+import type { Statement } from "../../db/batch";
+import { plans, subscriptionPeriods, subscriptions, testClocks, users } from "../../db/schema";
+import { owned } from "../../db/scope";
+import type { AppEnv } from "../../lib/context";
+import { cardDeclined, conflict } from "../../lib/errors";
+import { found } from "../../lib/reads";
+import { type CommitOptions, commit } from "../../lib/respond";
+import type { ChargeResult } from "../../payments/charge";
+import type { EmittedEvent } from "../../webhooks/outbox";
+import { idParam } from "../openapi";
+
+export const tags = ["Subscriptions"];
+export const subscriptionId = idParam("subscription", "sub_01jd2x4k5m6n7p8q9r0s1t2v3w");
+
+export type SubscriptionRow = typeof subscriptions.$inferSelect;
+
+export const alreadyCanceled = (id: string) => conflict("subscription_canceled", `Subscription ${id} is canceled; it cannot be changed or canceled again.`);
+export const changedMeanwhile = () =>
+  conflict("subscription_changed", "The subscription changed while this request ran (a renewal or another update); read it and retry.");
+
+/** A subscription of the caller's account with its plan, user, the user's test clock and the period being collected. */
+export async function loadSubscription(c: Context<AppEnv>, id: string) {
+  const { db, auth } = c.var;
+  const [row] = await db
+    .select({ sub: subscriptions, plan: plans, user: users, clock: testClocks, period: subscriptionPeriods })
+    .from(subscriptions)
+    .innerJoin(plans, eq(plans.id, subscriptions.planId))
+    .innerJoin(users, eq(users.id, subscriptions.userId))
+    .leftJoin(testClocks, eq(testClocks.id, users.testClockId))
+    .leftJoin(
+      subscriptionPeriods,
+      and(eq(subscriptionPeriods.subscriptionId, subscriptions.id), eq(subscriptionPeriods.periodIndex, subscriptions.periodsBilled)),
+    )
+    .where(owned(subscriptions, auth, eq(subscriptions.id, id)))
+    .limit(1);
+  return found(c, row, "subscription", id);
+}
+
+/** Billing time: the user's test clock when attached, else the wall clock. */
+export const billingNow = (clock: { frozenTime: string } | null, realNow: number) => (clock ? Date.parse(clock.frozenTime) : realNow);
+
+export const cardColumns = (card: { summary: { brand: string; last4: string; exp_month: number; exp_year: number }; fingerprint: string }) => ({
+  cardBrand: card.summary.brand,
+  cardLast4: card.summary.last4,
+  cardExpMonth: card.summary.exp_month,
+  cardExpYear: card.summary.exp_year,
+  cardFingerprint: card.fingerprint,
+});
+
+/**
+ * Commits a declined charge (its failed payment and payment.failed, whatever became of the
+ * caller's key meanwhile: the processor was called) with the 402 as the stored answer, then
+ * throws the 402.
+ */
+export async function answerDecline(
+  c: Context<AppEnv>,
+  result: ChargeResult,
+  writes: { statements: Statement[]; events: EmittedEvent[] },
+  options: CommitOptions = {},
+): Promise<never> {
+  const error = cardDeclined(result.declineCode ?? "card_declined", result.declineMessage ?? "The card was declined.");
+  await commit(c, writes, 402, error.body(c.var.requestId), { moneyMoved: true, ...options });
+  throw error;
+}

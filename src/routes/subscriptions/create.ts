@@ -1,0 +1,141 @@
+// POST /subscriptions: validates the user, the plan and the card, charges the first period, and
+// commits the subscription, its first (paid) period, the payment and the events in one batch.
+// The processor reference is derived from the Idempotency-Key, so a retry after a lost answer
+// reaches the processor as the same charge; a decline answers 402 and creates no subscription.
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { eq } from "drizzle-orm";
+import { periodStartMs } from "../../billing/calendar";
+import { chargeableAmount } from "../../billing/pricing";
+import { processorForRequest } from "../../processor";
+import { payments, plans, subscriptionPeriods, subscriptions, testClocks, users } from "../../db/schema";
+import { owned } from "../../db/scope";
+import { newId } from "../../domain/ids";
+import { isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../lib/context";
+import { invalidRequest } from "../../lib/errors";
+import { found } from "../../lib/reads";
+import { commitAndRespond } from "../../lib/respond";
+import { charge, paymentEventData } from "../../payments/charge";
+import { readCard } from "../../payments/card-input";
+import { emitEvent } from "../../webhooks/outbox";
+import { apiRoute, json, jsonBodyOf } from "../openapi";
+import { answerDecline, billingNow, cardColumns, type SubscriptionRow, tags } from "./common";
+import { CreateSubscriptionBody, SubscriptionSchema, serializeSubscription } from "./schema";
+
+const create = apiRoute({
+  method: "post",
+  path: "/subscriptions",
+  tags,
+  operationId: "createSubscription",
+  summary: "Subscribe a user to a plan",
+  description:
+    "Validates the user, the plan and the card, then charges the first period. On success the subscription is active and next_billing_date is one interval later, anchored to the start day (Jan 31 -> Feb 28/29 -> Mar 31). A decline answers 402, records the failed payment, emits payment.failed and creates no subscription.",
+  scope: "subscriptions:write",
+  request: jsonBodyOf(CreateSubscriptionBody),
+  responses: { 201: json(SubscriptionSchema, "The active subscription.") },
+  extraErrors: [402],
+});
+
+export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
+  app.openapi(create, async function createSubscription(c) {
+    const { db, auth } = c.var;
+    const body = c.req.valid("json");
+    const realNow = c.var.clock.now();
+    // Two reads in parallel (not one db.batch: drizzle maps a batched join's columns by name, and the tables share names).
+    const [userRows, planRows] = await Promise.all([
+      db
+        .select({ user: users, clock: testClocks })
+        .from(users)
+        .leftJoin(testClocks, eq(testClocks.id, users.testClockId))
+        .where(owned(users, auth, eq(users.id, body.user_id)))
+        .limit(1),
+      db.select().from(plans).where(owned(plans, auth, eq(plans.id, body.plan_id))).limit(1),
+    ]);
+    const { user, clock } = await found(c, userRows[0], "user", body.user_id, "user_id");
+    const plan = await found(c, planRows[0], "plan", body.plan_id, "plan_id");
+    if (!plan.active) throw invalidRequest("plan_inactive", `Plan ${plan.id} is archived and accepts no new subscriptions.`, "plan_id");
+    const amount = chargeableAmount(plan, body.quantity);
+    const card = await readCard(c.env, body, realNow);
+    const processor = processorForRequest(c.env, auth.mode);
+
+    const id = newId("subscription", realNow);
+    const customer = { id: user.id, email: user.email };
+    const result = await charge({
+      db,
+      processor,
+      accountId: auth.accountId,
+      customer,
+      subscriptionId: id,
+      amount,
+      currency: plan.currency,
+      source: { card: card.card },
+      summary: card.summary,
+      fingerprint: card.fingerprint,
+      at: realNow,
+      // A retry with the same Idempotency-Key (after a lost answer or a failed commit) reaches the
+      // processor with the same reference, which a live processor uses to refuse a second charge.
+      processorReference: c.var.idempotency ? `${auth.accountId}:idempotency:${c.var.idempotency.key}` : undefined,
+    });
+    if (!result.succeeded || !result.token) {
+      // No subscription exists: the failed payment belongs to none.
+      const failed = { ...result.payment, subscriptionId: null };
+      return answerDecline(c, result, {
+        statements: [db.insert(payments).values(failed)],
+        events: [emitEvent(db, auth.accountId, { type: "payment.failed", data: paymentEventData(failed, customer) }, realNow)],
+      });
+    }
+
+    const start = billingNow(clock, realNow);
+    const next = periodStartMs(isoTime(start), plan.interval, 1);
+    const row: SubscriptionRow = {
+      id,
+      accountId: auth.accountId,
+      userId: user.id,
+      planId: plan.id,
+      status: "active",
+      quantity: body.quantity,
+      ...cardColumns(card),
+      processorToken: result.token,
+      startDate: isoTime(start),
+      billingAnchor: isoTime(start),
+      periodsBilled: 1,
+      currentPeriodStart: isoTime(start),
+      nextBillingDate: isoTime(next),
+      dueAt: next,
+      dunningAttempts: 0,
+      cancelAtPeriodEnd: false,
+      canceledAt: null,
+      createdAt: isoTime(realNow),
+      updatedAt: isoTime(realNow),
+    };
+    return commitAndRespond(
+      c,
+      {
+        statements: [
+          db.insert(subscriptions).values(row),
+          db.insert(subscriptionPeriods).values({
+            id: newId("period", realNow),
+            accountId: auth.accountId,
+            subscriptionId: id,
+            periodIndex: 0,
+            periodStart: isoTime(start),
+            amount,
+            currency: plan.currency,
+            status: "paid",
+            attempts: 1,
+            paymentId: result.payment.id,
+            createdAt: isoTime(realNow),
+            updatedAt: isoTime(realNow),
+          }),
+          ...result.statements,
+        ],
+        events: [...result.events, emitEvent(db, auth.accountId, { type: "subscription_created", subscriptionId: id, status: "active" }, realNow)],
+      },
+      201,
+      serializeSubscription(row),
+      // The card was charged: a key revoked meanwhile must not lose the record of it. The claim
+      // guard stays: a request that took the key over charges with the same reference and records it.
+      { moneyMoved: true },
+    );
+  });
+}
