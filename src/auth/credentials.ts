@@ -3,10 +3,12 @@
 // query and every write batch also checks that the credential's key is live (src/db/scope.ts).
 import { and, eq, isNull } from "drizzle-orm";
 import type { Db } from "../db/client";
+import { keyIsLive } from "../db/scope";
 import { accessTokens, apiKeys } from "../db/schema";
-import type { Auth } from "../lib/context";
+import type { Auth } from "../context";
 import { randomToken, sha256Hex, timingSafeEqual } from "../lib/crypto";
 import { authenticationError } from "../lib/errors";
+import { clock } from "../lib/clock";
 
 export const ACCESS_TOKEN_TTL_SECONDS = 900;
 const CACHE_TTL_MS = 30_000;
@@ -60,7 +62,7 @@ async function load(db: Db, credential: string, hash: string): Promise<CacheEntr
         credential: row.kind === "secret" ? "secret_key" : "restricted_key",
       },
       expiresAt: null,
-      cachedAt: Date.now(),
+      cachedAt: clock.now(),
     };
   }
   if (TOKEN_PATTERN.test(credential)) {
@@ -81,7 +83,7 @@ async function load(db: Db, credential: string, hash: string): Promise<CacheEntr
         credential: "access_token",
       },
       expiresAt: Date.parse(row.token.expiresAt),
-      cachedAt: Date.now(),
+      cachedAt: clock.now(),
     };
   }
   return null;
@@ -110,3 +112,10 @@ export async function authenticate(db: Db, credential: string, now: number): Pro
 
 export const revokedCredential = () =>
   authenticationError("api_key_revoked", "The API key behind this credential has been revoked.");
+
+/** Called when a scoped read came back empty: was it revocation (401), or really nothing there? */
+export async function ensureLive(db: Db, auth: Auth): Promise<void> {
+  if (await keyIsLive(db, auth.keyId)) return;
+  forgetKey(auth.keyId);
+  throw revokedCredential();
+}

@@ -57,7 +57,7 @@ function nextRandom(ms: number): number[] {
   return next;
 }
 
-export function newId(kind: IdKind, now = Date.now()): string {
+export function newId(kind: IdKind, now: number): string {
   const ms = Math.max(now, lastTime);
   return `${ID_PREFIXES[kind]}_${encodeTime(ms)}${nextRandom(ms).map((d) => ALPHABET[d]).join("")}`;
 }
@@ -67,7 +67,7 @@ export function hasPrefix(id: string, kind: IdKind): boolean {
 }
 
 /** RFC 9562 UUID version 7: 48 bits of Unix milliseconds, then random bits. */
-export function uuidv7(now = Date.now()): string {
+export function uuidv7(now: number): string {
   const bytes = crypto.getRandomValues(new Uint8Array(16));
   let ms = now;
   for (let i = 5; i >= 0; i--) {

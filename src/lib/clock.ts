@@ -1,14 +1,12 @@
-// Time is injected wherever a test must control it: webhook retries, renewals, token expiry.
+// The one clock. Everything that reads the time (requests, queue consumers, the retry scheduler,
+// cron, token expiry, key caches) reads `clock`; tests replace it with `useClock` to walk a
+// 24-hour retry schedule or a renewal without waiting. Production never changes it.
 export interface Clock {
   now(): number;
 }
 
 export const systemClock: Clock = { now: () => Date.now() };
 
-/**
- * The clock background work reads (queue consumers, the retry scheduler, cron). Tests replace it
- * with `useClock` to walk a 24-hour retry schedule without waiting; production never changes it.
- */
 let backgroundClock: Clock = systemClock;
 export const clock: Clock = { now: () => backgroundClock.now() };
 export function useClock(next: Clock = systemClock) {

@@ -2,8 +2,9 @@
 import { createMiddleware } from "hono/factory";
 import { authenticate } from "../auth/credentials";
 import { hasScope, type Scope } from "../auth/scopes";
-import type { AppEnv } from "../lib/context";
+import type { AppEnv } from "../context";
 import { ApiError, authenticationError, permissionError } from "../lib/errors";
+import { clock } from "../lib/clock";
 
 export function bearerCredential(header: string | undefined): string {
   if (!header) {
@@ -21,7 +22,7 @@ export function bearerCredential(header: string | undefined): string {
 
 export const authenticated = createMiddleware<AppEnv>(async (c, next) => {
   const credential = bearerCredential(c.req.header("authorization"));
-  const auth = await authenticate(c.var.db, credential, Date.now());
+  const auth = await authenticate(c.var.db, credential, clock.now());
   c.set("auth", auth);
   const { success } = await c.env.RATE_LIMITER.limit({ key: auth.keyId });
   if (!success) {

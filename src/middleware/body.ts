@@ -1,7 +1,7 @@
 // Every request body is JSON of at most 1 MB. Reads the body once, with the limit enforced on
 // the stream, so a chunked body without Content-Length cannot slip past it.
 import { createMiddleware } from "hono/factory";
-import type { AppEnv } from "../lib/context";
+import type { AppEnv } from "../context";
 import { ApiError, invalidRequest } from "../lib/errors";
 import { decimalLiteral, parseJson } from "../lib/json";
 import { CURRENCY_EXPONENTS, normalizeCurrency, suggestMinorUnits } from "../domain/money";

@@ -16,11 +16,13 @@ import { createMiddleware } from "hono/factory";
 import type { Db } from "../db/client";
 import { idempotencyKeys } from "../db/schema";
 import { guard, type Statement } from "../db/batch";
-import { ensureLive, liveCredential } from "../db/scope";
-import type { AppEnv, IdempotencyClaim } from "../lib/context";
+import { liveCredential } from "../db/scope";
+import { ensureLive } from "../auth/credentials";
+import type { AppEnv, IdempotencyClaim } from "../context";
 import { hmacSha256Hex, randomToken, sha256Hex } from "../lib/crypto";
 import { ApiError, conflict, invalidRequest } from "../lib/errors";
 import { cardFingerprintSecret } from "../env";
+import { clock } from "../lib/clock";
 
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 /** A claim older than this belongs to a request that died before its batch; it may be taken over. */
@@ -104,7 +106,7 @@ export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
   }
   const db = c.var.db;
   const { accountId } = c.var.auth;
-  const now = Date.now();
+  const now = clock.now();
   const url = new URL(c.req.url);
   const requestHash = await sha256Hex(
     `${c.req.method} ${url.pathname}${url.search}\n${await canonical(c.var.jsonBody ?? null, cardFingerprintSecret(c.env))}`,

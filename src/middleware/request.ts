@@ -2,19 +2,18 @@
 import { createMiddleware } from "hono/factory";
 import { countingInto, createDb } from "../db/client";
 import { isDevelopment } from "../env";
-import { systemClock } from "../lib/clock";
-import type { AppEnv } from "../lib/context";
+import { clock } from "../lib/clock";
+import type { AppEnv } from "../context";
 import { uuidv7 } from "../domain/ids";
 import { ApiError } from "../lib/errors";
 
 export const REQUEST_ID_HEADER = "Request-Id";
 
 export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
-  c.set("requestId", `req_${uuidv7().replaceAll("-", "")}`);
+  c.set("requestId", `req_${uuidv7(clock.now()).replaceAll("-", "")}`);
   const counter = { count: 0, rowsRead: 0, rowsWritten: 0 };
   c.set("d1RoundTrips", counter);
   c.set("db", createDb(c.env.DB));
-  c.set("clock", systemClock);
   const development = isDevelopment(c.env);
   if (!development && new URL(c.req.url).protocol !== "https:") {
     throw new ApiError(400, "invalid_request_error", "https_required", "Tender only accepts requests over HTTPS.");

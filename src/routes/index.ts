@@ -1,5 +1,5 @@
 import { type OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
-import type { AppEnv } from "../lib/context";
+import type { AppEnv } from "../context";
 import { registerCreateAccount } from "./accounts/post";
 import { registerKeys } from "./keys";
 import { registerOauth } from "./oauth/token";
@@ -21,6 +21,7 @@ const health = createRoute({
   operationId: "health",
   summary: "Liveness check",
   description: "Answers without a credential and without touching the database.",
+  security: [],
   responses: { 200: { description: "The service is up.", content: { "application/json": { schema: z.object({ status: z.literal("ok") }) } } } },
 });
 

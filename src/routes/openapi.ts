@@ -2,7 +2,7 @@
 // that gives every route its security, its errors and its scope check.
 import { createRoute, z, type RouteConfig } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
-import { requireScope } from "../middleware/auth";
+import { authenticated, requireScope } from "../middleware/auth";
 import { idempotency } from "../middleware/idempotency";
 import { jsonBody } from "../middleware/body";
 import type { Scope } from "../auth/scopes";
@@ -79,9 +79,12 @@ export function apiRoute<R extends Options>(options: R) {
   }
   const responses = { ...config.responses } as Record<string | number, unknown>;
   for (const status of [...statuses].sort()) responses[status] ??= ERRORS[status];
-  // Order: the scope first (a credential that may not make the request learns nothing from its
-  // body or from a stored answer), then the body (JSON, at most 1 MB), then idempotency.
+  // Order: the credential (every route but a public one: this flag is the one place that decides,
+  // and the document's `security` follows it), then the scope (a credential that may not make the
+  // request learns nothing from its body or from a stored answer), then the body (JSON, at most
+  // 1 MB), then idempotency.
   const middleware = [
+    ...(isPublic ? [] : [authenticated]),
     ...(scope ? [requireScope(scope)] : []),
     ...(write ? [jsonBody({ allowForm: acceptForm })] : []),
     ...(write && !isPublic ? [idempotency] : []),
@@ -95,7 +98,7 @@ export function apiRoute<R extends Options>(options: R) {
     request,
     middleware,
     responses,
-    ...(isPublic ? {} : { security: [{ bearerAuth: [] }] }),
+    security: isPublic ? [] : [{ bearerAuth: [] }],
   } as RouteConfig) as unknown as R;
 }
 

@@ -223,7 +223,7 @@ describe("settlement", () => {
   it("a refund the processor refuses is failed and its amount becomes refundable again", async () => {
     const charged = await paid(1000);
     // A pending refund committed as POST /refunds does, but never enqueued, so nothing races.
-    const refundId = newId("refund");
+    const refundId = newId("refund", Date.now());
     await env.DB.batch([
       env.DB.prepare("INSERT INTO refunds (id, account_id, payment_id, amount, currency, status, created_at) VALUES (?, ?, ?, 1000, 'usd', 'pending', ?)").bind(
         refundId,
@@ -244,7 +244,7 @@ describe("settlement", () => {
 
   it("a processor error leaves the refund pending for the retry", async () => {
     const charged = await paid(1000);
-    const refundId = newId("refund");
+    const refundId = newId("refund", Date.now());
     await env.DB.prepare("INSERT INTO refunds (id, account_id, payment_id, amount, currency, status, created_at) VALUES (?, ?, ?, 300, 'usd', 'pending', ?)")
       .bind(refundId, acct.id, charged.id, new Date().toISOString())
       .run();
@@ -256,7 +256,7 @@ describe("settlement", () => {
 
   it("the cron sweep re-enqueues a refund whose settlement message was lost", async () => {
     const charged = await paid(1000);
-    const refundId = newId("refund");
+    const refundId = newId("refund", Date.now());
     const old = new Date(Date.now() - 10 * 60_000).toISOString();
     await env.DB.prepare("INSERT INTO refunds (id, account_id, payment_id, amount, currency, status, created_at) VALUES (?, ?, ?, 300, 'usd', 'pending', ?)")
       .bind(refundId, acct.id, charged.id, old)

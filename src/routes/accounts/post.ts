@@ -5,8 +5,8 @@ import { runBatch } from "../../db/batch";
 import { accounts, apiKeys } from "../../db/schema";
 import { newId } from "../../domain/ids";
 import { isDevelopment } from "../../env";
-import { isoTime } from "../../lib/clock";
-import type { AppEnv } from "../../lib/context";
+import { clock, isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../context";
 import { sha256Hex, timingSafeEqual } from "../../lib/crypto";
 import { authenticationError } from "../../lib/errors";
 import { bearerCredential } from "../../middleware/auth";
@@ -35,7 +35,7 @@ export function registerCreateAccount(app: OpenAPIHono<AppEnv>) {
       }
     }
     const body = c.req.valid("json");
-    const now = Date.now();
+    const now = clock.now();
     const accountId = newId("account", now);
     const apiKey = generateApiKey("secret", "test");
     await runBatch(c.var.db, [

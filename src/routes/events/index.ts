@@ -2,14 +2,15 @@ import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import { and, eq, isNull, sql } from "drizzle-orm";
 import { guard, rawStatement } from "../../db/batch";
 import { events, webhookDeliveries, webhookEndpoints } from "../../db/schema";
-import { ensureLive, owned } from "../../db/scope";
+import { owned } from "../../db/scope";
+import { ensureLive } from "../../auth/credentials";
 import { hasPrefix } from "../../domain/ids";
-import { isoTime } from "../../lib/clock";
-import type { AppEnv } from "../../lib/context";
+import { clock, isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../context";
 import { notFound } from "../../lib/errors";
-import { listQuery, listSchema } from "../../lib/pagination";
-import { found, listOwned } from "../../lib/reads";
-import { commit } from "../../lib/respond";
+import { listQuery, listSchema } from "../pagination";
+import { found, listOwned } from "../reads";
+import { commit } from "../write-path";
 import { ALL_EVENTS, describeEventTypes } from "../../webhooks/catalog";
 import { deliveryIdSql } from "../../webhooks/outbox";
 import { apiRoute, idParam, json } from "../openapi";
@@ -132,7 +133,7 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const endpointId = (c.req.valid("json") as z.infer<typeof RedeliverBody>).endpoint_id;
-    const now = Date.now();
+    const now = clock.now();
     const endpointFilter = endpointId
       ? sql`e.id = ${endpointId}`
       : sql`EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (ev.type, ${ALL_EVENTS}))`;

@@ -4,14 +4,14 @@ import { displayPrefix, forgetKey, generateApiKey } from "../../auth/credentials
 import { scopesWithin } from "../../auth/scopes";
 import { apiKeys } from "../../db/schema";
 import { owned } from "../../db/scope";
-import { found, listOwned } from "../../lib/reads";
+import { found, listOwned } from "../reads";
 import { hasPrefix, newId } from "../../domain/ids";
-import { isoTime } from "../../lib/clock";
-import type { AppEnv } from "../../lib/context";
+import { clock, isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../context";
 import { sha256Hex } from "../../lib/crypto";
 import { ApiError } from "../../lib/errors";
-import { listQuery, listSchema } from "../../lib/pagination";
-import { commitAndRespond } from "../../lib/respond";
+import { listQuery, listSchema } from "../pagination";
+import { commitAndRespond } from "../write-path";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { CreateKeyBody, CreatedKeySchema, KeySchema, serializeKey } from "./schema";
 
@@ -72,7 +72,7 @@ export function registerKeys(app: OpenAPIHono<AppEnv>) {
     if (!scopesWithin(auth.scopes, body.scopes)) {
       throw new ApiError(403, "permission_error", "scope_exceeds_caller", "A key cannot be given scopes its creator does not hold.", "scopes");
     }
-    const now = Date.now();
+    const now = clock.now();
     const secret = generateApiKey("restricted", auth.mode);
     const row = {
       id: newId("apiKey", now),
@@ -116,7 +116,7 @@ export function registerKeys(app: OpenAPIHono<AppEnv>) {
     if (!scopesWithin(auth.scopes, row.scopes)) {
       throw new ApiError(403, "permission_error", "scope_exceeds_caller", "A key can revoke only keys whose scopes it holds itself.", "id");
     }
-    const revokedAt = row.revokedAt ?? isoTime(Date.now());
+    const revokedAt = row.revokedAt ?? isoTime(clock.now());
     const body = serializeKey({ ...row, revokedAt });
     const response = await commitAndRespond(
       c,

@@ -7,8 +7,8 @@ import { runBatch } from "../../db/batch";
 import { accessTokens } from "../../db/schema";
 import { credentialGuard } from "../../db/scope";
 import { newId } from "../../domain/ids";
-import { isoTime } from "../../lib/clock";
-import type { AppEnv } from "../../lib/context";
+import { clock, isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../context";
 import { sha256Hex } from "../../lib/crypto";
 import { ApiError, authenticationError, invalidRequest } from "../../lib/errors";
 import { apiRoute, json } from "../openapi";
@@ -80,7 +80,7 @@ export function registerOauth(app: OpenAPIHono<AppEnv>) {
     }
     const secret = clientSecret(c.req.header("authorization"), body);
     if (!secret || !/^(sk|rk)_/.test(secret)) throw invalidClient();
-    const auth = await authenticate(c.var.db, secret, Date.now()).catch(() => {
+    const auth = await authenticate(c.var.db, secret, clock.now()).catch(() => {
       throw invalidClient();
     });
     const requested = body.scope?.split(/\s+/).filter(Boolean) ?? auth.scopes;
@@ -89,7 +89,7 @@ export function registerOauth(app: OpenAPIHono<AppEnv>) {
     if (!scopesWithin(auth.scopes, requested)) {
       throw new ApiError(400, "invalid_request_error", "invalid_scope", "The requested scope is wider than the key's.", "scope");
     }
-    const now = Date.now();
+    const now = clock.now();
     const token = generateAccessToken(auth.mode);
     const db = c.var.db;
     await runBatch(db, [

@@ -4,12 +4,12 @@ import { guard, type Statement } from "../../db/batch";
 import { payouts, users } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
-import { isoDate, isoTime } from "../../lib/clock";
-import type { AppEnv } from "../../lib/context";
+import { clock, isoDate, isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../context";
 import { conflict, notFound } from "../../lib/errors";
-import { listSchema } from "../../lib/pagination";
-import { found, listOwned } from "../../lib/reads";
-import { commit } from "../../lib/respond";
+import { listSchema } from "../pagination";
+import { found, listOwned } from "../reads";
+import { commit } from "../write-path";
 import { readCard } from "../../payments/card-input";
 import { readCurrency } from "../../payments/money-input";
 import { type PayoutRow, payoutJsonSql, serializePayout } from "../../payments/serialize";
@@ -80,7 +80,7 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async (c) => {
     const { db, auth } = c.var;
     const body = c.req.valid("json");
-    const now = Date.now();
+    const now = clock.now();
     const currency = readCurrency(body.currency);
     const card = await readCard(c.env, body, now);
     const recipientId = body.recipient_id ?? null;
@@ -159,7 +159,7 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
   app.openapi(cancel, async (c) => {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
-    const now = Date.now();
+    const now = clock.now();
     const mine = and(eq(payouts.accountId, auth.accountId), eq(payouts.id, id));
     let results: unknown[];
     let notPending = false;

@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { CardFields, CardSummarySchema } from "../../payments/card-input";
 import { AmountField, CurrencyField } from "../../payments/money-input";
-import { listQuery } from "../../lib/pagination";
+import { listQuery } from "../pagination";
 import { timestamp } from "../shared";
 
 export const CreatePayoutBody = z

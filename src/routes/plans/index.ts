@@ -8,13 +8,13 @@ import { CURRENCY_EXPONENTS, MAX_AMOUNT, MIN_AMOUNT, parseDecimalToMinor } from 
 import { readCurrency } from "../../payments/money-input";
 import { validateTiers } from "../../domain/pricing";
 import type { StoredTier } from "../../billing/pricing";
-import { isoTime } from "../../lib/clock";
-import type { AppEnv } from "../../lib/context";
+import { clock, isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../context";
 import { invalidRequest, notFound } from "../../lib/errors";
 import { numberSource } from "../../lib/json";
-import { listQuery, listSchema } from "../../lib/pagination";
-import { found, listOwned } from "../../lib/reads";
-import { commitAndRespond } from "../../lib/respond";
+import { listQuery, listSchema } from "../pagination";
+import { found, listOwned } from "../reads";
+import { commitAndRespond } from "../write-path";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { CreatePlanBody, PlanSchema, serializePlan, UpdatePlanBody } from "./schema";
 
@@ -105,7 +105,7 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
     const { db, auth } = c.var;
     const body = c.req.valid("json");
     const raw = c.var.jsonBody as { tiers?: unknown[] };
-    const now = c.var.clock.now();
+    const now = clock.now();
     const currency = readCurrency(body.currency);
 
     let unitAmount: number | null = null;
@@ -175,7 +175,7 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const body = c.req.valid("json");
-    const now = c.var.clock.now();
+    const now = clock.now();
     const current = await found(c, await db.query.plans.findFirst({ where: owned(plans, auth, eq(plans.id, id)) }), "plan", id);
     const changes: Partial<typeof plans.$inferInsert> = { updatedAt: isoTime(now) };
     if (body.name !== undefined) changes.name = body.name;

@@ -4,16 +4,17 @@ import { payments, refunds } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { CURRENCY_EXPONENTS, formatMinor } from "../../domain/money";
 import { hasPrefix, newId } from "../../domain/ids";
-import type { AppEnv } from "../../lib/context";
+import type { AppEnv } from "../../context";
 import { conflict, invalidRequest, notFound } from "../../lib/errors";
-import { listSchema } from "../../lib/pagination";
-import { found, listOwned } from "../../lib/reads";
-import { commit } from "../../lib/respond";
+import { listSchema } from "../pagination";
+import { found, listOwned } from "../reads";
+import { commit } from "../write-path";
 import { type RefundRow, refundJsonSql, serializeRefund } from "../../payments/serialize";
 import { REFUND_FAILURES, refundWrites } from "../../payments/refund-writes";
 import { enqueueRefundSettlements } from "../../payments/settle-refund";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { CreateRefundBody, RefundListQuery, RefundSchema } from "./schema";
+import { clock } from "../../lib/clock";
 
 const tags = ["Refunds"];
 
@@ -57,7 +58,7 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async (c) => {
     const { db, auth } = c.var;
     const body = c.req.valid("json");
-    const now = Date.now();
+    const now = clock.now();
     const paymentId = body.payment_id;
     if (!hasPrefix(paymentId, "payment")) throw notFound("payment", paymentId, "payment_id");
     const refundId = newId("refund", now);

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { listQuery } from "../../lib/pagination";
+import { listQuery } from "../pagination";
 import { AmountField } from "../../payments/money-input";
 import { timestamp } from "../shared";
 

@@ -2,13 +2,13 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq } from "drizzle-orm";
 import { requestIds } from "../../db/schema";
 import { owned } from "../../db/scope";
-import { found, listOwned } from "../../lib/reads";
+import { found, listOwned } from "../reads";
 import { uuidv7 } from "../../domain/ids";
-import { isoTime } from "../../lib/clock";
-import type { AppEnv } from "../../lib/context";
+import { clock, isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../context";
 import { invalidRequest } from "../../lib/errors";
-import { listQuery, listSchema } from "../../lib/pagination";
-import { commitAndRespond } from "../../lib/respond";
+import { listQuery, listSchema } from "../pagination";
+import { commitAndRespond } from "../write-path";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
 import { CreateRequestIdBody, RequestIdSchema, serializeRequestId } from "./schema";
 import { z } from "@hono/zod-openapi";
@@ -61,7 +61,7 @@ export function registerRequestIds(app: OpenAPIHono<AppEnv>) {
     if (typeof sent === "object" && sent !== null && Object.hasOwn(sent, "__proto__")) {
       throw invalidRequest("parameter_invalid", "metadata.__proto__: this key name is reserved; use another.", "metadata.__proto__");
     }
-    const now = Date.now();
+    const now = clock.now();
     const row = {
       id: uuidv7(now),
       accountId: c.var.auth.accountId,

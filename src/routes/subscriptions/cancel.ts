@@ -6,10 +6,10 @@ import { chargeInFlight } from "../../billing/periods";
 import { guard } from "../../db/batch";
 import { subscriptionPeriods, subscriptions } from "../../db/schema";
 import { owned } from "../../db/scope";
-import { isoTime } from "../../lib/clock";
-import type { AppEnv } from "../../lib/context";
+import { clock, isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../context";
 import { conflict } from "../../lib/errors";
-import { commitAndRespond } from "../../lib/respond";
+import { commitAndRespond } from "../write-path";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json } from "../openapi";
 import { alreadyCanceled, billingNow, loadSubscription, subscriptionId, tags } from "./common";
@@ -36,8 +36,8 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const atPeriodEnd = c.req.valid("query").at_period_end === "true";
-    const realNow = c.var.clock.now();
-    const { sub, clock } = await loadSubscription(c, id);
+    const realNow = clock.now();
+    const { sub, clock: testClock } = await loadSubscription(c, id);
     if (sub.status === "canceled") throw alreadyCanceled(id);
 
     const notCanceled = guard(db, SUBSCRIPTION_CANCELED, sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status != 'canceled')`);
@@ -56,7 +56,7 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
         { failures },
       );
     }
-    const changes = { status: "canceled" as const, canceledAt: isoTime(billingNow(clock, realNow)), dueAt: null, updatedAt: isoTime(realNow) };
+    const changes = { status: "canceled" as const, canceledAt: isoTime(billingNow(testClock, realNow)), dueAt: null, updatedAt: isoTime(realNow) };
     return commitAndRespond(
       c,
       {

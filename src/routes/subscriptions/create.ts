@@ -10,11 +10,11 @@ import { processorForRequest } from "../../processor";
 import { payments, plans, subscriptionPeriods, subscriptions, testClocks, users } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { newId } from "../../domain/ids";
-import { isoTime } from "../../lib/clock";
-import type { AppEnv } from "../../lib/context";
+import { clock, isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../context";
 import { invalidRequest } from "../../lib/errors";
-import { found } from "../../lib/reads";
-import { commitAndRespond } from "../../lib/respond";
+import { found } from "../reads";
+import { commitAndRespond } from "../write-path";
 import { charge, paymentEventData } from "../../payments/charge";
 import { readCard } from "../../payments/card-input";
 import { emitEvent } from "../../webhooks/outbox";
@@ -40,7 +40,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async function createSubscription(c) {
     const { db, auth } = c.var;
     const body = c.req.valid("json");
-    const realNow = c.var.clock.now();
+    const realNow = clock.now();
     // Two reads in parallel (not one db.batch: drizzle maps a batched join's columns by name, and the tables share names).
     const [userRows, planRows] = await Promise.all([
       db
@@ -51,7 +51,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         .limit(1),
       db.select().from(plans).where(owned(plans, auth, eq(plans.id, body.plan_id))).limit(1),
     ]);
-    const { user, clock } = await found(c, userRows[0], "user", body.user_id, "user_id");
+    const { user, clock: testClock } = await found(c, userRows[0], "user", body.user_id, "user_id");
     const plan = await found(c, planRows[0], "plan", body.plan_id, "plan_id");
     if (!plan.active) throw invalidRequest("plan_inactive", `Plan ${plan.id} is archived and accepts no new subscriptions.`, "plan_id");
     const amount = chargeableAmount(plan, body.quantity);
@@ -85,7 +85,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
       });
     }
 
-    const start = billingNow(clock, realNow);
+    const start = billingNow(testClock, realNow);
     const next = periodStartMs(isoTime(start), plan.interval, 1);
     const row: SubscriptionRow = {
       id,

@@ -2,7 +2,7 @@
 // quantity changes take effect from the next period, without proration: the open period keeps the
 // amount fixed when it was first billed. Charging a period lives in src/billing/periods.ts.
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import type { AppEnv } from "../../lib/context";
+import type { AppEnv } from "../../context";
 import { registerCancelSubscription } from "./cancel";
 import { registerCreateSubscription } from "./create";
 import { registerReadSubscriptions } from "./read";

@@ -11,11 +11,11 @@ import { processorForRequest } from "../../processor";
 import { guard, runBatch } from "../../db/batch";
 import { plans, subscriptions } from "../../db/schema";
 import { owned } from "../../db/scope";
-import { isoTime } from "../../lib/clock";
-import type { AppEnv } from "../../lib/context";
+import { clock, isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../context";
 import { invalidRequest } from "../../lib/errors";
-import { found } from "../../lib/reads";
-import { commitAndRespond } from "../../lib/respond";
+import { found } from "../reads";
+import { commitAndRespond } from "../write-path";
 import { readCard } from "../../payments/card-input";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
@@ -43,7 +43,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const body = c.req.valid("json");
-    const realNow = c.var.clock.now();
+    const realNow = clock.now();
     const newCard = cardInBody(body);
     if (!newCard && body.plan_id === undefined && body.quantity === undefined && body.cancel_at_period_end === undefined) {
       throw invalidRequest("parameter_missing", "Send new payment details, plan_id, quantity or cancel_at_period_end.");

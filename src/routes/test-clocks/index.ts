@@ -11,12 +11,12 @@ import { guard } from "../../db/batch";
 import { testClocks } from "../../db/schema";
 import { CREDENTIAL_REVOKED, credentialGuard, owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
-import { isoTime } from "../../lib/clock";
-import type { AppEnv } from "../../lib/context";
+import { clock, isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../context";
 import { ApiError, conflict, invalidRequest } from "../../lib/errors";
-import { listQuery, listSchema } from "../../lib/pagination";
-import { found, listOwned } from "../../lib/reads";
-import { commitAndRespond, outcomeTracked } from "../../lib/respond";
+import { listQuery, listSchema } from "../pagination";
+import { found, listOwned } from "../reads";
+import { commitAndRespond, outcomeTracked } from "../write-path";
 import { commitWrites } from "../../webhooks/outbox";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { AdvanceTestClockBody, CreateTestClockBody, serializeTestClock, TestClockSchema } from "./schema";
@@ -89,7 +89,7 @@ export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async (c) => {
     const { db, auth } = c.var;
     const body = c.req.valid("json");
-    const now = c.var.clock.now();
+    const now = clock.now();
     const row = {
       id: newId("testClock", now),
       accountId: auth.accountId,

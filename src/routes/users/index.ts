@@ -4,12 +4,12 @@ import { guard } from "../../db/batch";
 import { testClocks, users } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
-import { isoTime } from "../../lib/clock";
-import type { AppEnv } from "../../lib/context";
+import { clock, isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../context";
 import { notFound } from "../../lib/errors";
-import { listQuery, listSchema } from "../../lib/pagination";
-import { found, listOwned } from "../../lib/reads";
-import { commit, commitAndRespond } from "../../lib/respond";
+import { listQuery, listSchema } from "../pagination";
+import { found, listOwned } from "../reads";
+import { commit, commitAndRespond } from "../write-path";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { CreateUserBody, serializeUser, UserBody, UserSchema, userJsonSql } from "./schema";
@@ -70,7 +70,7 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async (c) => {
     const { db, auth } = c.var;
     const body = c.req.valid("json");
-    const now = Date.now();
+    const now = clock.now();
     const row = {
       id: newId("user", now),
       accountId: auth.accountId,
@@ -123,7 +123,7 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const body = c.req.valid("json");
-    const now = Date.now();
+    const now = clock.now();
     // One batch: the user must exist in this account; the update, its event (with the user
     // as committed) and the stored answer all read the same row.
     const [, updated] = (await commit(

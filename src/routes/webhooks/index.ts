@@ -5,12 +5,12 @@ import { deliveryAttempts, events, webhookDeliveries, webhookEndpoints } from ".
 import { owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
 import { isDevelopment } from "../../env";
-import { isoTime } from "../../lib/clock";
-import type { AppEnv } from "../../lib/context";
+import { clock, isoTime } from "../../lib/clock";
+import type { AppEnv } from "../../context";
 import { invalidRequest, notFound } from "../../lib/errors";
-import { listQuery, listSchema } from "../../lib/pagination";
-import { found, listOwned } from "../../lib/reads";
-import { commit, commitAndRespond } from "../../lib/respond";
+import { listQuery, listSchema } from "../pagination";
+import { found, listOwned } from "../reads";
+import { commit, commitAndRespond } from "../write-path";
 import { TEST_EVENT_TYPE } from "../../webhooks/catalog";
 import { deliveriesFor, deliveryIdOf } from "../../webhooks/outbox";
 import { generateSecret } from "../../webhooks/signing";
@@ -135,7 +135,7 @@ export function registerWebhooks(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async (c) => {
     const { db, auth } = c.var;
     const body = c.req.valid("json");
-    const now = Date.now();
+    const now = clock.now();
     const row = {
       id: newId("webhookEndpoint", now),
       accountId: auth.accountId,
@@ -183,7 +183,7 @@ export function registerWebhooks(app: OpenAPIHono<AppEnv>) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const body = c.req.valid("json");
-    const now = Date.now();
+    const now = clock.now();
     // Only the fields sent are written, so two PATCHes of different fields both take effect
     // (writing back a whole row read earlier lost the other's change). The answer is the row as
     // the batch committed it.
@@ -213,7 +213,7 @@ export function registerWebhooks(app: OpenAPIHono<AppEnv>) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     await load(c, id);
-    const now = isoTime(Date.now());
+    const now = isoTime(clock.now());
     return commitAndRespond(
       c,
       {
@@ -232,7 +232,7 @@ export function registerWebhooks(app: OpenAPIHono<AppEnv>) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     await load(c, id);
-    const now = Date.now();
+    const now = clock.now();
     const secret = generateSecret();
     // The secret being replaced is read by the UPDATE itself, so concurrent rotations chain
     // (each answer's secret stays valid for the overlap) instead of all naming the same old one.
@@ -283,7 +283,7 @@ export function registerWebhooks(app: OpenAPIHono<AppEnv>) {
   app.openapi(sendTest, async (c) => {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
-    const now = Date.now();
+    const now = clock.now();
     const eventId = newId("event", now);
     const payload = JSON.stringify({
       id: eventId,

@@ -3,7 +3,7 @@ import { z } from "@hono/zod-openapi";
 import { type SQL, and, asc, desc, gt, lt } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Db } from "../db/client";
-import { invalidRequest } from "./errors";
+import { invalidRequest } from "../lib/errors";
 
 export const listQuery = z.object({
   limit: z.coerce

@@ -3,9 +3,10 @@
 import type { Context } from "hono";
 import type { SQL } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
-import { ensureLive, owned } from "../db/scope";
-import type { AppEnv } from "./context";
-import { notFound } from "./errors";
+import { owned } from "../db/scope";
+import { ensureLive } from "../auth/credentials";
+import type { AppEnv } from "../context";
+import { notFound } from "../lib/errors";
 import { type ListQuery, type Page, paginate } from "./pagination";
 
 export async function found<T>(c: Context<AppEnv>, row: T | undefined, resource: string, id: string, param = "id"): Promise<T> {

@@ -3,12 +3,12 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { type FailureMap, noop } from "../db/batch";
-import { ApiError } from "./errors";
+import { ApiError } from "../lib/errors";
 import { CREDENTIAL_REVOKED, credentialGuard } from "../db/scope";
 import { revokedCredential, forgetKey } from "../auth/credentials";
 import { IDEMPOTENCY_CLAIM_LOST, completeIdempotency, idempotencyClaimLost } from "../middleware/idempotency";
 import { commitWrites, type WriteSet } from "../webhooks/outbox";
-import type { AppEnv } from "./context";
+import type { AppEnv } from "../context";
 
 export interface CommitOptions {
   failures?: FailureMap;

@@ -1,6 +1,5 @@
-import type { Bindings } from "../env";
-import type { D1Usage, Db } from "../db/client";
-import type { Clock } from "./clock";
+import type { Bindings } from "./env";
+import type { D1Usage, Db } from "./db/client";
 
 export interface Auth {
   accountId: string;
@@ -28,7 +27,6 @@ export type AppEnv = {
     db: Db;
     /** D1 round trips made while serving this request, counted by the instrumented binding. */
     d1RoundTrips: D1Usage;
-    clock: Clock;
     auth: Auth;
     /** The parsed JSON body, before validation; see middleware/body.ts. */
     jsonBody: unknown;
