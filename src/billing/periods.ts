@@ -23,7 +23,7 @@ import { cardOf } from "../payments/serialize";
 import type { CardDetails, Processor } from "../processor/types";
 import type { CardSummary } from "../domain/cards";
 import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
-import { nextRetryAt, periodStartMs } from "./calendar";
+import { nextRetryAt, periodStartMs } from "../domain/billing-calendar";
 import { type PlanRow, periodAmount } from "./pricing";
 
 export type SubscriptionRow = typeof subscriptions.$inferSelect;

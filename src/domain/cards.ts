@@ -172,3 +172,38 @@ export function checkCard(input: CardInput, now: Date): CardCheck {
     summary: { brand, last4: pan.slice(-4), exp_month: month, exp_year: year },
   };
 }
+
+/** A UUID, in any case: 32 hex digits in 8-4-4-4-12 groups. Never a card, however its digits fall. */
+const UUID_TEXT = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
+
+/**
+ * Maximal runs of ASCII digits in which a single space or dash may separate two digits
+ * ("4242 4242-4242 4242"). Two separators in a row, or a separator not between digits, end a run.
+ */
+const DIGIT_RUN = /[0-9](?:[ -]?[0-9])*/g;
+
+/**
+ * Whether free text holds something that is plausibly a card number: a maximal run of 13 to 19
+ * digits (single spaces or dashes allowed between digits) that passes Luhn and starts with a card
+ * brand's prefix. Windows inside longer runs are not scanned, so a 25-digit reference is not a
+ * card; UUIDs are skipped whole. Pure, and it reports only a boolean: never the number found.
+ */
+export function containsCardNumber(text: string): boolean {
+  if (typeof text !== "string") return false;
+  // Quick exit: fewer than 13 digits in all can hold no card number.
+  let digitCount = 0;
+  for (let i = 0; i < text.length && digitCount < 13; i++) {
+    const ch = text.charCodeAt(i);
+    if (ch >= 48 && ch <= 57) digitCount++;
+  }
+  if (digitCount < 13) return false;
+  const scanned = text.replace(UUID_TEXT, "_");
+  for (const match of scanned.matchAll(DIGIT_RUN)) {
+    const run = match[0];
+    if (run.length < 13) continue;
+    const digits = run.replace(/[ -]/g, "");
+    if (digits.length < 13 || digits.length > 19) continue;
+    if (luhnValid(digits) && detectBrand(digits) !== "unknown") return true;
+  }
+  return false;
+}

@@ -5,6 +5,7 @@ import type { AppEnv } from "../context";
 import { ApiError, invalidRequest } from "../lib/errors";
 import { decimalLiteral, parseJson } from "../lib/json";
 import { CURRENCY_EXPONENTS, normalizeCurrency, suggestMinorUnits } from "../domain/money";
+import { containsCardNumber } from "../domain/cards";
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;.*)?$/i;
@@ -88,6 +89,44 @@ function refuseDecimalAmounts(body: unknown) {
   }
 }
 
+/** Fields whose job is to carry card data: exempt from the free-text card scan, at any depth. */
+const CARD_FIELDS = new Set(["card_number", "cvv"]);
+const CARD_IN_TEXT = "looks like a card number. Card numbers are accepted only in card_number; never put one in free text.";
+
+/**
+ * Refuses a body in which any string value, or any object key, other than the card fields holds
+ * a card number: free text (a purpose, a description, a name, metadata) is stored in clear. Runs
+ * before the route's handler, so nothing is written. The error names the field by its path (the
+ * way validation errors join zod paths) and never echoes the value. The body nests at most
+ * MAX_JSON_DEPTH levels, so the recursion stays shallow.
+ */
+function refuseCardNumbersInText(value: unknown, path: string[] = []) {
+  if (typeof value === "string") {
+    if (containsCardNumber(value)) {
+      const param = path.join(".");
+      throw invalidRequest("card_number_in_text", param ? `${param}: ${CARD_IN_TEXT}` : `The request body ${CARD_IN_TEXT}`, param || undefined);
+    }
+    return;
+  }
+  if (typeof value !== "object" || value === null) return;
+  if (Array.isArray(value)) {
+    value.forEach((item, index) => refuseCardNumbersInText(item, [...path, String(index)]));
+    return;
+  }
+  for (const key of Object.keys(value)) {
+    if (containsCardNumber(key)) {
+      const param = path.join(".");
+      throw invalidRequest(
+        "card_number_in_text",
+        param ? `${param}: a field name ${CARD_IN_TEXT}` : `A field name in the request body ${CARD_IN_TEXT}`,
+        param || undefined,
+      );
+    }
+    if (CARD_FIELDS.has(key)) continue;
+    refuseCardNumbersInText((value as Record<string, unknown>)[key], [...path, key]);
+  }
+}
+
 export const jsonBody = (options: { allowForm?: boolean } = {}) =>
   createMiddleware<AppEnv>(async (c, next) => {
     if (c.req.method === "GET" || c.req.method === "HEAD" || c.req.method === "OPTIONS") return next();
@@ -117,6 +156,7 @@ export const jsonBody = (options: { allowForm?: boolean } = {}) =>
         } catch {
           throw invalidRequest("invalid_json", "The request body is not valid JSON.");
         }
+        refuseCardNumbersInText(body);
         refuseDecimalAmounts(body);
       }
     }

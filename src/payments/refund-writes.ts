@@ -28,7 +28,7 @@ export interface NewRefund {
   at: number;
 }
 
-export function refundWrites(db: Db, refund: NewRefund): { statements: Statement[]; events: EmittedEvent[]; selectAt: number } {
+export function refundWrites(db: Db, refund: NewRefund): { statements: Statement[]; returning: Statement; events: EmittedEvent[] } {
   const mine = and(eq(payments.accountId, refund.accountId), eq(payments.id, refund.paymentId));
   const paymentIs = (condition: SQL) => sql`EXISTS (SELECT 1 FROM ${payments} WHERE ${mine} AND ${condition})`;
   const refundAmount = sql`(SELECT ${refunds.amount} FROM ${refunds} WHERE ${refunds.id} = ${refund.refundId})`;
@@ -50,11 +50,10 @@ export function refundWrites(db: Db, refund: NewRefund): { statements: Statement
         status: sql`CASE WHEN ${payments.amountRefunded} + ${refundAmount} = ${payments.amount} THEN 'refunded' ELSE 'partially_refunded' END`,
       })
       .where(and(mine, sql`${payments.status} IN ('completed', 'partially_refunded')`)),
-    db.select().from(refunds).where(eq(refunds.id, refund.refundId)),
   ];
   return {
     statements,
+    returning: db.select().from(refunds).where(eq(refunds.id, refund.refundId)),
     events: [emitEvent(db, refund.accountId, { type: "refund.initiated", dataSql: refundJsonSql(refund.refundId) }, refund.at)],
-    selectAt: statements.length - 1,
   };
 }

@@ -2,7 +2,7 @@
 // live, and the completion of its idempotency record, all in one D1 batch; then the answer.
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { type FailureMap, noop } from "../db/batch";
+import { type FailureMap, failureReason, noop, runBatch } from "../db/batch";
 import { ApiError } from "../lib/errors";
 import { CREDENTIAL_REVOKED, credentialGuard } from "../db/scope";
 import { revokedCredential, forgetKey } from "../auth/credentials";
@@ -38,20 +38,46 @@ export async function outcomeTracked<T>(c: Context<AppEnv>, work: () => Promise<
   }
 }
 
+/** Tries of a batch that records money the processor already moved, before the outcome is left unknown. */
+const MONEY_RECORD_TRIES = 3;
+
+/**
+ * The processor already moved money, so its record must not be lost to a dropped connection: a
+ * batch whose outcome is unknown is sent again. Its rows have ids made by this request (and a
+ * payment is unique on its processor reference), so a retry refused by a UNIQUE constraint means
+ * an earlier try committed. What is still unknown after the last try is logged with the ids.
+ */
+async function recordMovedMoney(attempt: () => Promise<{ returned: unknown[]; deliveryIds: string[] }>) {
+  let lastError: unknown;
+  for (let tries = 0; tries < MONEY_RECORD_TRIES; tries++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (error instanceof ApiError) throw error;
+      // A retry that meets its own rows: an earlier try committed. (The sweeper enqueues its deliveries.)
+      if (tries > 0 && failureReason(error)?.startsWith("unique:")) return { returned: [], deliveryIds: [] };
+      lastError = error;
+    }
+  }
+  console.error(JSON.stringify({ message: "money moved, and its record's outcome is unknown after retries", error: String(lastError) }));
+  throw lastError;
+}
+
 export async function commit(
   c: Context<AppEnv>,
   writes: WriteSet,
   status: ContentfulStatusCode,
   body: unknown,
   options: CommitOptions = {},
-): Promise<unknown[] & { deliveryIds: string[] }> {
+): Promise<{ returned: unknown[]; deliveryIds: string[] }> {
   const { db, auth, idempotency } = c.var;
   const guarded = !options.moneyMoved;
-  const { results, deliveryIds } = await outcomeTracked(c, () =>
+  const attempt = () =>
     commitWrites(
     { db, queue: c.env.DELIVERY_QUEUE, waitUntil: (p) => c.executionCtx.waitUntil(p) },
     {
       statements: [guarded ? credentialGuard(db, auth) : noop(db), ...writes.statements],
+      returning: writes.returning,
       events: writes.events,
       trailing: [
         ...(writes.trailing ?? []),
@@ -68,10 +94,10 @@ export async function commit(
       [IDEMPOTENCY_CLAIM_LOST]: idempotencyClaimLost,
       ...options.failures,
     },
-    ),
-  );
+    );
+  const { returned, deliveryIds } = await outcomeTracked(c, () => (options.moneyMoved ? recordMovedMoney(attempt) : attempt()));
   if (idempotency) idempotency.state = "completed";
-  return Object.assign(results.slice(1), { deliveryIds });
+  return { returned, deliveryIds };
 }
 
 /** Commits, then answers with `body` as JSON. */
@@ -84,4 +110,17 @@ export async function commitAndRespond<T extends object, S extends ContentfulSta
 ) {
   await commit(c, writes, status, body, options);
   return c.json(body, status);
+}
+
+/**
+ * Replaces the stored answer of a request that already committed, when work done after its batch
+ * changed what it answers (a test clock's renewals). Best effort: a failure leaves the answer the
+ * batch stored, which was true when it committed.
+ */
+export async function restoreAnswer(c: Context<AppEnv>, status: number, body: unknown): Promise<void> {
+  const { db, auth, idempotency } = c.var;
+  if (!idempotency) return;
+  await runBatch(db, completeIdempotency(db, auth.accountId, idempotency, status, body, { guard: false })).catch((error) => {
+    console.error(JSON.stringify({ request_id: c.var.requestId, message: "stored answer not updated", error: String(error) }));
+  });
 }

@@ -9,7 +9,7 @@ import { type Db, createDb } from "../db/client";
 import { runBatch } from "../db/batch";
 import { deliveryAttempts, events, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { newId } from "../domain/ids";
-import { DELIVERY_WINDOW_MS, nextAttemptAt, parseRetryAfter } from "../domain/retry-schedule";
+import { DELIVERY_WINDOW_MS, nextAttemptAt, parseRetryAfter } from "../domain/webhook-retry-schedule";
 import type { Bindings } from "../env";
 import { clock, isoTime } from "../lib/clock";
 import { randomUnit } from "../lib/crypto";
@@ -131,13 +131,10 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   let error: string | null = null;
   let retryAfterMs: number | null = null;
   try {
-    const response = await fetch(endpoint.url, {
-      method: "POST",
-      headers,
-      body,
-      redirect: "manual",
-      signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
-    });
+    const signal = AbortSignal.timeout(DELIVERY_TIMEOUT_MS);
+    const response = await fetch(endpoint.url, { method: "POST", headers, body, redirect: "manual", signal });
+    // An answer that came after the timeout fired is a timeout: the attempt is retried.
+    if (signal.aborted) throw signal.reason;
     status = response.status;
     retryAfterMs = status === 429 || status === 503 ? parseRetryAfter(response.headers.get("retry-after"), now) : null;
     responseExcerpt = await excerpt(response);

@@ -56,6 +56,24 @@ export function deliveriesFor(db: Db, accountId: string, eventId: string, type: 
     RETURNING id`);
 }
 
+/**
+ * A redelivery of an event: one delivery per target endpoint (the one named, or every active one
+ * subscribed to the event's type), new, or an existing one back to pending with a fresh 24-hour
+ * window. Its attempt count carries on, so attempt numbers stay unique. RETURNING the ids.
+ */
+export function redeliveriesFor(db: Db, accountId: string, eventId: string, at: number, endpointId?: string): Statement {
+  const endpointFilter = endpointId
+    ? sql`e.id = ${endpointId}`
+    : sql`EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (ev.type, ${ALL_EVENTS}))`;
+  return rawStatement(db, sql`
+    INSERT INTO ${webhookDeliveries} (id, account_id, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+    SELECT ${deliveryIdSql(sql`ev.id`, sql`e.id`)}, ev.account_id, ev.id, e.id, 'pending', 0, ${isoTime(at)}, ${at}
+    FROM ${events} ev JOIN ${webhookEndpoints} e ON e.account_id = ev.account_id
+    WHERE ev.id = ${eventId} AND ev.account_id = ${accountId} AND e.status = 'active' AND e.deleted_at IS NULL AND ${endpointFilter}
+    ON CONFLICT (event_id, endpoint_id) DO UPDATE SET status = 'pending', first_attempt_at = NULL, next_attempt_at = NULL, updated_at = ${at}
+    RETURNING id`);
+}
+
 export function emitEvent(
   db: Db,
   accountId: string,
@@ -94,6 +112,11 @@ export function collectDeliveryIds(results: unknown[], offsets: number[]): strin
 
 export interface WriteSet {
   statements: Statement[];
+  /**
+   * The statement whose rows the caller wants back (an UPDATE … RETURNING, or a SELECT of the row
+   * just written): it runs after `statements`, and its rows come back as `returned`.
+   */
+  returning?: Statement;
   events?: EmittedEvent[];
   /** Statements that must run last, such as completing the idempotency record. */
   trailing?: Statement[];
@@ -102,14 +125,15 @@ export interface WriteSet {
 /**
  * Commits a write set as one D1 batch, then enqueues the deliveries it created. A failed enqueue
  * is logged, not thrown: the rows are committed and the sweeper will send them.
- * Returns the batch results of `statements`, in order, and the delivery ids it created.
+ * Returns the rows of `returning` and the delivery ids it created.
  */
 export async function commitWrites(
   deps: { db: Db; queue: Queue; waitUntil?: (promise: Promise<unknown>) => void },
   writes: WriteSet,
   failures: FailureMap = {},
-): Promise<{ results: unknown[]; deliveryIds: string[] }> {
+): Promise<{ returned: unknown[]; deliveryIds: string[] }> {
   const all = [...writes.statements];
+  const returningAt = writes.returning ? all.push(writes.returning) - 1 : -1;
   const offsets: number[] = [];
   for (const event of writes.events ?? []) {
     offsets.push(all.length + event.deliveriesAt);
@@ -125,5 +149,5 @@ export async function commitWrites(
     if (deps.waitUntil) deps.waitUntil(send);
     else await send;
   }
-  return { results: results.slice(0, writes.statements.length), deliveryIds };
+  return { returned: returningAt >= 0 ? (results[returningAt] as unknown[]) : [], deliveryIds };
 }

@@ -3,6 +3,7 @@ import fc from "fast-check";
 import {
   cardFingerprint,
   checkCard,
+  containsCardNumber,
   cvvLength,
   detectBrand,
   isExpired,
@@ -318,6 +319,140 @@ describe("checkCard", () => {
         expect(serialized).not.toContain(cvv);
         expect(serialized).not.toContain(pan);
         expect(serialized).not.toContain(pan.slice(-4));
+      }),
+    );
+  });
+});
+
+describe("containsCardNumber", () => {
+  const TEST_CARDS = ["4242424242424242", "5555555555554444", "378282246310005"];
+
+  /** `digits` grouped the way people write them: fours (amex: 4-6-5), joined by `sep`. */
+  function grouped(digits: string, sep: string): string {
+    if (digits.length === 15) return [digits.slice(0, 4), digits.slice(4, 10), digits.slice(10)].join(sep);
+    return digits.match(/.{1,4}/g)!.join(sep);
+  }
+
+  /** Text with no digits at all (so it can neither extend a run nor hold one). */
+  const prose = fc.string({ maxLength: 40 }).map((s) => s.replace(/[0-9]/g, ""));
+  /** A separator that ends a digit run: not a lone space or dash followed by a digit. */
+  const boundary = fc.constantFrom(" card ", ": ", "\n", "(", "  ", "--", " - ", "/", "#", "x");
+  /** Every Luhn-valid number of a known brand, 13 to 19 digits. */
+  const brandPan = fc
+    .tuple(fc.constantFrom("4", "51", "55", "2221", "2720", "34", "37", "6011", "65", "3528", "36", "62"), fc.integer({ min: 13, max: 19 }), fc.stringMatching(/^[0-9]{18}$/))
+    .map(([prefix, length, fill]) => withCheckDigit((prefix + fill).slice(0, length - 1)))
+    .filter((pan) => detectBrand(pan) !== "unknown");
+
+  it("detects the test cards, plain, spaced or dashed, alone or inside text", () => {
+    for (const pan of TEST_CARDS) {
+      for (const form of [pan, grouped(pan, " "), grouped(pan, "-")]) {
+        for (const text of [form, `card ${form}`, `${form} exp 12/30`, `Refund to card:${form}.`, `x${form}y`, `{"pan":"${form}"}`]) {
+          expect(containsCardNumber(text), text).toBe(true);
+        }
+      }
+    }
+    expect(containsCardNumber("4242 4242-4242 4242")).toBe(true); // mixed separators
+    expect(containsCardNumber("4 2 4 2 4 2 4 2 4 2 4 2 4 2 4 2")).toBe(true); // a separator between every digit
+    expect(containsCardNumber("paid with 4242 4242 4242 4242 on 2026-01-15")).toBe(true);
+  });
+
+  it("detects any Luhn-valid branded number of 13 to 19 digits, however it is embedded", () => {
+    fc.assert(
+      fc.property(prose, boundary, brandPan, fc.constantFrom("", " ", "-"), boundary, prose, (before, open, pan, sep, close, after) => {
+        const form = sep === "" ? pan : grouped(pan, sep);
+        expect(containsCardNumber(before + open + form + close + after)).toBe(true);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("ignores numbers that fail Luhn", () => {
+    fc.assert(
+      fc.property(brandPan, fc.integer({ min: 1, max: 9 }), prose, (pan, delta, text) => {
+        const last = String((Number(pan[pan.length - 1]) + delta) % 10);
+        const broken = pan.slice(0, -1) + last;
+        expect(luhnValid(broken)).toBe(false);
+        expect(containsCardNumber(`${text} ${broken} ${text}`)).toBe(false);
+        expect(containsCardNumber(grouped(broken, " "))).toBe(false);
+      }),
+    );
+    expect(containsCardNumber("4242 4242 4242 4241")).toBe(false);
+  });
+
+  it("ignores Luhn-valid numbers with no card brand's prefix", () => {
+    for (const prefix of ["0", "1", "7", "8", "9", "50", "56", "2220", "2721", "35", "306", "6012", "643"]) {
+      const pan = withCheckDigit(prefix.padEnd(15, "0"));
+      expect(luhnValid(pan) && detectBrand(pan), pan).toBe("unknown");
+      expect(containsCardNumber(`ref ${pan}`), pan).toBe(false);
+    }
+    fc.assert(
+      fc.property(fc.constantFrom("0", "1", "7", "8", "9"), fc.stringMatching(/^[0-9]{11,17}$/), (first, rest) => {
+        expect(containsCardNumber(withCheckDigit(first + rest))).toBe(false);
+      }),
+    );
+  });
+
+  it("ignores runs shorter than 13 or longer than 19 digits, without scanning inside longer runs", () => {
+    expect(containsCardNumber(withCheckDigit("42424242424"))).toBe(false); // 12 digits
+    expect(containsCardNumber("4242 4242 4242")).toBe(false);
+    fc.assert(
+      fc.property(brandPan, fc.stringMatching(/^[0-9]{1,8}$/), fc.boolean(), (pan, extra, atStart) => {
+        // A valid card inside a longer run of 20+ digits is part of a reference number, not a card.
+        const run = atStart ? pan + extra : extra + pan;
+        fc.pre(run.replace(/[ -]/g, "").length >= 20);
+        expect(containsCardNumber(`reference ${run}`)).toBe(false);
+        expect(containsCardNumber(`reference ${grouped(run, " ")}`)).toBe(false);
+      }),
+    );
+    expect(containsCardNumber("4242424242424242424242424")).toBe(false); // 25 digits
+    expect(containsCardNumber("0004242424242424242")).toBe(false); // 19 digits, leading zeros: no brand
+  });
+
+  it("ends a run at two separators in a row or at any other character", () => {
+    expect(containsCardNumber("4242  4242  4242  4242")).toBe(false);
+    expect(containsCardNumber("4242--4242--4242--4242")).toBe(false);
+    expect(containsCardNumber("4242.4242.4242.4242")).toBe(false);
+    expect(containsCardNumber("4242/4242/4242/4242")).toBe(false);
+    expect(containsCardNumber("4242_4242_4242_4242")).toBe(false);
+    expect(containsCardNumber("４２４２４２４２４２４２４２４２")).toBe(false); // full-width digits
+  });
+
+  it("ignores everyday text: phone numbers, order ids, dates, UUIDs, amounts", () => {
+    const texts = [
+      "",
+      "checkout",
+      "Vendor invoice 1042",
+      "Call +1 (415) 555-0132 or +44 20 7946 0958",
+      "+1-415-555-0132",
+      "order A-1001",
+      "A-1001, A-1002, A-1003",
+      "2026-01-15",
+      "2026-01-15T12:00:00.000Z",
+      "from 2026-01-15 to 2026-12-31",
+      "019a8f3e-7c1d-7b2a-9f00-3c4d5e6f7a8b",
+      "123e4567-e89b-12d3-a456-426614174000",
+      "41111111-1111-4111-8111-111111111111",
+      "USD 1,234,567.89",
+      "1700000000000", // a millisecond timestamp: 13 digits, no brand
+      "Everything in Pro.",
+    ];
+    for (const text of texts) expect(containsCardNumber(text), text).toBe(false);
+    fc.assert(
+      fc.property(fc.uuid(), fc.date({ noInvalidDate: true, min: new Date("1970-01-01T00:00:00Z"), max: new Date("2999-12-31T00:00:00Z") }), (uuid, date) => {
+        expect(containsCardNumber(uuid)).toBe(false);
+        expect(containsCardNumber(uuid.toUpperCase())).toBe(false);
+        expect(containsCardNumber(date.toISOString())).toBe(false);
+        expect(containsCardNumber(`${date.toISOString().slice(0, 10)} ${uuid}`)).toBe(false);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("ignores text with fewer than 13 digits, whatever else it holds", () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 200 }), (text) => {
+        const digits = text.replace(/[^0-9]/g, "").length;
+        if (digits < 13) expect(containsCardNumber(text)).toBe(false);
       }),
     );
   });

@@ -1,3 +1,5 @@
+// POST /api/accounts: sign-up. Open in development, behind ADMIN_TOKEN elsewhere; the answer shows
+// the account's test-mode secret key once.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { generateApiKey, displayPrefix } from "../../auth/credentials";
 import { ALL_SCOPES } from "../../auth/scopes";
@@ -27,7 +29,7 @@ const route = apiRoute({
 });
 
 export function registerCreateAccount(app: OpenAPIHono<AppEnv>) {
-  app.openapi(route, async (c) => {
+  app.openapi(route, async function createAccount(c) {
     if (!isDevelopment(c.env)) {
       const token = bearerCredential(c.req.header("authorization"));
       if (!c.env.ADMIN_TOKEN || !timingSafeEqual(token, c.env.ADMIN_TOKEN)) {

@@ -1,6 +1,8 @@
+// Events: the event-type catalog, the catch-up feed (GET /api/events), one event, and a
+// redelivery of an event to its endpoints (the delivery rows come from src/webhooks/outbox.ts).
 import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import { and, eq, isNull, sql } from "drizzle-orm";
-import { guard, rawStatement } from "../../db/batch";
+import { guard } from "../../db/batch";
 import { events, webhookDeliveries, webhookEndpoints } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { ensureLive } from "../../auth/credentials";
@@ -11,8 +13,8 @@ import { notFound } from "../../lib/errors";
 import { listQuery, listSchema } from "../pagination";
 import { found, listOwned } from "../reads";
 import { commit } from "../write-path";
-import { ALL_EVENTS, describeEventTypes } from "../../webhooks/catalog";
-import { deliveryIdSql } from "../../webhooks/outbox";
+import { describeEventTypes } from "../../webhooks/catalog";
+import { redeliveriesFor } from "../../webhooks/outbox";
 import { apiRoute, idParam, json } from "../openapi";
 import { timestamp } from "../shared";
 
@@ -103,14 +105,14 @@ const EVENT_MISSING = "event_missing";
 const ENDPOINT_MISSING = "endpoint_missing";
 
 export function registerEvents(app: OpenAPIHono<AppEnv>) {
-  app.openapi(types, async (c) => {
+  app.openapi(types, async function listEventTypes(c) {
     // The catalog is static, but a key revoked in another isolate (still cached here) must be
     // refused on its next request, as every other route does through its query or batch.
     await ensureLive(c.var.db, c.var.auth);
     return c.json({ object: "list" as const, data: describeEventTypes(), has_more: false as const }, 200);
   });
 
-  app.openapi(list, async (c) => {
+  app.openapi(list, async function listEvents(c) {
     const query = c.req.valid("query");
     const page = await listOwned(c, {
       table: events,
@@ -123,34 +125,23 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
     return c.json(page, 200);
   });
 
-  app.openapi(get, async (c) => {
+  app.openapi(get, async function getEvent(c) {
     const { id } = c.req.valid("param");
     const row = await found(c, await c.var.db.query.events.findFirst({ where: owned(events, c.var.auth, eq(events.id, id)) }), "event", id);
     return c.json(serializeEvent(row), 200);
   });
 
-  app.openapi(redeliver, async (c) => {
+  app.openapi(redeliver, async function redeliverEvent(c) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const endpointId = (c.req.valid("json") as z.infer<typeof RedeliverBody>).endpoint_id;
     const now = clock.now();
-    const endpointFilter = endpointId
-      ? sql`e.id = ${endpointId}`
-      : sql`EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (ev.type, ${ALL_EVENTS}))`;
-    // Upsert one delivery per target: a new one, or the existing one back to pending with a
-    // fresh window. The attempt count carries on, so attempt numbers stay unique.
     const statements = [
       guard(db, EVENT_MISSING, sql`EXISTS (SELECT 1 FROM ${events} WHERE ${owned(events, auth, eq(events.id, id))})`),
       ...(endpointId
         ? [guard(db, ENDPOINT_MISSING, sql`EXISTS (SELECT 1 FROM ${webhookEndpoints} WHERE ${owned(webhookEndpoints, auth, and(eq(webhookEndpoints.id, endpointId), isNull(webhookEndpoints.deletedAt), eq(webhookEndpoints.status, "active")))})`)]
         : []),
-      rawStatement(db, sql`
-        INSERT INTO ${webhookDeliveries} (id, account_id, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
-        SELECT ${deliveryIdSql(sql`ev.id`, sql`e.id`)}, ev.account_id, ev.id, e.id, 'pending', 0, ${isoTime(now)}, ${now}
-        FROM ${events} ev JOIN ${webhookEndpoints} e ON e.account_id = ev.account_id
-        WHERE ev.id = ${id} AND ev.account_id = ${auth.accountId} AND e.status = 'active' AND e.deleted_at IS NULL AND ${endpointFilter}
-        ON CONFLICT (event_id, endpoint_id) DO UPDATE SET status = 'pending', first_attempt_at = NULL, next_attempt_at = NULL, updated_at = ${now}
-        RETURNING id`),
+      redeliveriesFor(db, auth.accountId, id, now, endpointId),
     ];
     const { deliveryIds } = await commit(
       c,

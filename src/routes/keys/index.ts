@@ -1,3 +1,5 @@
+// API keys: create a restricted key within the caller's scopes (its secret shown once), list, read,
+// and revoke a key whose scopes the caller holds.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq, isNull, and } from "drizzle-orm";
 import { displayPrefix, forgetKey, generateApiKey } from "../../auth/credentials";
@@ -66,7 +68,7 @@ const revoke = apiRoute({
 });
 
 export function registerKeys(app: OpenAPIHono<AppEnv>) {
-  app.openapi(create, async (c) => {
+  app.openapi(create, async function createKey(c) {
     const { auth, db } = c.var;
     const body = c.req.valid("json");
     if (!scopesWithin(auth.scopes, body.scopes)) {
@@ -92,7 +94,7 @@ export function registerKeys(app: OpenAPIHono<AppEnv>) {
     });
   });
 
-  app.openapi(list, async (c) => {
+  app.openapi(list, async function listKeys(c) {
     const page = await listOwned(c, {
       table: apiKeys,
       id: apiKeys.id,
@@ -103,13 +105,13 @@ export function registerKeys(app: OpenAPIHono<AppEnv>) {
     return c.json(page, 200);
   });
 
-  app.openapi(get, async (c) => {
+  app.openapi(get, async function getKey(c) {
     const { id } = c.req.valid("param");
     const row = await found(c, await c.var.db.query.apiKeys.findFirst({ where: owned(apiKeys, c.var.auth, eq(apiKeys.id, id)) }), "API key", id);
     return c.json(serializeKey(row), 200);
   });
 
-  app.openapi(revoke, async (c) => {
+  app.openapi(revoke, async function revokeKey(c) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const row = await found(c, await db.query.apiKeys.findFirst({ where: owned(apiKeys, auth, eq(apiKeys.id, id)) }), "API key", id);

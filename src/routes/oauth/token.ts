@@ -72,7 +72,7 @@ function clientSecret(header: string | undefined, body: { client_secret?: string
 }
 
 export function registerOauth(app: OpenAPIHono<AppEnv>) {
-  app.openapi(route, async (c) => {
+  app.openapi(route, async function createAccessToken(c) {
     const fromJson = c.req.valid("json") as Partial<z.infer<typeof TokenRequest>>;
     const body = (fromJson.grant_type !== undefined ? fromJson : c.req.valid("form")) as Partial<z.infer<typeof TokenRequest>>;
     if (body.grant_type !== "client_credentials") {

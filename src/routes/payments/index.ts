@@ -1,3 +1,4 @@
+// Payments: the charges made for subscriptions (by src/payments/charge.ts); list and read.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq } from "drizzle-orm";
 import { payments } from "../../db/schema";
@@ -36,7 +37,7 @@ const get = apiRoute({
 });
 
 export function registerPayments(app: OpenAPIHono<AppEnv>) {
-  app.openapi(list, async (c) => {
+  app.openapi(list, async function listPayments(c) {
     const query = c.req.valid("query");
     const page = await listOwned(c, {
       table: payments,
@@ -52,7 +53,7 @@ export function registerPayments(app: OpenAPIHono<AppEnv>) {
     return c.json(page, 200);
   });
 
-  app.openapi(get, async (c) => {
+  app.openapi(get, async function getPayment(c) {
     const { id } = c.req.valid("param");
     const row = await found(c, await c.var.db.query.payments.findFirst({ where: owned(payments, c.var.auth, eq(payments.id, id)) }), "payment", id);
     return c.json(serializePayment(row), 200);

@@ -1,3 +1,5 @@
+// Payouts: create (pending, then settled on the job queue by src/payments/settle-payout.ts), list,
+// read, and cancel while the payout has not been handed to the processor.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, sql } from "drizzle-orm";
 import { guard, type Statement } from "../../db/batch";
@@ -77,7 +79,7 @@ const PAYOUT_NOT_PENDING = "payout_not_pending";
 const PAYOUT_BEING_SENT = "payout_being_sent";
 
 export function registerPayouts(app: OpenAPIHono<AppEnv>) {
-  app.openapi(create, async (c) => {
+  app.openapi(create, async function createPayout(c) {
     const { db, auth } = c.var;
     const body = c.req.valid("json");
     const now = clock.now();
@@ -134,7 +136,7 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
     return c.json(payout, 201);
   });
 
-  app.openapi(list, async (c) => {
+  app.openapi(list, async function listPayouts(c) {
     const query = c.req.valid("query");
     const page = await listOwned(c, {
       table: payouts,
@@ -150,21 +152,21 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
     return c.json(page, 200);
   });
 
-  app.openapi(get, async (c) => {
+  app.openapi(get, async function getPayout(c) {
     const { id } = c.req.valid("param");
     const row = await found(c, await c.var.db.query.payouts.findFirst({ where: owned(payouts, c.var.auth, eq(payouts.id, id)) }), "payout", id);
     return c.json(serializePayout(row), 200);
   });
 
-  app.openapi(cancel, async (c) => {
+  app.openapi(cancel, async function cancelPayout(c) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const now = clock.now();
     const mine = and(eq(payouts.accountId, auth.accountId), eq(payouts.id, id));
-    let results: unknown[];
+    let returned: unknown[];
     let notPending = false;
     try {
-      results = await commit(
+      ({ returned } = await commit(
         c,
         {
           statements: [
@@ -172,12 +174,12 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
             guard(db, PAYOUT_NOT_PENDING, sql`EXISTS (SELECT 1 FROM ${payouts} WHERE ${mine} AND ${payouts.status} = 'pending')`),
             // Once handed to the processor, the money may already be moving.
             guard(db, PAYOUT_BEING_SENT, sql`NOT ${payoutSendClaimed(id)}`),
-            db
-              .update(payouts)
-              .set({ status: "canceled", updatedAt: isoTime(now) })
-              .where(and(mine, eq(payouts.status, "pending")))
-              .returning(),
           ],
+          returning: db
+            .update(payouts)
+            .set({ status: "canceled", updatedAt: isoTime(now) })
+            .where(and(mine, eq(payouts.status, "pending")))
+            .returning(),
           events: [emitEvent(db, auth.accountId, { type: "payout.canceled", dataSql: payoutJsonSql(id) }, now)],
         },
         200,
@@ -193,7 +195,7 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
               conflict(PAYOUT_NOT_PENDING, `Payout '${id}' is already being sent to the card and can no longer be canceled.`),
           },
         },
-      );
+      ));
     } catch (error) {
       if (notPending) {
         // Name the state it is in; this read happens only on the error path.
@@ -202,7 +204,7 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
       }
       throw error;
     }
-    const [updated] = results[3] as PayoutRow[];
+    const [updated] = returned as PayoutRow[];
     return c.json(serializePayout(updated), 200);
   });
 }

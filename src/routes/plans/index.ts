@@ -1,3 +1,5 @@
+// Subscription plans: fixed or tiered (volume, graduated), priced in major units and shown in minor
+// units too; create, list, read and update (name, description, active).
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq, sql } from "drizzle-orm";
 import { guard } from "../../db/batch";
@@ -101,7 +103,7 @@ const apiTierMessage = (message: string) =>
     .replaceAll(" in minor units", "");
 
 export function registerPlans(app: OpenAPIHono<AppEnv>) {
-  app.openapi(create, async (c) => {
+  app.openapi(create, async function createPlan(c) {
     const { db, auth } = c.var;
     const body = c.req.valid("json");
     const raw = c.var.jsonBody as { tiers?: unknown[] };
@@ -154,7 +156,7 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
     return commitAndRespond(c, { statements: [db.insert(plans).values(row)] }, 201, serializePlan(row));
   });
 
-  app.openapi(list, async (c) => {
+  app.openapi(list, async function listPlans(c) {
     const page = await listOwned(c, {
       table: plans,
       id: plans.id,
@@ -165,13 +167,13 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
     return c.json(page, 200);
   });
 
-  app.openapi(get, async (c) => {
+  app.openapi(get, async function getPlan(c) {
     const { id } = c.req.valid("param");
     const row = await found(c, await c.var.db.query.plans.findFirst({ where: owned(plans, c.var.auth, eq(plans.id, id)) }), "plan", id);
     return c.json(serializePlan(row), 200);
   });
 
-  app.openapi(update, async (c) => {
+  app.openapi(update, async function updatePlan(c) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const body = c.req.valid("json");

@@ -1,3 +1,5 @@
+// Refunds: take a refund from a payment at once (refund.initiated, never beyond what was charged),
+// settle it on the job queue (src/payments/settle-refund.ts); list and read.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq } from "drizzle-orm";
 import { payments, refunds } from "../../db/schema";
@@ -55,7 +57,7 @@ const get = apiRoute({
 });
 
 export function registerRefunds(app: OpenAPIHono<AppEnv>) {
-  app.openapi(create, async (c) => {
+  app.openapi(create, async function createRefund(c) {
     const { db, auth } = c.var;
     const body = c.req.valid("json");
     const now = clock.now();
@@ -65,9 +67,9 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
     const writes = refundWrites(db, { accountId: auth.accountId, paymentId, refundId, amount: body.amount, reason: body.reason ?? null, at: now });
 
     let exceeded = false;
-    let results: unknown[];
+    let returned: unknown[];
     try {
-      results = await commit(c, writes, 201, refundJsonSql(refundId), {
+      ({ returned } = await commit(c, writes, 201, refundJsonSql(refundId), {
         failures: {
           [REFUND_FAILURES.paymentMissing]: () => notFound("payment", paymentId, "payment_id"),
           [REFUND_FAILURES.paymentFailed]: () =>
@@ -78,7 +80,7 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
             return invalidRequest("refund_exceeds_payment", "The refund is larger than what remains refundable on the payment.", "amount");
           },
         },
-      });
+      }));
     } catch (error) {
       if (exceeded) {
         // Name what can still be refunded; this read happens only on the error path.
@@ -96,7 +98,7 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
       }
       throw error;
     }
-    const [row] = results[writes.selectAt] as RefundRow[];
+    const [row] = returned as RefundRow[];
     c.executionCtx.waitUntil(
       enqueueRefundSettlements(c.env.JOB_QUEUE, [refundId]).catch((error) => {
         console.error(JSON.stringify({ message: "refund settlement enqueue failed; the sweep will retry", refund: refundId, error: String(error) }));
@@ -105,7 +107,7 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
     return c.json(serializeRefund(row), 201);
   });
 
-  app.openapi(list, async (c) => {
+  app.openapi(list, async function listRefunds(c) {
     const query = c.req.valid("query");
     const page = await listOwned(c, {
       table: refunds,
@@ -118,7 +120,7 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
     return c.json(page, 200);
   });
 
-  app.openapi(get, async (c) => {
+  app.openapi(get, async function getRefund(c) {
     const { id } = c.req.valid("param");
     const row = await found(c, await c.var.db.query.refunds.findFirst({ where: owned(refunds, c.var.auth, eq(refunds.id, id)) }), "refund", id);
     return c.json(serializeRefund(row), 200);

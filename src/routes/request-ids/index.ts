@@ -1,3 +1,5 @@
+// Request ids (endpoint 1 of the interface document): a UUIDv7 for a purpose, stored with its
+// metadata; create, list and read.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq } from "drizzle-orm";
 import { requestIds } from "../../db/schema";
@@ -53,7 +55,7 @@ const get = apiRoute({
 });
 
 export function registerRequestIds(app: OpenAPIHono<AppEnv>) {
-  app.openapi(create, async (c) => {
+  app.openapi(create, async function createRequestId(c) {
     const body = c.req.valid("json");
     // zod leaves a "__proto__" key out of a record (it cannot be plain data on an object), so it
     // would vanish from the stored metadata; refuse it instead of dropping it silently.
@@ -72,7 +74,7 @@ export function registerRequestIds(app: OpenAPIHono<AppEnv>) {
     return commitAndRespond(c, { statements: [c.var.db.insert(requestIds).values(row)] }, 201, serializeRequestId(row));
   });
 
-  app.openapi(list, async (c) => {
+  app.openapi(list, async function listRequestIds(c) {
     const page = await listOwned(c, {
       table: requestIds,
       id: requestIds.id,
@@ -83,7 +85,7 @@ export function registerRequestIds(app: OpenAPIHono<AppEnv>) {
     return c.json(page, 200);
   });
 
-  app.openapi(get, async (c) => {
+  app.openapi(get, async function getRequestId(c) {
     const { id } = c.req.valid("param");
     const row = await found(c, await c.var.db.query.requestIds.findFirst({ where: owned(requestIds, c.var.auth, eq(requestIds.id, id)) }), "request id", id);
     return c.json(serializeRequestId(row), 200);

@@ -4,7 +4,7 @@
 // reaches the processor as the same charge; a decline answers 402 and creates no subscription.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq } from "drizzle-orm";
-import { periodStartMs } from "../../billing/calendar";
+import { periodStartMs } from "../../domain/billing-calendar";
 import { chargeableAmount } from "../../billing/pricing";
 import { processorForRequest } from "../../processor";
 import { payments, plans, subscriptionPeriods, subscriptions, testClocks, users } from "../../db/schema";

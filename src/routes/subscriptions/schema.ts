@@ -1,7 +1,6 @@
 import { z } from "@hono/zod-openapi";
-import { OptionalCardFields } from "../../billing/card";
 import type { subscriptions } from "../../db/schema";
-import { CardFields, CardSummarySchema } from "../../payments/card-input";
+import { CardFields, CardSummarySchema, OptionalCardFields } from "../../payments/card-input";
 import { cardOf } from "../../payments/serialize";
 import { timestamp } from "../shared";
 

@@ -4,7 +4,6 @@
 // src/billing/periods.ts exactly as a dunning retry is (one claim, one reference, one settlement).
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, inArray, sql } from "drizzle-orm";
-import { cardInBody } from "../../billing/card";
 import { PERIOD_ALREADY_SETTLED, chargePeriod, claimOf, claimPeriod } from "../../billing/periods";
 import { chargeableAmount, type PlanRow } from "../../billing/pricing";
 import { processorForRequest } from "../../processor";
@@ -16,7 +15,7 @@ import type { AppEnv } from "../../context";
 import { invalidRequest } from "../../lib/errors";
 import { found } from "../reads";
 import { commitAndRespond } from "../write-path";
-import { readCard } from "../../payments/card-input";
+import { cardInBody, readCard } from "../../payments/card-input";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
 import { alreadyCanceled, answerDecline, cardColumns, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags } from "./common";

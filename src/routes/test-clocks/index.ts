@@ -6,18 +6,16 @@ import { and, eq, sql } from "drizzle-orm";
 import { createMiddleware } from "hono/factory";
 import { enqueueJobs } from "../../jobs";
 import { MAX_ADVANCE_INTERVALS, maxAdvanceTime, runTestClock, TEST_CLOCK_SYNC_STEPS, testClockHasDueWork } from "../../billing/test-clocks";
-import { revokedCredential, forgetKey } from "../../auth/credentials";
 import { guard } from "../../db/batch";
 import { testClocks } from "../../db/schema";
-import { CREDENTIAL_REVOKED, credentialGuard, owned } from "../../db/scope";
+import { owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { ApiError, conflict, invalidRequest } from "../../lib/errors";
 import { listQuery, listSchema } from "../pagination";
 import { found, listOwned } from "../reads";
-import { commitAndRespond, outcomeTracked } from "../write-path";
-import { commitWrites } from "../../webhooks/outbox";
+import { commit, commitAndRespond, restoreAnswer } from "../write-path";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { AdvanceTestClockBody, CreateTestClockBody, serializeTestClock, TestClockSchema } from "./schema";
 
@@ -86,7 +84,7 @@ const advance = apiRoute({
 const CLOCK_MOVED = "test_clock_moved";
 
 export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
-  app.openapi(create, async (c) => {
+  app.openapi(create, async function createTestClock(c) {
     const { db, auth } = c.var;
     const body = c.req.valid("json");
     const now = clock.now();
@@ -100,7 +98,7 @@ export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
     return commitAndRespond(c, { statements: [db.insert(testClocks).values(row)] }, 201, serializeTestClock(row, "ready"));
   });
 
-  app.openapi(list, async (c) => {
+  app.openapi(list, async function listTestClocks(c) {
     const { db } = c.var;
     const page = await listOwned(c, {
       table: testClocks,
@@ -113,14 +111,14 @@ export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
     return c.json({ ...page, data: page.data.map((clock, i) => serializeTestClock(clock, statuses[i] ? "advancing" : "ready")) }, 200);
   });
 
-  app.openapi(get, async (c) => {
+  app.openapi(get, async function getTestClock(c) {
     const { id } = c.req.valid("param");
     const { db, auth } = c.var;
     const clock = await found(c, await db.query.testClocks.findFirst({ where: owned(testClocks, auth, eq(testClocks.id, id)) }), "test clock", id);
     return c.json(serializeTestClock(clock, (await testClockHasDueWork(db, clock)) ? "advancing" : "ready"), 200);
   });
 
-  app.openapi(advance, async (c) => {
+  app.openapi(advance, async function advanceTestClock(c) {
     const { id } = c.req.valid("param");
     const { db, auth } = c.var;
     const target = Date.parse(c.req.valid("json").frozen_time);
@@ -138,26 +136,22 @@ export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
     }
     const moved = { ...clock, frozenTime: isoTime(target) };
     const match = and(eq(testClocks.id, id), eq(testClocks.accountId, auth.accountId), eq(testClocks.frozenTime, clock.frozenTime));
-    // Compare-and-set on the time read, so two concurrent advances cannot interleave.
-    await outcomeTracked(c, () => commitWrites(
-      { db, queue: c.env.DELIVERY_QUEUE },
+    // Compare-and-set on the time read, so two concurrent advances cannot interleave. The batch
+    // stores the answer as of the move ("advancing"), so a retry after a lost answer replays it.
+    await commit(
+      c,
       {
         statements: [
-          credentialGuard(db, auth),
           guard(db, CLOCK_MOVED, sql`EXISTS (SELECT 1 FROM ${testClocks} WHERE ${match})`),
           db.update(testClocks).set({ frozenTime: moved.frozenTime }).where(match),
         ],
       },
-      {
-        [CREDENTIAL_REVOKED]: () => {
-          forgetKey(auth.keyId);
-          return revokedCredential();
-        },
-        [CLOCK_MOVED]: () => conflict("test_clock_moved", "The clock was moved by another request meanwhile; read it and retry."),
-      },
-    ));
-    // The renewals run after the new time is committed; the answer (stored for idempotent
-    // replays by the middleware) shows whether they all ran in this request.
+      200,
+      serializeTestClock(moved, "advancing"),
+      { failures: { [CLOCK_MOVED]: () => conflict("test_clock_moved", "The clock was moved by another request meanwhile; read it and retry.") } },
+    );
+    // The renewals run after the new time is committed; the answer shows whether they all ran in
+    // this request (and the stored answer is brought up to it).
     let done = false;
     try {
       ({ done } = await runTestClock(c.env, db, moved, TEST_CLOCK_SYNC_STEPS));
@@ -166,6 +160,8 @@ export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
       console.error(JSON.stringify({ message: "test clock renewals failed in the request; continuing on the job queue", test_clock: id, error: String(error) }));
     }
     if (!done) await enqueueJobs(c.env.JOB_QUEUE, [{ kind: "billing.advance_test_clock", testClockId: id }]);
-    return c.json(serializeTestClock(moved, done ? "ready" : "advancing"), 200);
+    const answer = serializeTestClock(moved, done ? "ready" : "advancing");
+    if (done) await restoreAnswer(c, 200, answer);
+    return c.json(answer, 200);
   });
 }

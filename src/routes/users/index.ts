@@ -1,3 +1,5 @@
+// User profiles: create (customer.created), read, list, and replace (customer.updated), each
+// change with its event in one batch.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq, sql } from "drizzle-orm";
 import { guard } from "../../db/batch";
@@ -67,7 +69,7 @@ const USER_MISSING = "user_missing";
 const TEST_CLOCK_MISSING = "test_clock_missing";
 
 export function registerUsers(app: OpenAPIHono<AppEnv>) {
-  app.openapi(create, async (c) => {
+  app.openapi(create, async function createUser(c) {
     const { db, auth } = c.var;
     const body = c.req.valid("json");
     const now = clock.now();
@@ -102,7 +104,7 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
     );
   });
 
-  app.openapi(list, async (c) => {
+  app.openapi(list, async function listUsers(c) {
     const page = await listOwned(c, {
       table: users,
       id: users.id,
@@ -113,32 +115,31 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
     return c.json(page, 200);
   });
 
-  app.openapi(get, async (c) => {
+  app.openapi(get, async function getUser(c) {
     const { id } = c.req.valid("param");
     const row = await found(c, await c.var.db.query.users.findFirst({ where: owned(users, c.var.auth, eq(users.id, id)) }), "user", id);
     return c.json(serializeUser(row), 200);
   });
 
-  app.openapi(update, async (c) => {
+  app.openapi(update, async function updateUser(c) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const body = c.req.valid("json");
     const now = clock.now();
     // One batch: the user must exist in this account; the update, its event (with the user
     // as committed) and the stored answer all read the same row.
-    const [, updated] = (await commit(
+    const { returned } = await commit(
       c,
       {
-        statements: [
-          guard(db, USER_MISSING, sql`EXISTS (SELECT 1 FROM ${users} WHERE ${owned(users, auth, eq(users.id, id))})`),
-          db.update(users).set({ name: body.name, email: body.email, updatedAt: isoTime(now) }).where(owned(users, auth, eq(users.id, id))).returning(),
-        ],
+        statements: [guard(db, USER_MISSING, sql`EXISTS (SELECT 1 FROM ${users} WHERE ${owned(users, auth, eq(users.id, id))})`)],
+        returning: db.update(users).set({ name: body.name, email: body.email, updatedAt: isoTime(now) }).where(owned(users, auth, eq(users.id, id))).returning(),
         events: [emitEvent(db, auth.accountId, { type: "customer.updated", dataSql: userJsonSql(id) }, now)],
       },
       200,
       userJsonSql(id),
       { failures: { [USER_MISSING]: () => notFound("user", id, "id") } },
-    )) as unknown as [unknown, (typeof users.$inferSelect)[]];
-    return c.json(serializeUser(updated[0]), 200);
+    );
+    const [updated] = returned as (typeof users.$inferSelect)[];
+    return c.json(serializeUser(updated), 200);
   });
 }

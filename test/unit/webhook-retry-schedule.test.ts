@@ -11,7 +11,7 @@ import {
   nextAttemptAt,
   nominalDelayMs,
   parseRetryAfter,
-} from "../../src/domain/retry-schedule";
+} from "../../src/domain/webhook-retry-schedule";
 
 const HOUR = 3_600_000;
 const T0 = Date.UTC(2025, 0, 1, 0, 0, 0); // fixed epoch ms; no Date.now()

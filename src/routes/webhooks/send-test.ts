@@ -1,0 +1,60 @@
+// POST /api/webhooks/{id}/test: a webhook.test event to this endpoint only, signed and retried like any other.
+import { type OpenAPIHono, z } from "@hono/zod-openapi";
+import type { AppEnv } from "../../context";
+import { eq, sql } from "drizzle-orm";
+import { guard } from "../../db/batch";
+import { events, webhookEndpoints } from "../../db/schema";
+import { owned } from "../../db/scope";
+import { newId } from "../../domain/ids";
+import { clock, isoTime } from "../../lib/clock";
+import { notFound } from "../../lib/errors";
+import { TEST_EVENT_TYPE } from "../../webhooks/catalog";
+import { deliveriesFor, deliveryIdOf } from "../../webhooks/outbox";
+import { apiRoute, json } from "../openapi";
+import { commit } from "../write-path";
+import { ENDPOINT_MISSING, liveEndpoint, tags, webhookId } from "./common";
+
+const TestResultSchema = z
+  .object({ object: z.literal("webhook_test"), event_id: z.string(), delivery_id: z.string() })
+  .openapi("WebhookTest");
+const sendTest = apiRoute({
+  method: "post",
+  path: "/api/webhooks/{id}/test",
+  tags,
+  operationId: "testWebhook",
+  summary: "Send a test event",
+  description: `Sends an event of type '${TEST_EVENT_TYPE}' to this endpoint only, signed and retried like any other.`,
+  scope: "webhooks:write",
+  request: { params: webhookId },
+  responses: { 202: json(TestResultSchema, "The test event is on its way.") },
+});
+
+export function registerTestWebhook(app: OpenAPIHono<AppEnv>) {
+  app.openapi(sendTest, async function testWebhook(c) {
+    const { db, auth } = c.var;
+    const { id } = c.req.valid("param");
+    const now = clock.now();
+    const eventId = newId("event", now);
+    const payload = JSON.stringify({
+      id: eventId,
+      type: TEST_EVENT_TYPE,
+      data: { endpoint_id: id, message: "A test event from Tender." },
+      created_at: isoTime(now),
+    });
+    const deliveryId = deliveryIdOf(eventId, id);
+    await commit(
+      c,
+      {
+        statements: [
+          guard(db, ENDPOINT_MISSING, sql`EXISTS (SELECT 1 FROM ${webhookEndpoints} WHERE ${owned(webhookEndpoints, auth, liveEndpoint(id), eq(webhookEndpoints.status, "active"))})`),
+          db.insert(events).values({ id: eventId, accountId: auth.accountId, type: TEST_EVENT_TYPE, payload, createdAt: isoTime(now) }),
+        ],
+        events: [{ id: eventId, statements: [deliveriesFor(db, auth.accountId, eventId, TEST_EVENT_TYPE, now, id)], deliveriesAt: 0 }],
+      },
+      202,
+      { object: "webhook_test", event_id: eventId, delivery_id: deliveryId },
+      { failures: { [ENDPOINT_MISSING]: () => notFound("active webhook endpoint", id, "id") } },
+    );
+    return c.json({ object: "webhook_test" as const, event_id: eventId, delivery_id: deliveryId }, 202);
+  });
+}

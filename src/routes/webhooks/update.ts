@@ -1,0 +1,54 @@
+// PATCH /api/webhooks/{id}: URL, event types or status; only the fields sent are written.
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { AppEnv } from "../../context";
+import { webhookEndpoints } from "../../db/schema";
+import { owned } from "../../db/scope";
+import { isDevelopment } from "../../env";
+import { clock, isoTime } from "../../lib/clock";
+import { apiRoute, json, jsonBodyOf } from "../openapi";
+import { commit } from "../write-path";
+import { ENDPOINT_MISSING, checkUrl, endpointMissing, liveEndpoint, stillLive, tags, webhookId } from "./common";
+import { UpdateWebhookBody, WebhookSchema, serializeWebhook, webhookJsonSql } from "./schema";
+
+const update = apiRoute({
+  method: "patch",
+  path: "/api/webhooks/{id}",
+  tags,
+  operationId: "updateWebhook",
+  summary: "Update a webhook endpoint",
+  description: "Changes the URL, the event types, or the status (active or disabled).",
+  scope: "webhooks:write",
+  request: { params: webhookId, ...jsonBodyOf(UpdateWebhookBody) },
+  responses: { 200: json(WebhookSchema, "The updated endpoint.") },
+});
+
+export function registerUpdateWebhook(app: OpenAPIHono<AppEnv>) {
+  app.openapi(update, async function updateWebhook(c) {
+    const { db, auth } = c.var;
+    const { id } = c.req.valid("param");
+    const body = c.req.valid("json");
+    const now = clock.now();
+    // Only the fields sent are written, so two PATCHes of different fields both take effect
+    // (writing back a whole row read earlier lost the other's change). The answer is the row as
+    // the batch committed it.
+    const changes: Partial<typeof webhookEndpoints.$inferInsert> = { updatedAt: isoTime(now) };
+    if (body.url !== undefined) changes.url = checkUrl(body.url, isDevelopment(c.env));
+    if (body.events !== undefined) changes.events = [...new Set(body.events)];
+    if (body.status !== undefined) {
+      changes.status = body.status;
+      changes.disabledReason = body.status === "active" ? null : "Disabled through the API.";
+    }
+    const { returned } = await commit(
+      c,
+      {
+        statements: [stillLive(db, auth, id)],
+        returning: db.update(webhookEndpoints).set(changes).where(owned(webhookEndpoints, auth, liveEndpoint(id))).returning(),
+      },
+      200,
+      webhookJsonSql(id),
+      { failures: { [ENDPOINT_MISSING]: endpointMissing(id) } },
+    );
+    const [updated] = returned as (typeof webhookEndpoints.$inferSelect)[];
+    return c.json(serializeWebhook(updated), 200);
+  });
+}
