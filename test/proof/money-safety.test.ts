@@ -13,7 +13,7 @@ import { settleRefund } from "../../src/payments/settle-refund";
 import { useProcessor } from "../../src/processor";
 import type { Processor } from "../../src/processor/types";
 import { useClock } from "../../src/lib/clock";
-import { DELIVERY_WINDOW_MS, FINAL_ATTEMPT_LEAD_MS } from "../../src/domain/retry-schedule";
+import { DELIVERY_WINDOW_MS, FINAL_ATTEMPT_LEAD_MS } from "../../src/domain/webhook-retry-schedule";
 import { type Account, call, expectError, signup } from "../helpers";
 import { CARDS, cardFields, countRows, createUser, payoutBody, runCron } from "../payments/support";
 import { createPlan, makeDue, subscribed } from "../billing/support";

@@ -7,7 +7,7 @@ import { Webhook } from "standardwebhooks";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createHmac } from "node:crypto";
 import { useClock } from "../../src/lib/clock";
-import { DELIVERY_WINDOW_MS } from "../../src/domain/retry-schedule";
+import { DELIVERY_WINDOW_MS } from "../../src/domain/webhook-retry-schedule";
 import { processDelivery } from "../../src/webhooks/consumer";
 import { schedulerFor, type WebhookRetryScheduler } from "../../src/webhooks/scheduler";
 import { call, signup, expectError, type Account } from "../helpers";
