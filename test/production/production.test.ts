@@ -50,4 +50,34 @@ describe("production mode", () => {
     const ok = await call("https://api.tender.test/api/webhooks", json({ url: "https://hooks.example.com/tender", events: ["customer.created"] }, { authorization: `Bearer ${key}` }));
     expect(ok.status).toBe(201);
   });
+
+  it("refuses IPv6 forms that embed or reach private IPv4, and other non-public IPv6 targets", async () => {
+    const key = await signup();
+    for (const url of [
+      "https://[::ffff:127.0.0.1]/hook",
+      "https://[::7f00:1]/hook",
+      "https://[::a9fe:a9fe]/latest/meta-data",
+      "https://[64:ff9b::7f00:1]/hook",
+      "https://[64:ff9b::a9fe:a9fe]/hook",
+      "https://[2002:7f00:1::]/hook",
+      "https://[2002:a9fe:a9fe::]/hook",
+      "https://[2001::1]/hook",
+      "https://[fec0::1]/hook",
+      "https://[fd00:ec2::254]/hook",
+      "https://[fe80::1]/hook",
+      "https://0x7f.1/hook",
+    ]) {
+      const res = await call("https://api.tender.test/api/webhooks", json({ url, events: ["customer.created"] }, { authorization: `Bearer ${key}` }));
+      expect(res.status, url).toBe(400);
+      expect(res.body.error, url).toMatchObject({
+        type: "invalid_request_error",
+        code: "url_invalid",
+        param: "url",
+        message: "The URL points to a private, loopback or link-local address; webhooks go to public hosts only.",
+        request_id: expect.any(String),
+      });
+    }
+    const ok = await call("https://api.tender.test/api/webhooks", json({ url: "https://[2606:4700::1111]/tender", events: ["customer.created"] }, { authorization: `Bearer ${key}` }));
+    expect(ok.status).toBe(201);
+  });
 });

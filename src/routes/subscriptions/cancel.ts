@@ -22,7 +22,7 @@ const cancel = apiRoute({
   operationId: "cancelSubscription",
   summary: "Cancel a subscription",
   description:
-    "Cancels now (status canceled, canceled_at set, subscription_canceled emitted), or with at_period_end=true at the end of the current period: the subscription stays active and the renewal run cancels it instead of charging. While a charge for the current period is at the processor, canceling now answers 409 charge_in_progress: retry in a few seconds.",
+    "Cancels now (status canceled, canceled_at set, subscription_canceled emitted), or with at_period_end=true at the end of the current period: the subscription stays active and the renewal run cancels it instead of charging. While a charge for the current period is at the processor, either kind of cancel answers 409 charge_in_progress: retry in a few seconds.",
   scope: "subscriptions:write",
   request: { params: subscriptionId, query: CancelQuery },
   responses: { 200: json(SubscriptionSchema, "The canceled (or cancel-scheduled) subscription.") },
@@ -42,13 +42,21 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
 
     const notCanceled = guard(db, SUBSCRIPTION_CANCELED, sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status != 'canceled')`);
     const match = owned(subscriptions, auth, eq(subscriptions.id, sub.id));
-    const failures = { [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id) };
+    // A charge claimed for the open period (by a renewal, or by new card details) may already be
+    // at the processor. Canceling under it, now or at the period's end, would answer that a period
+    // will not be charged while it is being charged: 409, retry once it settled.
+    const noChargeInFlight = guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`);
+    const failures = {
+      [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id),
+      [CHARGE_IN_FLIGHT]: () =>
+        conflict("charge_in_progress", "A charge for this subscription's current period is in progress. Retry the cancellation in a few seconds."),
+    };
     if (atPeriodEnd) {
       const changes = { cancelAtPeriodEnd: true, updatedAt: isoTime(realNow) };
       return commitAndRespond(
         c,
         {
-          statements: [notCanceled, db.update(subscriptions).set(changes).where(match)],
+          statements: [notCanceled, noChargeInFlight, db.update(subscriptions).set(changes).where(match)],
           events: [emitEvent(db, auth.accountId, { type: "subscription_updated", subscriptionId: sub.id, status: sub.status }, realNow)],
         },
         200,
@@ -62,10 +70,7 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
       {
         statements: [
           notCanceled,
-          // A charge claimed for the open period (by a renewal, or by new card details) may already
-          // be at the processor. Canceling under it would leave a paid charge on a canceled
-          // subscription, so the cancel waits for that attempt to settle: 409, retry shortly.
-          guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`),
+          noChargeInFlight,
           db.update(subscriptions).set(changes).where(match),
           // A period still being dunned will not be collected.
           db
@@ -77,13 +82,7 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
       },
       200,
       serializeSubscription({ ...sub, ...changes }),
-      {
-        failures: {
-          ...failures,
-          [CHARGE_IN_FLIGHT]: () =>
-            conflict("charge_in_progress", "A charge for this subscription's current period is in progress. Retry the cancellation in a few seconds."),
-        },
-      },
+      { failures },
     );
   });
 }
