@@ -1,3 +1,4 @@
+/// <reference types="vite/client" />
 // Fault injection at every boundary of a money path, against the real local bindings: a D1 that
 // fails before a commit, commits and loses the answer, or is slow; queues that throw, repeat or
 // lag; a processor that keeps a ledger (idempotent by reference, as a real one is) and can time
@@ -65,7 +66,14 @@ const QUERY_METHODS = new Set(["run", "all", "first", "raw"]);
  * statements) fail, commit then throw, or wait, as the plan says. Everything else is the real
  * binding: a `commit_then_throw` really commits. Pass it as `DB` in an env override.
  */
-export function faultyD1(real: D1Database, plan: D1FaultRule | D1FaultRule[] = []): FaultyD1 {
+export function faultyD1(
+  real: D1Database,
+  plan: D1FaultRule | D1FaultRule[] = [],
+  options: {
+    /** Awaited before every round trip: an interleaving scheduler (fc.scheduler) decides when it proceeds. */
+    gate?: (op: D1Op) => Promise<unknown>;
+  } = {},
+): FaultyD1 {
   const rules = Array.isArray(plan) ? plan : [plan];
   const seen = rules.map(() => 0);
   const ops: D1Op[] = [];
@@ -76,6 +84,7 @@ export function faultyD1(real: D1Database, plan: D1FaultRule | D1FaultRule[] = [
   async function intercept<T>(partial: Omit<D1Op, "index">, perform: () => Promise<T>): Promise<T> {
     const op: D1Op = { index: ops.length, ...partial };
     ops.push(op);
+    if (options.gate) await options.gate(op);
     let fault: D1FaultRule | undefined;
     rules.forEach((rule, i) => {
       const on = rule.on ?? "batch";
@@ -429,10 +438,31 @@ export function ledgerProcessor(initial: ProcessorFault[] = []): Ledger {
   return ledger;
 }
 
+/**
+ * A processor whose every call waits on `gate` before it is made and again before its answer is
+ * returned, so an interleaving scheduler (fc.scheduler) orders processor calls against D1 round
+ * trips and other workers.
+ */
+export function gatedProcessor(inner: Processor, gate: (label: string) => Promise<unknown>): Processor {
+  const around = async <T>(label: string, call: () => Promise<T>): Promise<T> => {
+    await gate(`${label} sent`);
+    const result = await call();
+    await gate(`${label} answered`);
+    return result;
+  };
+  return {
+    chargeCard: (args) => around(`chargeCard ${args.reference}`, () => inner.chargeCard(args)),
+    chargeToken: (args) => around(`chargeToken ${args.reference}`, () => inner.chargeToken(args)),
+    tokenizeDestination: (card) => around("tokenizeDestination", () => inner.tokenizeDestination(card)),
+    sendPayout: (args) => around(`sendPayout ${args.reference}`, () => inner.sendPayout(args)),
+    refund: (args) => around(`refund ${args.reference}`, () => inner.refund(args)),
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Outbound fetch: webhook receivers
 
-export type ReceiverMode = "ok" | "hang" | "fail5xx" | "ok_after_timeout" | "network_error";
+export type ReceiverMode = "ok" | "slow_ok" | "hang" | "fail5xx" | "ok_after_timeout" | "network_error";
 
 export interface ReceivedRequest {
   url: string;
@@ -445,6 +475,8 @@ export interface ReceivedRequest {
 
 export interface Receivers {
   readonly received: ReceivedRequest[];
+  /** Awaited before each answer (an interleaving scheduler decides when the receiver answers); null to remove. */
+  gate(next: ((request: ReceivedRequest) => Promise<unknown>) | null): void;
   /** Modes for the requests to come, in order; the last one repeats. */
   answer(...modes: ReceiverMode[]): void;
   restore(): void;
@@ -462,6 +494,7 @@ const abortReason = (signal: AbortSignal) =>
 export function installReceivers(origin: string, ...modes: ReceiverMode[]): Receivers {
   const received: ReceivedRequest[] = [];
   let answers: ReceiverMode[] = modes.length > 0 ? modes : ["ok"];
+  let gate: ((request: ReceivedRequest) => Promise<unknown>) | null = null;
   const original = globalThis.fetch;
   const spy = vi.spyOn(globalThis, "fetch").mockImplementation(async (input: RequestInfo | URL, init?: RequestInit) => {
     const request = new Request(input, init);
@@ -469,6 +502,7 @@ export function installReceivers(origin: string, ...modes: ReceiverMode[]): Rece
     const mode = answers.length > 1 ? answers.shift()! : answers[0];
     const entry: ReceivedRequest = { url: request.url, headers: Object.fromEntries(request.headers), body: await request.text(), mode, result: "pending" };
     received.push(entry);
+    if (gate) await gate(entry);
     const signal = init?.signal ?? request.signal;
     const aborted = () =>
       new Promise<void>((resolve) => {
@@ -477,6 +511,11 @@ export function installReceivers(origin: string, ...modes: ReceiverMode[]): Rece
       });
     switch (mode) {
       case "ok":
+        entry.result = 200;
+        return new Response("ok", { status: 200 });
+      case "slow_ok":
+        // Answers 200 after a while, well within the sender's timeout: an attempt stays in flight.
+        await sleep(60);
         entry.result = 200;
         return new Response("ok", { status: 200 });
       case "fail5xx":
@@ -500,6 +539,9 @@ export function installReceivers(origin: string, ...modes: ReceiverMode[]): Rece
     answer(...next: ReceiverMode[]) {
       answers = next.length > 0 ? next : ["ok"];
     },
+    gate(next) {
+      gate = next;
+    },
     restore: () => spy.mockRestore(),
   };
 }
@@ -517,3 +559,19 @@ export function compressTimeouts(ms = 40) {
   });
   return { restore: () => spy.mockRestore() };
 }
+
+// ---------------------------------------------------------------------------------------------
+// Background handlers that may move between modules
+
+type RenewChunk = (env: import("../../src/env").Bindings, subscriptionIds: string[], now?: number) => Promise<string[]>;
+const billingModules = import.meta.glob<Record<string, unknown>>(["../../src/billing/renewals.ts", "../../src/billing/periods.ts"], { eager: true });
+const fromBilling = <T>(name: string): T | undefined => Object.values(billingModules).map((m) => m[name]).find((v) => v !== undefined) as T | undefined;
+
+/** The renewal job (src/billing/renewals.ts today, perhaps src/billing/periods.ts later). */
+export const renewChunk: RenewChunk = (...args) => {
+  const handler = fromBilling<RenewChunk>("renewChunk");
+  if (!handler) throw new Error("renewChunk is exported by neither src/billing/renewals.ts nor src/billing/periods.ts");
+  return handler(...args);
+};
+/** How old a period claim must be before another run may take it over. */
+export const claimStaleMs = () => fromBilling<number>("CLAIM_STALE_MS") ?? 10 * 60_000;
