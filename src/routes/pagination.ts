@@ -1,6 +1,7 @@
 // Stripe-style cursor pagination over time-ordered ids, newest first.
 import { z } from "@hono/zod-openapi";
 import { type SQL, and, asc, desc, gt, lt } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Db } from "../db/client";
 import { invalidRequest } from "../lib/errors";
@@ -47,6 +48,8 @@ export async function paginate<Row, T>(
     query: ListQuery;
     validCursor: (id: string) => boolean;
     serialize: (row: Row) => T;
+    /** Runs the page's query (e.g. in one batch with another read); by default, on its own. */
+    run?: <Q extends BatchItem<"sqlite"> & PromiseLike<unknown[]>>(query: Q) => Promise<unknown[]>;
   },
 ): Promise<Page<T>> {
   const { limit, starting_after: after, ending_before: before } = options.query;
@@ -56,12 +59,13 @@ export async function paginate<Row, T>(
     throw invalidRequest("invalid_cursor", `'${cursor}' is not an id of this kind of object.`, after !== undefined ? "starting_after" : "ending_before");
   }
   const where = and(options.where, after ? lt(options.id, after) : undefined, before ? gt(options.id, before) : undefined);
-  const rows = (await db
+  const query = db
     .select()
     .from(options.table)
     .where(where)
     .orderBy(before ? asc(options.id) : desc(options.id))
-    .limit(limit + 1)) as Row[];
+    .limit(limit + 1);
+  const rows = (await (options.run ? options.run(query) : query)) as Row[];
   const has_more = rows.length > limit;
   const page = rows.slice(0, limit);
   if (before) page.reverse();

@@ -11,7 +11,7 @@ import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { notFound } from "../../lib/errors";
 import { listQuery, listSchema } from "../pagination";
-import { found, listOwned } from "../reads";
+import { listOwned, readOne } from "../reads";
 import { commit } from "../write-path";
 import { describeEventTypes } from "../../webhooks/catalog";
 import { redeliveriesFor } from "../../webhooks/outbox";
@@ -127,7 +127,7 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getEvent(c) {
     const { id } = c.req.valid("param");
-    const row = await found(c, await c.var.db.query.events.findFirst({ where: owned(events, c.var.auth, eq(events.id, id)) }), "event", id);
+    const row = await readOne(c, c.var.db.select().from(events).where(owned(events, c.var.auth, eq(events.id, id))).limit(1), "event", id);
     return c.json(serializeEvent(row), 200);
   });
 

@@ -6,7 +6,7 @@ import { displayPrefix, forgetKey, generateApiKey } from "../../auth/credentials
 import { scopesWithin } from "../../auth/scopes";
 import { apiKeys } from "../../db/schema";
 import { owned } from "../../db/scope";
-import { found, listOwned } from "../reads";
+import { listOwned, readOne } from "../reads";
 import { hasPrefix, newId } from "../../domain/ids";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
@@ -107,14 +107,14 @@ export function registerKeys(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getKey(c) {
     const { id } = c.req.valid("param");
-    const row = await found(c, await c.var.db.query.apiKeys.findFirst({ where: owned(apiKeys, c.var.auth, eq(apiKeys.id, id)) }), "API key", id);
+    const row = await readOne(c, c.var.db.select().from(apiKeys).where(owned(apiKeys, c.var.auth, eq(apiKeys.id, id))).limit(1), "API key", id);
     return c.json(serializeKey(row), 200);
   });
 
   app.openapi(revoke, async function revokeKey(c) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
-    const row = await found(c, await db.query.apiKeys.findFirst({ where: owned(apiKeys, auth, eq(apiKeys.id, id)) }), "API key", id);
+    const row = await readOne(c, db.select().from(apiKeys).where(owned(apiKeys, auth, eq(apiKeys.id, id))).limit(1), "API key", id);
     if (!scopesWithin(auth.scopes, row.scopes)) {
       throw new ApiError(403, "permission_error", "scope_exceeds_caller", "A key can revoke only keys whose scopes it holds itself.", "id");
     }

@@ -6,7 +6,7 @@ import { owned } from "../../db/scope";
 import { hasPrefix } from "../../domain/ids";
 import type { AppEnv } from "../../context";
 import { listSchema } from "../pagination";
-import { found, listOwned } from "../reads";
+import { listOwned, readOne } from "../reads";
 import { serializePayment } from "../../payments/serialize";
 import { apiRoute, idParam, json } from "../openapi";
 import { PaymentListQuery, PaymentSchema } from "./schema";
@@ -55,7 +55,7 @@ export function registerPayments(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getPayment(c) {
     const { id } = c.req.valid("param");
-    const row = await found(c, await c.var.db.query.payments.findFirst({ where: owned(payments, c.var.auth, eq(payments.id, id)) }), "payment", id);
+    const row = await readOne(c, c.var.db.select().from(payments).where(owned(payments, c.var.auth, eq(payments.id, id))).limit(1), "payment", id);
     return c.json(serializePayment(row), 200);
   });
 }

@@ -10,7 +10,7 @@ import { clock, isoDate, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { conflict, notFound } from "../../lib/errors";
 import { listSchema } from "../pagination";
-import { found, listOwned } from "../reads";
+import { listOwned, readOne } from "../reads";
 import { commit } from "../write-path";
 import { readCard } from "../../payments/card-input";
 import { readCurrency } from "../../payments/money-input";
@@ -154,7 +154,7 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getPayout(c) {
     const { id } = c.req.valid("param");
-    const row = await found(c, await c.var.db.query.payouts.findFirst({ where: owned(payouts, c.var.auth, eq(payouts.id, id)) }), "payout", id);
+    const row = await readOne(c, c.var.db.select().from(payouts).where(owned(payouts, c.var.auth, eq(payouts.id, id))).limit(1), "payout", id);
     return c.json(serializePayout(row), 200);
   });
 

@@ -15,7 +15,7 @@ import type { AppEnv } from "../../context";
 import { invalidRequest, notFound } from "../../lib/errors";
 import { numberSource } from "../../lib/json";
 import { listQuery, listSchema } from "../pagination";
-import { found, listOwned } from "../reads";
+import { listOwned, readOne } from "../reads";
 import { commitAndRespond } from "../write-path";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { CreatePlanBody, PlanSchema, serializePlan, UpdatePlanBody } from "./schema";
@@ -169,7 +169,7 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getPlan(c) {
     const { id } = c.req.valid("param");
-    const row = await found(c, await c.var.db.query.plans.findFirst({ where: owned(plans, c.var.auth, eq(plans.id, id)) }), "plan", id);
+    const row = await readOne(c, c.var.db.select().from(plans).where(owned(plans, c.var.auth, eq(plans.id, id))).limit(1), "plan", id);
     return c.json(serializePlan(row), 200);
   });
 
@@ -178,7 +178,7 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
     const { id } = c.req.valid("param");
     const body = c.req.valid("json");
     const now = clock.now();
-    const current = await found(c, await db.query.plans.findFirst({ where: owned(plans, auth, eq(plans.id, id)) }), "plan", id);
+    const current = await readOne(c, db.select().from(plans).where(owned(plans, auth, eq(plans.id, id))).limit(1), "plan", id);
     const changes: Partial<typeof plans.$inferInsert> = { updatedAt: isoTime(now) };
     if (body.name !== undefined) changes.name = body.name;
     if (body.description !== undefined) changes.description = body.description;

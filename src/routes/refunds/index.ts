@@ -9,7 +9,7 @@ import { hasPrefix, newId } from "../../domain/ids";
 import type { AppEnv } from "../../context";
 import { conflict, invalidRequest, notFound } from "../../lib/errors";
 import { listSchema } from "../pagination";
-import { found, listOwned } from "../reads";
+import { listOwned, readOne } from "../reads";
 import { commit } from "../write-path";
 import { type RefundRow, refundJsonSql, serializeRefund } from "../../payments/serialize";
 import { REFUND_FAILURES, refundWrites } from "../../payments/refund-writes";
@@ -122,7 +122,7 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getRefund(c) {
     const { id } = c.req.valid("param");
-    const row = await found(c, await c.var.db.query.refunds.findFirst({ where: owned(refunds, c.var.auth, eq(refunds.id, id)) }), "refund", id);
+    const row = await readOne(c, c.var.db.select().from(refunds).where(owned(refunds, c.var.auth, eq(refunds.id, id))).limit(1), "refund", id);
     return c.json(serializeRefund(row), 200);
   });
 }

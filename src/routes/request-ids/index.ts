@@ -4,7 +4,7 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq } from "drizzle-orm";
 import { requestIds } from "../../db/schema";
 import { owned } from "../../db/scope";
-import { found, listOwned } from "../reads";
+import { listOwned, readOne } from "../reads";
 import { uuidv7 } from "../../domain/ids";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
@@ -87,7 +87,7 @@ export function registerRequestIds(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getRequestId(c) {
     const { id } = c.req.valid("param");
-    const row = await found(c, await c.var.db.query.requestIds.findFirst({ where: owned(requestIds, c.var.auth, eq(requestIds.id, id)) }), "request id", id);
+    const row = await readOne(c, c.var.db.select().from(requestIds).where(owned(requestIds, c.var.auth, eq(requestIds.id, id))).limit(1), "request id", id);
     return c.json(serializeRequestId(row), 200);
   });
 }

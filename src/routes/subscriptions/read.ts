@@ -6,7 +6,7 @@ import { owned } from "../../db/scope";
 import { hasPrefix } from "../../domain/ids";
 import type { AppEnv } from "../../context";
 import { listQuery, listSchema } from "../pagination";
-import { found, listOwned } from "../reads";
+import { listOwned, readOne } from "../reads";
 import { apiRoute, json } from "../openapi";
 import { subscriptionId, tags } from "./common";
 import { ListSubscriptionsQuery, SubscriptionSchema, serializeSubscription } from "./schema";
@@ -52,12 +52,7 @@ export function registerReadSubscriptions(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getSubscription(c) {
     const { id } = c.req.valid("param");
-    const row = await found(
-      c,
-      await c.var.db.query.subscriptions.findFirst({ where: owned(subscriptions, c.var.auth, eq(subscriptions.id, id)) }),
-      "subscription",
-      id,
-    );
+    const row = await readOne(c, c.var.db.select().from(subscriptions).where(owned(subscriptions, c.var.auth, eq(subscriptions.id, id))).limit(1), "subscription", id);
     return c.json(serializeSubscription(row), 200);
   });
 }

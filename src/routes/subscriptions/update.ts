@@ -13,7 +13,7 @@ import { owned } from "../../db/scope";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { invalidRequest } from "../../lib/errors";
-import { found } from "../reads";
+import { readOne } from "../reads";
 import { commitAndRespond } from "../write-path";
 import { cardInBody, readCard } from "../../payments/card-input";
 import { emitEvent } from "../../webhooks/outbox";
@@ -54,7 +54,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     let plan: PlanRow = current.plan;
     if (body.plan_id !== undefined && body.plan_id !== sub.planId) {
       const planId = body.plan_id;
-      plan = await found(c, await db.query.plans.findFirst({ where: owned(plans, auth, eq(plans.id, planId)) }), "plan", planId, "plan_id");
+      plan = await readOne(c, db.select().from(plans).where(owned(plans, auth, eq(plans.id, planId))).limit(1), "plan", planId, "plan_id");
       if (!plan.active) throw invalidRequest("plan_inactive", `Plan ${plan.id} is archived and accepts no new subscriptions.`, "plan_id");
       if (plan.currency !== current.plan.currency || plan.interval !== current.plan.interval) {
         throw invalidRequest(

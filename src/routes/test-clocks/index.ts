@@ -14,7 +14,7 @@ import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { ApiError, conflict, invalidRequest } from "../../lib/errors";
 import { listQuery, listSchema } from "../pagination";
-import { found, listOwned } from "../reads";
+import { listOwned, readOne } from "../reads";
 import { commit, commitAndRespond, restoreAnswer } from "../write-path";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { AdvanceTestClockBody, CreateTestClockBody, serializeTestClock, TestClockSchema } from "./schema";
@@ -114,7 +114,7 @@ export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
   app.openapi(get, async function getTestClock(c) {
     const { id } = c.req.valid("param");
     const { db, auth } = c.var;
-    const clock = await found(c, await db.query.testClocks.findFirst({ where: owned(testClocks, auth, eq(testClocks.id, id)) }), "test clock", id);
+    const clock = await readOne(c, db.select().from(testClocks).where(owned(testClocks, auth, eq(testClocks.id, id))).limit(1), "test clock", id);
     return c.json(serializeTestClock(clock, (await testClockHasDueWork(db, clock)) ? "advancing" : "ready"), 200);
   });
 
@@ -122,7 +122,7 @@ export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
     const { id } = c.req.valid("param");
     const { db, auth } = c.var;
     const target = Date.parse(c.req.valid("json").frozen_time);
-    const clock = await found(c, await db.query.testClocks.findFirst({ where: owned(testClocks, auth, eq(testClocks.id, id)) }), "test clock", id);
+    const clock = await readOne(c, db.select().from(testClocks).where(owned(testClocks, auth, eq(testClocks.id, id))).limit(1), "test clock", id);
     if (target <= Date.parse(clock.frozenTime)) {
       throw invalidRequest("frozen_time_not_forward", `frozen_time must be after the clock's current time, ${clock.frozenTime}.`, "frozen_time");
     }

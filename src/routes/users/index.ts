@@ -10,7 +10,7 @@ import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { notFound } from "../../lib/errors";
 import { listQuery, listSchema } from "../pagination";
-import { found, listOwned } from "../reads";
+import { listOwned, readOne } from "../reads";
 import { commit, commitAndRespond } from "../write-path";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
@@ -117,7 +117,7 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getUser(c) {
     const { id } = c.req.valid("param");
-    const row = await found(c, await c.var.db.query.users.findFirst({ where: owned(users, c.var.auth, eq(users.id, id)) }), "user", id);
+    const row = await readOne(c, c.var.db.select().from(users).where(owned(users, c.var.auth, eq(users.id, id))).limit(1), "user", id);
     return c.json(serializeUser(row), 200);
   });
 

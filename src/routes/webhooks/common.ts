@@ -9,7 +9,7 @@ import { type Caller, owned } from "../../db/scope";
 import type { AppEnv } from "../../context";
 import { invalidRequest, notFound } from "../../lib/errors";
 import { checkWebhookUrl } from "../../webhooks/url-policy";
-import { found } from "../reads";
+import { readOne } from "../reads";
 import { idParam } from "../openapi";
 
 export const tags = ["Webhooks"];
@@ -27,7 +27,7 @@ export function checkUrl(url: string, development: boolean): string {
 
 /** A live endpoint of the caller's account, or 404. */
 export async function loadEndpoint(c: Context<AppEnv>, id: string) {
-  return found(c, await c.var.db.query.webhookEndpoints.findFirst({ where: owned(webhookEndpoints, c.var.auth, liveEndpoint(id)) }), "webhook endpoint", id);
+  return readOne(c, c.var.db.select().from(webhookEndpoints).where(owned(webhookEndpoints, c.var.auth, liveEndpoint(id))).limit(1), "webhook endpoint", id);
 }
 
 /**
