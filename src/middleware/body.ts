@@ -94,15 +94,18 @@ const CARD_FIELDS = new Set(["card_number", "cvv"]);
 const CARD_IN_TEXT = "looks like a card number. Card numbers are accepted only in card_number; never put one in free text.";
 
 /**
- * Refuses a body in which any string value, or any object key, other than the card fields holds
- * a card number: free text (a purpose, a description, a name, metadata) is stored in clear. Runs
+ * Refuses a body in which any string or whole-number value, or any object key, other than the
+ * card fields holds a card number: free text (a purpose, a description, a name, metadata) is stored in clear. Runs
  * before the route's handler, so nothing is written. The error names the field by its path (the
  * way validation errors join zod paths) and never echoes the value. The body nests at most
  * MAX_JSON_DEPTH levels, so the recursion stays shallow.
  */
 function refuseCardNumbersInText(value: unknown, path: string[] = []) {
-  if (typeof value === "string") {
-    if (containsCardNumber(value)) {
+  // A JSON number is stored as its digits too (metadata values may be numbers); amounts are
+  // bounded elsewhere and are not cards.
+  const number = typeof value === "number" && Number.isSafeInteger(value) && !MINOR_UNIT_FIELDS.includes(path[path.length - 1] ?? "");
+  if (typeof value === "string" || number) {
+    if (containsCardNumber(String(value))) {
       const param = path.join(".");
       throw invalidRequest("card_number_in_text", param ? `${param}: ${CARD_IN_TEXT}` : `The request body ${CARD_IN_TEXT}`, param || undefined);
     }

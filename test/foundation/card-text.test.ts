@@ -48,6 +48,8 @@ describe("POST /api/request-id", () => {
       [{ purpose: "checkout", metadata: { note: "card 4242 4242 4242 4242" } }, "metadata.note"],
       [{ purpose: "checkout", metadata: { order: "A-1001", backup: MC_DASHED } }, "metadata.backup"],
       [{ purpose: "checkout", metadata: { [CARDS.amex]: "amex" } }, "metadata"],
+      // A number is stored as its digits too.
+      [{ purpose: "checkout", metadata: { card: 4242424242424242 } }, "metadata.card"],
     ];
     for (const [body, param] of cases) {
       expectCardInText(await call("/api/request-id", { key: acct.key, body }), param);
