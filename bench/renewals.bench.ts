@@ -70,7 +70,7 @@ it(`renews ${SUBSCRIPTIONS} due subscriptions`, async () => {
   expect(renewed).toBe(SUBSCRIPTIONS);
   expect(payments).toBe(SUBSCRIPTIONS);
   // Nothing is due any more: a second cron run finds nothing to send.
-  expect(await enqueueDueRenewals(env, Date.now())).toEqual({ subscriptions: 0, messages: 0 });
+  expect(await enqueueDueRenewals(env, Date.now())).toEqual({ subscriptions: 0, messages: 0, next: null });
 
   chunkMs.sort((a, b) => a - b);
   const p = (q: number) => chunkMs[Math.min(chunkMs.length - 1, Math.floor(q * chunkMs.length))];

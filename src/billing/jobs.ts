@@ -1,22 +1,25 @@
 // The billing kinds of the job queue (registered in src/jobs/index.ts) and the cron tasks.
 import type { Bindings } from "../env";
-import { enqueueDueRenewals, renewChunk, type RenewalJobMessage } from "./renewals";
+import { fanOutRenewals, type RenewalFanoutMessage, renewChunk, type RenewalJobMessage, startRenewalFanout } from "./renewals";
 import { continueTestClock, resumeTestClocks, type TestClockJobMessage } from "./test-clocks";
 
-export type BillingJobMessage = RenewalJobMessage | TestClockJobMessage;
+export type BillingJobMessage = RenewalJobMessage | RenewalFanoutMessage | TestClockJobMessage;
 
 export const billingJobHandlers = {
   "billing.renew": async (message: RenewalJobMessage, env: Bindings) => {
     await renewChunk(env, message.subscriptionIds);
+  },
+  "billing.enqueue_due": async (message: RenewalFanoutMessage, env: Bindings) => {
+    await fanOutRenewals(env, message);
   },
   "billing.advance_test_clock": async (message: TestClockJobMessage, env: Bindings) => {
     await continueTestClock(env, message);
   },
 };
 
-/** Cron task: enqueue the subscriptions that are due. */
+/** Cron task: start the fan-out of the subscriptions that are due (no cap: it continues on the queue). */
 export async function renewalsTask(env: Bindings, scheduledTime: number): Promise<void> {
-  await enqueueDueRenewals(env, scheduledTime);
+  await startRenewalFanout(env, scheduledTime);
 }
 
 /** Cron task: resume test clocks whose advance did not finish (a continuation that died). */

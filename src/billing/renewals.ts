@@ -6,9 +6,10 @@ import { type SQL, and, asc, eq, gt, gte, inArray, isNull, lte, or, sql } from "
 import type { Db } from "../db/client";
 import { createDb } from "../db/client";
 import { failureReason, runBatch } from "../db/batch";
-import { subscriptions, users } from "../db/schema";
+import { claimLease, JOB_RUN_TTL_MS, leaseTaken } from "../db/leases";
+import { jobRuns, subscriptions, users } from "../db/schema";
 import type { Bindings } from "../env";
-import { clock } from "../lib/clock";
+import { clock, isoTime } from "../lib/clock";
 import { commitWrites } from "../webhooks/outbox";
 import {
   type BillableRow,
@@ -29,7 +30,7 @@ import { sendInBatches } from "../lib/queue";
 
 /** Subscriptions per job message. */
 export const RENEWAL_CHUNK_SIZE = 50;
-/** Job messages one cron run may enqueue; what is not reached is picked up by the next run. */
+/** Job messages one fan-out step enqueues before it hands the rest to its continuation. */
 export const MAX_RENEWAL_MESSAGES_PER_RUN = 100;
 /** Parallel processor calls within one chunk. */
 const CHARGE_CONCURRENCY = 10;
@@ -166,34 +167,42 @@ export interface RenewalJobMessage {
   subscriptionIds: string[];
 }
 
+/** A position in the due index: the last subscription a fan-out step enqueued. */
+export interface DueCursor {
+  dueAt: number;
+  id: string;
+}
+
 /**
- * The cron task: walks the subscriptions_due index in pages, oldest due first, and enqueues the
- * due subscriptions in chunks, up to MAX_RENEWAL_MESSAGES_PER_RUN messages.
+ * One step of the renewal fan-out: walks the subscriptions_due index from `after`, oldest due
+ * first, and enqueues the subscriptions due at `now` in chunks, up to `maxMessages` messages.
+ * Returns where it stopped (`next`), or null when nothing due is left behind it.
  */
 export async function enqueueDueRenewals(
   env: Bindings,
   now: number,
   limits: { chunkSize?: number; maxMessages?: number } = {},
-): Promise<{ subscriptions: number; messages: number }> {
+  after: DueCursor | null = null,
+): Promise<{ subscriptions: number; messages: number; next: DueCursor | null }> {
   const chunkSize = limits.chunkSize ?? RENEWAL_CHUNK_SIZE;
   const maxMessages = limits.maxMessages ?? MAX_RENEWAL_MESSAGES_PER_RUN;
   const pageSize = chunkSize * 10;
   const db = createDb(env.DB);
-  let cursor: { dueAt: number; id: string } | null = null;
+  let cursor = after;
   let total = 0;
   let messages = 0;
   while (messages < maxMessages) {
     const limit = Math.min(pageSize, (maxMessages - messages) * chunkSize);
-    const after: SQL | undefined = cursor
+    const from: SQL | undefined = cursor
       ? and(gte(subscriptions.dueAt, cursor.dueAt), or(gt(subscriptions.dueAt, cursor.dueAt), and(eq(subscriptions.dueAt, cursor.dueAt), gt(subscriptions.id, cursor.id))))
       : undefined;
     const page: { id: string; dueAt: number | null }[] = await db
       .select({ id: subscriptions.id, dueAt: subscriptions.dueAt })
       .from(subscriptions)
-      .where(and(lte(subscriptions.dueAt, now), inArray(subscriptions.status, [...RENEWING]), followsWallClock, after))
+      .where(and(lte(subscriptions.dueAt, now), inArray(subscriptions.status, [...RENEWING]), followsWallClock, from))
       .orderBy(asc(subscriptions.dueAt), asc(subscriptions.id))
       .limit(limit);
-    if (page.length === 0) break;
+    if (page.length === 0) return { subscriptions: total, messages, next: null };
     const jobs: RenewalJobMessage[] = [];
     for (let i = 0; i < page.length; i += chunkSize) {
       jobs.push({ kind: "billing.renew", subscriptionIds: page.slice(i, i + chunkSize).map((r) => r.id) });
@@ -203,7 +212,56 @@ export async function enqueueDueRenewals(
     messages += jobs.length;
     const last = page[page.length - 1];
     cursor = { dueAt: last.dueAt as number, id: last.id };
-    if (page.length < limit) break;
+    if (page.length < limit) return { subscriptions: total, messages, next: null };
   }
-  return { subscriptions: total, messages };
+  return { subscriptions: total, messages, next: cursor };
+}
+
+// The fan-out has no per-run cap: the cron starts it, each step enqueues up to
+// MAX_RENEWAL_MESSAGES_PER_RUN chunks and hands the rest to a continuation message on the job
+// queue, until the due index is walked to the end. The fan-out holds a lease (job_runs
+// `renewal_fanout`, refreshed by each step), so the next minute's cron does not start a second
+// walk over the same subscriptions while one is running; should it happen anyway (a step delayed
+// past the lease), each period's claim still charges it once.
+
+export const RENEWAL_FANOUT_KEY = "renewal_fanout";
+/** How long a fan-out step holds the walk; the next step refreshes it. */
+export const RENEWAL_FANOUT_LEASE_MS = 2 * 60_000;
+
+export interface RenewalFanoutMessage {
+  kind: "billing.enqueue_due";
+  /** The time the walk bills at: the cron run's scheduled time. */
+  now: number;
+  after: DueCursor | null;
+}
+
+/** One fan-out step, then its continuation when due subscriptions are left. */
+export async function fanOutRenewals(
+  env: Bindings,
+  message: RenewalFanoutMessage,
+  limits: { chunkSize?: number; maxMessages?: number } = {},
+): Promise<{ subscriptions: number; messages: number; next: DueCursor | null }> {
+  const db = createDb(env.DB);
+  // Refresh the walk's lease for as long as it runs.
+  await db
+    .insert(jobRuns)
+    .values({ key: RENEWAL_FANOUT_KEY, createdAt: isoTime(clock.now()), leaseUntil: clock.now() + RENEWAL_FANOUT_LEASE_MS, expiresAt: clock.now() + JOB_RUN_TTL_MS })
+    .onConflictDoUpdate({ target: jobRuns.key, set: { leaseUntil: clock.now() + RENEWAL_FANOUT_LEASE_MS, expiresAt: clock.now() + JOB_RUN_TTL_MS } });
+  const step = await enqueueDueRenewals(env, message.now, limits, message.after);
+  if (step.next) {
+    await env.JOB_QUEUE.send({ kind: "billing.enqueue_due", now: message.now, after: step.next } satisfies RenewalFanoutMessage);
+  } else {
+    // The walk is done: the next cron run may start another at once.
+    await db.update(jobRuns).set({ leaseUntil: 0 }).where(eq(jobRuns.key, RENEWAL_FANOUT_KEY));
+  }
+  return step;
+}
+
+/** The cron task: starts a fan-out over what is due at `scheduledTime`, unless one is running. */
+export async function startRenewalFanout(env: Bindings, scheduledTime: number): Promise<boolean> {
+  const db = createDb(env.DB);
+  const [lease] = await runBatch(db, [claimLease(db, RENEWAL_FANOUT_KEY, clock.now(), RENEWAL_FANOUT_LEASE_MS)]);
+  if (!leaseTaken(lease)) return false;
+  await fanOutRenewals(env, { kind: "billing.enqueue_due", now: scheduledTime, after: null });
+  return true;
 }

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { enqueueDueRenewals } from "../../src/billing/renewals";
+import { enqueueDueRenewals, fanOutRenewals, startRenewalFanout } from "../../src/billing/renewals";
 import { call, expectError, signup } from "../helpers";
 import {
   CARDS,
@@ -61,9 +61,10 @@ describe("the renewal cron", () => {
     for (const [i, s] of [first, ...others].entries()) await makeDue(s.id, now - 10_000 + i);
 
     const sent = await enqueueDueRenewals(env, now, { chunkSize: 2, maxMessages: 1 });
-    expect(sent).toEqual({ subscriptions: 2, messages: 1 });
-    const all = await enqueueDueRenewals(env, now, { chunkSize: 2, maxMessages: 10 });
-    expect(all).toEqual({ subscriptions: 4, messages: 2 });
+    expect(sent).toMatchObject({ subscriptions: 2, messages: 1, next: { id: expect.any(String) } });
+    // The next step carries on from where the first stopped; then nothing is left.
+    const rest = await enqueueDueRenewals(env, now, { chunkSize: 2, maxMessages: 10 }, sent.next);
+    expect(rest).toEqual({ subscriptions: 2, messages: 1, next: null });
 
     await waitFor(async () => (await paymentsOf(acct.id)).length >= 9);
     await new Promise((resolve) => setTimeout(resolve, 1000));
@@ -73,6 +74,29 @@ describe("the renewal cron", () => {
     expect(bySubscription.get(notDue.id)).toBe(1);
     expect(bySubscription.get(onClock.id)).toBe(1);
     expect((await getSubscription(acct, onClock.id)).next_billing_date).toBe("2025-02-28T12:00:00.000Z");
+  });
+});
+
+describe("the renewal fan-out has no per-run cap", () => {
+  it("a step hands what it did not reach to a continuation on the queue, until every due subscription renewed; one walk at a time", async () => {
+    const { acct, user, plan, sub: first } = await activeSubscription();
+    const subs = [first, await subscribed(acct, user.id, plan.id), await subscribed(acct, user.id, plan.id), await subscribed(acct, user.id, plan.id)];
+    const now = Date.now();
+    for (const [i, s] of subs.entries()) await makeDue(s.id, now - 10_000 + i);
+    // The cron's walk is running (its lease is live): a second cron run starts none.
+    await env.DB.prepare("INSERT INTO job_runs (key, created_at, lease_until, expires_at) VALUES ('renewal_fanout', ?, ?, ?) ON CONFLICT (key) DO UPDATE SET lease_until = excluded.lease_until")
+      .bind(new Date(now).toISOString(), now + 60_000, now + 86_400_000)
+      .run();
+    expect(await startRenewalFanout(env, now)).toBe(false);
+    // A step of one message of one subscription: the rest goes to its continuation.
+    const step = await fanOutRenewals(env, { kind: "billing.enqueue_due", now, after: null }, { chunkSize: 1, maxMessages: 1 });
+    expect(step).toMatchObject({ subscriptions: 1, messages: 1, next: { id: subs[0].id } });
+    await waitFor(async () => (await paymentsOf(acct.id)).length >= 2 * subs.length);
+    for (const s of subs) expect((await getSubscription(acct, s.id)).next_billing_date > s.next_billing_date).toBe(true);
+    // The walk ended and gave its lease back: the next cron run may start one.
+    const lease = await env.DB.prepare("SELECT lease_until FROM job_runs WHERE key = 'renewal_fanout'").first<{ lease_until: number }>();
+    expect(lease!.lease_until).toBeLessThanOrEqual(Date.now());
+    expect(await startRenewalFanout(env, Date.now())).toBe(true);
   });
 });
 
