@@ -5,12 +5,20 @@ import * as schema from "./schema";
 const build = (d1: D1Database) => drizzle(countingD1(d1), { schema });
 export type Db = ReturnType<typeof build>;
 
-/** The D1 usage of the request (or job) in progress, counted by the instrumented binding. */
-const usageOf = new AsyncLocalStorage<D1Usage>();
+/**
+ * The request (or job) in progress: its D1 usage, counted by the instrumented binding, and its D1
+ * session (the Sessions API), through which every query of the request runs, so that a replica
+ * answers plain reads and every read is at least as fresh as the session's bookmark.
+ */
+interface InProgress {
+  usage: D1Usage;
+  session?: { binding: D1Database; session: D1DatabaseSession };
+}
+const inProgress = new AsyncLocalStorage<InProgress>();
 
-/** Runs `work` with its D1 round trips and rows counted into `usage`. */
-export function countingInto<T>(usage: D1Usage, work: () => Promise<T>): Promise<T> {
-  return usageOf.run(usage, work);
+/** Runs `work` with its D1 round trips and rows counted into `usage`, and its queries in `session`. */
+export function countingInto<T>(usage: D1Usage, work: () => Promise<T>, session?: InProgress["session"]): Promise<T> {
+  return inProgress.run({ usage, session }, work);
 }
 
 // Building drizzle with a schema walks the whole schema (its relational config), which cost a
@@ -49,7 +57,12 @@ function addMeta(usage: D1Usage, result: unknown) {
  */
 function countingD1(d1: D1Database): D1Database {
   const idle: D1Usage = { count: 0, rowsRead: 0, rowsWritten: 0 };
-  const current = () => usageOf.getStore() ?? idle;
+  const current = () => inProgress.getStore()?.usage ?? idle;
+  /** Where queries go: the request's session on this binding, else the binding itself. */
+  const route = (): D1Database | D1DatabaseSession => {
+    const session = inProgress.getStore()?.session;
+    return session && session.binding === d1 ? session.session : d1;
+  };
   const originals = new WeakMap<object, D1PreparedStatement>();
   const wrap = (statement: D1PreparedStatement): D1PreparedStatement => {
     const proxy = new Proxy(statement, {
@@ -73,12 +86,12 @@ function countingD1(d1: D1Database): D1Database {
   };
   return new Proxy(d1, {
     get(target, prop) {
-      if (prop === "prepare") return (query: string) => wrap(target.prepare(query));
+      if (prop === "prepare") return (query: string) => wrap(route().prepare(query));
       if (prop === "batch") {
         return async (statements: D1PreparedStatement[]) => {
           const usage = current();
           usage.count++;
-          return addMeta(usage, await target.batch(statements.map((s) => originals.get(s) ?? s)));
+          return addMeta(usage, await route().batch(statements.map((s) => originals.get(s) ?? s)));
         };
       }
       const value = Reflect.get(target, prop, target);

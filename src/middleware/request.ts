@@ -8,6 +8,11 @@ import { uuidv7 } from "../domain/ids";
 import { ApiError } from "../lib/errors";
 
 export const REQUEST_ID_HEADER = "Request-Id";
+/** The D1 session bookmark: answered on every request, and sent back to read at least that fresh. */
+export const CONSISTENCY_HEADER = "Tender-Consistency";
+const WRITES = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+/** D1's bookmark form: three 8-digit and one 32-digit hex groups. */
+const BOOKMARK = /^[0-9a-f]{8}-[0-9a-f]{8}-[0-9a-f]{8}-[0-9a-f]{32}$/;
 
 export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
   c.set("requestId", `req_${uuidv7(clock.now()).replaceAll("-", "")}`);
@@ -18,7 +23,16 @@ export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
   if (!development && new URL(c.req.url).protocol !== "https:") {
     throw new ApiError(400, "invalid_request_error", "https_required", "Tender only accepts requests over HTTPS.");
   }
-  await countingInto(counter, next);
+  // D1 read replication: a write starts at the primary (its reads before the write are fresh); a
+  // read may be answered by a nearby replica, no older than the bookmark the client sent back.
+  const bookmark = c.req.header(CONSISTENCY_HEADER);
+  if (bookmark !== undefined && !BOOKMARK.test(bookmark)) {
+    throw new ApiError(400, "invalid_request_error", "consistency_invalid", `${CONSISTENCY_HEADER} must be a bookmark from an earlier answer's ${CONSISTENCY_HEADER} header.`);
+  }
+  const session = c.env.DB.withSession(WRITES.has(c.req.method) ? "first-primary" : (bookmark ?? "first-unconstrained"));
+  await countingInto(counter, next, { binding: c.env.DB, session });
+  const reached = session.getBookmark();
+  if (reached) c.header(CONSISTENCY_HEADER, reached);
   c.header(REQUEST_ID_HEADER, c.var.requestId);
   if (development) {
     c.header("Tender-D1-Round-Trips", String(counter.count));
