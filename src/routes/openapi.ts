@@ -57,6 +57,14 @@ export const idempotencyHeader = z.object({
     .openapi({ description: "Makes the request safe to retry for 24 hours: a retry replays the first answer." }),
 });
 
+/** Reads accept the bookmark of an earlier answer (src/middleware/request.ts checks its form). */
+export const consistencyHeader = z.object({
+  "tender-consistency": z
+    .string()
+    .optional()
+    .openapi({ description: "The Tender-Consistency header of an earlier answer: this read is then at least as fresh (read your own writes from any region)." }),
+});
+
 export const idParam = (name: string, example: string) =>
   z.object({ id: z.string().max(100).openapi({ param: { name: "id", in: "path" }, description: `The ${name}'s id.`, example }) });
 
@@ -90,9 +98,9 @@ export function apiRoute<R extends Options>(options: R) {
     ...(write && !isPublic ? [idempotency] : []),
     ...((config.middleware as MiddlewareHandler[] | undefined) ?? []),
   ];
-  const request = write && !isPublic
-    ? { ...config.request, headers: config.request?.headers ?? idempotencyHeader }
-    : config.request;
+  const request = isPublic
+    ? config.request
+    : { ...config.request, headers: config.request?.headers ?? (write ? idempotencyHeader : consistencyHeader) };
   return createRoute({
     ...config,
     request,
