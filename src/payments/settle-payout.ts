@@ -12,10 +12,11 @@
 //     A duplicate message finds the payout settled and changes and emits nothing.
 // A worker that died holding the lease leaves the payout pending; once the lease has run out and
 // the payout is PAYOUT_STALE_MS old, the cron sweep sends it again (same reference).
-import { and, asc, eq, lt, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import { failureReason, guard, runBatch } from "../db/batch";
 import { createDb } from "../db/client";
-import { claimLease, leaseLive, leaseTaken, releaseLease } from "../db/leases";
+import { claimLease, leaseTaken, releaseLease } from "../db/leases";
+import { stalePendingIds } from "./stale-sweep";
 import { jobRuns, payouts } from "../db/schema";
 import type { Bindings } from "../env";
 import { clock, isoTime } from "../lib/clock";
@@ -34,7 +35,6 @@ export interface SettlePayoutJob {
 export const PAYOUT_HOLD_SECONDS = 5;
 /** A payout pending this long has lost its settlement message; the sweep sends it again. */
 export const PAYOUT_STALE_MS = 5 * 60_000;
-export const SWEEP_LIMIT = 500;
 /** How long a worker holds a payout once it takes it to the processor. */
 export const PAYOUT_SEND_LEASE_MS = 2 * 60_000;
 
@@ -109,28 +109,9 @@ export async function settlePayout(job: SettlePayoutJob, env: Bindings, processo
   return status;
 }
 
-/**
- * Cron: re-enqueue payouts whose settlement message was lost, or whose worker died holding the
- * lease (bounded per run). A payout whose lease is live is being sent and is left alone.
- */
+/** Cron: re-enqueue payouts whose settlement message was lost, or whose worker died holding the lease. */
 export async function sweepStalePayouts(env: Bindings, scheduledTime: number): Promise<number> {
-  const db = createDb(env.DB);
-  const stale = await db
-    .select({ id: payouts.id })
-    .from(payouts)
-    .where(
-      and(
-        eq(payouts.status, "pending"),
-        lt(payouts.createdAt, isoTime(scheduledTime - PAYOUT_STALE_MS)),
-        sql`NOT ${leaseLive(sql`'payout_send:' || ${payouts.id}`, scheduledTime)}`,
-      ),
-    )
-    .orderBy(asc(payouts.createdAt))
-    .limit(SWEEP_LIMIT);
-  await enqueuePayoutSettlements(
-    env.JOB_QUEUE,
-    stale.map((row) => row.id),
-    0,
-  );
-  return stale.length;
+  const ids = await stalePendingIds(createDb(env.DB), payouts, { leasePrefix: "payout_send:", staleAfterMs: PAYOUT_STALE_MS, now: scheduledTime });
+  await enqueuePayoutSettlements(env.JOB_QUEUE, ids, 0);
+  return ids.length;
 }

@@ -4,10 +4,11 @@
 // so a real processor sees a retried call as the same refund. As with payouts, a worker calls the
 // processor only while it holds the refund's send lease (job_runs `refund_send:<id>`), so two
 // messages for one refund at once make one processor call.
-import { and, asc, eq, lt, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import { failureReason, guard, runBatch } from "../db/batch";
 import { createDb } from "../db/client";
-import { claimLease, leaseLive, leaseTaken, releaseLease } from "../db/leases";
+import { claimLease, leaseTaken, releaseLease } from "../db/leases";
+import { stalePendingIds } from "./stale-sweep";
 import { payments, refunds } from "../db/schema";
 import type { Bindings } from "../env";
 import { clock, isoTime } from "../lib/clock";
@@ -15,7 +16,6 @@ import type { Processor } from "../processor/types";
 import { commitWrites, emitEvent } from "../webhooks/outbox";
 import { processorOfReference } from "../processor";
 import { refundJsonSql } from "./serialize";
-import { SWEEP_LIMIT } from "./settle-payout";
 import { sendInBatches } from "../lib/queue";
 
 export interface SettleRefundJob {
@@ -100,24 +100,9 @@ export async function settleRefund(job: SettleRefundJob, env: Bindings, processo
   }
 }
 
-/** Cron: re-enqueue refunds whose settlement message was lost (bounded per run). */
+/** Cron: re-enqueue refunds whose settlement message was lost, or whose worker died holding the lease. */
 export async function sweepStaleRefunds(env: Bindings, scheduledTime: number): Promise<number> {
-  const db = createDb(env.DB);
-  const stale = await db
-    .select({ id: refunds.id })
-    .from(refunds)
-    .where(
-      and(
-        eq(refunds.status, "pending"),
-        lt(refunds.createdAt, isoTime(scheduledTime - REFUND_STALE_MS)),
-        sql`NOT ${leaseLive(sql`'refund_send:' || ${refunds.id}`, scheduledTime)}`,
-      ),
-    )
-    .orderBy(asc(refunds.createdAt))
-    .limit(SWEEP_LIMIT);
-  await enqueueRefundSettlements(
-    env.JOB_QUEUE,
-    stale.map((row) => row.id),
-  );
-  return stale.length;
+  const ids = await stalePendingIds(createDb(env.DB), refunds, { leasePrefix: "refund_send:", staleAfterMs: REFUND_STALE_MS, now: scheduledTime });
+  await enqueueRefundSettlements(env.JOB_QUEUE, ids);
+  return ids.length;
 }
