@@ -8,7 +8,7 @@
 import { env } from "cloudflare:workers";
 import { expect, it } from "vitest";
 import { renewChunk, RENEWAL_CHUNK_SIZE, enqueueDueRenewals } from "../src/billing/renewals";
-import { call, signup } from "../test/helpers";
+import { call, signup } from "../test/support/http";
 
 const SUBSCRIPTIONS = Number((env as unknown as Record<string, string>).BENCH_SUBSCRIPTIONS ?? 10_000);
 const LANES = 6;

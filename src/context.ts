@@ -18,6 +18,11 @@ export interface IdempotencyClaim {
    * that batch failed in a way that does not say whether it committed (the answer was lost).
    */
   state: "open" | "completed" | "unknown";
+  /**
+   * When this use of the key began: kept when the same request takes over a stale claim, new once
+   * the record expired. A first charge's processor reference is made of the key and this.
+   */
+  since: string;
 }
 
 export type AppEnv = {

@@ -132,14 +132,16 @@ export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
         status: "in_flight",
         responseStatus: null,
         responseBody: null,
-        createdAt: new Date(now).toISOString(),
+        // A stale claim of the same request keeps its first claim time (the generation a first
+        // charge's processor reference is made of); an expired record starts a new one.
+        createdAt: sql`CASE WHEN ${idempotencyKeys.expiresAt} <= ${now} THEN excluded.created_at ELSE ${idempotencyKeys.createdAt} END`,
         lockedAt: now,
-        expiresAt: now + IDEMPOTENCY_TTL_MS,
+        expiresAt: sql`CASE WHEN ${idempotencyKeys.expiresAt} <= ${now} THEN excluded.expires_at ELSE ${idempotencyKeys.expiresAt} END`,
       },
       // Take over only an expired record, or a stale claim for the same request.
       setWhere: sql`${idempotencyKeys.expiresAt} <= ${now} OR (${idempotencyKeys.status} = 'in_flight' AND ${idempotencyKeys.lockedAt} <= ${now - IDEMPOTENCY_LOCK_MS} AND ${idempotencyKeys.requestHash} = ${requestHash})`,
     })
-    .returning({ claimToken: idempotencyKeys.claimToken });
+    .returning({ claimToken: idempotencyKeys.claimToken, createdAt: idempotencyKeys.createdAt });
 
   if (claimed[0]?.claimToken !== claimToken) {
     // The lookup carries the live-credential check, so a key revoked in another isolate (still
@@ -168,7 +170,7 @@ export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
     return replay(existing.responseStatus, existing.responseBody, c.var.requestId);
   }
 
-  const claim: IdempotencyClaim = { key, claimToken, state: "open" };
+  const claim: IdempotencyClaim = { key, claimToken, state: "open", since: claimed[0].createdAt };
   c.set("idempotency", claim);
   await next();
   if (claim.state === "completed") return;

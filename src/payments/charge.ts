@@ -55,17 +55,41 @@ export function paymentEventData(payment: PaymentRow, customer: { id: string; em
   };
 }
 
+/** Pauses before the processor call is made again, after a call that threw (ms). */
+const PROCESSOR_RETRY_DELAYS_MS = [100, 400];
+
+/**
+ * A processor call that threw (a timeout, a dropped connection) may have moved the money. Its
+ * reference is fixed, so calling again is the same charge to the processor, which answers with
+ * the first outcome: the call is made again a few times, so the charge is known and recorded.
+ */
+async function withProcessorRetries<T>(call: () => Promise<T>): Promise<T> {
+  for (let retry = 0; ; retry++) {
+    try {
+      return await call();
+    } catch (error) {
+      if (retry >= PROCESSOR_RETRY_DELAYS_MS.length) throw error;
+      await new Promise((resolve) => setTimeout(resolve, PROCESSOR_RETRY_DELAYS_MS[retry]));
+    }
+  }
+}
+
 export async function charge(args: ChargeArgs): Promise<ChargeResult> {
   const id = newId("payment", args.at);
   const reference = args.processorReference ?? id;
   let token: string | null = null;
   let outcome;
-  if ("card" in args.source) {
-    const result = await args.processor.chargeCard({ card: args.source.card, amount: args.amount, currency: args.currency, reference });
+  const source = args.source;
+  if ("card" in source) {
+    const result = await withProcessorRetries(() =>
+      args.processor.chargeCard({ card: source.card, amount: args.amount, currency: args.currency, reference }),
+    );
     token = result.token;
     outcome = result.outcome;
   } else {
-    outcome = await args.processor.chargeToken({ token: args.source.token, amount: args.amount, currency: args.currency, reference });
+    outcome = await withProcessorRetries(() =>
+      args.processor.chargeToken({ token: source.token, amount: args.amount, currency: args.currency, reference }),
+    );
   }
   const succeeded = outcome.status === "succeeded";
   const payment: PaymentRow = {

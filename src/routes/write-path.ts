@@ -2,7 +2,10 @@
 // live, and the completion of its idempotency record, all in one D1 batch; then the answer.
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { type FailureMap, failureReason, noop, runBatch } from "../db/batch";
+import { type FailureMap, noop, runBatch } from "../db/batch";
+import type { Db } from "../db/client";
+import { payments } from "../db/schema";
+import { eq } from "drizzle-orm";
 import { ApiError } from "../lib/errors";
 import { CREDENTIAL_REVOKED, credentialGuard } from "../db/scope";
 import { revokedCredential, forgetKey } from "../auth/credentials";
@@ -15,11 +18,12 @@ export interface CommitOptions {
   /** What the idempotency record keeps, when the answer is computed differently from `body`. */
   storedBody?: unknown;
   /**
-   * The processor already moved money for this batch: it must commit whatever happened to the
-   * caller's key meanwhile (no credential guard). With `claimGuard: false`, it commits even when
+   * The processor already moved money for this batch, recorded as this payment: it must commit
+   * whatever happened to the caller's key meanwhile (no credential guard), and is retried when its
+   * outcome is unknown. With `claimGuard: false`, it commits even when
    * another request took the Idempotency-Key over (the record is then completed by that one).
    */
-  moneyMoved?: boolean;
+  moneyMoved?: { paymentId: string };
   claimGuard?: boolean;
 }
 
@@ -43,23 +47,37 @@ const MONEY_RECORD_TRIES = 3;
 
 /**
  * The processor already moved money, so its record must not be lost to a dropped connection: a
- * batch whose outcome is unknown is sent again. Its rows have ids made by this request (and a
- * payment is unique on its processor reference), so a retry refused by a UNIQUE constraint means
- * an earlier try committed. What is still unknown after the last try is logged with the ids.
+ * batch whose outcome is unknown is sent again. After a failed retry, the request's own payment
+ * row says whether an earlier try committed (then the request succeeded), and a retry refused by
+ * a guard or constraint while that row is absent is a certain refusal. What is still unknown
+ * after the last try is logged with the payment id.
  */
-async function recordMovedMoney(attempt: () => Promise<{ returned: unknown[]; deliveryIds: string[] }>) {
+async function recordMovedMoney(
+  db: Db,
+  paymentId: string,
+  attempt: () => Promise<{ returned: unknown[]; deliveryIds: string[] }>,
+) {
   let lastError: unknown;
   for (let tries = 0; tries < MONEY_RECORD_TRIES; tries++) {
     try {
       return await attempt();
     } catch (error) {
-      if (error instanceof ApiError) throw error;
-      // A retry that meets its own rows: an earlier try committed. (The sweeper enqueues its deliveries.)
-      if (tries > 0 && failureReason(error)?.startsWith("unique:")) return { returned: [], deliveryIds: [] };
       lastError = error;
+      // The first try refused by a guard or constraint was rolled back: a certain failure.
+      if (tries === 0 && error instanceof ApiError) throw error;
+      if (tries > 0) {
+        const recorded = await db
+          .select({ id: payments.id })
+          .from(payments)
+          .where(eq(payments.id, paymentId))
+          .then((rows) => rows.length > 0, () => null);
+        // An earlier try committed (the sweeper enqueues its deliveries).
+        if (recorded) return { returned: [], deliveryIds: [] };
+        if (recorded === false && error instanceof ApiError) throw error;
+      }
     }
   }
-  console.error(JSON.stringify({ message: "money moved, and its record's outcome is unknown after retries", error: String(lastError) }));
+  console.error(JSON.stringify({ message: "money moved, and its record's outcome is unknown after retries", payment: paymentId, error: String(lastError) }));
   throw lastError;
 }
 
@@ -95,7 +113,7 @@ export async function commit(
       ...options.failures,
     },
     );
-  const { returned, deliveryIds } = await outcomeTracked(c, () => (options.moneyMoved ? recordMovedMoney(attempt) : attempt()));
+  const { returned, deliveryIds } = await outcomeTracked(c, () => (options.moneyMoved ? recordMovedMoney(db, options.moneyMoved.paymentId, attempt) : attempt()));
   if (idempotency) idempotency.state = "completed";
   return { returned, deliveryIds };
 }

@@ -3,8 +3,9 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { sandboxProcessor } from "../../src/processor/sandbox";
-import { call, expectError, signup } from "../helpers";
-import { card, createPlan, createUser, getSubscription, subscribed } from "./support";
+import { call, expectError, signup } from "../support/http";
+import { createPlan, createUser, getSubscription, subscribed } from "../support/fixtures";
+import { card } from "../support/cards";
 
 afterEach(() => vi.restoreAllMocks());
 
@@ -41,6 +42,8 @@ describe("processor references", () => {
     const res = await call("/subscriptions", { key: acct.key, idempotencyKey: "first-charge-1", body: { user_id: user.id, plan_id: plan.id, ...card() } });
     expect(res.status, res.text).toBe(201);
     expect(spy).toHaveBeenCalledTimes(1);
-    expect(spy.mock.calls[0][0].reference).toBe(`${acct.id}:idempotency:first-charge-1`);
+    // The key and the time this use of it began: after the key's 24 hours, the same key is a new charge.
+    const since = (await env.DB.prepare("SELECT created_at FROM idempotency_keys WHERE account_id = ? AND key = 'first-charge-1'").bind(acct.id).first<{ created_at: string }>())!.created_at;
+    expect(spy.mock.calls[0][0].reference).toBe(`${acct.id}:idempotency:first-charge-1:${since}`);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { call, expectError, signup } from "../helpers";
-import { createPlan, DESIGN_TIERS } from "./support";
+import { call, expectError, signup } from "../support/http";
+import { createPlan, DESIGN_TIERS } from "../support/fixtures";
 
 describe("POST /subscription-plans", () => {
   it("creates a fixed plan with an exact decimal price, a lowercase currency and unit_amount in minor units", async () => {

@@ -1,23 +1,13 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { enqueueDueRenewals, fanOutRenewals, startRenewalFanout } from "../../src/billing/renewals";
-import { call, expectError, signup } from "../helpers";
-import {
-  CARDS,
-  card,
-  createClock,
-  createPlan,
-  createUser,
-  getSubscription,
-  makeDue,
-  notificationsOf,
-  paymentsOf,
-  periodsOf,
-  runCron,
-  runJobs,
-  subscribed,
-  waitFor,
-} from "./support";
+import { call, expectError, signup } from "../support/http";
+import { createPlan, createUser, getSubscription, subscribed } from "../support/fixtures";
+import { card, CARDS } from "../support/cards";
+import { createClock, makeDue } from "../support/clock";
+import { notificationsOf, paymentsOf, periodsOf } from "../support/db";
+import { runCron, runJobs } from "../support/queue";
+import { waitUntil } from "../support/wait";
 
 async function activeSubscription(pan: string = CARDS.visa) {
   const acct = await signup();
@@ -33,7 +23,7 @@ describe("the renewal cron", () => {
     await makeDue(sub.id);
     // Both runs see the subscription due and enqueue it; the queue consumer renews it.
     await Promise.all([runCron(), runCron()]);
-    const renewed = await waitFor(async () => {
+    const renewed = await waitUntil(async () => {
       const current = await getSubscription(acct, sub.id);
       return current.current_period_start === sub.next_billing_date ? current : null;
     });
@@ -55,7 +45,7 @@ describe("the renewal cron", () => {
     const others = [await subscribed(acct, user.id, plan.id), await subscribed(acct, user.id, plan.id), await subscribed(acct, user.id, plan.id)];
     const notDue = await subscribed(acct, user.id, plan.id);
     const clock = await createClock(acct, "2025-01-31T12:00:00.000Z");
-    const clockUser = await createUser(acct, clock.id);
+    const clockUser = await createUser(acct, { testClock: clock.id });
     const onClock = await subscribed(acct, clockUser.id, plan.id); // due 2025-02-28 by the wall clock, but follows its clock
     const now = Date.now();
     for (const [i, s] of [first, ...others].entries()) await makeDue(s.id, now - 10_000 + i);
@@ -66,7 +56,7 @@ describe("the renewal cron", () => {
     const rest = await enqueueDueRenewals(env, now, { chunkSize: 2, maxMessages: 10 }, sent.next);
     expect(rest).toEqual({ subscriptions: 2, messages: 1, next: null });
 
-    await waitFor(async () => (await paymentsOf(acct.id)).length >= 9);
+    await waitUntil(async () => (await paymentsOf(acct.id)).length >= 9);
     await new Promise((resolve) => setTimeout(resolve, 1000));
     const bySubscription = new Map<string, number>();
     for (const p of await paymentsOf(acct.id)) bySubscription.set(p.subscription_id!, (bySubscription.get(p.subscription_id!) ?? 0) + 1);
@@ -91,7 +81,7 @@ describe("the renewal fan-out has no per-run cap", () => {
     // A step of one message of one subscription: the rest goes to its continuation.
     const step = await fanOutRenewals(env, { kind: "billing.enqueue_due", now, after: null }, { chunkSize: 1, maxMessages: 1 });
     expect(step).toMatchObject({ subscriptions: 1, messages: 1, next: { id: subs[0].id } });
-    await waitFor(async () => (await paymentsOf(acct.id)).length >= 2 * subs.length);
+    await waitUntil(async () => (await paymentsOf(acct.id)).length >= 2 * subs.length);
     for (const s of subs) expect((await getSubscription(acct, s.id)).next_billing_date > s.next_billing_date).toBe(true);
     // The walk ended and gave its lease back: the next cron run may start one.
     const lease = await env.DB.prepare("SELECT lease_until FROM job_runs WHERE key = 'renewal_fanout'").first<{ lease_until: number }>();

@@ -1,25 +1,11 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, expectError, signup } from "../helpers";
-import {
-  CARDS,
-  card,
-  createPlan,
-  createUser,
-  DESIGN_TIERS,
-  eventsOf,
-  getSubscription,
-  liveKey,
-  makeDue,
-  notificationsOf,
-  paymentsOf,
-  periodsOf,
-  runJobs,
-  subscribe,
-  subscribed,
-} from "./support";
-
-const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+import { call, expectError, ISO_MS, signup } from "../support/http";
+import { createPlan, createUser, DESIGN_TIERS, getSubscription, liveKey, subscribe, subscribed } from "../support/fixtures";
+import { card, CARDS } from "../support/cards";
+import { makeDue } from "../support/clock";
+import { eventsOf, notificationsOf, paymentsOf, periodsOf } from "../support/db";
+import { runJobs } from "../support/queue";
 
 describe("POST /subscriptions", () => {
   it("charges the first period and answers the active subscription, one interval to the next billing date", async () => {
@@ -37,8 +23,8 @@ describe("POST /subscriptions", () => {
       status: "active",
       quantity: 1,
       card: { brand: "visa", last4: "4242", exp_month: 12 },
-      start_date: expect.stringMatching(ISO),
-      next_billing_date: expect.stringMatching(ISO),
+      start_date: expect.stringMatching(ISO_MS),
+      next_billing_date: expect.stringMatching(ISO_MS),
       cancel_at_period_end: false,
       canceled_at: null,
     });
@@ -239,7 +225,7 @@ describe("DELETE /subscriptions/{id}", () => {
     const sub = await subscribed(acct, user.id, plan.id);
     const res = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "DELETE" });
     expect(res.status, res.text).toBe(200);
-    expect(res.body).toMatchObject({ id: sub.id, status: "canceled", canceled_at: expect.stringMatching(ISO), next_billing_date: null });
+    expect(res.body).toMatchObject({ id: sub.id, status: "canceled", canceled_at: expect.stringMatching(ISO_MS), next_billing_date: null });
     expect(await getSubscription(acct, sub.id)).toEqual(res.body);
     expect(await notificationsOf(acct.id, sub.id)).toEqual(["subscription_created:active", "subscription_canceled:canceled"]);
     expectError(await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "DELETE" }), 409, "invalid_request_error", "subscription_canceled");
@@ -321,7 +307,7 @@ describe("PUT /subscriptions/{id}", () => {
     const sub = await subscribed(acct, user.id, plan.id);
     const res = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: card(CARDS.mastercard) });
     expect(res.status, res.text).toBe(200);
-    expect(res.body).toMatchObject({ id: sub.id, status: "active", card: { brand: "mastercard", last4: "4444" }, updated_at: expect.stringMatching(ISO) });
+    expect(res.body).toMatchObject({ id: sub.id, status: "active", card: { brand: "mastercard", last4: "4444" }, updated_at: expect.stringMatching(ISO_MS) });
     expect(res.body.updated_at >= sub.updated_at).toBe(true);
     expect(await paymentsOf(acct.id)).toHaveLength(1);
     expect(await notificationsOf(acct.id, sub.id)).toEqual(["subscription_created:active", "subscription_updated:active"]);

@@ -1,24 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { TEST_CLOCK_SYNC_STEPS } from "../../src/billing/test-clocks";
-import { call, expectError, signup } from "../helpers";
-import { droppingQueue, fetchWith } from "../proof/support";
-import {
-  advance,
-  CARDS,
-  card,
-  createClock,
-  createPlan,
-  createUser,
-  getSubscription,
-  liveKey,
-  notificationsOf,
-  paymentsOf,
-  periodsOf,
-  runCron,
-  runJobs,
-  subscribed,
-  waitFor,
-} from "./support";
+import { call, expectError, fetchWith, signup } from "../support/http";
+import { createPlan, createUser, getSubscription, liveKey, subscribed } from "../support/fixtures";
+import { card, CARDS } from "../support/cards";
+import { advance, createClock } from "../support/clock";
+import { notificationsOf, paymentsOf, periodsOf } from "../support/db";
+import { droppingQueue, runCron, runJobs } from "../support/queue";
+import { waitUntil } from "../support/wait";
 
 describe("test clocks", () => {
   it("creates, reads and lists clocks; advancing moves the time forward only", async () => {
@@ -74,7 +62,7 @@ describe("test clocks", () => {
     const acct = await signup();
     const other = await signup("Other");
     const clock = await createClock(acct, "2028-01-31T12:00:00Z");
-    const user = await createUser(acct, clock.id);
+    const user = await createUser(acct, { testClock: clock.id });
     expect(user.test_clock).toBe(clock.id);
     expect((await call(`/api/users/${user.id}`, { key: acct.key })).body.test_clock).toBe(clock.id);
     for (const test_clock of [clock.id, "clock_unknown"]) {
@@ -89,7 +77,7 @@ describe("renewals on a test clock", () => {
   it("bills 13 monthly renewals from Jan 31, anchored: Feb 29, Mar 31, Apr 30 … Jan 31, Feb 28", async () => {
     const acct = await signup();
     const clock = await createClock(acct, "2028-01-31T12:00:00.000Z");
-    const user = await createUser(acct, clock.id);
+    const user = await createUser(acct, { testClock: clock.id });
     const plan = await createPlan(acct, { price: 9.99 });
     const sub = await subscribed(acct, user.id, plan.id);
     expect(sub).toMatchObject({ start_date: "2028-01-31T12:00:00.000Z", next_billing_date: "2028-02-29T12:00:00.000Z" });
@@ -130,7 +118,7 @@ describe("renewals on a test clock", () => {
   it("walks the whole dunning path with 4000000000000341: past_due, retries at +1, +3 and +5 days, then canceled", async () => {
     const acct = await signup();
     const clock = await createClock(acct, "2028-01-31T12:00:00.000Z");
-    const user = await createUser(acct, clock.id);
+    const user = await createUser(acct, { testClock: clock.id });
     const plan = await createPlan(acct);
     const sub = await subscribed(acct, user.id, plan.id, CARDS.declineAfterFirst);
     expect(sub.status).toBe("active");
@@ -170,7 +158,7 @@ describe("renewals on a test clock", () => {
   it("a past_due subscription on a clock recovers with a new card and renews on the anchor again", async () => {
     const acct = await signup();
     const clock = await createClock(acct, "2028-01-31T12:00:00.000Z");
-    const user = await createUser(acct, clock.id);
+    const user = await createUser(acct, { testClock: clock.id });
     const plan = await createPlan(acct);
     const sub = await subscribed(acct, user.id, plan.id, CARDS.declineAfterFirst);
     await advance(acct, clock.id, "2028-03-02T00:00:00.000Z");
@@ -185,7 +173,7 @@ describe("renewals on a test clock", () => {
   it("cancels now at the clock's time", async () => {
     const acct = await signup();
     const clock = await createClock(acct, "2028-01-31T12:00:00.000Z");
-    const user = await createUser(acct, clock.id);
+    const user = await createUser(acct, { testClock: clock.id });
     const plan = await createPlan(acct);
     const sub = await subscribed(acct, user.id, plan.id);
     await advance(acct, clock.id, "2028-02-10T08:00:00.000Z");
@@ -198,7 +186,7 @@ describe("renewals on a test clock", () => {
   it("an advance with more renewals than one request runs finishes in the background: the clock is advancing until every renewal has run", async () => {
     const acct = await signup();
     const clock = await createClock(acct, "2028-01-31T12:00:00.000Z");
-    const user = await createUser(acct, clock.id);
+    const user = await createUser(acct, { testClock: clock.id });
     const plan = await createPlan(acct);
     const count = TEST_CLOCK_SYNC_STEPS + 6;
     const subs = [];
@@ -208,7 +196,7 @@ describe("renewals on a test clock", () => {
     expect(await paymentsOf(acct.id)).toHaveLength(count + TEST_CLOCK_SYNC_STEPS);
     // The queue consumer carries on (run here by hand as well: both are idempotent).
     await runJobs({ kind: "billing.advance_test_clock", testClockId: clock.id });
-    await waitFor(async () => (await call(`/api/test-clocks/${clock.id}`, { key: acct.key })).body.status === "ready");
+    await waitUntil(async () => (await call(`/api/test-clocks/${clock.id}`, { key: acct.key })).body.status === "ready");
     expect(await paymentsOf(acct.id)).toHaveLength(2 * count);
     for (const sub of subs) expect((await getSubscription(acct, sub.id)).next_billing_date).toBe("2028-03-31T12:00:00.000Z");
   });
@@ -218,7 +206,7 @@ describe("renewals on a test clock", () => {
     const clock = await createClock(acct, "2028-01-31T12:00:00.000Z");
     // No subscription on the clock: nothing to run, no bound.
     expect((await advance(acct, clock.id, "2029-01-31T12:00:00.000Z")).frozen_time).toBe("2029-01-31T12:00:00.000Z");
-    const user = await createUser(acct, clock.id);
+    const user = await createUser(acct, { testClock: clock.id });
     await subscribed(acct, user.id, (await createPlan(acct, { interval: "year" })).id);
     // A yearly subscription only: two years.
     const tooFarForYear = await call(`/api/test-clocks/${clock.id}/advance`, { key: acct.key, body: { frozen_time: "2031-02-01T00:00:00.000Z" } });
@@ -241,7 +229,7 @@ describe("renewals on a test clock", () => {
   it("the cron resumes a clock whose background continuation was lost", async () => {
     const acct = await signup();
     const clock = await createClock(acct, "2028-01-31T12:00:00.000Z");
-    const user = await createUser(acct, clock.id);
+    const user = await createUser(acct, { testClock: clock.id });
     const plan = await createPlan(acct);
     const count = TEST_CLOCK_SYNC_STEPS + 3;
     for (let i = 0; i < count; i++) await subscribed(acct, user.id, plan.id);
@@ -255,7 +243,7 @@ describe("renewals on a test clock", () => {
     expect(await paymentsOf(acct.id)).toHaveLength(count + TEST_CLOCK_SYNC_STEPS);
     // Nothing else would ever finish it; the cron does.
     await runCron();
-    await waitFor(async () => (await call(`/api/test-clocks/${clock.id}`, { key: acct.key })).body.status === "ready", 15_000);
+    await waitUntil(async () => (await call(`/api/test-clocks/${clock.id}`, { key: acct.key })).body.status === "ready", 15_000);
     expect(await paymentsOf(acct.id)).toHaveLength(2 * count);
   }, 30_000);
 });

@@ -1,9 +1,9 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, expectError } from "../helpers";
+import { sha256Hex } from "../../src/lib/crypto";
+import { call, expectError, ISO_MS } from "../support/http";
 import { newApp } from "../../src/app";
-import { ISO_MS, sha256Hex } from "./support";
 
 describe("POST /api/accounts", () => {
   it("signs up and returns a test-mode secret key that works at once", async () => {

@@ -3,9 +3,9 @@
 // card_number_in_text naming the field, nothing is written, and the answer never echoes the number.
 // card_number and cvv, whose job is to carry card data, are exempt.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Account, call, expectError, signup } from "../helpers";
-import { CARDS, expectNoCardData, payoutBody, sentPans } from "../payments/support";
-import { countRows } from "./support";
+import { type Account, call, expectError, signup } from "../support/http";
+import { CARDS, expectNoCardData, payoutBody, sentPans } from "../support/cards";
+import { countRows } from "../support/db";
 
 const VISA_SPACED = "4242 4242 4242 4242";
 const MC_DASHED = "5555-5555-5555-4444";

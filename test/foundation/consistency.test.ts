@@ -1,7 +1,7 @@
 // D1 read replication through the Sessions API: every answer carries the session's bookmark in
 // Tender-Consistency, and a request that sends it back reads at least that fresh.
 import { describe, expect, it } from "vitest";
-import { call, expectError, signup } from "../helpers";
+import { call, expectError, signup } from "../support/http";
 
 describe("Tender-Consistency", () => {
   it("every answer carries a bookmark; a read that sends it back sees the write it came from", async () => {

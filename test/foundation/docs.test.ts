@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { call } from "../helpers";
+import { call } from "../support/http";
 
 const METHODS = ["get", "post", "put", "patch", "delete"] as const;
 const READ_ERRORS = ["400", "401", "403", "404", "429", "500"];

@@ -1,7 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, expectError, signup } from "../helpers";
-import { createKey, expectWwwAuthenticate, mintToken } from "./support";
+import { call, expectError, expectWwwAuthenticate, signup } from "../support/http";
+import { createKey, mintToken } from "../support/fixtures";
+import { countRows } from "../support/db";
 
 const JSON_TYPE = { "content-type": "application/json" };
 const user = { name: "Ada", email: "ada@example.com" };
@@ -42,7 +43,7 @@ describe("decimal amounts are refused by the body middleware, for any route", ()
     expect(error.param).toBe("amount");
     expect(error.message).toContain("100.00");
     expect(error.message).toMatch(/\b10000\b/);
-    expect(await countUsers(acct.id)).toBe(0);
+    expect(await countRows("users", "account_id = ?", acct.id)).toBe(0);
   });
 
   it("names the integer in the currency's own minor unit: 100 for JPY, 100000 for KWD", async () => {
@@ -78,14 +79,10 @@ describe("decimal amounts are refused by the body middleware, for any route", ()
   });
 });
 
-async function countUsers(accountId: string) {
-  return Number((await env.DB.prepare("SELECT count(*) AS n FROM users WHERE account_id = ?").bind(accountId).first<{ n: number }>())!.n);
-}
-
 describe("401 authentication", () => {
   it("missing, malformed, unknown and revoked credentials answer 401 with WWW-Authenticate: Bearer", async () => {
     const acct = await signup();
-    const revoked = await createKey(acct.key, ["users:read"]);
+    const revoked = await createKey(acct, ["users:read"]);
     await call(`/api/keys/${revoked.id}`, { key: acct.key, method: "DELETE" });
     const cases: [Record<string, string>, string][] = [
       [{}, "missing_credential"],
@@ -105,7 +102,7 @@ describe("401 authentication", () => {
         expectWwwAuthenticate(res);
       }
     }
-    expect(await countUsers(acct.id)).toBe(0);
+    expect(await countRows("users", "account_id = ?", acct.id)).toBe(0);
   });
 
   it("the scheme name is case-insensitive", async () => {
@@ -117,18 +114,18 @@ describe("401 authentication", () => {
 describe("403 permission", () => {
   it("a restricted key or token without the scope answers 403 missing_scope, and writes nothing", async () => {
     const acct = await signup();
-    const reader = await createKey(acct.key, ["users:read"]);
+    const reader = await createKey(acct, ["users:read"]);
     const token = await mintToken(acct.key, "request_ids:read");
     for (const key of [reader.secret, token]) {
       const error = expectError(await call("/api/users", { key, body: user }), 403, "permission_error", "missing_scope");
       expect(error.message).toContain("users:write");
     }
-    expect(await countUsers(acct.id)).toBe(0);
+    expect(await countRows("users", "account_id = ?", acct.id)).toBe(0);
   });
 
   it("the scope is checked before the body is read", async () => {
     const acct = await signup();
-    const reader = await createKey(acct.key, ["users:read"]);
+    const reader = await createKey(acct, ["users:read"]);
     expectError(await call("/api/users", { key: reader.secret, rawBody: "{not json", headers: JSON_TYPE }), 403, "permission_error", "missing_scope");
     expectError(await call("/api/users", { key: reader.secret, rawBody: "x", headers: { "content-type": "text/plain" } }), 403, "permission_error", "missing_scope");
   });
@@ -160,7 +157,7 @@ describe("413 body too large", () => {
     const acct = await signup();
     const big = JSON.stringify({ name: "Ada", email: "ada@example.com", padding: "x".repeat(1024 * 1024) });
     expectError(await call("/api/users", { key: acct.key, rawBody: big, headers: JSON_TYPE }), 413, "invalid_request_error", "body_too_large");
-    expect(await countUsers(acct.id)).toBe(0);
+    expect(await countRows("users", "account_id = ?", acct.id)).toBe(0);
   });
 
   it("a chunked body over 1 MB without Content-Length answers 413", async () => {
@@ -178,7 +175,7 @@ describe("413 body too large", () => {
     expectError(res, 413, "invalid_request_error", "body_too_large");
     // The limit is enforced while reading: the stream was not drained to its end.
     expect(sent).toBeLessThan(40);
-    expect(await countUsers(acct.id)).toBe(0);
+    expect(await countRows("users", "account_id = ?", acct.id)).toBe(0);
   });
 
   it("a body just under 1 MB is read", async () => {
@@ -206,7 +203,7 @@ describe("415 unsupported media type", () => {
       );
       expect(error.message).toContain("application/json");
     }
-    expect(await countUsers(acct.id)).toBe(0);
+    expect(await countRows("users", "account_id = ?", acct.id)).toBe(0);
   });
 });
 

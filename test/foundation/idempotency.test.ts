@@ -1,7 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, expectError, signup } from "../helpers";
-import { countRows, createKey, createUser, mintToken } from "./support";
+import { call, expectError, signup } from "../support/http";
+import { createKey, createUser, mintToken } from "../support/fixtures";
+import { countRows } from "../support/db";
 
 const ada = { name: "Ada", email: "ada@example.com" };
 
@@ -40,7 +41,7 @@ describe("Idempotency-Key", () => {
 
   it("a PUT retry replays the committed user, and changes nothing more", async () => {
     const acct = await signup();
-    const created = await createUser(acct.key);
+    const created = await createUser(acct);
     const put = { key: acct.key, method: "PUT", body: { name: "Ada King", email: "king@example.com" }, idempotencyKey: "put-1" };
     const first = await call(`/api/users/${created.id}`, put);
     expect(first.status).toBe(200);
@@ -116,7 +117,7 @@ describe("Idempotency-Key", () => {
     const acct = await signup();
     const missing = "/api/users/usr_00000000000000000000000000";
     expectError(await call(missing, { key: acct.key, method: "PUT", body: ada, idempotencyKey: "nf" }), 404, "not_found_error", "resource_missing");
-    const user = await createUser(acct.key);
+    const user = await createUser(acct);
     expect((await call(`/api/users/${user.id}`, { key: acct.key, method: "PUT", body: ada, idempotencyKey: "nf" })).status).toBe(200);
   });
 
@@ -124,7 +125,7 @@ describe("Idempotency-Key", () => {
     const acct = await signup();
     const first = await call("/api/users", { key: acct.key, body: ada, idempotencyKey: "scoped" });
     expect(first.status).toBe(201);
-    const other = await createKey(acct.key, ["request_ids:write"]);
+    const other = await createKey(acct, ["request_ids:write"]);
     const res = await call("/api/users", { key: other.secret, body: ada, idempotencyKey: "scoped" });
     expectError(res, 403, "permission_error", "missing_scope");
     expect(res.text).not.toContain(first.body.id);

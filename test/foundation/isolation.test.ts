@@ -1,13 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { call, expectError, signup } from "../helpers";
-import { countRows, createKey, createUser, mintToken, secretKeyId } from "./support";
+import { call, expectError, signup } from "../support/http";
+import { createKey, createUser, mintToken, secretKeyId } from "../support/fixtures";
+import { countRows } from "../support/db";
 
 async function twoAccounts() {
   const a = await signup("Account A");
   const b = await signup("Account B");
-  const userA = await createUser(a.key, "Alice", "alice@a.test");
+  const userA = await createUser(a, { name: "Alice", email: "alice@a.test" });
   const ridA = (await call("/api/request-id", { key: a.key, body: { purpose: "a-only", metadata: { secret: "a" } } })).body;
-  const keyA = await createKey(a.key, ["users:read"]);
+  const keyA = await createKey(a, ["users:read"]);
   return { a, b, userA, ridA, keyA };
 }
 
@@ -34,7 +35,7 @@ describe("tenant isolation", () => {
 
   it("B's users are its own, and A's list does not show them", async () => {
     const { a, b, userA } = await twoAccounts();
-    const userB = await createUser(b.key, "Bob", "bob@b.test");
+    const userB = await createUser(b, { name: "Bob", email: "bob@b.test" });
     expect((await call("/api/users", { key: a.key })).body.data.map((u: { id: string }) => u.id)).toEqual([userA.id]);
     expect((await call("/api/users", { key: b.key })).body.data.map((u: { id: string }) => u.id)).toEqual([userB.id]);
     expectError(await call(`/api/users/${userB.id}`, { key: a.key }), 404, "not_found_error", "resource_missing");

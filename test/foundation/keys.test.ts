@@ -1,7 +1,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, expectError, signup } from "../helpers";
-import { ISO_MS, createKey, expectWwwAuthenticate, mintToken, secretKeyId, sha256Hex, warm } from "./support";
+import { sha256Hex } from "../../src/lib/crypto";
+import { call, expectError, expectWwwAuthenticate, ISO_MS, signup } from "../support/http";
+import { createKey, mintToken, secretKeyId, warm } from "../support/fixtures";
 
 describe("POST /api/keys", () => {
   it("creates a restricted rk_test_ key with its scopes, shown once with a recognisable prefix", async () => {
@@ -26,7 +27,7 @@ describe("POST /api/keys", () => {
 
   it("the restricted key works within its scopes and gets 403 outside them", async () => {
     const acct = await signup();
-    const { secret } = await createKey(acct.key, ["users:read"]);
+    const { secret } = await createKey(acct, ["users:read"]);
     const list = await call("/api/users", { key: secret });
     expect(list.status, list.text).toBe(200);
     const error = expectError(await call("/api/users", { key: secret, body: { name: "Ada", email: "ada@example.com" } }), 403, "permission_error", "missing_scope");
@@ -37,13 +38,13 @@ describe("POST /api/keys", () => {
 
   it("a write scope implies the matching read scope", async () => {
     const acct = await signup();
-    const { secret } = await createKey(acct.key, ["users:write"]);
+    const { secret } = await createKey(acct, ["users:write"]);
     expect((await call("/api/users", { key: secret })).status).toBe(200);
   });
 
   it("refuses with 403 scopes wider than the caller's", async () => {
     const acct = await signup();
-    const { secret } = await createKey(acct.key, ["keys:write", "users:read"]);
+    const { secret } = await createKey(acct, ["keys:write", "users:read"]);
     const narrower = await call("/api/keys", { key: secret, body: { scopes: ["users:read"] } });
     expect(narrower.status, narrower.text).toBe(201);
     const error = expectError(await call("/api/keys", { key: secret, body: { scopes: ["users:write"] } }), 403, "permission_error", "scope_exceeds_caller");
@@ -64,8 +65,8 @@ describe("POST /api/keys", () => {
 describe("GET /api/keys and GET /api/keys/{id}", () => {
   it("lists the account's keys newest first and never shows a secret", async () => {
     const acct = await signup();
-    const first = await createKey(acct.key, ["users:read"], "first");
-    const second = await createKey(acct.key, ["request_ids:read"], "second");
+    const first = await createKey(acct, ["users:read"], "first");
+    const second = await createKey(acct, ["request_ids:read"], "second");
     const res = await call("/api/keys", { key: acct.key });
     expect(res.status).toBe(200);
     expect(res.body.object).toBe("list");
@@ -83,7 +84,7 @@ describe("GET /api/keys and GET /api/keys/{id}", () => {
 
   it("reads one key by id, without its secret", async () => {
     const acct = await signup();
-    const created = await createKey(acct.key, ["users:read"], "reader");
+    const created = await createKey(acct, ["users:read"], "reader");
     const res = await call(`/api/keys/${created.id}`, { key: acct.key });
     expect(res.status).toBe(200);
     const { secret, ...shown } = created;
@@ -100,8 +101,8 @@ describe("GET /api/keys and GET /api/keys/{id}", () => {
 
   it("pages with limit and refuses a bad cursor", async () => {
     const acct = await signup();
-    const a = await createKey(acct.key, ["users:read"]);
-    const b = await createKey(acct.key, ["users:read"]);
+    const a = await createKey(acct, ["users:read"]);
+    const b = await createKey(acct, ["users:read"]);
     const page = await call("/api/keys?limit=1", { key: acct.key });
     expect(page.body.data.map((k: { id: string }) => k.id)).toEqual([b.id]);
     expect(page.body.has_more).toBe(true);
@@ -115,7 +116,7 @@ describe("GET /api/keys and GET /api/keys/{id}", () => {
 describe("DELETE /api/keys/{id}", () => {
   it("revokes a cached key from another key of the account: the very next request is 401", async () => {
     const acct = await signup();
-    const victim = await createKey(acct.key, ["users:read"]);
+    const victim = await createKey(acct, ["users:read"]);
     await warm(victim.secret);
     const res = await call(`/api/keys/${victim.id}`, { key: acct.key, method: "DELETE" });
     expect(res.status, res.text).toBe(200);
@@ -133,7 +134,7 @@ describe("DELETE /api/keys/{id}", () => {
 
   it("a key can revoke itself, and is refused from its next request", async () => {
     const acct = await signup();
-    const self = await createKey(acct.key, ["keys:write", "users:read"]);
+    const self = await createKey(acct, ["keys:write", "users:read"]);
     await warm(self.secret);
     const res = await call(`/api/keys/${self.id}`, { key: self.secret, method: "DELETE" });
     expect(res.status, res.text).toBe(200);
@@ -145,9 +146,9 @@ describe("DELETE /api/keys/{id}", () => {
 
   it("a restricted key revokes only keys within its own scopes: never the secret key or a wider key (403)", async () => {
     const acct = await signup();
-    const admin = await createKey(acct.key, ["keys:write", "users:read"]);
-    const wider = await createKey(acct.key, ["users:write", "payouts:write"]);
-    const narrower = await createKey(acct.key, ["users:read"]);
+    const admin = await createKey(acct, ["keys:write", "users:read"]);
+    const wider = await createKey(acct, ["users:write", "payouts:write"]);
+    const narrower = await createKey(acct, ["users:read"]);
     for (const target of [await secretKeyId(acct), wider.id]) {
       const refused = expectError(await call(`/api/keys/${target}`, { key: admin.secret, method: "DELETE" }), 403, "permission_error", "scope_exceeds_caller");
       expect(refused.param).toBe("id");
@@ -164,7 +165,7 @@ describe("DELETE /api/keys/{id}", () => {
 
   it("access tokens minted from a revoked key stop working at once", async () => {
     const acct = await signup();
-    const key = await createKey(acct.key, ["users:read"]);
+    const key = await createKey(acct, ["users:read"]);
     const token = await mintToken(key.secret);
     await warm(token);
     expect((await call(`/api/keys/${key.id}`, { key: acct.key, method: "DELETE" })).status).toBe(200);
@@ -184,7 +185,7 @@ describe("DELETE /api/keys/{id}", () => {
     // Revoked straight in D1: this isolate's credential cache still holds the credential.
     async function cachedThenRevoked(useToken: boolean) {
       const acct = await signup();
-      const key = await createKey(acct.key, ["users:write", "request_ids:write"]);
+      const key = await createKey(acct, ["users:write", "request_ids:write"]);
       const credential = useToken ? await mintToken(key.secret) : key.secret;
       await warm(credential);
       await env.DB.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ?").bind(new Date().toISOString(), key.id).run();
@@ -212,7 +213,7 @@ describe("DELETE /api/keys/{id}", () => {
 
     it("a cached, revoked key cannot read a stored idempotent answer", async () => {
       const acct = await signup();
-      const key = await createKey(acct.key, ["users:write"]);
+      const key = await createKey(acct, ["users:write"]);
       const body = { name: "Ada", email: "ada@example.com" };
       const first = await call("/api/users", { key: key.secret, body, idempotencyKey: "revoked-replay" });
       expect(first.status).toBe(201);
@@ -225,7 +226,7 @@ describe("DELETE /api/keys/{id}", () => {
 
   it("revoking an already revoked key answers the key unchanged", async () => {
     const acct = await signup();
-    const key = await createKey(acct.key, ["users:read"]);
+    const key = await createKey(acct, ["users:read"]);
     const first = await call(`/api/keys/${key.id}`, { key: acct.key, method: "DELETE" });
     const second = await call(`/api/keys/${key.id}`, { key: acct.key, method: "DELETE" });
     expect(second.status).toBe(200);
@@ -234,8 +235,8 @@ describe("DELETE /api/keys/{id}", () => {
 
   it("needs keys:write", async () => {
     const acct = await signup();
-    const reader = await createKey(acct.key, ["keys:read"]);
-    const target = await createKey(acct.key, ["users:read"]);
+    const reader = await createKey(acct, ["keys:read"]);
+    const target = await createKey(acct, ["users:read"]);
     expectError(await call(`/api/keys/${target.id}`, { key: reader.secret, method: "DELETE" }), 403, "permission_error", "missing_scope");
     expect((await call("/api/users", { key: target.secret })).status).toBe(200);
   });

@@ -1,7 +1,9 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
-import { call, expectError, signup } from "../helpers";
-import { countRows, createKey, expectWwwAuthenticate, mintToken, secretKeyId, sha256Hex, warm } from "./support";
+import { sha256Hex } from "../../src/lib/crypto";
+import { call, expectError, expectWwwAuthenticate, signup } from "../support/http";
+import { createKey, mintToken, secretKeyId, warm } from "../support/fixtures";
+import { countRows } from "../support/db";
 
 const FORM = { "content-type": "application/x-www-form-urlencoded" };
 const TOKEN = /^at_test_[0-9A-Za-z]{40}$/;
@@ -61,7 +63,7 @@ describe("POST /oauth/token", () => {
 
   it("a restricted key's token defaults to the key's scopes and cannot be widened", async () => {
     const acct = await signup();
-    const key = await createKey(acct.key, ["users:read"]);
+    const key = await createKey(acct, ["users:read"]);
     const res = await call("/oauth/token", { body: { grant_type: "client_credentials", client_secret: key.secret } });
     expectTokenAnswer(res, "users:read");
     const wider = expectError(
@@ -114,7 +116,7 @@ describe("POST /oauth/token", () => {
 
   it("a key revoked elsewhere while cached here cannot mint a token", async () => {
     const acct = await signup();
-    const key = await createKey(acct.key, ["users:read"]);
+    const key = await createKey(acct, ["users:read"]);
     await warm(key.secret);
     await env.DB.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ?").bind(new Date().toISOString(), key.id).run();
     const res = await call("/oauth/token", { body: { grant_type: "client_credentials", client_secret: key.secret } });

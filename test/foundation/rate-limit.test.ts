@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { call, expectError, signup } from "../helpers";
+import { call, expectError, signup } from "../support/http";
 
 const WINDOW_MS = 10_000;
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { call, expectError, signup } from "../helpers";
-import { ISO_MS, UUID_V7, createKey } from "./support";
+import { call, expectError, ISO_MS, signup, UUID_V7 } from "../support/http";
+import { createKey } from "../support/fixtures";
 
 describe("POST /api/request-id", () => {
   it("generates a UUIDv7 for the purpose, stamped with the time it carries, and stores the metadata", async () => {
@@ -94,10 +94,10 @@ describe("GET /api/request-id/{id}", () => {
   it("needs request_ids:read; a write key may also read", async () => {
     const acct = await signup();
     const created = (await call("/api/request-id", { key: acct.key, body: { purpose: "x" } })).body;
-    const users = await createKey(acct.key, ["users:read"]);
+    const users = await createKey(acct, ["users:read"]);
     expectError(await call(`/api/request-id/${created.id}`, { key: users.secret }), 403, "permission_error", "missing_scope");
     expectError(await call("/api/request-id", { key: users.secret, body: { purpose: "x" } }), 403, "permission_error", "missing_scope");
-    const writer = await createKey(acct.key, ["request_ids:write"]);
+    const writer = await createKey(acct, ["request_ids:write"]);
     expect((await call(`/api/request-id/${created.id}`, { key: writer.secret })).body).toEqual(created);
   });
 

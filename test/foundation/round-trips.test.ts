@@ -1,7 +1,7 @@
 // D1 round trips per request, from the development-only Tender-D1-Round-Trips header.
 import { describe, expect, it } from "vitest";
-import { call, roundTrips, signup } from "../helpers";
-import { createUser, warm } from "./support";
+import { call, roundTrips, signup } from "../support/http";
+import { createUser, warm } from "../support/fixtures";
 
 describe("D1 round trips", () => {
   it("POST /api/users with a cached key is one round trip: one batch", async () => {
@@ -14,7 +14,7 @@ describe("D1 round trips", () => {
 
   it("GET /api/users/{id} with a cached key is one round trip", async () => {
     const acct = await signup();
-    const user = await createUser(acct.key);
+    const user = await createUser(acct);
     await warm(acct.key);
     const res = await call(`/api/users/${user.id}`, { key: acct.key });
     expect(res.status).toBe(200);
@@ -29,7 +29,7 @@ describe("D1 round trips", () => {
     expect(roundTrips(res)).toBe(0);
   });
 
-  it("other paths, at most: uncached key +1, Idempotency-Key +1, empty list +1 (today's counts, as ceilings)", async () => {
+  it("other paths: uncached key +1, Idempotency-Key +1 (as ceilings); an empty list and a 404 are one round trip", async () => {
     const acct = await signup();
     const cold = await call("/api/users", { key: acct.key, body: { name: "Ada", email: "ada@example.com" } });
     expect(cold.status).toBe(201);
@@ -48,7 +48,11 @@ describe("D1 round trips", () => {
     expect(roundTrips(list)).toBeLessThanOrEqual(1);
     const emptyList = await call("/api/request-id", { key: acct.key });
     expect(emptyList.body.data).toEqual([]);
-    expect(roundTrips(emptyList)).toBeLessThanOrEqual(2);
+    expect(roundTrips(emptyList)).toBe(1);
+    // A 404 is one round trip too: the read and the key check share a batch.
+    const missing = await call("/api/users/usr_00000000000000000000000000", { key: acct.key });
+    expect(missing.status).toBe(404);
+    expect(roundTrips(missing)).toBe(1);
     expect(roundTrips(await call("/health"))).toBe(0);
   });
 });

@@ -1,14 +1,7 @@
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { call, expectError, signup } from "../helpers";
-import { ISO_MS, createUser } from "./support";
-
-async function eventsOf(accountId: string, type: string) {
-  const { results } = await env.DB.prepare("SELECT id, type, payload, created_at FROM events WHERE account_id = ? AND type = ? ORDER BY id")
-    .bind(accountId, type)
-    .all<{ id: string; type: string; payload: string; created_at: string }>();
-  return results.map((row) => ({ ...row, payload: JSON.parse(row.payload) }));
-}
+import { call, expectError, ISO_MS, signup } from "../support/http";
+import { createUser } from "../support/fixtures";
+import { eventsOf } from "../support/db";
 
 describe("POST /api/users", () => {
   it("creates a user and records customer.created with the user as the API returned it", async () => {
@@ -23,7 +16,7 @@ describe("POST /api/users", () => {
     const events = await eventsOf(acct.id, "customer.created");
     expect(events).toHaveLength(1);
     expect(events[0].id).toMatch(/^evt_/);
-    expect(events[0].payload).toEqual({ id: events[0].id, type: "customer.created", data: res.body, created_at: expect.stringMatching(ISO_MS) });
+    expect(events[0].body).toEqual({ id: events[0].id, type: "customer.created", data: res.body, created_at: expect.stringMatching(ISO_MS) });
   });
 
   it("trims the name and email", async () => {
@@ -54,7 +47,7 @@ describe("POST /api/users", () => {
 describe("GET /api/users/{id}", () => {
   it("reads the user as created", async () => {
     const acct = await signup();
-    const created = await createUser(acct.key);
+    const created = await createUser(acct);
     const res = await call(`/api/users/${created.id}`, { key: acct.key });
     expect(res.status).toBe(200);
     expect(res.body).toEqual(created);
@@ -71,7 +64,7 @@ describe("GET /api/users/{id}", () => {
 describe("PUT /api/users/{id}", () => {
   it("replaces name and email, and records customer.updated with the user as the API returned it", async () => {
     const acct = await signup();
-    const created = await createUser(acct.key, "Ada", "ada@example.com");
+    const created = await createUser(acct, { name: "Ada", email: "ada@example.com" });
     const res = await call(`/api/users/${created.id}`, { key: acct.key, method: "PUT", body: { name: "Ada King", email: "ada.king@example.com" } });
     expect(res.status, res.text).toBe(200);
     expect(res.body).toMatchObject({ id: created.id, object: "user", name: "Ada King", email: "ada.king@example.com" });
@@ -82,12 +75,12 @@ describe("PUT /api/users/{id}", () => {
     expect((await call(`/api/users/${created.id}`, { key: acct.key })).body).toEqual(res.body);
     const events = await eventsOf(acct.id, "customer.updated");
     expect(events).toHaveLength(1);
-    expect(events[0].payload).toEqual({ id: events[0].id, type: "customer.updated", data: res.body, created_at: expect.stringMatching(ISO_MS) });
+    expect(events[0].body).toEqual({ id: events[0].id, type: "customer.updated", data: res.body, created_at: expect.stringMatching(ISO_MS) });
   });
 
   it("needs both fields: a partial body is 400 and changes nothing", async () => {
     const acct = await signup();
-    const created = await createUser(acct.key);
+    const created = await createUser(acct);
     const error = expectError(await call(`/api/users/${created.id}`, { key: acct.key, method: "PUT", body: { name: "Only Name" } }), 400, "invalid_request_error", "parameter_missing");
     expect(error.param).toBe("email");
     expect((await call(`/api/users/${created.id}`, { key: acct.key })).body).toEqual(created);
@@ -111,7 +104,7 @@ describe("GET /api/users", () => {
   it("pages newest first with limit, starting_after and ending_before", async () => {
     const acct = await signup();
     const ids: string[] = [];
-    for (let i = 0; i < 5; i++) ids.push((await createUser(acct.key, `User ${i}`, `u${i}@example.com`)).id);
+    for (let i = 0; i < 5; i++) ids.push((await createUser(acct, { name: `User ${i}`, email: `u${i}@example.com` })).id);
     const newestFirst = [...ids].reverse();
 
     const all = await call("/api/users", { key: acct.key });
@@ -134,7 +127,7 @@ describe("GET /api/users", () => {
 
   it("refuses limit 0 and 101, a non-numeric limit, a bad cursor and both cursors", async () => {
     const acct = await signup();
-    const user = await createUser(acct.key);
+    const user = await createUser(acct);
     for (const limit of ["0", "101", "ten", "1.5"]) {
       const error = expectError(await call(`/api/users?limit=${limit}`, { key: acct.key }), 400, "invalid_request_error", "parameter_invalid");
       expect(error.param).toBe("limit");

@@ -4,9 +4,10 @@ import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiError } from "../../src/lib/errors";
 import { readCard } from "../../src/payments/card-input";
-import { type Account, call, expectError, signup } from "../helpers";
-import { chargeCard } from "./charges";
-import { CARDS, captureLogs, cardFields, createKey, createUser, eventsFor, expectNoCardData, nextYear, sentPans } from "./support";
+import { type Account, call, expectError, signup } from "../support/http";
+import { chargeCard, createKey, createUser } from "../support/fixtures";
+import { captureLogs, cardFields, CARDS, expectNoCardData, nextYear, sentPans } from "../support/cards";
+import { eventsFor } from "../support/db";
 
 const logs = captureLogs();
 let acct: Account;
@@ -16,7 +17,7 @@ let customer: { id: string; email: string };
 beforeAll(async () => {
   acct = await signup("Merchant");
   other = await signup("Other");
-  customer = await createUser(acct, "Ada Lovelace", "ada@example.com");
+  customer = await createUser(acct, { name: "Ada Lovelace", email: "ada@example.com" });
 });
 
 afterAll(async () => {
@@ -100,8 +101,8 @@ describe("charges through the sandbox", () => {
 describe("GET /payments", () => {
   it("lists newest first, filtered by user or subscription, only for this account", async () => {
     const fresh = await signup("Lister");
-    const ada = await createUser(fresh, "Ada", "ada@example.com");
-    const bob = await createUser(fresh, "Bob", "bob@example.com");
+    const ada = await createUser(fresh, { name: "Ada", email: "ada@example.com" });
+    const bob = await createUser(fresh, { name: "Bob", email: "bob@example.com" });
     const a1 = await chargeCard(fresh, ada, { subscriptionId: "sub_01m7z2d8n7zgev6x3n0epk9aaa" });
     const b1 = await chargeCard(fresh, bob, { subscriptionId: "sub_01m7z2d8n7zgev6x3n0epk9bbb", pan: CARDS.declined });
     const a2 = await chargeCard(fresh, ada, { subscriptionId: "sub_01m7z2d8n7zgev6x3n0epk9aaa" });
@@ -139,10 +140,10 @@ describe("GET /payments", () => {
   it("needs payments:read", async () => {
     const payment = await chargeCard(acct, customer);
     expectError(await call("/payments"), 401, "authentication_error");
-    const payouts = await createKey(acct, ["payouts:write"]);
+    const payouts = (await createKey(acct, ["payouts:write"])).secret;
     expectError(await call("/payments", { key: payouts }), 403, "permission_error", "missing_scope");
     expectError(await call(`/payments/${payment.payment.id}`, { key: payouts }), 403, "permission_error", "missing_scope");
-    const reader = await createKey(acct, ["payments:read"]);
+    const reader = (await createKey(acct, ["payments:read"])).secret;
     expect((await call(`/payments/${payment.payment.id}`, { key: reader })).status).toBe(200);
   });
 });

@@ -6,28 +6,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isoDate } from "../../src/lib/clock";
 import { settlePayout } from "../../src/payments/settle-payout";
 import { sandboxProcessor } from "../../src/processor/sandbox";
-import { type Account, call, expectError, roundTrips, signup } from "../helpers";
-import {
-  CARDS,
-  captureLogs,
-  cardFields,
-  countRows,
-  createKey,
-  createPayout,
-  createUser,
-  eventsFor,
-  eventsOf,
-  expectNoCardData,
-  nextYear,
-  payoutBody,
-  runCron,
-  runJobs,
-  sentCvvs,
-  sentPans,
-  waitFor,
-} from "./support";
+import { type Account, call, expectError, ISO_MS, roundTrips, signup } from "../support/http";
+import { createKey, createPayout, createUser } from "../support/fixtures";
+import { captureLogs, cardFields, CARDS, expectNoCardData, nextYear, payoutBody, sentCvvs, sentPans } from "../support/cards";
+import { countRows, eventsFor, eventsOf } from "../support/db";
+import { runCron, runJobs } from "../support/queue";
+import { waitFor } from "../support/wait";
 
-const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const logs = captureLogs();
 let acct: Account;
 let other: Account;
@@ -94,7 +79,7 @@ describe("POST /payout", () => {
   });
 
   it("answers 404 for a recipient that is not a user of this account", async () => {
-    const theirs = await createUser(other, "Grace", "grace@example.com");
+    const theirs = await createUser(other, { name: "Grace", email: "grace@example.com" });
     const before = await countRows("payouts", "account_id = ?", acct.id);
     for (const recipient_id of [theirs.id, "usr_01m7z2d8n7zgev6x3n0epk9rxn", "not-an-id"]) {
       const res = await call("/payout", { key: acct.key, body: payoutBody({ recipient_id }) });
@@ -230,14 +215,14 @@ describe("POST /payout", () => {
     expectError(noCredential, 401, "authentication_error");
     expect(noCredential.headers.get("www-authenticate")).toMatch(/^Bearer/);
 
-    const reader = await createKey(acct, ["payouts:read"]);
+    const reader = (await createKey(acct, ["payouts:read"])).secret;
     expectError(await call("/payout", { key: reader, body: payoutBody() }), 403, "permission_error", "missing_scope");
     expect((await call("/payouts", { key: reader })).status).toBe(200);
 
-    const unrelated = await createKey(acct, ["users:read"]);
+    const unrelated = (await createKey(acct, ["users:read"])).secret;
     expectError(await call("/payouts", { key: unrelated }), 403, "permission_error", "missing_scope");
 
-    const writer = await createKey(acct, ["payouts:write"]);
+    const writer = (await createKey(acct, ["payouts:write"])).secret;
     const created = await call("/payout", { key: writer, body: payoutBody() });
     expect(created.status, created.text).toBe(201);
     expectError(await call(`/payouts/${created.body.id}/cancel`, { key: reader, method: "POST" }), 403, "permission_error", "missing_scope");

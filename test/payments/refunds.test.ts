@@ -5,11 +5,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newId } from "../../src/domain/ids";
 import { settleRefund } from "../../src/payments/settle-refund";
 import { sandboxProcessor } from "../../src/processor/sandbox";
-import { type Account, call, expectError, roundTrips, signup } from "../helpers";
-import { chargeCard } from "./charges";
-import { CARDS, captureLogs, countRows, createKey, createUser, eventsFor, expectNoCardData, runCron, runJobs, waitFor } from "./support";
+import { type Account, call, expectError, ISO_MS, roundTrips, signup } from "../support/http";
+import { chargeCard, createKey, createUser } from "../support/fixtures";
+import { captureLogs, CARDS, expectNoCardData } from "../support/cards";
+import { countRows, eventsFor } from "../support/db";
+import { runCron, runJobs } from "../support/queue";
+import { waitFor } from "../support/wait";
 
-const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const logs = captureLogs();
 let acct: Account;
 let other: Account;
@@ -153,13 +155,13 @@ describe("POST /refunds", () => {
   it("needs refunds:write to refund and refunds:read to read", async () => {
     const charged = await paid(1000);
     expectError(await call("/refunds", { body: { payment_id: charged.id } }), 401, "authentication_error");
-    const reader = await createKey(acct, ["refunds:read", "payments:read"]);
+    const reader = (await createKey(acct, ["refunds:read", "payments:read"])).secret;
     expectError(await refund({ payment_id: charged.id }, { key: reader }), 403, "permission_error", "missing_scope");
-    const writer = await createKey(acct, ["refunds:write"]);
+    const writer = (await createKey(acct, ["refunds:write"])).secret;
     const created = await refund({ payment_id: charged.id, amount: 100 }, { key: writer });
     expect(created.status, created.text).toBe(201);
     expect((await call(`/refunds/${created.body.id}`, { key: reader })).status).toBe(200);
-    const payouts = await createKey(acct, ["payouts:read"]);
+    const payouts = (await createKey(acct, ["payouts:read"])).secret;
     expectError(await call("/refunds", { key: payouts }), 403, "permission_error", "missing_scope");
   });
 

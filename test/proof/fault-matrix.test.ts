@@ -22,9 +22,15 @@ import { PAYOUT_SEND_LEASE_MS, PAYOUT_STALE_MS, settlePayout } from "../../src/p
 import { REFUND_SEND_LEASE_MS, REFUND_STALE_MS, settleRefund } from "../../src/payments/settle-refund";
 import { processDelivery } from "../../src/webhooks/consumer";
 import { schedulerFor, type WebhookRetryScheduler } from "../../src/webhooks/scheduler";
-import { type Account, type CallResult, call, signup } from "../helpers";
-import { createKey } from "../foundation/support";
-import { captureLogs, cardFields, sentCvvs, sentPans, waitFor } from "../payments/support";
+import { type Account, type CallResult, call, fetchWith, signup, withEnv } from "../support/http";
+import { type Fixtures, createKey, dueSubscription, payoutWithoutSettlement, refundWithoutSettlement, seed } from "../support/fixtures";
+import { captureLogs, cardFields, PROOF_CARD, sentCvvs, sentPans } from "../support/cards";
+import { backdate } from "../support/clock";
+import { countOf, one } from "../support/db";
+import { waitFor } from "../support/wait";
+import { RECEIVER_ORIGIN } from "../support/receiver";
+import { type Operation, fixtureId, label, operations, pathWith, validBody } from "../support/operations";
+import { invariants } from "../support/checks";
 import {
   type D1FaultKind,
   type D1FaultRule,
@@ -57,21 +63,6 @@ import {
   refundsNeverExceedPayment,
   refundsSentOnce,
 } from "../support/invariants";
-import { RECEIVER_ORIGIN } from "../webhooks/receiver";
-import {
-  type Fixtures,
-  type Operation,
-  PROOF_CARD,
-  fetchWith,
-  fixtureId,
-  label,
-  operations,
-  pathWith,
-  payoutWithoutSettlement,
-  refundWithoutSettlement,
-  seed,
-  validBody,
-} from "./support";
 
 // The Worker logs every injected failure; the lines are kept (and checked for card data) rather than printed.
 const logs = captureLogs();
@@ -111,19 +102,6 @@ afterAll(() => {
   logs.expectNoCardData();
 });
 
-/** Runs every check, then throws one error naming each invariant that failed. */
-async function invariants(context: string, checks: (() => Promise<void> | void)[]) {
-  const failures: string[] = [];
-  for (const run of checks) {
-    try {
-      await run();
-    } catch (error) {
-      failures.push(error instanceof Error ? error.message : String(error));
-    }
-  }
-  if (failures.length > 0) throw new Error(`${context}\n${failures.join("\n")}`);
-}
-
 function matrixCase(name: string, body: () => Promise<void>, timeout = 20_000) {
   registered++;
   it(
@@ -138,7 +116,6 @@ function matrixCase(name: string, body: () => Promise<void>, timeout = 20_000) {
 }
 
 const uid = () => crypto.randomUUID().slice(0, 8);
-const withEnv = (overrides: Partial<Bindings>) => ({ ...env, ...overrides }) as Bindings;
 
 // =============================================================================================
 // Routes
@@ -199,7 +176,7 @@ async function fixturesFor(op: Operation): Promise<Fixtures> {
   };
   switch (consumes) {
     case "key":
-      return { ...fx, key: (await createKey(acct.key, ["users:read"], "consumable")).id };
+      return { ...fx, key: (await createKey(acct, ["users:read"], "consumable")).id };
     case "payout":
       return { ...fx, payout: (await payoutWithoutSettlement(acct)).id };
     case "webhook":
@@ -392,8 +369,6 @@ async function ensureBackground() {
   bgEndpoint = hook.body.id;
 }
 
-const one = async <T>(query: string, ...binds: unknown[]) => (await env.DB.prepare(query).bind(...binds).first<T>())!;
-const countOf = async (query: string, ...binds: unknown[]) => Number((await one<{ n: number }>(query, ...binds)).n);
 const eventsAbout = (type: string, id: string) =>
   countOf("SELECT count(*) AS n FROM events WHERE type = ? AND (json_extract(payload, '$.data.id') = ? OR json_extract(payload, '$.subscription_id') = ?)", type, id, id);
 
@@ -507,17 +482,15 @@ const PERIOD_FAULTS: PeriodFault[] = [
   { name: "the message is delivered twice, both in flight at once", duplicate: true },
 ];
 
-async function dueSubscription(): Promise<string> {
+/** A subscription of the background account whose renewal is due. */
+async function dueBackgroundSubscription(): Promise<string> {
   await ensureBackground();
-  const sub = await call("/subscriptions", { key: bg.key, body: { user_id: bgUser, plan_id: bgPlan, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) } });
-  expect(sub.status, sub.text).toBe(201);
-  await env.DB.prepare("UPDATE subscriptions SET due_at = ? WHERE id = ?").bind(Date.now() - 1000, sub.body.id).run();
-  return sub.body.id;
+  return dueSubscription(bg, bgUser, bgPlan);
 }
 
 /** A subscription whose first renewal was declined: past_due, with its dunning retry due at the returned time. */
 async function pastDueSubscription(): Promise<{ id: string; at: number }> {
-  const id = await dueSubscription();
+  const id = await dueBackgroundSubscription();
   ledger.inject({ kind: "decline", method: "chargeToken", when: (c) => c.reference.startsWith(`${id}:`) });
   expect(await renewChunk(env, [id], Date.now())).toEqual(["past_due"]);
   ledger.inject();
@@ -527,7 +500,7 @@ async function pastDueSubscription(): Promise<{ id: string; at: number }> {
 }
 
 async function periodCase(kind: "renewal" | "dunning", fault: PeriodFault) {
-  const { id, at } = kind === "renewal" ? { id: await dueSubscription(), at: Date.now() } : await pastDueSubscription();
+  const { id, at } = kind === "renewal" ? { id: await dueBackgroundSubscription(), at: Date.now() } : await pastDueSubscription();
   const since = await mark(ledger);
   const context = `${kind}: ${fault.name}`;
   const periodsBefore = (await one<{ periods_billed: number }>("SELECT periods_billed FROM subscriptions WHERE id = ?", id)).periods_billed;
@@ -743,9 +716,6 @@ async function stuckDelivery() {
   return delivery;
 }
 
-const backdate = (table: "payouts" | "refunds", id: string, ms = 10 * 60_000) =>
-  env.DB.prepare(`UPDATE ${table} SET created_at = ? WHERE id = ?`).bind(new Date(Date.now() - ms).toISOString(), id).run();
-
 async function runCron(overrides: Partial<Bindings> = {}, at = Date.now()) {
   const ctx = createExecutionContext();
   const result = await runScheduled(withEnv(overrides), at, ctx).then(
@@ -853,7 +823,7 @@ describe("cron sweeps", () => {
   });
 
   matrixCase("renewals cron: the due subscription is enqueued through a queue that delivers twice", async () => {
-    const id = await dueSubscription();
+    const id = await dueBackgroundSubscription();
     const since = await mark(ledger);
     const periodsBefore = (await one<{ periods_billed: number }>("SELECT periods_billed FROM subscriptions WHERE id = ?", id)).periods_billed;
     ledger.inject({ kind: "slow", ms: 30, method: "chargeToken" });

@@ -34,21 +34,15 @@ import { settlePayout } from "../../src/payments/settle-payout";
 import { settleRefund } from "../../src/payments/settle-refund";
 import { sandboxProcessor } from "../../src/processor/sandbox";
 import type { Processor } from "../../src/processor/types";
-import { type Account, call, expectError, signup } from "../helpers";
-import { CARDS, captureLogs, countRows, eventsFor, expectNoCardData, runCron, runJobs, waitFor } from "../payments/support";
-import { RECEIVER_ORIGIN, deliveriesOfEvent, deliveryRow, installReceiver } from "../webhooks/receiver";
-import {
-  type Fixtures,
-  type Operation,
-  failingQueue,
-  fetchWith,
-  label,
-  operations,
-  payoutWithoutSettlement,
-  refundWithoutSettlement,
-  seed,
-  validBody,
-} from "./support";
+import { type Account, call, expectError, fetchWith, signup } from "../support/http";
+import { type Fixtures, payoutWithoutSettlement, refundWithoutSettlement, seed } from "../support/fixtures";
+import { captureLogs, CARDS, expectNoCardData } from "../support/cards";
+import { backdate } from "../support/clock";
+import { countRows, deliveriesOfEvent, deliveryRow, eventsFor } from "../support/db";
+import { failingQueue, runCron, runJobs } from "../support/queue";
+import { waitFor } from "../support/wait";
+import { installReceiver, RECEIVER_ORIGIN } from "../support/receiver";
+import { type Operation, label, operations, validBody } from "../support/operations";
 
 const logs = captureLogs();
 // Every webhook delivery of this file goes to the simulated receiver.
@@ -69,8 +63,6 @@ afterAll(async () => {
 });
 
 const payout = async (id: string) => (await call(`/payouts/${id}`, { key: acct.key })).body;
-const backdate = (table: "payouts" | "refunds", id: string, ms = 10 * 60_000) =>
-  env.DB.prepare(`UPDATE ${table} SET created_at = ? WHERE id = ?`).bind(new Date(Date.now() - ms).toISOString(), id).run();
 
 /** A processor that counts the payouts and refunds it is asked to make, by reference. */
 function countingProcessor() {

@@ -6,7 +6,7 @@
 // writes. Then the hostile bodies, explicitly: malformed JSON, wrong content types, bodies over
 // 1 MB (with and without Content-Length), deep nesting, huge numbers, non-object bodies.
 //
-// Path ids are the real ids of one object of every kind (./support.ts seed), other kinds' ids,
+// Path ids are the real ids of one object of every kind (test/support/fixtures.ts seed), other kinds' ids,
 // or random strings. Webhook deliveries all answer 200 (acceptAllOutbound), so no background
 // work outlives a request for long: after any 2xx the test waits for the database to settle.
 import fc from "fast-check";
@@ -14,28 +14,13 @@ import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SCOPES } from "../../src/auth/scopes";
 import { settleRefund } from "../../src/payments/settle-refund";
-import { type Account, type CallResult, call, signup } from "../helpers";
-import { createKey } from "../foundation/support";
-import { expectNoCardData, sentPans } from "../payments/support";
-import {
-  type Fixtures,
-  type Operation,
-  acceptAllOutbound,
-  changes,
-  expectErrorShape,
-  expectNoPollution,
-  PROOF_CARD,
-  fixtureId,
-  label,
-  payoutWithoutSettlement,
-  operations,
-  pathWith,
-  prototypeNames,
-  quiesce,
-  seed,
-  snapshot,
-  validBody,
-} from "./support";
+import { type Account, type CallResult, call, expectErrorShape, signup } from "../support/http";
+import { type Fixtures, createKey, payoutWithoutSettlement, seed } from "../support/fixtures";
+import { expectNoCardData, PROOF_CARD, sentPans } from "../support/cards";
+import { changes, quiesce, snapshot } from "../support/db";
+import { acceptAllOutbound } from "../support/receiver";
+import { type Operation, fixtureId, label, operations, pathWith, validBody } from "../support/operations";
+import { expectNoPollution, prototypeNames } from "../support/checks";
 
 const OPS = await operations();
 const MUTATING = OPS.filter((op) => op.method !== "get");
@@ -53,7 +38,7 @@ const keys = new Map<string, string>();
 beforeAll(async () => {
   acct = await signup("Fuzz");
   fx = await seed(acct);
-  for (const op of OPS) keys.set(op.operationId, (await createKey(acct.key, [...SCOPES], op.operationId)).secret);
+  for (const op of OPS) keys.set(op.operationId, (await createKey(acct, [...SCOPES], op.operationId)).secret);
   await quiesce();
 }, 30_000);
 
@@ -266,7 +251,7 @@ async function liveId(op: Operation): Promise<string> {
     const res = await call("/api/webhooks", { key: acct.key, body: { url: "https://receiver.example.com/fuzz", events: ["payout.paid"] } });
     return res.body.id;
   }
-  if (id === fx.key) return (await createKey(acct.key, ["users:read"], "fuzz victim")).id;
+  if (id === fx.key) return (await createKey(acct, ["users:read"], "fuzz victim")).id;
   if (id === fx.payout) return (await payoutWithoutSettlement(acct)).id;
   if (id === fx.subscription) {
     const res = await call("/subscriptions", { key: acct.key, body: validBody(MUTATING.find((o) => o.operationId === "createSubscription")!, fx) });

@@ -12,8 +12,12 @@ import { useClock } from "../../src/lib/clock";
 import { settlePayout } from "../../src/payments/settle-payout";
 import { useProcessor } from "../../src/processor";
 import { processDelivery } from "../../src/webhooks/consumer";
-import { type Account, type CallResult, call, signup } from "../helpers";
-import { cardFields } from "../payments/support";
+import { type Account, type CallResult, call, fetchWith, signup, withEnv } from "../support/http";
+import { dueSubscription, payoutWithoutSettlement } from "../support/fixtures";
+import { cardFields, PROOF_CARD } from "../support/cards";
+import { countOf, one } from "../support/db";
+import { RECEIVER_ORIGIN } from "../support/receiver";
+import { invariants } from "../support/checks";
 import {
   type D1Op,
   type Ledger,
@@ -36,8 +40,6 @@ import {
   payoutsSentOnce,
   refundsNeverExceedPayment,
 } from "../support/invariants";
-import { RECEIVER_ORIGIN } from "../webhooks/receiver";
-import { PROOF_CARD, fetchWith, payoutWithoutSettlement } from "./support";
 
 const NUM_RUNS = 15;
 const ledger: Ledger = ledgerProcessor();
@@ -77,7 +79,6 @@ afterAll(() => {
 });
 
 type Scheduler = fc.Scheduler;
-const withEnv = (overrides: Partial<Bindings>) => ({ ...env, ...overrides }) as Bindings;
 const short = (op: D1Op) => `${op.kind} ${op.sql.map((q) => q.trim().slice(0, 36)).join(" | ")}`.slice(0, 120);
 
 /** An env for one worker whose every D1 round trip waits for the scheduler. */
@@ -86,18 +87,6 @@ const workerEnv = (s: Scheduler, who: string, overrides: Partial<Bindings> = {})
 
 /** Every processor call and answer waits for the scheduler; the ledger records them. */
 const scheduleProcessor = (s: Scheduler) => useProcessor((inner) => gatedProcessor(ledger.wrap(inner), (label) => s.schedule(Promise.resolve(label))));
-
-async function invariants(context: string, checks: (() => Promise<void> | void)[]) {
-  const failures: string[] = [];
-  for (const check of checks) {
-    try {
-      await check();
-    } catch (error) {
-      failures.push(error instanceof Error ? error.message : String(error));
-    }
-  }
-  if (failures.length > 0) throw new Error(`${context}\n${failures.join("\n")}`);
-}
 
 async function property(name: string, run: (s: Scheduler) => Promise<void>) {
   await fc.assert(
@@ -116,19 +105,10 @@ async function property(name: string, run: (s: Scheduler) => Promise<void>) {
   );
 }
 
-const one = async <T>(query: string, ...binds: unknown[]) => (await env.DB.prepare(query).bind(...binds).first<T>())!;
-const countOf = async (query: string, ...binds: unknown[]) => Number((await one<{ n: number }>(query, ...binds)).n);
 const settled = <T>(p: Promise<T>) => p.then((value) => ({ value, error: null as unknown }), (error: unknown) => ({ value: null as T | null, error }));
 
-async function dueSubscription(): Promise<string> {
-  const sub = await call("/subscriptions", { key: acct.key, body: { user_id: user, plan_id: plan, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) } });
-  expect(sub.status, sub.text).toBe(201);
-  await env.DB.prepare("UPDATE subscriptions SET due_at = ? WHERE id = ?").bind(Date.now() - 1000, sub.body.id).run();
-  return sub.body.id;
-}
-
 async function pastDueSubscription(): Promise<{ id: string; at: number }> {
-  const id = await dueSubscription();
+  const id = await dueSubscription(acct, user, plan);
   ledger.inject({ kind: "decline", method: "chargeToken", when: (c) => c.reference.startsWith(`${id}:`) });
   expect(await renewChunk(env, [id], Date.now())).toEqual(["past_due"]);
   ledger.inject();
@@ -180,7 +160,7 @@ describe("two workers on one object", () => {
 
   it("the same period: two renewal runs charge it once", async () => {
     await property("two renewChunk", async (s) => {
-      const id = await dueSubscription();
+      const id = await dueSubscription(acct, user, plan);
       const since = await mark(ledger);
       scheduleProcessor(s);
       const now = Date.now();
@@ -200,7 +180,7 @@ describe("two workers on one object", () => {
 
   it("a renewal against DELETE /subscriptions/{id}: no charge lands under the cancel", async () => {
     await property("renewal vs cancel", async (s) => {
-      const id = await dueSubscription();
+      const id = await dueSubscription(acct, user, plan);
       const since = await mark(ledger);
       scheduleProcessor(s);
       const now = Date.now();
@@ -227,7 +207,7 @@ describe("two workers on one object", () => {
 
   it("a renewal against DELETE /subscriptions/{id}?at_period_end=true: never charged for a period the answer said would not come", async () => {
     await property("renewal vs cancel at period end", async (s) => {
-      const id = await dueSubscription();
+      const id = await dueSubscription(acct, user, plan);
       const since = await mark(ledger);
       scheduleProcessor(s);
       const now = Date.now();

@@ -14,12 +14,14 @@ import { useProcessor } from "../../src/processor";
 import type { Processor } from "../../src/processor/types";
 import { useClock } from "../../src/lib/clock";
 import { DELIVERY_WINDOW_MS, FINAL_ATTEMPT_LEAD_MS } from "../../src/domain/webhook-retry-schedule";
-import { type Account, call, expectError, signup } from "../helpers";
-import { CARDS, cardFields, countRows, createUser, payoutBody, runCron } from "../payments/support";
-import { createPlan, makeDue, subscribed } from "../billing/support";
-import { RECEIVER_ORIGIN, deliveryRow, installReceiver } from "../webhooks/receiver";
+import { type Account, call, expectError, fetchWith, signup } from "../support/http";
+import { createPlan, createUser, subscribed } from "../support/fixtures";
+import { cardFields, CARDS, payoutBody } from "../support/cards";
+import { makeDue } from "../support/clock";
+import { countRows, deliveryRow } from "../support/db";
+import { droppingQueue, runCron } from "../support/queue";
+import { installReceiver, RECEIVER_ORIGIN } from "../support/receiver";
 import { faultyD1, writesTo } from "../support/faults";
-import { droppingQueue, fetchWith } from "./support";
 
 /** A promise and the function that settles it: holds a worker at a chosen point. */
 function gate() {

@@ -9,34 +9,20 @@
 // document; test/foundation/docs.test.ts reads them without a credential.
 //
 // The document does not expose each operation's scope, so the scopes come from SCOPE_OF in
-// ./support.ts; the first test checks that table against the document, and the scope tests
+// test/support/operations.ts; the first test checks that table against the document, and the scope tests
 // check it against the Worker (the scope alone is enough, every other scope is not).
 import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SCOPES } from "../../src/auth/scopes";
-import { type Account, type CallResult, call, signup } from "../helpers";
-import { createKey, mintToken, sha256Hex, warm } from "../foundation/support";
-import { CARDS, captureLogs, cardFields, expectNoCardData, payoutBody, runJobs, sentCvvs, sentPans, waitFor } from "../payments/support";
-import { RECEIVER_ORIGIN, installReceiver } from "../webhooks/receiver";
-import {
-  type Fixtures,
-  type Operation,
-  PROOF_CARD,
-  SCOPE_OF,
-  changes,
-  expectErrorShape,
-  failingQueue,
-  fetchWith,
-  fixtureId,
-  label,
-  operations,
-  pathWith,
-  quiesce,
-  scopesWithout,
-  seed,
-  snapshot,
-  validBody,
-} from "./support";
+import { sha256Hex } from "../../src/lib/crypto";
+import { type Account, type CallResult, call, expectErrorShape, fetchWith, signup } from "../support/http";
+import { type Fixtures, createKey, mintToken, seed, warm } from "../support/fixtures";
+import { captureLogs, cardFields, CARDS, expectNoCardData, payoutBody, PROOF_CARD, sentCvvs, sentPans } from "../support/cards";
+import { changes, quiesce, snapshot } from "../support/db";
+import { failingQueue, runJobs } from "../support/queue";
+import { waitFor } from "../support/wait";
+import { installReceiver, RECEIVER_ORIGIN } from "../support/receiver";
+import { type Operation, fixtureId, label, operations, pathWith, SCOPE_OF, scopesWithout, validBody } from "../support/operations";
 
 const receiver = installReceiver();
 let ops: Operation[];
@@ -128,7 +114,7 @@ describe("401 for a missing or bad credential, on every guarded operation", () =
   });
 
   it("a revoked key, and an access token minted from it: 401", async () => {
-    const revoked = await createKey(owner.key, [...SCOPES], "to revoke");
+    const revoked = await createKey(owner, [...SCOPES], "to revoke");
     const token = await mintToken(revoked.secret);
     await warm(revoked.secret);
     const res = await call(`/api/keys/${revoked.id}`, { key: owner.key, method: "DELETE" });
@@ -147,7 +133,7 @@ describe("401 for a missing or bad credential, on every guarded operation", () =
 
   it("a key revoked in another isolate while this one still caches it: 401 on its very next request", async () => {
     for (const op of guarded()) {
-      const key = await createKey(owner.key, [...SCOPES], `cached ${op.operationId}`);
+      const key = await createKey(owner, [...SCOPES], `cached ${op.operationId}`);
       await warm(key.secret);
       // As another isolate's DELETE /api/keys/{id} does: this isolate's cache still holds the key.
       await env.DB.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ?").bind(new Date().toISOString(), key.id).run();
@@ -179,7 +165,7 @@ describe("403 without the operation's scope", () => {
       const resource = SCOPE_OF[op.operationId].split(":")[0];
       if (!byResource.has(resource)) {
         const scopes = scopesWithout(SCOPE_OF[op.operationId]);
-        const key = await createKey(owner.key, scopes, `without ${resource}`);
+        const key = await createKey(owner, scopes, `without ${resource}`);
         byResource.set(resource, { key: key.secret, token: await mintToken(owner.key, scopes.join(" ")) });
       }
     }
@@ -199,7 +185,7 @@ describe("403 without the operation's scope", () => {
   });
 
   it("a read scope never lets a write through", async () => {
-    const readers = await createKey(owner.key, SCOPES.filter((s) => s.endsWith(":read")), "all reads");
+    const readers = await createKey(owner, SCOPES.filter((s) => s.endsWith(":read")), "all reads");
     await writesNothing("read scopes", async () => {
       for (const op of guarded().filter((o) => o.method !== "get")) {
         const res = await send(op, fx, bearer(readers.secret));
@@ -216,7 +202,7 @@ describe("403 without the operation's scope", () => {
     const keys = new Map<string, string>();
     for (const op of guarded()) {
       const scope = SCOPE_OF[op.operationId];
-      if (!keys.has(scope)) keys.set(scope, (await createKey(scoped.key, [scope], scope)).secret);
+      if (!keys.has(scope)) keys.set(scope, (await createKey(scoped, [scope], scope)).secret);
       const res = await send(op, own, bearer(keys.get(scope)!));
       expect(res.status, `${label(op)} with only ${scope}: ${res.text.slice(0, 200)}`).not.toBe(401);
       if (res.status === 403) expect(res.body.error.code, `${label(op)} with only ${scope}`).not.toBe("missing_scope");
@@ -305,7 +291,7 @@ describe("card data and secrets", () => {
     try {
       const acct = await signup("Logged");
       secrets.push(["secret key", acct.key]);
-      const restricted = await createKey(acct.key, [...SCOPES], "logged");
+      const restricted = await createKey(acct, [...SCOPES], "logged");
       secrets.push(["restricted key", restricted.secret]);
       const token = await mintToken(acct.key);
       secrets.push(["access token", token]);

@@ -486,7 +486,7 @@ const abortReason = (signal: AbortSignal) =>
   signal.reason instanceof Error ? signal.reason : new DOMException("The operation was aborted due to timeout", "TimeoutError");
 
 /**
- * Answers outbound fetches to `origin` (the simulated receivers of test/webhooks/receiver.ts),
+ * Answers outbound fetches to `origin` (the simulated receivers of test/support/receiver.ts),
  * passing every other fetch through. `hang` never answers until the request's AbortSignal fires;
  * `ok_after_timeout` answers 200 only after the signal fired (the receiver processed it, but too
  * late: the sender must count the attempt as failed); `fail5xx` answers 503 without Retry-After.

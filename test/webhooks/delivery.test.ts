@@ -1,17 +1,20 @@
 // Webhook delivery end to end: the real local D1, queue and retry Durable Object; only the
-// receiver is simulated (test/webhooks/receiver.ts) and the background clock is moved by hand.
+// receiver is simulated (test/support/receiver.ts) and the background clock is moved by hand.
 import { runDurableObjectAlarm, runInDurableObject, createExecutionContext, createMessageBatch, getQueueResult, createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import worker from "../../src/index";
 import { Webhook } from "standardwebhooks";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createHmac } from "node:crypto";
 import { useClock } from "../../src/lib/clock";
 import { DELIVERY_WINDOW_MS } from "../../src/domain/webhook-retry-schedule";
 import { processDelivery } from "../../src/webhooks/consumer";
 import { schedulerFor, type WebhookRetryScheduler } from "../../src/webhooks/scheduler";
-import { call, signup, expectError, type Account } from "../helpers";
-import { RECEIVER_ORIGIN, deliveriesOfEvent, deliveryRow, installReceiver } from "./receiver";
+import { type Account, call, expectError, signup } from "../support/http";
+import { createUser } from "../support/fixtures";
+import { deliveriesOfEvent, deliveryRow } from "../support/db";
+import { installReceiver, RECEIVER_ORIGIN } from "../support/receiver";
+import { waitFor } from "../support/wait";
 
 let receiver: ReturnType<typeof installReceiver>;
 let now = Date.now();
@@ -31,19 +34,11 @@ async function register(acct: Account, events: string[] = ["customer.created", "
   return res.body as { id: string; secret: string };
 }
 
-async function createUser(acct: Account, name = "Ada") {
-  const res = await call("/api/users", { key: acct.key, body: { name, email: `${name.toLowerCase()}@example.com` } });
-  expect(res.status).toBe(201);
-  return res.body as { id: string };
-}
-
 async function eventFor(acct: Account, type: string) {
   const res = await call(`/api/events?type=${type}&limit=1`, { key: acct.key });
   expect(res.status).toBe(200);
   return res.body.data[0] as { id: string };
 }
-
-const waitFor = (fn: () => unknown | Promise<unknown>) => vi.waitFor(fn, { timeout: 8000, interval: 25 });
 
 /** Walks one retry: move the clock to the next attempt, fire the endpoint's alarm, wait for the attempt. */
 async function nextRetry(endpointId: string, deliveryId: string) {
@@ -51,7 +46,7 @@ async function nextRetry(endpointId: string, deliveryId: string) {
   expect(before!.status).toBe("pending");
   now = before!.next_attempt_at;
   expect(await runDurableObjectAlarm(schedulerFor(env, endpointId))).toBe(true);
-  await waitFor(async () => expect((await deliveryRow(deliveryId))!.attempt_count).toBe(before!.attempt_count + 1));
+  await waitFor(async () => expect((await deliveryRow(deliveryId))!.attempt_count).toBe(before!.attempt_count + 1), 8000, 25);
   return (await deliveryRow(deliveryId))!;
 }
 
@@ -60,8 +55,8 @@ describe("signed deliveries", () => {
     const acct = await signup();
     const hook = await register(acct);
     expect(hook.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
-    const user = await createUser(acct);
-    await waitFor(() => expect(receiver.received).toHaveLength(1));
+    const user = await createUser(acct, { name: "Ada" });
+    await waitFor(() => expect(receiver.received).toHaveLength(1), 8000, 25);
     const got = receiver.received[0];
     const body = JSON.parse(got.body);
     expect(body).toMatchObject({ type: "customer.created", data: { id: user.id, object: "user", name: "Ada" } });
@@ -85,7 +80,7 @@ describe("signed deliveries", () => {
     await register(acct, ["customer.updated"]);
     const user = await createUser(acct);
     await call(`/api/users/${user.id}`, { method: "PUT", key: acct.key, body: { name: "Ada B", email: "adab@example.com" } });
-    await waitFor(() => expect(receiver.received).toHaveLength(1));
+    await waitFor(() => expect(receiver.received).toHaveLength(1), 8000, 25);
     expect(JSON.parse(receiver.received[0].body)).toMatchObject({ type: "customer.updated", data: { name: "Ada B", email: "adab@example.com" } });
     const created = await eventFor(acct, "customer.created");
     expect(await deliveriesOfEvent(created.id)).toHaveLength(0);
@@ -98,7 +93,7 @@ describe("signed deliveries", () => {
     expect(rotated.status).toBe(200);
     expect(rotated.body.secret).not.toBe(hook.secret);
     await createUser(acct);
-    await waitFor(() => expect(receiver.received).toHaveLength(1));
+    await waitFor(() => expect(receiver.received).toHaveLength(1), 8000, 25);
     const got = receiver.received[0];
     expect(got.headers["webhook-signature"].split(" ")).toHaveLength(2);
     expect(() => new Webhook(hook.secret).verify(got.body, got.headers)).not.toThrow();
@@ -106,9 +101,9 @@ describe("signed deliveries", () => {
     expect(got.headers["x-signature"]).toBe(createHmac("sha256", rotated.body.secret).update(got.body).digest("hex"));
     // After 24 hours the old secret stops signing.
     now += 24 * 60 * 60 * 1000 + 60_000;
-    const user = await createUser(acct, "Bob");
+    const user = await createUser(acct, { name: "Bob" });
     void user;
-    await waitFor(() => expect(receiver.received).toHaveLength(2));
+    await waitFor(() => expect(receiver.received).toHaveLength(2), 8000, 25);
     const later = receiver.received[1];
     expect(later.headers["webhook-signature"].split(" ")).toHaveLength(1);
     // (Its timestamp is on the moved clock, so check the signature by hand rather than with the library's tolerance.)
@@ -124,10 +119,10 @@ describe("retries", () => {
     const hook = await register(acct);
     receiver.answer(500, 500, 200);
     await createUser(acct);
-    await waitFor(() => expect(receiver.received).toHaveLength(1));
+    await waitFor(() => expect(receiver.received).toHaveLength(1), 8000, 25);
     const event = await eventFor(acct, "customer.created");
     const [delivery] = await deliveriesOfEvent(event.id);
-    await waitFor(async () => expect((await deliveryRow(delivery.id))!.next_attempt_at).not.toBeNull());
+    await waitFor(async () => expect((await deliveryRow(delivery.id))!.next_attempt_at).not.toBeNull(), 8000, 25);
     const first = (await deliveryRow(delivery.id))!;
     const firstGap = first.next_attempt_at - first.first_attempt_at;
     expect(firstGap).toBeGreaterThan(0);
@@ -157,7 +152,7 @@ describe("retries", () => {
     await createUser(acct);
     const event = await eventFor(acct, "customer.created");
     const [delivery] = await deliveriesOfEvent(event.id);
-    await waitFor(async () => expect((await deliveryRow(delivery.id))!.next_attempt_at).not.toBeNull());
+    await waitFor(async () => expect((await deliveryRow(delivery.id))!.next_attempt_at).not.toBeNull(), 8000, 25);
     let row = (await deliveryRow(delivery.id))!;
     const firstAttemptAt = row.first_attempt_at;
     while (row.status === "pending") row = await nextRetry(hook.id, delivery.id);
@@ -178,7 +173,7 @@ describe("retries", () => {
     const redo = await call(`/api/events/${event.id}/redeliver`, { method: "POST", key: acct.key, body: { endpoint_id: hook.id } });
     expect(redo.status, redo.text).toBe(202);
     expect(redo.body.deliveries).toEqual([delivery.id]);
-    await waitFor(async () => expect((await deliveryRow(delivery.id))!.status).toBe("delivered"));
+    await waitFor(async () => expect((await deliveryRow(delivery.id))!.status).toBe("delivered"), 8000, 25);
     expect(receiver.received.at(-1)!.headers["webhook-id"]).toBe(event.id);
   });
 
@@ -189,7 +184,7 @@ describe("retries", () => {
     await createUser(acct);
     const event = await eventFor(acct, "customer.created");
     const [delivery] = await deliveriesOfEvent(event.id);
-    await waitFor(async () => expect((await deliveryRow(delivery.id))!.next_attempt_at).not.toBeNull());
+    await waitFor(async () => expect((await deliveryRow(delivery.id))!.next_attempt_at).not.toBeNull(), 8000, 25);
     const row = (await deliveryRow(delivery.id))!;
     const sent = receiver.received.length;
     // A lost alarm, then a sweeper re-enqueue that lands after the window has closed.
@@ -205,11 +200,11 @@ describe("retries", () => {
     receiver.answer(410);
     await createUser(acct);
     const event = await eventFor(acct, "customer.created");
-    await waitFor(async () => expect((await deliveriesOfEvent(event.id))[0].status).toBe("failed"));
+    await waitFor(async () => expect((await deliveriesOfEvent(event.id))[0].status).toBe("failed"), 8000, 25);
     const endpoint = await call(`/api/webhooks/${hook.id}`, { key: acct.key });
     expect(endpoint.body).toMatchObject({ status: "disabled", disabled_reason: expect.stringContaining("410") });
     // A disabled endpoint gets nothing more.
-    await createUser(acct, "Bob");
+    await createUser(acct, { name: "Bob" });
     const bob = await eventFor(acct, "customer.created");
     expect(await deliveriesOfEvent(bob.id)).toHaveLength(0);
   });
@@ -221,7 +216,7 @@ describe("retries", () => {
     await createUser(acct);
     const event = await eventFor(acct, "customer.created");
     const [delivery] = await deliveriesOfEvent(event.id);
-    await waitFor(async () => expect((await deliveryRow(delivery.id))!.next_attempt_at).not.toBeNull());
+    await waitFor(async () => expect((await deliveryRow(delivery.id))!.next_attempt_at).not.toBeNull(), 8000, 25);
     const row = (await deliveryRow(delivery.id))!;
     expect(row.next_attempt_at - row.first_attempt_at).toBeGreaterThanOrEqual(120_000);
     expect(row.last_status_code).toBe(429);
@@ -236,7 +231,7 @@ describe("retries", () => {
     await createUser(acct);
     const event = await eventFor(acct, "customer.created");
     const [delivery] = await deliveriesOfEvent(event.id);
-    await waitFor(async () => expect((await deliveryRow(delivery.id))!.next_attempt_at).not.toBeNull());
+    await waitFor(async () => expect((await deliveryRow(delivery.id))!.next_attempt_at).not.toBeNull(), 8000, 25);
     const attempt = await env.DB.prepare("SELECT * FROM delivery_attempts WHERE delivery_id = ?").bind(delivery.id).first<any>();
     expect(attempt).toMatchObject({ attempt_number: 1, status_code: null, error: expect.stringContaining("connection refused") });
   });
@@ -258,7 +253,7 @@ describe("no event is lost, none is double-booked", () => {
     now += 61_000;
     const ctx = createExecutionContext();
     await worker.scheduled(createScheduledController({ scheduledTime: now, cron: "* * * * *" }), env, ctx);
-    await waitFor(async () => expect((await deliveryRow(deliveryId))!.status).toBe("delivered"));
+    await waitFor(async () => expect((await deliveryRow(deliveryId))!.status).toBe("delivered"), 8000, 25);
     expect(receiver.received.map((r) => r.body)).toEqual([payload]);
   });
 
@@ -269,7 +264,7 @@ describe("no event is lost, none is double-booked", () => {
     // Stop the real queue from racing this test: register after the event exists, then add a delivery by redelivery.
     await createUser(acct);
     const event = await eventFor(acct, "customer.created");
-    await waitFor(() => expect(receiver.received).toHaveLength(1));
+    await waitFor(() => expect(receiver.received).toHaveLength(1), 8000, 25);
     const [delivery] = await deliveriesOfEvent(event.id);
     const batch = createMessageBatch("tender-webhook-deliveries", [
       { id: "m1", timestamp: new Date(), attempts: 1, body: { deliveryId: delivery.id } },
@@ -296,7 +291,7 @@ describe("no event is lost, none is double-booked", () => {
     await createUser(acct);
     const event = await eventFor(acct, "customer.created");
     const [delivery] = await deliveriesOfEvent(event.id);
-    await waitFor(async () => expect((await deliveryRow(delivery.id))!.next_attempt_at).not.toBeNull());
+    await waitFor(async () => expect((await deliveryRow(delivery.id))!.next_attempt_at).not.toBeNull(), 8000, 25);
     const stub = schedulerFor(env, hook.id);
     const queue = env.DELIVERY_QUEUE;
     await runInDurableObject(stub, (o: WebhookRetryScheduler) => {
@@ -309,7 +304,7 @@ describe("no event is lost, none is double-booked", () => {
       (o as unknown as { env: object }).env = { ...env, DELIVERY_QUEUE: queue };
     });
     expect(await runDurableObjectAlarm(stub)).toBe(true);
-    await waitFor(async () => expect((await deliveryRow(delivery.id))!.status).toBe("delivered"));
+    await waitFor(async () => expect((await deliveryRow(delivery.id))!.status).toBe("delivered"), 8000, 25);
   });
 });
 
@@ -326,7 +321,7 @@ describe("management", () => {
 
     const test = await call(`/api/webhooks/${hook.id}/test`, { method: "POST", key: acct.key });
     expect(test.status, test.text).toBe(202);
-    await waitFor(() => expect(receiver.received).toHaveLength(1));
+    await waitFor(() => expect(receiver.received).toHaveLength(1), 8000, 25);
     const delivered = JSON.parse(receiver.received[0].body);
     expect(delivered).toMatchObject({ id: test.body.event_id, type: "webhook.test" });
     // The catch-up feed shows the same event: data as in the envelope, payload as delivered.
@@ -378,8 +373,8 @@ describe("management", () => {
     expect((await call("/api/events", { key: b.key })).body.data).toEqual([]);
     expect((await call("/api/webhooks", { key: b.key })).body.data.map((w: any) => w.id)).not.toContain(hook.id);
     // B's users never reach A's endpoint.
-    await createUser(b, "Bob");
-    await waitFor(() => expect(receiver.received.some((r) => r.url.endsWith("/b"))).toBe(true));
+    await createUser(b, { name: "Bob" });
+    await waitFor(() => expect(receiver.received.some((r) => r.url.endsWith("/b"))).toBe(true), 8000, 25);
     const toA = receiver.received.filter((r) => r.url.endsWith("/hook"));
     const toB = receiver.received.filter((r) => r.url.endsWith("/b"));
     expect(toB.some((r) => r.body.includes("bob@example.com"))).toBe(true);

@@ -8,11 +8,10 @@ import { subscriptionPeriods, subscriptions } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
-import { conflict } from "../../lib/errors";
 import { commitAndRespond } from "../write-path";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json } from "../openapi";
-import { alreadyCanceled, billingNow, loadSubscription, subscriptionId, tags } from "./common";
+import { alreadyCanceled, billingNow, chargeInProgress, loadSubscription, subscriptionId, tags } from "./common";
 import { CancelQuery, SubscriptionSchema, serializeSubscription } from "./schema";
 
 const cancel = apiRoute({
@@ -48,8 +47,7 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
     const noChargeInFlight = guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`);
     const failures = {
       [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id),
-      [CHARGE_IN_FLIGHT]: () =>
-        conflict("charge_in_progress", "A charge for this subscription's current period is in progress. Retry the cancellation in a few seconds."),
+      [CHARGE_IN_FLIGHT]: chargeInProgress,
     };
     if (atPeriodEnd) {
       const changes = { cancelAtPeriodEnd: true, updatedAt: isoTime(realNow) };

@@ -22,6 +22,9 @@ export const alreadyCanceled = (id: string) => conflict("subscription_canceled",
 export const changedMeanwhile = () =>
   conflict("subscription_changed", "The subscription changed while this request ran (a renewal or another update); read it and retry.");
 
+export const chargeInProgress = () =>
+  conflict("charge_in_progress", "A charge for this subscription's current period is in progress. Retry the cancellation in a few seconds.");
+
 /** A subscription of the caller's account with its plan, user, the user's test clock and the period being collected. */
 export async function loadSubscription(c: Context<AppEnv>, id: string) {
   const { db, auth } = c.var;
@@ -63,6 +66,6 @@ export async function answerDecline(
   options: CommitOptions = {},
 ): Promise<never> {
   const error = cardDeclined(result.declineCode ?? "card_declined", result.declineMessage ?? "The card was declined.");
-  await commit(c, writes, 402, error.body(c.var.requestId), { moneyMoved: true, ...options });
+  await commit(c, writes, 402, error.body(c.var.requestId), { moneyMoved: { paymentId: result.payment.id }, ...options });
   throw error;
 }

@@ -14,11 +14,12 @@ import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { invalidRequest } from "../../lib/errors";
 import { found } from "../reads";
-import { commitAndRespond } from "../write-path";
+import { commitAndRespond, outcomeTracked } from "../write-path";
 import { charge, paymentEventData } from "../../payments/charge";
 import { readCard } from "../../payments/card-input";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
+import { idempotencyClaimLost } from "../../middleware/idempotency";
 import { answerDecline, billingNow, cardColumns, type SubscriptionRow, tags } from "./common";
 import { CreateSubscriptionBody, SubscriptionSchema, serializeSubscription } from "./schema";
 
@@ -35,6 +36,12 @@ const create = apiRoute({
   responses: { 201: json(SubscriptionSchema, "The active subscription.") },
   extraErrors: [402],
 });
+
+/**
+ * The charge's reference is already recorded: another request took this Idempotency-Key over (a
+ * stale claim) and charged with the same reference. It answers for the key.
+ */
+const CHARGE_RECORDED = "unique:payments.charge_reference";
 
 export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async function createSubscription(c) {
@@ -60,7 +67,9 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
 
     const id = newId("subscription", realNow);
     const customer = { id: user.id, email: user.email };
-    const result = await charge({
+    // A processor call that still threw after its retries may have moved money: the outcome is
+    // unknown, so the Idempotency-Key stays claimed (a retry after the lock charges the same reference).
+    const result = await outcomeTracked(c, () => charge({
       db,
       processor,
       accountId: auth.accountId,
@@ -74,15 +83,21 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
       at: realNow,
       // A retry with the same Idempotency-Key (after a lost answer or a failed commit) reaches the
       // processor with the same reference, which a live processor uses to refuse a second charge.
-      processorReference: c.var.idempotency ? `${auth.accountId}:idempotency:${c.var.idempotency.key}` : undefined,
-    });
+      // The use of the key is part of it: after the key's 24 hours, the same key is a new charge.
+      processorReference: c.var.idempotency ? `${auth.accountId}:idempotency:${c.var.idempotency.key}:${c.var.idempotency.since}` : undefined,
+    }));
     if (!result.succeeded || !result.token) {
       // No subscription exists: the failed payment belongs to none.
       const failed = { ...result.payment, subscriptionId: null };
-      return answerDecline(c, result, {
-        statements: [db.insert(payments).values(failed)],
-        events: [emitEvent(db, auth.accountId, { type: "payment.failed", data: paymentEventData(failed, customer) }, realNow)],
-      });
+      return answerDecline(
+        c,
+        result,
+        {
+          statements: [db.insert(payments).values(failed)],
+          events: [emitEvent(db, auth.accountId, { type: "payment.failed", data: paymentEventData(failed, customer) }, realNow)],
+        },
+        { failures: { [CHARGE_RECORDED]: idempotencyClaimLost } },
+      );
     }
 
     const start = billingNow(testClock, realNow);
@@ -135,7 +150,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
       serializeSubscription(row),
       // The card was charged: a key revoked meanwhile must not lose the record of it. The claim
       // guard stays: a request that took the key over charges with the same reference and records it.
-      { moneyMoved: true },
+      { moneyMoved: { paymentId: result.payment.id }, failures: { [CHARGE_RECORDED]: idempotencyClaimLost } },
     );
   });
 }

@@ -4,7 +4,7 @@
 // src/billing/periods.ts exactly as a dunning retry is (one claim, one reference, one settlement).
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, inArray, sql } from "drizzle-orm";
-import { PERIOD_ALREADY_SETTLED, chargePeriod, claimOf, claimPeriod } from "../../billing/periods";
+import { PERIOD_ALREADY_SETTLED, chargeInFlight, chargePeriod, claimOf, claimPeriod } from "../../billing/periods";
 import { chargeableAmount, type PlanRow } from "../../billing/pricing";
 import { processorForRequest } from "../../processor";
 import { guard, runBatch } from "../../db/batch";
@@ -14,11 +14,11 @@ import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { invalidRequest } from "../../lib/errors";
 import { readOne } from "../reads";
-import { commitAndRespond } from "../write-path";
+import { commitAndRespond, outcomeTracked } from "../write-path";
 import { cardInBody, readCard } from "../../payments/card-input";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
-import { alreadyCanceled, answerDecline, cardColumns, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags } from "./common";
+import { alreadyCanceled, answerDecline, chargeInProgress, cardColumns, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags } from "./common";
 import { SubscriptionSchema, serializeSubscription, UpdateSubscriptionBody } from "./schema";
 
 const update = apiRoute({
@@ -36,6 +36,7 @@ const update = apiRoute({
 });
 
 const SUBSCRIPTION_CANCELED = "subscription_canceled";
+const CHARGE_IN_FLIGHT = "charge_in_flight";
 
 export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
   app.openapi(update, async function updateSubscription(c) {
@@ -81,7 +82,9 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       const [claimResult] = await runBatch(db, [claimPeriod(db, current, "card_update", realNow, realNow)]);
       const claim = claimOf(claimResult);
       if (!claim) throw changedMeanwhile();
-      const settlement = await chargePeriod(db, {
+      // A processor call that still threw after its retries may have moved money: the outcome is
+      // unknown, so the Idempotency-Key stays claimed.
+      const settlement = await outcomeTracked(c, () => chargePeriod(db, {
         processor,
         row: current,
         claim,
@@ -90,9 +93,9 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
         realNow,
         onDecline: "count_attempt",
         changes: { ...changes, ...cardColumns(card) },
-      });
+      }));
       // Money moved: the settlement commits whatever became of the caller's key or claim meanwhile.
-      const options = { moneyMoved: true, claimGuard: false, failures: { [PERIOD_ALREADY_SETTLED]: changedMeanwhile } };
+      const options = { moneyMoved: { paymentId: settlement.charge.payment.id }, claimGuard: false, failures: { [PERIOD_ALREADY_SETTLED]: changedMeanwhile } };
       if (settlement.outcome !== "renewed") return answerDecline(c, settlement.charge, settlement.writes, options);
       const renewed: SubscriptionRow = { ...sub, ...settlement.subscriptionChanges };
       return commitAndRespond(c, settlement.writes, 200, serializeSubscription(renewed), options);
@@ -108,13 +111,16 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       {
         statements: [
           guard(db, SUBSCRIPTION_CANCELED, sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status IN ('active', 'past_due'))`),
+          // Setting cancel at period end under a charge already at the processor would answer that
+          // a period will not be charged while it is being charged (as DELETE ?at_period_end=true).
+          ...(body.cancel_at_period_end === true ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`)] : []),
           db.update(subscriptions).set(changes).where(and(owned(subscriptions, auth, eq(subscriptions.id, sub.id)), inArray(subscriptions.status, ["active", "past_due"]))),
         ],
         events: [emitEvent(db, auth.accountId, { type: "subscription_updated", subscriptionId: sub.id, status: sub.status }, realNow)],
       },
       200,
       serializeSubscription({ ...sub, ...changes }),
-      { failures: { [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id) } },
+      { failures: { [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id), [CHARGE_IN_FLIGHT]: chargeInProgress } },
     );
   });
 }

@@ -1,7 +1,7 @@
-// A stand-in for a customer's webhook receiver: outbound fetches to RECEIVER_ORIGIN are answered
+// Stand-ins for a customer's webhook receiver: outbound fetches to RECEIVER_ORIGIN are answered
 // here (the Worker under test runs in this isolate, so it calls this fetch), everything else
 // passes through. Only the receiver is simulated; D1, the queue and the Durable Object are real.
-import { env } from "cloudflare:workers";
+// (Receivers that hang, fail or answer late are in faults.ts.)
 import { vi } from "vitest";
 
 export const RECEIVER_ORIGIN = "https://receiver.example.com";
@@ -34,10 +34,12 @@ export function installReceiver() {
   };
 }
 
-export async function deliveryRow(id: string) {
-  return env.DB.prepare("SELECT * FROM webhook_deliveries WHERE id = ?").bind(id).first<Record<string, any>>();
-}
-
-export async function deliveriesOfEvent(eventId: string) {
-  return (await env.DB.prepare("SELECT * FROM webhook_deliveries WHERE event_id = ?").bind(eventId).all<Record<string, any>>()).results;
+/** Answers every outbound fetch (webhook deliveries) with 200, wherever it goes; nothing leaves. */
+export function acceptAllOutbound() {
+  const sent: string[] = [];
+  const spy = vi.spyOn(globalThis, "fetch").mockImplementation(async (input: RequestInfo | URL, init?: RequestInit) => {
+    sent.push(new Request(input, init).url);
+    return new Response("ok", { status: 200 });
+  });
+  return { sent, restore: () => spy.mockRestore() };
 }

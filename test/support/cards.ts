@@ -1,13 +1,10 @@
-// Shared steps of the payments suite: card bodies (every PAN and CVV used is recorded, so each
-// file can prove afterwards that none reached the database), users, keys, the job queue driven
-// by hand, events read from D1, and the card-data scan.
-import { createExecutionContext, createMessageBatch, createScheduledController, getQueueResult } from "cloudflare:test";
+// Card data in tests: the sandbox's test PANs, card bodies (every PAN and CVV sent through
+// cardFields is recorded, so a file can prove afterwards that none reached the database or the
+// logs), and those two scans.
 import { env } from "cloudflare:workers";
 import { expect, vi } from "vitest";
-import worker from "../../src/index";
-import type { JobMessage } from "../../src/jobs";
-import { type Account, call } from "../helpers";
 
+/** The sandbox processor's test cards, by outcome. */
 export const CARDS = {
   visa: "4242424242424242",
   mastercard: "5555555555554444",
@@ -19,84 +16,40 @@ export const CARDS = {
   amex: "378282246310005",
 } as const;
 
+/** The card the proof suites use; its PAN and CVV are recorded (cardFields) for the data scan. */
+export const PROOF_CARD = { pan: "4242424242424242", cvv: "739" };
+
 /** Every PAN and CVV a test sent: none may be found anywhere afterwards. */
 export const sentPans = new Set<string>();
 export const sentCvvs = new Set<string>();
 
 export const nextYear = new Date().getUTCFullYear() + 1;
 
+/** The card fields of a request body (expiring next December); the PAN and CVV are recorded in sentPans and sentCvvs. */
 export function cardFields(pan: string = CARDS.visa, cvv = "987", overrides: Record<string, unknown> = {}) {
   sentPans.add(pan.replace(/[ -]/g, ""));
   sentCvvs.add(cvv);
   return { payment_method: "card", card_number: pan, expiration_month: 12, expiration_year: nextYear, cvv, ...overrides };
 }
 
+const EXP_YEAR = new Date().getUTCFullYear() + 4;
+
+/**
+ * The card fields the billing suite sends: expiring in four years, with a CVV of the brand's
+ * length (4 digits for Amex). Not recorded for the card-data scan, unlike cardFields.
+ */
+export const card = (pan: string = CARDS.visa, overrides: Record<string, unknown> = {}) => ({
+  payment_method: "card",
+  card_number: pan,
+  expiration_month: 12,
+  expiration_year: EXP_YEAR,
+  cvv: pan.startsWith("37") ? "1234" : "123",
+  ...overrides,
+});
+
+/** A POST /payout body: 25.00 USD to the card (recorded, see cardFields). */
 export function payoutBody(overrides: Record<string, unknown> = {}, pan: string = CARDS.visa, cvv = "987") {
   return { amount: 2500, currency: "usd", description: "Vendor invoice 1042", ...cardFields(pan, cvv), ...overrides };
-}
-
-export async function createPayout(acct: Account, overrides: Record<string, unknown> = {}, pan: string = CARDS.visa, cvv = "987") {
-  const res = await call("/payout", { key: acct.key, body: payoutBody(overrides, pan, cvv) });
-  expect(res.status, res.text).toBe(201);
-  return res.body as Record<string, any>;
-}
-
-export async function createUser(acct: Account, name = "Ada Lovelace", email = "ada@example.com") {
-  const res = await call("/api/users", { key: acct.key, body: { name, email } });
-  expect(res.status, res.text).toBe(201);
-  return res.body as { id: string; name: string; email: string };
-}
-
-export async function createKey(acct: Account, scopes: string[]) {
-  const res = await call("/api/keys", { key: acct.key, body: { name: "restricted", scopes } });
-  expect(res.status, res.text).toBe(201);
-  return res.body.secret as string;
-}
-
-let messageCount = 0;
-
-/** Runs job messages through the Worker's queue consumer, as the tender-jobs queue would. */
-export async function runJobs(...bodies: JobMessage[]) {
-  const batch = createMessageBatch<JobMessage>(
-    "tender-jobs",
-    bodies.map((body) => ({ id: `job-${++messageCount}`, timestamp: new Date(), attempts: 1, body })),
-  );
-  const ctx = createExecutionContext();
-  await worker.queue(batch as MessageBatch, env, ctx);
-  return getQueueResult(batch, ctx);
-}
-
-/** Runs the Worker's Cron Trigger once, at `scheduledTime`. */
-export async function runCron(scheduledTime = Date.now()) {
-  const ctx = createExecutionContext();
-  await worker.scheduled(createScheduledController({ scheduledTime, cron: "* * * * *" }), env, ctx);
-}
-
-export async function eventsOf(accountId: string, type?: string) {
-  const rows = type
-    ? await env.DB.prepare("SELECT id, type, payload FROM events WHERE account_id = ? AND type = ? ORDER BY id").bind(accountId, type).all<{ id: string; type: string; payload: string }>()
-    : await env.DB.prepare("SELECT id, type, payload FROM events WHERE account_id = ? ORDER BY id").bind(accountId).all<{ id: string; type: string; payload: string }>();
-  return rows.results.map((r) => ({ id: r.id, type: r.type, body: JSON.parse(r.payload) }));
-}
-
-export async function eventsFor(accountId: string, objectId: string) {
-  return (await eventsOf(accountId)).filter((e) => e.body.data?.id === objectId || e.body.data?.transaction_id === objectId);
-}
-
-export const countRows = async (table: string, where = "1 = 1", ...binds: unknown[]) =>
-  Number((await env.DB.prepare(`SELECT count(*) AS n FROM ${table} WHERE ${where}`).bind(...binds).first<{ n: number }>())!.n);
-
-export async function waitFor(check: () => Promise<void> | void, timeoutMs = 15_000) {
-  const start = Date.now();
-  for (;;) {
-    try {
-      await check();
-      return;
-    } catch (error) {
-      if (Date.now() - start > timeoutMs) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
 }
 
 /** A CVV as a standalone token: not inside a longer run of letters or digits (hashes, times). */

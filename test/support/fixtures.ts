@@ -1,0 +1,232 @@
+// Objects made for a test, through the API where there is one: users, keys and tokens, plans and
+// subscriptions, payouts, charges (made as billing makes them: there is no "create payment"
+// endpoint), and one object of every kind for an account.
+import { env } from "cloudflare:workers";
+import { expect } from "vitest";
+import { createDb } from "../../src/db/client";
+import { sha256Hex } from "../../src/lib/crypto";
+import { readCard } from "../../src/payments/card-input";
+import { type ChargeResult, charge } from "../../src/payments/charge";
+import { sandboxProcessor } from "../../src/processor/sandbox";
+import { commitWrites } from "../../src/webhooks/outbox";
+import { CARDS, PROOF_CARD, card, cardFields, payoutBody } from "./cards";
+import { makeDue } from "./clock";
+import { type Account, type CallResult, call, fetchWith } from "./http";
+import { droppingQueue } from "./queue";
+import { RECEIVER_ORIGIN } from "./receiver";
+import { waitFor } from "./wait";
+
+// ---------------------------------------------------------------------------------------------
+// Users
+
+export interface UserOptions {
+  /** Default "Ada Lovelace". */
+  name?: string;
+  /** Default: the first word of the name, lower-cased, at example.com ("ada@example.com"). */
+  email?: string;
+  /** A test clock id: the user (and what they subscribe to) lives on that clock's time. */
+  testClock?: string;
+}
+
+export async function createUser(acct: Account, { name = "Ada Lovelace", email, testClock }: UserOptions = {}) {
+  email ??= `${name.split(" ")[0].toLowerCase()}@example.com`;
+  const res = await call("/api/users", { key: acct.key, body: { name, email, ...(testClock ? { test_clock: testClock } : {}) } });
+  expect(res.status, res.text).toBe(201);
+  return res.body as { id: string; name: string; email: string; test_clock: string | null };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keys and tokens
+
+/** Creates a restricted key with `scopes` for the account, and returns the created key's answer. */
+export async function createKey(acct: Account, scopes: string[], name = "test key") {
+  const res = await call("/api/keys", { key: acct.key, body: { name, scopes } });
+  expect(res.status, res.text).toBe(201);
+  return res.body as { id: string; secret: string; prefix: string; scopes: string[] };
+}
+
+/** Exchanges an API key for an access token (Bearer client authentication, JSON body). */
+export async function mintToken(key: string, scope?: string): Promise<string> {
+  const res = await call("/oauth/token", {
+    body: { grant_type: "client_credentials", ...(scope ? { scope } : {}) },
+    headers: { authorization: `Bearer ${key}` },
+  });
+  expect(res.status, res.text).toBe(200);
+  return res.body.access_token;
+}
+
+/** The id of the account's default secret key, as GET /api/keys shows it. */
+export async function secretKeyId(account: Account): Promise<string> {
+  const res = await call("/api/keys?limit=100", { key: account.key });
+  expect(res.status).toBe(200);
+  return res.body.data.find((k: { kind: string }) => k.kind === "secret").id;
+}
+
+/** Uses the credential once, so the per-isolate credential cache holds it. */
+export async function warm(key: string) {
+  const res = await call("/api/users?limit=1", { key });
+  expect(res.status, res.text).toBe(200);
+}
+
+/** A live-mode secret key for the account, inserted directly (sign-up only issues test keys). */
+export async function liveKey(accountId: string): Promise<string> {
+  const key = `sk_live_${"L".repeat(16)}${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
+  await env.DB.prepare(
+    "INSERT INTO api_keys (id, account_id, name, kind, mode, prefix, hash, scopes, created_at) VALUES (?, ?, 'live', 'secret', 'live', ?, ?, '[\"*\"]', ?)",
+  )
+    .bind(`key_live${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`, accountId, key.slice(0, 12), await sha256Hex(key), new Date().toISOString())
+    .run();
+  return key;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plans and subscriptions
+
+/** The tiers of DESIGN.md: 1–5 at 7.00, 6–10 at 6.50, 11+ at 6.00. */
+export const DESIGN_TIERS = [
+  { up_to: 5, unit_price: 7.0 },
+  { up_to: 10, unit_price: 6.5 },
+  { up_to: null, unit_price: 6.0 },
+];
+
+export async function createPlan(acct: Account, overrides: Record<string, unknown> = {}) {
+  const res = await call("/subscription-plans", {
+    key: acct.key,
+    body: { name: "Pro", price: 19.99, currency: "usd", interval: "month", description: "Pro plan", ...overrides },
+  });
+  expect(res.status, res.text).toBe(201);
+  return res.body as Record<string, any>;
+}
+
+/** POST /subscriptions with `card(pan)`; returns the answer, whatever it is. */
+export async function subscribe(acct: Account, userId: string, planId: string, pan: string = CARDS.visa, extra: Record<string, unknown> = {}) {
+  return call("/subscriptions", { key: acct.key, body: { user_id: userId, plan_id: planId, ...card(pan), ...extra } });
+}
+
+/** POST /subscriptions with `card(pan)`, asserted created; returns the subscription. */
+export async function subscribed(acct: Account, userId: string, planId: string, pan: string = CARDS.visa, extra: Record<string, unknown> = {}) {
+  const res = await subscribe(acct, userId, planId, pan, extra);
+  expect(res.status, res.text).toBe(201);
+  return res.body as Record<string, any>;
+}
+
+export async function getSubscription(acct: Account, id: string) {
+  const res = await call(`/subscriptions/${id}`, { key: acct.key });
+  expect(res.status, res.text).toBe(200);
+  return res.body as Record<string, any>;
+}
+
+/** A subscription paid with PROOF_CARD whose next renewal is already due; returns its id. */
+export async function dueSubscription(acct: Account, userId: string, planId: string): Promise<string> {
+  const sub = await call("/subscriptions", { key: acct.key, body: { user_id: userId, plan_id: planId, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) } });
+  expect(sub.status, sub.text).toBe(201);
+  await makeDue(sub.body.id);
+  return sub.body.id;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Payouts, charges and refunds
+
+export async function createPayout(acct: Account, overrides: Record<string, unknown> = {}, pan: string = CARDS.visa, cvv = "987") {
+  const res = await call("/payout", { key: acct.key, body: payoutBody(overrides, pan, cvv) });
+  expect(res.status, res.text).toBe(201);
+  return res.body as Record<string, any>;
+}
+
+/** Creates a payout through POST /payout whose settlement message is lost after the commit. */
+export async function payoutWithoutSettlement(acct: Account, overrides: Record<string, unknown> = {}, pan = PROOF_CARD.pan) {
+  const res = await fetchWith({ JOB_QUEUE: droppingQueue() }, "/payout", { key: acct.key, json: payoutBody(overrides, pan, PROOF_CARD.cvv) });
+  expect(res.status, res.text).toBe(201);
+  return res.body as Record<string, any>;
+}
+
+/** Creates a refund through POST /refunds whose settlement message is lost after the commit. */
+export async function refundWithoutSettlement(acct: Account, body: Record<string, unknown>) {
+  const res = await fetchWith({ JOB_QUEUE: droppingQueue() }, "/refunds", { key: acct.key, json: body });
+  expect(res.status, res.text).toBe(201);
+  return res.body as Record<string, any>;
+}
+
+export interface ChargeOptions {
+  pan?: string;
+  cvv?: string;
+  amount?: number;
+  currency?: string;
+  subscriptionId?: string | null;
+  /** Charge the vaulted token of an earlier charge instead of a card (a renewal). */
+  token?: string;
+}
+
+/**
+ * A charge made the way billing makes one: charge() against the sandbox, with a card validated by
+ * readCard (recorded, see cardFields), committed as one batch with commitWrites.
+ */
+export async function chargeCard(acct: Account, customer: { id: string; email: string } | null, options: ChargeOptions = {}): Promise<ChargeResult> {
+  const db = createDb(env.DB);
+  const at = Date.now();
+  const input = await readCard(env, cardFields(options.pan ?? CARDS.visa, options.cvv ?? "864"), at);
+  const result = await charge({
+    db,
+    processor: sandboxProcessor,
+    accountId: acct.id,
+    customer,
+    subscriptionId: options.subscriptionId ?? null,
+    amount: options.amount ?? 4000,
+    currency: options.currency ?? "usd",
+    source: options.token ? { token: options.token } : { card: input.card },
+    summary: input.summary,
+    fingerprint: input.fingerprint,
+    at,
+  });
+  await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { statements: result.statements, events: result.events });
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One object of every kind
+
+export interface Fixtures {
+  user: string;
+  requestId: string;
+  /** A restricted key that is not the caller's own (DELETE /api/keys/{id} may revoke it). */
+  key: string;
+  /** A pending payout committed as POST /payout does, whose settlement was never enqueued. */
+  payout: string;
+  payment: string;
+  refund: string;
+  webhook: string;
+  event: string;
+  plan: string;
+  subscription: string;
+  clock: string;
+}
+
+async function created(res: CallResult, status = 201) {
+  expect(res.status, res.text).toBe(status);
+  return res.body;
+}
+
+/**
+ * One object of every kind for `acct`, made through the API. When it returns, nothing is left
+ * running in the background for them (the refund is settled, the payout was never enqueued, and
+ * the webhook endpoint is made last, subscribed to a type none of this emits).
+ */
+export async function seed(acct: Account): Promise<Fixtures> {
+  const user = await createUser(acct, { name: "Proof User", email: "proof.user@example.com" });
+  const requestId = (await created(await call("/api/request-id", { key: acct.key, body: { purpose: "proof" } }))).id;
+  const key = (await createKey(acct, ["users:read"], "victim")).id;
+  const plan = (await created(await call("/subscription-plans", { key: acct.key, body: { name: "Pro", price: 19.99, currency: "usd", interval: "month" } }))).id;
+  const subscription = (
+    await created(await call("/subscriptions", { key: acct.key, body: { user_id: user.id, plan_id: plan, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) } }))
+  ).id;
+  const payments = await call(`/payments?subscription_id=${subscription}`, { key: acct.key });
+  expect(payments.body.data).toHaveLength(1);
+  const payment = payments.body.data[0].id;
+  const refund = (await created(await call("/refunds", { key: acct.key, body: { payment_id: payment, amount: 100 } }))).id;
+  await waitFor(async () => expect((await call(`/refunds/${refund}`, { key: acct.key })).body.status).toBe("succeeded"));
+  const payout = (await payoutWithoutSettlement(acct)).id;
+  const clock = (await created(await call("/api/test-clocks", { key: acct.key, body: { frozen_time: "2030-01-01T00:00:00.000Z" } }))).id;
+  const event = (await call("/api/events?limit=1", { key: acct.key })).body.data[0].id;
+  const webhook = (await created(await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/proof`, events: ["payout.paid"] } }))).id;
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock };
+}

@@ -1,0 +1,123 @@
+// Calls the Worker the way a client does: over fetch, with JSON bodies and bearer credentials; the
+// Worker called with a hand-made environment; and the shapes its answers must have.
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env, exports } from "cloudflare:workers";
+import { expect } from "vitest";
+import type { Bindings } from "../../src/env";
+import worker from "../../src/index";
+
+export const BASE = "http://127.0.0.1:8787";
+
+export interface CallOptions {
+  method?: string;
+  body?: unknown;
+  /** Sent as is, for malformed-body tests. */
+  rawBody?: BodyInit;
+  key?: string;
+  headers?: Record<string, string>;
+  idempotencyKey?: string;
+}
+
+export interface CallResult<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+  text: string;
+}
+
+export async function call<T = any>(path: string, options: CallOptions = {}): Promise<CallResult<T>> {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.key) headers.authorization = `Bearer ${options.key}`;
+  if (options.idempotencyKey) headers["idempotency-key"] = options.idempotencyKey;
+  let body: BodyInit | undefined = options.rawBody;
+  if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers["content-type"] ??= "application/json";
+  }
+  const response = await exports.default.fetch(`${BASE}${path}`, {
+    method: options.method ?? (body !== undefined ? "POST" : "GET"),
+    headers,
+    body,
+  });
+  const text = await response.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // not JSON: kept as text
+  }
+  return { status: response.status, body: parsed as T, headers: response.headers, text };
+}
+
+export interface Account {
+  id: string;
+  key: string;
+}
+
+let signups = 0;
+export async function signup(name = "Acme"): Promise<Account> {
+  signups++;
+  const res = await call("/api/accounts", { body: { name, email: `owner${signups}@acme.test` } });
+  expect(res.status).toBe(201);
+  return { id: res.body.id, key: res.body.api_key };
+}
+
+/** The Worker's environment with `overrides` (a failing D1, a recording queue, ...). */
+export const withEnv = (overrides: Partial<Bindings>) => ({ ...env, ...overrides }) as Bindings;
+
+/** Runs the Worker's fetch with `overrides` on its environment (a failing or dropping queue). */
+export async function fetchWith(overrides: Partial<typeof env>, path: string, init: RequestInit & { key?: string; json?: unknown } = {}) {
+  const headers = new Headers(init.headers);
+  if (init.key) headers.set("authorization", `Bearer ${init.key}`);
+  let body = init.body;
+  if (init.json !== undefined) {
+    body = JSON.stringify(init.json);
+    headers.set("content-type", "application/json");
+  }
+  const ctx = createExecutionContext();
+  const response = await worker.fetch(
+    new Request(`${BASE}${path}`, { method: init.method ?? (body !== undefined ? "POST" : "GET"), headers, body }) as never,
+    { ...env, ...overrides },
+    ctx,
+  );
+  await waitOnExecutionContext(ctx);
+  const text = await response.text();
+  let parsed: any = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // not JSON
+  }
+  return { status: response.status, body: parsed, headers: response.headers, text } as CallResult;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answers
+
+export const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+/** The D1 round trips the Worker reports it made for this request. */
+export const roundTrips = (res: CallResult) => Number(res.headers.get("tender-d1-round-trips"));
+
+/** Asserts the documented error shape with this status, type (and code), and returns the error object. */
+export function expectError(res: CallResult, status: number, type: string, code?: string) {
+  expect(res.status, res.text).toBe(status);
+  expect(res.body).toMatchObject({ error: { type, message: expect.any(String), request_id: expect.any(String) } });
+  if (code) expect(res.body.error.code).toBe(code);
+  expect(res.headers.get("request-id")).toBe(res.body.error.request_id);
+  return res.body.error as { type: string; code: string; message: string; param?: string; request_id: string };
+}
+
+/** The documented error shape, whatever the error, with a Request-Id header equal to its request_id. */
+export function expectErrorShape(res: CallResult, context: string) {
+  expect(res.body, `${context}: ${res.status} ${res.text.slice(0, 300)}`).toMatchObject({
+    error: { type: expect.any(String), code: expect.any(String), message: expect.any(String), request_id: expect.stringMatching(/^req_/) },
+  });
+  expect(res.headers.get("request-id"), context).toBe(res.body.error.request_id);
+  expect(res.headers.get("content-type"), context).toMatch(/^application\/json/);
+}
+
+export function expectWwwAuthenticate(res: CallResult) {
+  expect(res.headers.get("www-authenticate")).toMatch(/^Bearer\b/);
+}

@@ -1,0 +1,166 @@
+// The operations of the OpenAPI document as the running Worker serves it, the scope each one
+// needs, and how to fill one in: its {id} from the fixtures (fixtures.ts `seed`) and a body it
+// accepts, so a refusal in a test is about what the test changed.
+import { expect } from "vitest";
+import { SCOPES } from "../../src/auth/scopes";
+import { PROOF_CARD, cardFields, payoutBody } from "./cards";
+import type { Fixtures } from "./fixtures";
+import { call } from "./http";
+import { RECEIVER_ORIGIN } from "./receiver";
+
+// ---------------------------------------------------------------------------------------------
+// The OpenAPI document
+
+export interface Operation {
+  method: "get" | "post" | "put" | "patch" | "delete";
+  path: string;
+  operationId: string;
+  /** No bearer credential (the document gives the operation no `security`). */
+  isPublic: boolean;
+  /** The document gives the operation a request body. */
+  hasBody: boolean;
+  /** Query parameter names. */
+  query: string[];
+  /** Whether the path has an {id}. */
+  hasId: boolean;
+}
+
+export const label = (op: Operation) => `${op.method.toUpperCase()} ${op.path}`;
+
+/** Every operation of GET /openapi.json, as the running Worker documents it. */
+export async function operations(): Promise<Operation[]> {
+  const res = await call("/openapi.json");
+  expect(res.status).toBe(200);
+  const ops: Operation[] = [];
+  for (const [path, item] of Object.entries<Record<string, any>>(res.body.paths)) {
+    for (const [method, op] of Object.entries<any>(item)) {
+      if (!["get", "post", "put", "patch", "delete"].includes(method)) continue;
+      ops.push({
+        method: method as Operation["method"],
+        path,
+        operationId: op.operationId,
+        isPublic: !op.security || op.security.length === 0,
+        hasBody: Boolean(op.requestBody),
+        query: (op.parameters ?? []).filter((p: any) => p.in === "query").map((p: any) => p.name),
+        hasId: path.includes("{id}"),
+      });
+    }
+  }
+  return ops;
+}
+
+/**
+ * The scope each operation needs. The OpenAPI document does not expose it (apiRoute keeps
+ * `scope` out of the generated operation), so it is written here from the route files; the
+ * security suite checks this table against the document (every operation, nothing extra) and
+ * against the running Worker (the scope alone is enough; every other scope is not).
+ */
+export const SCOPE_OF: Record<string, (typeof SCOPES)[number]> = {
+  createKey: "keys:write",
+  listKeys: "keys:read",
+  getKey: "keys:read",
+  revokeKey: "keys:write",
+  createRequestId: "request_ids:write",
+  listRequestIds: "request_ids:read",
+  getRequestId: "request_ids:read",
+  createUser: "users:write",
+  listUsers: "users:read",
+  getUser: "users:read",
+  updateUser: "users:write",
+  createPayout: "payouts:write",
+  listPayouts: "payouts:read",
+  getPayout: "payouts:read",
+  cancelPayout: "payouts:write",
+  listPayments: "payments:read",
+  getPayment: "payments:read",
+  createRefund: "refunds:write",
+  listRefunds: "refunds:read",
+  getRefund: "refunds:read",
+  createWebhook: "webhooks:write",
+  listWebhooks: "webhooks:read",
+  getWebhook: "webhooks:read",
+  updateWebhook: "webhooks:write",
+  deleteWebhook: "webhooks:write",
+  rotateWebhookSecret: "webhooks:write",
+  listWebhookDeliveries: "webhooks:read",
+  testWebhook: "webhooks:write",
+  listEventTypes: "events:read",
+  listEvents: "events:read",
+  getEvent: "events:read",
+  redeliverEvent: "events:write",
+  createPlan: "plans:write",
+  listPlans: "plans:read",
+  getPlan: "plans:read",
+  updatePlan: "plans:write",
+  createSubscription: "subscriptions:write",
+  listSubscriptions: "subscriptions:read",
+  getSubscription: "subscriptions:read",
+  updateSubscription: "subscriptions:write",
+  cancelSubscription: "subscriptions:write",
+  createTestClock: "test_clocks:write",
+  listTestClocks: "test_clocks:read",
+  getTestClock: "test_clocks:read",
+  advanceTestClock: "test_clocks:write",
+};
+
+/** Every scope except the resource's own read and write: what "lacks the route's scope" means. */
+export const scopesWithout = (scope: string) => SCOPES.filter((s) => s.split(":")[0] !== scope.split(":")[0]);
+
+// ---------------------------------------------------------------------------------------------
+// Filling an operation in
+
+/** Path prefix (before /{id}) -> the fixture that fills it. */
+const ID_OF_PATH: [string, keyof Fixtures][] = [
+  ["/api/keys/", "key"],
+  ["/api/request-id/", "requestId"],
+  ["/api/users/", "user"],
+  ["/payouts/", "payout"],
+  ["/payments/", "payment"],
+  ["/refunds/", "refund"],
+  ["/api/webhooks/", "webhook"],
+  ["/api/events/", "event"],
+  ["/subscription-plans/", "plan"],
+  ["/subscriptions/", "subscription"],
+  ["/api/test-clocks/", "clock"],
+];
+
+/** The fixture id for an operation's {id}; fails for a path no fixture covers (a new resource). */
+export function fixtureId(op: Operation, fx: Fixtures): string {
+  const match = ID_OF_PATH.find(([prefix]) => op.path.startsWith(`${prefix}{id}`));
+  if (!match) throw new Error(`No fixture fills the {id} of ${label(op)}: add one to test/support/operations.ts`);
+  return fx[match[1]];
+}
+
+export const pathWith = (op: Operation, id: string) => op.path.replace("{id}", encodeURIComponent(id));
+
+/** A body each mutating operation accepts (given the fixtures), so a refusal is about something else. */
+export function validBody(op: Operation, fx: Fixtures): unknown {
+  const bodies: Record<string, () => unknown> = {
+    createAccount: () => ({ name: "Proof", email: "proof@example.com" }),
+    createAccessToken: () => ({ grant_type: "client_credentials" }),
+    createKey: () => ({ name: "proof key", scopes: ["users:read"] }),
+    revokeKey: () => undefined,
+    createRequestId: () => ({ purpose: "proof", metadata: { order: "A-1" } }),
+    createUser: () => ({ name: "Grace Hopper", email: "grace@example.com" }),
+    updateUser: () => ({ name: "Grace B. Hopper", email: "grace@example.com" }),
+    createPayout: () => payoutBody({ amount: 1234 }, PROOF_CARD.pan, PROOF_CARD.cvv),
+    cancelPayout: () => undefined,
+    createRefund: () => ({ payment_id: fx.payment, amount: 1 }),
+    createWebhook: () => ({ url: `${RECEIVER_ORIGIN}/proof`, events: ["payout.paid"] }),
+    updateWebhook: () => ({ status: "active" }),
+    deleteWebhook: () => undefined,
+    rotateWebhookSecret: () => undefined,
+    testWebhook: () => undefined,
+    redeliverEvent: () => ({}),
+    createPlan: () => ({ name: "Basic", price: 5, currency: "usd", interval: "month" }),
+    updatePlan: () => ({ name: "Basic+" }),
+    createSubscription: () => ({ user_id: fx.user, plan_id: fx.plan, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) }),
+    updateSubscription: () => ({ quantity: 2 }),
+    cancelSubscription: () => undefined,
+    createTestClock: () => ({ frozen_time: "2030-01-01T00:00:00.000Z", name: "proof" }),
+    advanceTestClock: () => ({ frozen_time: "2030-02-01T00:00:00.000Z" }),
+  };
+  if (!Object.hasOwn(bodies, op.operationId)) throw new Error(`No valid body for ${op.operationId}: add one to test/support/operations.ts`);
+  return bodies[op.operationId]();
+}
+
