@@ -116,9 +116,18 @@ export const events = sqliteTable(
     type: text("type").notNull(),
     // The exact JSON body delivered to endpoints, built once when the event is emitted.
     payload: text("payload").notNull(),
+    // The object the event is about (a user, payout, payment, refund or subscription), and the
+    // event's place among that object's events: 1, 2, 3 … assigned in the change's own batch, so
+    // gap-free and in commit order. Unique, so two events can never share a place.
+    objectId: text("object_id"),
+    sequence: integer("sequence"),
     createdAt: createdAt(),
   },
-  (t) => [index("events_account").on(t.accountId, t.id), index("events_account_type").on(t.accountId, t.type, t.id)],
+  (t) => [
+    index("events_account").on(t.accountId, t.id),
+    index("events_account_type").on(t.accountId, t.type, t.id),
+    uniqueIndex("events_object_sequence").on(t.objectId, t.sequence),
+  ],
 );
 
 export const webhookEndpoints = sqliteTable(

@@ -54,6 +54,6 @@ export function refundWrites(db: Db, refund: NewRefund): { statements: Statement
   return {
     statements,
     returning: db.select().from(refunds).where(eq(refunds.id, refund.refundId)),
-    events: [emitEvent(db, refund.accountId, { type: "refund.initiated", dataSql: refundJsonSql(refund.refundId) }, refund.at)],
+    events: [emitEvent(db, refund.accountId, { type: "refund.initiated", dataSql: refundJsonSql(refund.refundId), objectId: refund.refundId }, refund.at)],
   };
 }

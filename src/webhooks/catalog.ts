@@ -39,9 +39,18 @@ export function isEventType(value: string): value is EventType {
 }
 
 
+/** The kind of object each event type is about: its `object_id` and the sequence it counts in. */
+export function aboutObject(type: EventType): "payment" | "refund" | "user" | "payout" | "subscription" {
+  if (type.startsWith("payment.")) return "payment";
+  if (type.startsWith("refund.")) return "refund";
+  if (type.startsWith("customer.")) return "user";
+  if (type.startsWith("payout.")) return "payout";
+  return "subscription";
+}
+
 export function describeEventTypes() {
   return [
-    ...Object.entries(ENVELOPE_EVENT_TYPES).map(([type, description]) => ({ type, description, shape: "envelope" as const })),
-    ...Object.entries(NOTIFICATION_EVENT_TYPES).map(([type, description]) => ({ type, description, shape: "notification" as const })),
+    ...Object.entries(ENVELOPE_EVENT_TYPES).map(([type, description]) => ({ type, description, shape: "envelope" as const, object: aboutObject(type as EventType) })),
+    ...Object.entries(NOTIFICATION_EVENT_TYPES).map(([type, description]) => ({ type, description, shape: "notification" as const, object: aboutObject(type as EventType) })),
   ];
 }

@@ -122,6 +122,9 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
     "Content-Type": "application/json",
     "User-Agent": USER_AGENT,
     "Tender-Delivery-Attempt": String(attemptNumber),
+    // The event's place among its object's events: a receiver that sees n + 2 before n + 1 knows
+    // one is missing, and can read it from the events feed.
+    ...(event.objectId && event.sequence !== null ? { "Tender-Sequence": `${event.objectId}/${event.sequence}` } : {}),
     ...(await signatureHeaders({ current: endpoint.secret, previous: previousLive ? endpoint.previousSecret : null }, event.id, body, now)),
   };
 

@@ -12,8 +12,10 @@ import { ALL_EVENTS, type EnvelopeEventType, type NotificationEventType } from "
 import { sendInBatches } from "../lib/queue";
 
 export type EventSpec =
-  | { type: EnvelopeEventType; data: unknown }
-  | { type: NotificationEventType; subscriptionId: string; status: string };
+  | { type: EnvelopeEventType; data: unknown; objectId?: string }
+  | { type: NotificationEventType; subscriptionId: string; status: string }
+  /** An envelope whose data is read in the batch (the row as committed), about `objectId`. */
+  | { type: EnvelopeEventType; dataSql: SQL; objectId: string };
 
 export interface EmittedEvent {
   id: string;
@@ -22,20 +24,33 @@ export interface EmittedEvent {
   deliveriesAt: number;
 }
 
-/** The exact body delivered for an event, built once. */
-export function eventPayload(id: string, spec: EventSpec, at: number): string {
-  if ("subscriptionId" in spec) {
-    return JSON.stringify({ id, event: spec.type, subscription_id: spec.subscriptionId, status: spec.status, timestamp: isoTime(at) });
-  }
-  return JSON.stringify({ id, type: spec.type, data: spec.data, created_at: isoTime(at) });
+/**
+ * The object an event is about: the subscription of a notification, else the `objectId` given,
+ * else the id in its data (`id`, or a payment event's `transaction_id`).
+ */
+export function objectIdOf(spec: EventSpec): string | null {
+  if ("subscriptionId" in spec) return spec.subscriptionId;
+  if (spec.objectId) return spec.objectId;
+  const data = "data" in spec ? (spec.data as { id?: unknown; transaction_id?: unknown } | null) : null;
+  if (typeof data?.id === "string") return data.id;
+  if (typeof data?.transaction_id === "string") return data.transaction_id;
+  return null;
 }
 
+/** SQL: the next place among the object's events, read by the INSERT that takes it. */
+const nextSequence = (objectId: string) => sql`(SELECT COALESCE(MAX(sequence), 0) + 1 FROM ${events} WHERE object_id = ${objectId})`;
+
 /**
- * The payload of an envelope event whose data is read from the database inside the batch (an
- * SQL json_object over the row just written), so the event shows the row as committed.
+ * The exact body delivered for an event, built in the batch that writes it. The standard envelope
+ * carries the event's `sequence` among its object's events; a notification keeps the document's
+ * shape (its sequence travels in the Tender-Sequence header).
  */
-export function envelopeFromSql(id: string, type: EnvelopeEventType, data: SQL, at: number): SQL {
-  return sql`json_object('id', ${id}, 'type', ${type}, 'data', json(${data}), 'created_at', ${isoTime(at)})`;
+function eventPayload(id: string, spec: EventSpec, at: number, sequence: SQL | null): SQL {
+  if ("subscriptionId" in spec) {
+    return sql`${JSON.stringify({ id, event: spec.type, subscription_id: spec.subscriptionId, status: spec.status, timestamp: isoTime(at) })}`;
+  }
+  const data = "dataSql" in spec ? sql`json(${spec.dataSql})` : sql`json(${JSON.stringify(spec.data ?? null)})`;
+  return sql`json_object('id', ${id}, 'type', ${spec.type}, 'data', ${data}, 'created_at', ${isoTime(at)}, 'sequence', ${sequence ?? sql`NULL`})`;
 }
 
 /**
@@ -74,18 +89,18 @@ export function redeliveriesFor(db: Db, accountId: string, eventId: string, at: 
     RETURNING id`);
 }
 
-export function emitEvent(
-  db: Db,
-  accountId: string,
-  spec: EventSpec | { type: EnvelopeEventType; dataSql: SQL },
-  at: number,
-): EmittedEvent {
+export function emitEvent(db: Db, accountId: string, spec: EventSpec, at: number): EmittedEvent {
   const id = newId("event", at);
-  const payload = "dataSql" in spec ? envelopeFromSql(id, spec.type, spec.dataSql, at) : sql`${eventPayload(id, spec, at)}`;
+  const objectId = objectIdOf(spec);
+  const sequence = objectId === null ? null : nextSequence(objectId);
   return {
     id,
     statements: [
-      rawStatement(db, sql`INSERT INTO ${events} (id, account_id, type, payload, created_at) VALUES (${id}, ${accountId}, ${spec.type}, ${payload}, ${isoTime(at)})`),
+      rawStatement(
+        db,
+        sql`INSERT INTO ${events} (id, account_id, type, payload, object_id, sequence, created_at)
+          VALUES (${id}, ${accountId}, ${spec.type}, ${eventPayload(id, spec, at, sequence)}, ${objectId}, ${sequence ?? sql`NULL`}, ${isoTime(at)})`,
+      ),
       deliveriesFor(db, accountId, id, spec.type, at),
     ],
     deliveriesAt: 1,

@@ -26,13 +26,20 @@ const EventSchema = z
     object: z.literal("event"),
     type: z.string(),
     created_at: timestamp("When the event happened."),
+    object_id: z.string().nullable().openapi({ description: "The object the event is about: the user, payout, payment, refund or subscription.", example: "po_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
+    sequence: z.number().int().nullable().openapi({ description: "The event's place among its object's events: 1 for the first, +1 for each later one, in commit order and without gaps. Deliveries carry it as Tender-Sequence: <object_id>/<sequence>.", example: 2 }),
     data: z.unknown().openapi({ description: "The event's data, as in the webhook envelope: the resource for customer.*, payout.*, refund.*; the payment summary for payment.*; subscription_id, status and timestamp for subscription notifications." }),
     payload: z.record(z.string(), z.unknown()).openapi({ description: "The exact body delivered to endpoints: the standard envelope, or a subscription notification." }),
   })
   .openapi("Event");
 
 const EventTypeSchema = z
-  .object({ type: z.string(), description: z.string(), shape: z.enum(["envelope", "notification"]) })
+  .object({
+    type: z.string(),
+    description: z.string(),
+    shape: z.enum(["envelope", "notification"]),
+    object: z.enum(["payment", "refund", "user", "payout", "subscription"]).openapi({ description: "The kind of object the event is about: its events' object_id, and the sequence they count in." }),
+  })
   .openapi("EventType");
 
 const RedeliverBody = z
@@ -51,7 +58,7 @@ function serializeEvent(row: typeof events.$inferSelect) {
   const payload = JSON.parse(row.payload) as Record<string, unknown>;
   const { id: _id, type: _type, event: _event, created_at: _created, ...notification } = payload;
   const data = "data" in payload ? payload.data : notification;
-  return { id: row.id, object: "event" as const, type: row.type, created_at: row.createdAt, data, payload };
+  return { id: row.id, object: "event" as const, type: row.type, created_at: row.createdAt, object_id: row.objectId, sequence: row.sequence, data, payload };
 }
 
 const types = apiRoute({
@@ -72,7 +79,12 @@ const list = apiRoute({
   summary: "List events (catch-up feed)",
   description: "Every event of the account, newest first; filter by type. Use it to catch up on anything a receiver missed.",
   scope: "events:read",
-  request: { query: listQuery.extend({ type: z.string().max(100).optional() }) },
+  request: {
+    query: listQuery.extend({
+      type: z.string().max(100).optional(),
+      object_id: z.string().max(100).optional().openapi({ description: "Only the events about this object, to fill a gap a Tender-Sequence showed." }),
+    }),
+  },
   responses: { 200: json(listSchema(EventSchema, "EventList"), "A page of events.") },
 });
 const get = apiRoute({
@@ -118,7 +130,7 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
       table: events,
       id: events.id,
       query,
-      filters: [query.type ? eq(events.type, query.type) : undefined],
+      filters: [query.type ? eq(events.type, query.type) : undefined, query.object_id ? eq(events.objectId, query.object_id) : undefined],
       validCursor: (id) => hasPrefix(id, "event"),
       serialize: serializeEvent,
     });

@@ -180,7 +180,7 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
             .set({ status: "canceled", updatedAt: isoTime(now) })
             .where(and(mine, eq(payouts.status, "pending")))
             .returning(),
-          events: [emitEvent(db, auth.accountId, { type: "payout.canceled", dataSql: payoutJsonSql(id) }, now)],
+          events: [emitEvent(db, auth.accountId, { type: "payout.canceled", dataSql: payoutJsonSql(id), objectId: id }, now)],
         },
         200,
         payoutJsonSql(id),

@@ -133,7 +133,7 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
       {
         statements: [guard(db, USER_MISSING, sql`EXISTS (SELECT 1 FROM ${users} WHERE ${owned(users, auth, eq(users.id, id))})`)],
         returning: db.update(users).set({ name: body.name, email: body.email, updatedAt: isoTime(now) }).where(owned(users, auth, eq(users.id, id))).returning(),
-        events: [emitEvent(db, auth.accountId, { type: "customer.updated", dataSql: userJsonSql(id) }, now)],
+        events: [emitEvent(db, auth.accountId, { type: "customer.updated", dataSql: userJsonSql(id), objectId: id }, now)],
       },
       200,
       userJsonSql(id),
