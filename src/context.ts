@@ -23,6 +23,8 @@ export interface IdempotencyClaim {
    * the record expired. A first charge's processor reference is made of the key and this.
    */
   since: string;
+  /** This request took over a stale claim of the same request: an earlier run may have charged. */
+  takeover: boolean;
 }
 
 export type AppEnv = {

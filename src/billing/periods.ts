@@ -75,13 +75,19 @@ export const stillAsRead = (sub: SubscriptionRow, dueBy?: number) => sql`EXISTS 
     ${dueBy === undefined ? sql`` : sql`AND as_read.due_at <= ${dueBy}`})`;
 
 /**
- * SQL: a charge claimed for the subscription's open period may be at the processor right now (a
- * claim younger than CLAIM_STALE_MS that has not settled). A cancel must not pass under it.
+ * SQL: a charge claimed for the subscription's open period has not settled, so it may be at the
+ * processor now, or may have moved money whose outcome is not known yet (a claim older than
+ * CLAIM_STALE_MS is taken over by the renewal run, which charges the same reference and records
+ * it). A cancel must not pass under it, however old it is.
  */
-export const chargeInFlight = (subscriptionId: string, realNow: number) => sql`EXISTS (SELECT 1 FROM subscription_periods AS p
+export const chargeInFlight = (subscriptionId: string, _realNow?: number) => sql`EXISTS (SELECT 1 FROM subscription_periods AS p
   JOIN subscriptions AS s ON s.id = p.subscription_id
   WHERE p.subscription_id = ${subscriptionId} AND p.period_index = s.periods_billed AND p.status = 'open'
-    AND p.attempts > s.dunning_attempts AND p.updated_at >= ${isoTime(realNow - CLAIM_STALE_MS)})`;
+    AND p.attempts > s.dunning_attempts)`;
+
+/** The period being collected has a claimed attempt that never settled. */
+export const hasUnsettledClaim = (row: Pick<BillableRow, "sub" | "period">) =>
+  row.period !== null && row.period.status === "open" && row.period.attempts > row.sub.dunningAttempts;
 
 export interface PeriodClaim {
   attempts: number;
@@ -96,11 +102,27 @@ export const claimOf = (result: unknown): PeriodClaim | null => (result as { res
  * nothing when lost). `renewal` claims a due subscription (and may take over a stale claim);
  * `card_update` claims the next attempt of a past_due one, due or not.
  */
-export function claimPeriod(db: Db, row: Pick<BillableRow, "sub" | "plan">, kind: "renewal" | "card_update", at: number, realNow: number): Statement {
+export function claimPeriod(
+  db: Db,
+  row: Pick<BillableRow, "sub" | "plan">,
+  kind: "renewal" | "card_update" | "takeover",
+  at: number,
+  realNow: number,
+): Statement {
   const { sub, plan } = row;
   const n = sub.periodsBilled;
   const nowIso = isoTime(realNow);
   const staleIso = isoTime(realNow - CLAIM_STALE_MS);
+  if (kind === "takeover") {
+    // Only a stale, unsettled claim of this period: charged again with the same reference.
+    return rawStatement(
+      db,
+      sql`UPDATE subscription_periods SET updated_at = ${nowIso}
+        WHERE subscription_id = ${sub.id} AND period_index = ${n} AND status = 'open'
+          AND attempts > ${sub.dunningAttempts} AND updated_at < ${staleIso} AND ${stillAsRead(sub, at)}
+        RETURNING attempts, amount, currency`,
+    );
+  }
   const asRead = stillAsRead(sub, kind === "renewal" ? at : undefined);
   if (sub.status === "active") {
     const start = isoTime(periodStartMs(sub.billingAnchor, plan.interval, n));

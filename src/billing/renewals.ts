@@ -22,6 +22,7 @@ import {
   chargePeriod,
   claimOf,
   claimPeriod,
+  hasUnsettledClaim,
   isDue,
   selectBillableRows,
 } from "./periods";
@@ -111,11 +112,16 @@ export async function renewSubscriptions(
   const toCancel: number[] = [];
   rows.forEach((row, i) => {
     if (!isDue(row.sub, atOf(row))) return;
-    if (row.sub.cancelAtPeriodEnd) toCancel.push(i);
+    // A subscription set to cancel at period end is canceled, unless a charge of the period never
+    // settled: that charge is taken over (same reference) and recorded first.
+    if (row.sub.cancelAtPeriodEnd && !hasUnsettledClaim(row)) toCancel.push(i);
     else toCharge.push(i);
   });
 
-  const claims = await runBatch(db, toCharge.map((i) => claimPeriod(db, rows[i], "renewal", atOf(rows[i]), realNow)));
+  const claims = await runBatch(
+    db,
+    toCharge.map((i) => claimPeriod(db, rows[i], rows[i].sub.cancelAtPeriodEnd ? "takeover" : "renewal", atOf(rows[i]), realNow)),
+  );
   const claimed = toCharge.flatMap((i, j) => {
     const claim = claimOf(claims[j]);
     return claim ? [{ i, claim }] : [];

@@ -1,5 +1,5 @@
-// Records that must not live for good, deleted by the cron: idempotency records (which hold
-// stored answers) once their 24 hours are over, and job_runs rows (leases and run markers) after
+// Records that must not live for good, deleted by the cron: completed idempotency records (which
+// hold stored answers) once their 24 hours are over (a claim whose outcome is unknown is kept), and job_runs rows (leases and run markers) after
 // theirs. A payout's send marker is kept while the payout is still pending, because it is what
 // refuses a cancel once money may be moving. Each run deletes a bounded number of rows.
 import { sql } from "drizzle-orm";
@@ -15,7 +15,8 @@ export async function expireRecords(env: Bindings, now: number): Promise<{ idemp
   const db = createDb(env.DB);
   const legacyCutoff = new Date(now - JOB_RUN_TTL_MS).toISOString();
   const [keys, runs] = (await runBatch(db, [
-    rawStatement(db, sql`DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE expires_at <= ${now} LIMIT ${EXPIRY_BATCH})`),
+    // Completed records only: a claim whose outcome is unknown (money may have moved) keeps its key.
+    rawStatement(db, sql`DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE status = 'completed' AND expires_at <= ${now} LIMIT ${EXPIRY_BATCH})`),
     rawStatement(db, sql`DELETE FROM job_runs WHERE rowid IN (
       SELECT rowid FROM job_runs
       WHERE (expires_at <= ${now} OR (expires_at IS NULL AND created_at < ${legacyCutoff}))

@@ -28,6 +28,7 @@ export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 /** A claim older than this belongs to a request that died before its batch; it may be taken over. */
 export const IDEMPOTENCY_LOCK_MS = 60_000;
 export const IDEMPOTENCY_CLAIM_LOST = "idempotency_claim_lost";
+const completedAndExpired = (now: number) => sql`(${idempotencyKeys.status} = 'completed' AND ${idempotencyKeys.expiresAt} <= ${now})`;
 const CARD_FIELDS = new Set(["card_number", "cvv"]);
 const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
@@ -134,12 +135,13 @@ export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
         responseBody: null,
         // A stale claim of the same request keeps its first claim time (the generation a first
         // charge's processor reference is made of); an expired record starts a new one.
-        createdAt: sql`CASE WHEN ${idempotencyKeys.expiresAt} <= ${now} THEN excluded.created_at ELSE ${idempotencyKeys.createdAt} END`,
+        createdAt: sql`CASE WHEN ${completedAndExpired(now)} THEN excluded.created_at ELSE ${idempotencyKeys.createdAt} END`,
         lockedAt: now,
-        expiresAt: sql`CASE WHEN ${idempotencyKeys.expiresAt} <= ${now} THEN excluded.expires_at ELSE ${idempotencyKeys.expiresAt} END`,
+        expiresAt: sql`CASE WHEN ${completedAndExpired(now)} THEN excluded.expires_at ELSE ${idempotencyKeys.expiresAt} END`,
       },
-      // Take over only an expired record, or a stale claim for the same request.
-      setWhere: sql`${idempotencyKeys.expiresAt} <= ${now} OR (${idempotencyKeys.status} = 'in_flight' AND ${idempotencyKeys.lockedAt} <= ${now - IDEMPOTENCY_LOCK_MS} AND ${idempotencyKeys.requestHash} = ${requestHash})`,
+      // Take over only a completed record whose 24 hours are over, or a stale claim of the same
+      // request. A claim whose outcome is unknown is never freed, not even by its age.
+      setWhere: sql`${completedAndExpired(now)} OR (${idempotencyKeys.status} = 'in_flight' AND ${idempotencyKeys.lockedAt} <= ${now - IDEMPOTENCY_LOCK_MS} AND ${idempotencyKeys.requestHash} = ${requestHash})`,
     })
     .returning({ claimToken: idempotencyKeys.claimToken, createdAt: idempotencyKeys.createdAt });
 
@@ -170,7 +172,9 @@ export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
     return replay(existing.responseStatus, existing.responseBody, c.var.requestId);
   }
 
-  const claim: IdempotencyClaim = { key, claimToken, state: "open", since: claimed[0].createdAt };
+  // A claim that kept an earlier claim time took over a stale claim of this same request.
+  const since = claimed[0].createdAt;
+  const claim: IdempotencyClaim = { key, claimToken, state: "open", since, takeover: since !== new Date(now).toISOString() };
   c.set("idempotency", claim);
   await next();
   if (claim.state === "completed") return;

@@ -3,6 +3,7 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { sandboxProcessor } from "../../src/processor/sandbox";
+import { renewChunk } from "../../src/billing/renewals";
 import { call, expectError, signup } from "../support/http";
 import { createPlan, createUser, getSubscription, subscribed } from "../support/fixtures";
 import { card } from "../support/cards";
@@ -10,7 +11,7 @@ import { card } from "../support/cards";
 afterEach(() => vi.restoreAllMocks());
 
 describe("a charge in flight", () => {
-  it("refuses to cancel while the open period's charge is claimed, then cancels once it settled or went stale", async () => {
+  it("refuses to cancel while the open period's charge is claimed and unsettled, however old, then cancels once the renewal run settled it", async () => {
     const acct = await signup();
     const user = await createUser(acct);
     const plan = await createPlan(acct);
@@ -24,9 +25,13 @@ describe("a charge in flight", () => {
     expect(refused.message).toMatch(/in progress/);
     expect((await getSubscription(acct, sub.id)).status).toBe("active");
 
-    // The claimer died: after the claim goes stale, the cancel goes through.
+    // The claimer died: its charge's outcome is unknown, so a stale claim still refuses the cancel,
+    // until the renewal run takes it over (same reference) and settles it.
     const stale = new Date(Date.now() - 11 * 60 * 1000).toISOString();
     await env.DB.prepare("UPDATE subscription_periods SET updated_at = ? WHERE id = 'sper_race'").bind(stale).run();
+    expectError(await call(`/subscriptions/${sub.id}`, { method: "DELETE", key: acct.key }), 409, "invalid_request_error", "charge_in_progress");
+    await env.DB.prepare("UPDATE subscriptions SET due_at = ? WHERE id = ?").bind(Date.now() - 1000, sub.id).run();
+    expect(await renewChunk(env, [sub.id])).toEqual(["renewed"]);
     const canceled = await call(`/subscriptions/${sub.id}`, { method: "DELETE", key: acct.key });
     expect(canceled.status, canceled.text).toBe(200);
     expect(canceled.body.status).toBe("canceled");

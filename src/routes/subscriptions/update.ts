@@ -4,7 +4,7 @@
 // src/billing/periods.ts exactly as a dunning retry is (one claim, one reference, one settlement).
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, inArray, sql } from "drizzle-orm";
-import { PERIOD_ALREADY_SETTLED, chargeInFlight, chargePeriod, claimOf, claimPeriod } from "../../billing/periods";
+import { PERIOD_ALREADY_SETTLED, chargeInFlight, chargePeriod, claimOf, claimPeriod, hasUnsettledClaim } from "../../billing/periods";
 import { chargeableAmount, type PlanRow } from "../../billing/pricing";
 import { processorForRequest } from "../../processor";
 import { guard, runBatch } from "../../db/batch";
@@ -81,7 +81,16 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       // period exactly as a dunning retry claims it, so the two can never both charge.
       const [claimResult] = await runBatch(db, [claimPeriod(db, current, "card_update", realNow, realNow)]);
       const claim = claimOf(claimResult);
-      if (!claim) throw changedMeanwhile();
+      if (!claim) {
+        // This request took its own stale Idempotency-Key claim over, and the period's next attempt
+        // is claimed and unsettled: that may be this request's earlier run, whose charge's outcome
+        // is unknown. The key is not freed (500 outcome_unknown; the renewal run takes the stale
+        // charge over and records it); any other request is told the subscription changed.
+        if (c.var.idempotency?.takeover && current.period && hasUnsettledClaim(current)) {
+          await outcomeTracked(c, () => Promise.reject(new Error(`card update of ${sub.id}: an earlier run's charge is unsettled`)));
+        }
+        throw changedMeanwhile();
+      }
       // A processor call that still threw after its retries may have moved money: the outcome is
       // unknown, so the Idempotency-Key stays claimed.
       const settlement = await outcomeTracked(c, () => chargePeriod(db, {
