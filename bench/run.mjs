@@ -1175,7 +1175,7 @@ function report({ date, env, concurrency, calibration, health, payout, userGet, 
     notes.push(
       `Renewals are driven through /__scheduled (wrangler dev --test-scheduled), triggered again whenever progress stopped for ${fmt(CONFIG.renewalStallMs / 1000, 1)} s (the queue had drained), as the next cron minute would. ` +
         (perRun
-          ? `Each run enqueues at most ${maxMessages} chunks of ${chunk} (${fmt(perRun)} subscriptions), so with the real once-a-minute cron ${fmt(CONFIG.subscriptions)} due subscriptions take ${Math.ceil(CONFIG.subscriptions / perRun)} cron runs. `
+          ? `A cron run starts one fan-out, whose steps enqueue ${maxMessages} chunks of ${chunk} (${fmt(perRun)} subscriptions) each and continue on the job queue, so there is no per-run cap: ${fmt(CONFIG.subscriptions)} due subscriptions need one cron run. `
           : "") +
         `Worker CPU per renewal: ${fmt(renewal.workerCpuPerSub, 2)} ms (the select, the claim batch, the sandbox charge and the settle batch with its events, local D1 included).`,
     );
