@@ -4,7 +4,6 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { renewChunk } from "../../src/billing/renewals";
 import { useProcessor } from "../../src/processor";
-import type { Processor } from "../../src/processor/types";
 import { useClock } from "../../src/lib/clock";
 import { type Account, call, expectError, fetchWith, signup } from "../support/http";
 import { createPlan, createUser, subscribed } from "../support/fixtures";
@@ -12,34 +11,8 @@ import { cardFields, CARDS } from "../support/cards";
 import { makeDue } from "../support/clock";
 import { countRows } from "../support/db";
 import { runCron } from "../support/queue";
-import { faultyD1, writesTo } from "../support/faults";
+import { faultyD1, gate, ledgerProcessor, recordingProcessor, sleep, writesTo } from "../support/faults";
 
-function gate() {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => (open = resolve));
-  return { opened, open };
-}
-
-function recordingProcessor(hold?: (method: string) => Promise<void> | undefined) {
-  const calls: { method: string; reference: string }[] = [];
-  useProcessor((sandbox) => {
-    const wrap =
-      <K extends keyof Processor>(method: K) =>
-      async (args: Parameters<Processor[K]>[0]) => {
-        calls.push({ method, reference: (args as { reference?: string }).reference ?? "" });
-        await hold?.(method);
-        return (sandbox[method] as (a: unknown) => Promise<unknown>)(args);
-      };
-    return {
-      chargeCard: wrap("chargeCard"),
-      chargeToken: wrap("chargeToken"),
-      tokenizeDestination: sandbox.tokenizeDestination,
-      sendPayout: wrap("sendPayout"),
-      refund: wrap("refund"),
-    } as Processor;
-  });
-  return calls;
-}
 
 afterEach(() => {
   useProcessor();
@@ -128,7 +101,6 @@ describe("first charge: an Idempotency-Key reused after its record expired", () 
   });
 });
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe("first charge: a stale claim taken over while the first request is still at the processor", () => {
   it("the request whose claim was taken over never answers 201 for a subscription that does not exist", async () => {
@@ -465,7 +437,6 @@ describe("hostile idempotency input", () => {
   });
 });
 
-import { ledgerProcessor } from "../support/faults";
 
 describe("past-due card update: the processor times out after charging the new card", () => {
   it("the charge made under the card update's reference is recorded, once, by the retry or the takeover", async () => {

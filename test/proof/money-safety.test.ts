@@ -11,7 +11,6 @@ import { processDelivery } from "../../src/webhooks/consumer";
 import { settlePayout } from "../../src/payments/settle-payout";
 import { settleRefund } from "../../src/payments/settle-refund";
 import { useProcessor } from "../../src/processor";
-import type { Processor } from "../../src/processor/types";
 import { useClock } from "../../src/lib/clock";
 import { DELIVERY_WINDOW_MS, FINAL_ATTEMPT_LEAD_MS } from "../../src/domain/webhook-retry-schedule";
 import { type Account, call, expectError, fetchWith, signup } from "../support/http";
@@ -21,36 +20,8 @@ import { makeDue } from "../support/clock";
 import { countRows, deliveryRow } from "../support/db";
 import { droppingQueue, runCron } from "../support/queue";
 import { installReceiver, RECEIVER_ORIGIN } from "../support/receiver";
-import { faultyD1, writesTo } from "../support/faults";
+import { faultyD1, gate, recordingProcessor, writesTo } from "../support/faults";
 
-/** A promise and the function that settles it: holds a worker at a chosen point. */
-function gate() {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => (open = resolve));
-  return { opened, open };
-}
-
-/** Wraps the sandbox so that every call is recorded by method and reference, optionally held at a gate. */
-function recordingProcessor(hold?: (method: string) => Promise<void> | undefined) {
-  const calls: { method: string; reference: string }[] = [];
-  useProcessor((sandbox) => {
-    const wrap =
-      <K extends keyof Processor>(method: K) =>
-      async (args: Parameters<Processor[K]>[0]) => {
-        calls.push({ method, reference: (args as { reference?: string }).reference ?? "" });
-        await hold?.(method);
-        return (sandbox[method] as (a: unknown) => Promise<unknown>)(args);
-      };
-    return {
-      chargeCard: wrap("chargeCard"),
-      chargeToken: wrap("chargeToken"),
-      tokenizeDestination: sandbox.tokenizeDestination,
-      sendPayout: wrap("sendPayout"),
-      refund: wrap("refund"),
-    } as Processor;
-  });
-  return calls;
-}
 
 afterEach(() => {
   useProcessor();

@@ -575,3 +575,38 @@ export const renewChunk: RenewChunk = (...args) => {
 };
 /** How old a period claim must be before another run may take it over. */
 export const claimStaleMs = () => fromBilling<number>("CLAIM_STALE_MS") ?? 10 * 60_000;
+
+// ---------------------------------------------------------------------------------------------
+// Gates: hold one worker at a chosen point while another runs
+
+/** A promise and the function that settles it: holds a worker at a chosen point. */
+export function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { opened, open };
+}
+
+/**
+ * Wraps the sandbox (through useProcessor) so that every money call is recorded by method and
+ * reference, and optionally held at a gate. Reset with useProcessor().
+ */
+export function recordingProcessor(hold?: (method: string) => Promise<void> | undefined) {
+  const calls: { method: string; reference: string }[] = [];
+  useProcessor((sandbox) => {
+    const wrap =
+      <K extends keyof Processor>(method: K) =>
+      async (args: Parameters<Processor[K]>[0]) => {
+        calls.push({ method, reference: (args as { reference?: string }).reference ?? "" });
+        await hold?.(method);
+        return (sandbox[method] as (a: unknown) => Promise<unknown>)(args);
+      };
+    return {
+      chargeCard: wrap("chargeCard"),
+      chargeToken: wrap("chargeToken"),
+      tokenizeDestination: sandbox.tokenizeDestination,
+      sendPayout: wrap("sendPayout"),
+      refund: wrap("refund"),
+    } as Processor;
+  });
+  return calls;
+}
