@@ -142,6 +142,8 @@ export const webhookEndpoints = sqliteTable(
     secret: text("secret").notNull(),
     previousSecret: text("previous_secret"),
     previousSecretExpiresAt: text("previous_secret_expires_at"),
+    // "per_object": a delivery about an object waits while an earlier one about it is pending.
+    ordering: text("ordering", { enum: ["none", "per_object"] }).notNull().default("none"),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
     deletedAt: text("deleted_at"),
@@ -163,6 +165,8 @@ export const webhookDeliveries = sqliteTable(
     nextAttemptAt: integer("next_attempt_at"),
     // Epoch ms until which the attempt in flight holds the delivery: no other worker sends it.
     leaseUntil: integer("lease_until"),
+    // On a per_object endpoint: the earlier delivery about the same object this one waits for.
+    waitingFor: text("waiting_for"),
     lastStatusCode: integer("last_status_code"),
     lastError: text("last_error"),
     createdAt: createdAt(),

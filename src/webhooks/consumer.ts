@@ -4,7 +4,7 @@
 // signatures, record the attempt, then either finish the delivery or hand the next attempt to
 // the endpoint's retry scheduler. A 2xx always marks the delivery delivered, whichever attempt
 // got it; a failure is recorded only by the attempt that still holds the delivery.
-import { and, eq, isNull, lte, ne, or } from "drizzle-orm";
+import { and, asc, eq, isNull, lt, lte, ne, or } from "drizzle-orm";
 import { type Db, createDb } from "../db/client";
 import { runBatch } from "../db/batch";
 import { deliveryAttempts, events, webhookDeliveries, webhookEndpoints } from "../db/schema";
@@ -13,7 +13,7 @@ import { DELIVERY_WINDOW_MS, nextAttemptAt, parseRetryAfter } from "../domain/we
 import type { Bindings } from "../env";
 import { clock, isoTime } from "../lib/clock";
 import { randomUnit } from "../lib/crypto";
-import type { DeliveryMessage } from "./outbox";
+import { type DeliveryMessage, enqueueDeliveries } from "./outbox";
 import { schedulerFor } from "./scheduler";
 import { signatureHeaders } from "./signing";
 
@@ -29,6 +29,7 @@ export type DeliveryOutcome =
   | "failed"
   | "endpoint_gone"
   | "leased"
+  | "waiting"
   | "skipped";
 
 async function excerpt(response: Response): Promise<string> {
@@ -90,6 +91,20 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
     return "scheduled";
   }
 
+  // Ordered delivery: on a per_object endpoint, an earlier delivery about the same object that
+  // is still pending holds this one back. When that one ends (delivered, or failed after its
+  // window), it wakes this one; the sweeper re-checks a waiting delivery every minute as well.
+  if (endpoint.ordering === "per_object" && event.objectId !== null && event.sequence !== null) {
+    const earlier = await earlierPending(db, endpoint.id, event.objectId, event.sequence, deliveryId);
+    if (earlier) {
+      await db
+        .update(webhookDeliveries)
+        .set({ waitingFor: earlier, updatedAt: now })
+        .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending")));
+      return "waiting";
+    }
+  }
+
   // However late a message arrives (a lost alarm, a sweeper re-enqueue), nothing is sent later
   // than 24 hours after the first attempt: the delivery ends failed, and can be redelivered.
   if (delivery.firstAttemptAt !== null && now > delivery.firstAttemptAt + DELIVERY_WINDOW_MS) {
@@ -97,6 +112,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
       .update(webhookDeliveries)
       .set({ status: "failed", lastError: "retry_window_ended", nextAttemptAt: null, updatedAt: now })
       .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending"), eq(webhookDeliveries.attemptCount, delivery.attemptCount)));
+    await wakeWaiting(env, db, deliveryId);
     return "failed";
   }
 
@@ -104,7 +120,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   const firstAttemptAt = delivery.firstAttemptAt ?? now;
   const claimed = await db
     .update(webhookDeliveries)
-    .set({ attemptCount: attemptNumber, firstAttemptAt, nextAttemptAt: null, leaseUntil: now + DELIVERY_LEASE_MS, updatedAt: now })
+    .set({ attemptCount: attemptNumber, firstAttemptAt, nextAttemptAt: null, leaseUntil: now + DELIVERY_LEASE_MS, waitingFor: null, updatedAt: now })
     .where(
       and(
         eq(webhookDeliveries.id, deliveryId),
@@ -199,7 +215,37 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   // A later attempt took the delivery over (our lease ran out): it schedules what comes next.
   if ((results[1] as unknown[]).length === 0) return ok ? "delivered" : "skipped";
   if (next !== null) await schedulerFor(env, endpoint.id).schedule(deliveryId, next);
+  else await wakeWaiting(env, db, deliveryId);
   return outcome;
+}
+
+/** On a per_object endpoint: the earliest pending delivery about the same object, before this one. */
+async function earlierPending(db: Db, endpointId: string, objectId: string, sequence: number, deliveryId: string): Promise<string | null> {
+  const [row] = await db
+    .select({ id: webhookDeliveries.id })
+    .from(webhookDeliveries)
+    .innerJoin(events, eq(events.id, webhookDeliveries.eventId))
+    .where(
+      and(
+        eq(webhookDeliveries.endpointId, endpointId),
+        eq(webhookDeliveries.status, "pending"),
+        eq(events.objectId, objectId),
+        lt(events.sequence, sequence),
+        ne(webhookDeliveries.id, deliveryId),
+      ),
+    )
+    .orderBy(asc(events.sequence))
+    .limit(1);
+  return row?.id ?? null;
+}
+
+/** A delivery ended (delivered, or failed): the deliveries that waited for it go out now. */
+async function wakeWaiting(env: Bindings, db: Db, deliveryId: string): Promise<void> {
+  const waiting = await db
+    .select({ id: webhookDeliveries.id })
+    .from(webhookDeliveries)
+    .where(and(eq(webhookDeliveries.waitingFor, deliveryId), eq(webhookDeliveries.status, "pending")));
+  if (waiting.length > 0) await enqueueDeliveries(env.DELIVERY_QUEUE, waiting.map((w) => w.id));
 }
 
 export async function handleDeliveryBatch(batch: MessageBatch<DeliveryMessage>, env: Bindings): Promise<void> {

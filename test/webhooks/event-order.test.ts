@@ -1,8 +1,10 @@
 // Events in order: each event names its object and its place among that object's events,
 // assigned in the change's own batch (gap-free, in commit order, even under concurrent writes).
 // Deliveries carry it as Tender-Sequence; the feed shows and filters by object_id.
+import { env } from "cloudflare:workers";
 import { afterAll, describe, expect, it } from "vitest";
-import { call, signup } from "../support/http";
+import { processDelivery } from "../../src/webhooks/consumer";
+import { call, expectError, signup } from "../support/http";
 import { createUser } from "../support/fixtures";
 import { droppingQueue } from "../support/queue";
 import { fetchWith } from "../support/http";
@@ -85,5 +87,93 @@ describe("a sequence per object", () => {
       "payout.paid": "payout",
       subscription_renewal: "subscription",
     });
+  });
+});
+
+describe("ordered delivery per endpoint (ordering: per_object)", () => {
+  const deliveryOf = async (eventType: string, objectId: string, endpointId: string) =>
+    (await env.DB.prepare(
+      "SELECT d.* FROM webhook_deliveries d JOIN events e ON e.id = d.event_id WHERE e.type = ? AND e.object_id = ? AND d.endpoint_id = ?",
+    )
+      .bind(eventType, objectId, endpointId)
+      .first<Record<string, any>>())!;
+
+  it("is opt-in, shown on the endpoint, and validated", async () => {
+    const acct = await signup();
+    const plain = await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/plain`, events: ["customer.created"] } });
+    expect(plain.body.ordering).toBe("none");
+    const ordered = await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/o`, events: ["customer.created"], ordering: "per_object" } });
+    expect(ordered.body.ordering).toBe("per_object");
+    const patched = await call(`/api/webhooks/${plain.body.id}`, { key: acct.key, method: "PATCH", body: { ordering: "per_object" } });
+    expect(patched.body.ordering).toBe("per_object");
+    expect((await call(`/api/webhooks/${plain.body.id}`, { key: acct.key })).body.ordering).toBe("per_object");
+    const bad = expectError(await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/x`, events: ["customer.created"], ordering: "fifo" } }), 400, "invalid_request_error");
+    expect(bad.param).toBe("ordering");
+  });
+
+  it("a failing delivery holds back only its object's later ones, which go out in order once it is delivered", async () => {
+    const acct = await signup();
+    let failNext = true;
+    receiver.answer(() => {
+      const status = failNext ? 500 : 200;
+      failNext = false;
+      return new Response(status === 200 ? "ok" : "down", { status });
+    });
+    try {
+      const endpoint = (await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/ordered`, events: ["customer.created", "customer.updated"], ordering: "per_object" } })).body;
+      const ada = await createUser(acct, { name: "Ada" });
+      const created = await waitFor(async () => {
+        const row = await deliveryOf("customer.created", ada.id, endpoint.id);
+        expect(row.attempt_count).toBe(1);
+        return row;
+      });
+      expect(created.status).toBe("pending");
+      await call(`/api/users/${ada.id}`, { key: acct.key, method: "PUT", body: { name: "Ada K", email: "ada@example.com" } });
+      // The update waits for the failed creation, and says so in the delivery log.
+      const updated = await waitFor(async () => {
+        const row = await deliveryOf("customer.updated", ada.id, endpoint.id);
+        expect(row.waiting_for).toBe(created.id);
+        return row;
+      });
+      expect(updated.attempt_count).toBe(0);
+      const log = (await call(`/api/webhooks/${endpoint.id}/deliveries`, { key: acct.key })).body.data as { id: string; waiting_for: string | null }[];
+      expect(log.find((d) => d.id === updated.id)!.waiting_for).toBe(created.id);
+      // Another object is not held back.
+      const bob = await createUser(acct, { name: "Bob" });
+      await waitFor(async () => expect((await deliveryOf("customer.created", bob.id, endpoint.id)).status).toBe("delivered"));
+      // The creation's retry succeeds; the update goes out after it.
+      await env.DB.prepare("UPDATE webhook_deliveries SET next_attempt_at = ? WHERE id = ?").bind(Date.now() - 1, created.id).run();
+      expect(await processDelivery(env, created.id)).toBe("delivered");
+      await waitFor(async () => expect((await deliveryOf("customer.updated", ada.id, endpoint.id)).status).toBe("delivered"));
+      const adaOk = receiver.received.filter((r) => r.url.endsWith("/ordered") && r.headers["tender-sequence"]?.startsWith(`${ada.id}/`));
+      expect(adaOk.map((r) => r.headers["tender-sequence"])).toEqual([`${ada.id}/1`, `${ada.id}/1`, `${ada.id}/2`]);
+    } finally {
+      receiver.answer(200);
+    }
+  });
+
+  it("once the held delivery ends failed after its window, the next goes out: nothing waits forever", async () => {
+    const acct = await signup();
+    const endpoint = (await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/window`, events: ["customer.created", "customer.updated"], ordering: "per_object" } })).body;
+    const ada = await createUser(acct, { name: "Ada" });
+    const created = await waitFor(async () => {
+      const row = await deliveryOf("customer.created", ada.id, endpoint.id);
+      expect(row.status).toBe("delivered");
+      return row;
+    });
+    // Make the creation pending again with its window over, then emit an update.
+    await env.DB.prepare("UPDATE webhook_deliveries SET status = 'pending', first_attempt_at = ?, next_attempt_at = ? WHERE id = ?")
+      .bind(Date.now() - 25 * 3_600_000, Date.now() + 3_600_000, created.id)
+      .run();
+    await call(`/api/users/${ada.id}`, { key: acct.key, method: "PUT", body: { name: "Ada K", email: "ada@example.com" } });
+    const updated = await waitFor(async () => {
+      const row = await deliveryOf("customer.updated", ada.id, endpoint.id);
+      expect(row.waiting_for).toBe(created.id);
+      return row;
+    });
+    await env.DB.prepare("UPDATE webhook_deliveries SET next_attempt_at = ? WHERE id = ?").bind(Date.now() - 1, created.id).run();
+    expect(await processDelivery(env, created.id)).toBe("failed");
+    await waitFor(async () => expect((await deliveryOf("customer.updated", ada.id, endpoint.id)).status).toBe("delivered"));
+    expect(updated.status).toBe("pending");
   });
 });

@@ -35,6 +35,7 @@ export function registerCreateWebhook(app: OpenAPIHono<AppEnv>) {
       url: checkUrl(body.url, isDevelopment(c.env)),
       events: [...new Set(body.events)],
       status: "active" as const,
+      ordering: body.ordering,
       disabledReason: null,
       secret: generateSecret(),
       previousSecret: null,

@@ -11,10 +11,17 @@ const eventList = z
   .max(EVENT_TYPES.length + 1)
   .openapi({ description: `Event types to receive, or "${ALL_EVENTS}" for all.`, example: ["customer.created", "payment.completed"] });
 
+const ordering = z.enum(["none", "per_object"]).openapi({
+  description:
+    "none (the default, fastest): deliveries go out as they come. per_object: a delivery about an object is not sent while an earlier delivery about the same object is pending for this endpoint (it shows waiting_for); a failing delivery holds back only that object's later ones, and once it ends failed after its 24-hour window the next goes out.",
+  example: "per_object",
+});
+
 export const CreateWebhookBody = z
   .object({
     url: z.string().min(1).max(2048).openapi({ example: "https://example.com/webhooks/tender" }),
     events: eventList,
+    ordering: ordering.default("none"),
   })
   .openapi("CreateWebhookRequest");
 
@@ -23,8 +30,11 @@ export const UpdateWebhookBody = z
     url: z.string().min(1).max(2048).optional(),
     events: eventList.optional(),
     status: z.enum(["active", "disabled"]).optional(),
+    ordering: ordering.optional(),
   })
-  .refine((b) => b.url !== undefined || b.events !== undefined || b.status !== undefined, { message: "send at least one of url, events, status" })
+  .refine((b) => b.url !== undefined || b.events !== undefined || b.status !== undefined || b.ordering !== undefined, {
+    message: "send at least one of url, events, status, ordering",
+  })
   .openapi("UpdateWebhookRequest");
 
 export const WebhookSchema = z
@@ -35,6 +45,7 @@ export const WebhookSchema = z
     events: z.array(z.string()),
     status: z.enum(["active", "disabled"]),
     disabled_reason: z.string().nullable(),
+    ordering,
     created_at: timestamp("When the endpoint was registered."),
     updated_at: timestamp("When the endpoint last changed."),
   })
@@ -69,6 +80,7 @@ export const DeliverySchema = z
     attempt_count: z.number().int(),
     next_attempt_at: z.string().nullable(),
     last_status_code: z.number().int().nullable(),
+    waiting_for: z.string().nullable().openapi({ description: "On a per_object endpoint: the earlier delivery about the same object that this one waits for." }),
     created_at: z.string(),
     delivered_at: z.string().nullable(),
     attempts: z.array(AttemptSchema),
@@ -83,6 +95,7 @@ export function serializeWebhook(row: typeof webhookEndpoints.$inferSelect) {
     events: row.events,
     status: row.status,
     disabled_reason: row.disabledReason,
+    ordering: row.ordering,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };
@@ -91,7 +104,7 @@ export function serializeWebhook(row: typeof webhookEndpoints.$inferSelect) {
 /** serializeWebhook inside SQL, for stored answers built within a batch (the row as committed). */
 export const webhookJsonSql = (id: string) => sql`(SELECT json_object(
   'id', ${webhookEndpoints.id}, 'object', 'webhook_endpoint', 'url', ${webhookEndpoints.url}, 'events', json(${webhookEndpoints.events}),
-  'status', ${webhookEndpoints.status}, 'disabled_reason', ${webhookEndpoints.disabledReason},
+  'status', ${webhookEndpoints.status}, 'disabled_reason', ${webhookEndpoints.disabledReason}, 'ordering', ${webhookEndpoints.ordering},
   'created_at', ${webhookEndpoints.createdAt}, 'updated_at', ${webhookEndpoints.updatedAt}
 ) FROM ${webhookEndpoints} WHERE ${webhookEndpoints.id} = ${id})`;
 
@@ -105,6 +118,7 @@ export function serializeDelivery(row: typeof webhookDeliveries.$inferSelect, at
     attempt_count: row.attemptCount,
     next_attempt_at: row.nextAttemptAt === null ? null : isoTime(row.nextAttemptAt),
     last_status_code: row.lastStatusCode,
+    waiting_for: row.waitingFor,
     created_at: row.createdAt,
     delivered_at: row.deliveredAt,
     attempts: attempts

@@ -34,6 +34,7 @@ export function registerUpdateWebhook(app: OpenAPIHono<AppEnv>) {
     const changes: Partial<typeof webhookEndpoints.$inferInsert> = { updatedAt: isoTime(now) };
     if (body.url !== undefined) changes.url = checkUrl(body.url, isDevelopment(c.env));
     if (body.events !== undefined) changes.events = [...new Set(body.events)];
+    if (body.ordering !== undefined) changes.ordering = body.ordering;
     if (body.status !== undefined) {
       changes.status = body.status;
       changes.disabledReason = body.status === "active" ? null : "Disabled through the API.";
