@@ -48,6 +48,20 @@ describe("a sequence per object", () => {
     expect(events.map((e) => e.sequence)).toEqual([11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1]);
   });
 
+  it("50 concurrent changes to one subscription produce sequences 1..51, gap-free, in commit order", async () => {
+    const acct = await signup();
+    const user = await createUser(acct);
+    const plan = (await call("/subscription-plans", { key: acct.key, body: { name: "Seats", price: 5, currency: "usd", interval: "month" } })).body;
+    const sub = (await call("/subscriptions", { key: acct.key, body: { user_id: user.id, plan_id: plan.id, payment_method: "card", card_number: "4242424242424242", expiration_month: 12, expiration_year: 2035, cvv: "123" } })).body;
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { quantity: i + 1 } })),
+    );
+    expect(answers.every((a) => a.status === 200)).toBe(true);
+    const events = await feed(acct.key, sub.id);
+    // Newest first: the feed's order (the events' commit order) is the sequence's order.
+    expect(events.map((e) => e.sequence)).toEqual(Array.from({ length: 51 }, (_, i) => 51 - i));
+  });
+
   it("a subscription's notifications count in its own sequence", async () => {
     const acct = await signup();
     const user = await createUser(acct);
@@ -109,6 +123,26 @@ describe("ordered delivery per endpoint (ordering: per_object)", () => {
     expect((await call(`/api/webhooks/${plain.body.id}`, { key: acct.key })).body.ordering).toBe("per_object");
     const bad = expectError(await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/x`, events: ["customer.created"], ordering: "fifo" } }), 400, "invalid_request_error");
     expect(bad.param).toBe("ordering");
+  });
+
+  it("with ordering off, a later event about an object goes out while an earlier one is still failing", async () => {
+    const acct = await signup();
+    let failNext = true;
+    receiver.answer(() => {
+      const status = failNext ? 500 : 200;
+      failNext = false;
+      return new Response(status === 200 ? "ok" : "down", { status });
+    });
+    try {
+      const endpoint = (await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/unordered`, events: ["customer.created", "customer.updated"] } })).body;
+      const ada = await createUser(acct, { name: "Ada" });
+      await waitFor(async () => expect((await deliveryOf("customer.created", ada.id, endpoint.id)).attempt_count).toBe(1));
+      await call(`/api/users/${ada.id}`, { key: acct.key, method: "PUT", body: { name: "Ada K", email: "ada@example.com" } });
+      await waitFor(async () => expect((await deliveryOf("customer.updated", ada.id, endpoint.id)).status).toBe("delivered"));
+      expect((await deliveryOf("customer.created", ada.id, endpoint.id)).status).toBe("pending");
+    } finally {
+      receiver.answer(200);
+    }
   });
 
   it("a failing delivery holds back only its object's later ones, which go out in order once it is delivered", async () => {
