@@ -8,11 +8,20 @@ export interface Auth {
   mode: "test" | "live";
   scopes: string[];
   credential: "secret_key" | "restricted_key" | "access_token";
+  /** The API version the account is pinned to; a request's Tender-Version header may ask for another. */
+  apiVersion: string;
 }
 
 export interface IdempotencyClaim {
   key: string;
   claimToken: string;
+  /**
+   * `claimed`: the record was inserted `in_flight` before the route ran (routes where money moves
+   * before the commit). `in_batch`: no record yet; the route's own write batch inserts it,
+   * completed, and a duplicate meets the (account, key) primary key there.
+   */
+  mode: "claimed" | "in_batch";
+  requestHash: string;
   /**
    * `completed` once the record is completed inside the route's own write batch; `unknown` when
    * that batch failed in a way that does not say whether it committed (the answer was lost).
@@ -38,5 +47,7 @@ export type AppEnv = {
     /** The parsed JSON body, before validation; see middleware/body.ts. */
     jsonBody: unknown;
     idempotency?: IdempotencyClaim;
+    /** The API version this request is answered in (src/middleware/version.ts). */
+    apiVersion: string;
   };
 };

@@ -12,6 +12,7 @@
 // Stored answers keep no secret: fields that show a secret once (`secret`, `api_key`,
 // `access_token`) are stored as null, so a replay shows them as null.
 import { SQL, and, eq, sql } from "drizzle-orm";
+import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { Db } from "../db/client";
 import { idempotencyKeys } from "../db/schema";
@@ -29,6 +30,9 @@ export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 export const IDEMPOTENCY_LOCK_MS = 60_000;
 export const IDEMPOTENCY_CLAIM_LOST = "idempotency_claim_lost";
 const completedAndExpired = (now: number) => sql`(${idempotencyKeys.status} = 'completed' AND ${idempotencyKeys.expiresAt} <= ${now})`;
+/** A record a new use of its key may replace: completed and expired, or a stale claim of the same request. */
+const replaceable = (now: number, requestHash: string) =>
+  sql`${completedAndExpired(now)} OR (${idempotencyKeys.status} = 'in_flight' AND ${idempotencyKeys.lockedAt} <= ${now - IDEMPOTENCY_LOCK_MS} AND ${idempotencyKeys.requestHash} = ${requestHash})`;
 const CARD_FIELDS = new Set(["card_number", "cvv"]);
 const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
@@ -61,6 +65,15 @@ export function withoutSecrets(value: unknown): unknown {
   return Object.fromEntries(Object.entries(value).map(([key, field]) => [key, SECRET_FIELDS.has(key) ? null : withoutSecrets(field)]));
 }
 
+/** What the record stores: the answer as JSON with every secret field set to null, or an SQL expression. */
+const storedAnswer = (body: unknown) => (body instanceof SQL ? body : JSON.stringify(withoutSecrets(body)));
+
+/**
+ * The statements that complete this request's idempotency record inside its write batch. A
+ * `claimed` record (inserted before the route ran) is completed if this request still holds it;
+ * an `in_batch` record is inserted here, completed, and the batch is refused (IDEMPOTENCY_CLAIM_LOST)
+ * when another request already holds the key, so two requests with one key never both commit.
+ */
 export function completeIdempotency(
   db: Db,
   accountId: string,
@@ -74,13 +87,34 @@ export function completeIdempotency(
     eq(idempotencyKeys.key, claim.key),
     eq(idempotencyKeys.claimToken, claim.claimToken),
   );
+  const held = guard(db, IDEMPOTENCY_CLAIM_LOST, sql`EXISTS (SELECT 1 FROM ${idempotencyKeys} WHERE ${match})`);
+  if (claim.mode === "in_batch" && claim.state === "open") {
+    const now = Date.parse(claim.since);
+    const record = {
+      requestHash: claim.requestHash,
+      claimToken: claim.claimToken,
+      status: "completed" as const,
+      responseStatus: status,
+      responseBody: storedAnswer(body),
+      createdAt: claim.since,
+      lockedAt: now,
+      expiresAt: now + IDEMPOTENCY_TTL_MS,
+    };
+    const insert = db
+      .insert(idempotencyKeys)
+      .values({ accountId, key: claim.key, ...record })
+      // Only a completed record whose 24 hours are over, or a stale claim of this same request
+      // (left by a claim-first run that died before its batch), is replaced; any other holder keeps the key.
+      .onConflictDoUpdate({ target: [idempotencyKeys.accountId, idempotencyKeys.key], set: record, setWhere: replaceable(now, claim.requestHash) });
+    return [insert, held];
+  }
   const complete = db
     .update(idempotencyKeys)
     // A body computed inside the batch (an SQL expression) is stored as the batch sees it; such
     // a body must hold no secret (see the webhook rotation's storedBody).
-    .set({ status: "completed", responseStatus: status, responseBody: body instanceof SQL ? body : JSON.stringify(withoutSecrets(body)) })
+    .set({ status: "completed", responseStatus: status, responseBody: storedAnswer(body) })
     .where(match);
-  return options.guard ? [guard(db, IDEMPOTENCY_CLAIM_LOST, sql`EXISTS (SELECT 1 FROM ${idempotencyKeys} WHERE ${match})`), complete] : [complete];
+  return options.guard ? [held, complete] : [complete];
 }
 
 export const idempotencyClaimLost = () =>
@@ -96,22 +130,121 @@ function replay(status: number, body: string, requestId: string, replayed = true
   });
 }
 
-export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
-  const key = c.req.header("idempotency-key");
-  if (key === undefined || !MUTATING.has(c.req.method)) return next();
-  if (key.length < 1 || key.length > 255 || !/^[\x21-\x7e]+$/.test(key)) {
-    throw invalidRequest(
-      "idempotency_key_invalid",
-      "Idempotency-Key must be 1 to 255 visible ASCII characters, without spaces.",
+/**
+ * The idempotency middleware of a mutating route. `claimFirst` routes (money moves at the
+ * processor before their batch commits: a first charge, a past-due card update, a test clock's
+ * advance) claim the key with an INSERT before they run. Every other route writes its record in
+ * its own batch: one round trip, and a duplicate meets the key there (see completeIdempotency).
+ */
+export const idempotency = (options: { claimFirst: boolean }) =>
+  createMiddleware<AppEnv>(async (c, next) => {
+    const key = c.req.header("idempotency-key");
+    if (key === undefined || !MUTATING.has(c.req.method)) return next();
+    if (key.length < 1 || key.length > 255 || !/^[\x21-\x7e]+$/.test(key)) {
+      throw invalidRequest(
+        "idempotency_key_invalid",
+        "Idempotency-Key must be 1 to 255 visible ASCII characters, without spaces.",
+      );
+    }
+    const now = clock.now();
+    const url = new URL(c.req.url);
+    const requestHash = await sha256Hex(
+      `${c.req.method} ${url.pathname}${url.search}\n${await canonical(c.var.jsonBody ?? null, cardFingerprintSecret(c.env))}`,
+    );
+    return options.claimFirst ? claimFirst(c, next, key, requestHash, now) : recordInBatch(c, next, key, requestHash, now);
+  });
+
+type Next = () => Promise<void>;
+
+/** The record is written by the route's own batch; nothing is read or written before the route runs. */
+async function recordInBatch(c: Context<AppEnv>, next: Next, key: string, requestHash: string, now: number) {
+  const { db } = c.var;
+  const { accountId } = c.var.auth;
+  const claimToken = randomToken(24);
+  const claim: IdempotencyClaim = { key, claimToken, mode: "in_batch", requestHash, state: "open", since: new Date(now).toISOString(), takeover: false };
+  c.set("idempotency", claim);
+  await next();
+  if (claim.state === "completed") return;
+  const match = and(eq(idempotencyKeys.accountId, accountId), eq(idempotencyKeys.key, key), eq(idempotencyKeys.claimToken, claimToken));
+  if (claim.state === "unknown") {
+    // The record and the change share one batch: either both committed or neither did, so the
+    // record says which, and a retry is safe either way.
+    c.res = await settleUnknownOutcome(db, match, c.var.requestId, "in_batch");
+    return;
+  }
+  if (c.res.status >= 200 && c.res.status < 300) {
+    // A route that answered without a write batch of its own: store its answer now, unless an
+    // earlier request holds the key (then that request's answer is the one to give).
+    const stored = await db
+      .insert(idempotencyKeys)
+      .values({
+        accountId,
+        key,
+        requestHash,
+        claimToken,
+        status: "completed",
+        responseStatus: c.res.status,
+        responseBody: await storableText(c.res),
+        createdAt: claim.since,
+        lockedAt: now,
+        expiresAt: now + IDEMPOTENCY_TTL_MS,
+      })
+      .onConflictDoNothing()
+      .returning({ claimToken: idempotencyKeys.claimToken });
+    if (stored.length > 0) return;
+  }
+  // The request changed nothing. An earlier request with this key decides the answer: its stored
+  // answer (a retry after the first one succeeded), 422 for other parameters, 409 while it runs.
+  const earlier = await earlierUse(c, key, requestHash);
+  if (earlier) c.res = earlier;
+}
+
+/** The answer's text as stored: JSON with every secret field set to null, other text as it is. */
+async function storableText(res: Response): Promise<string> {
+  const text = await res.clone().text();
+  try {
+    return JSON.stringify(withoutSecrets(JSON.parse(text)));
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * The answer owed to a request whose key an earlier request holds: that request's stored answer,
+ * 422 if its parameters differ, 409 while it runs; undefined when no record holds the key.
+ */
+async function earlierUse(c: Context<AppEnv>, key: string, requestHash: string): Promise<Response | undefined> {
+  const { db, auth } = c.var;
+  // The lookup carries the live-credential check, so a key revoked in another isolate (still
+  // cached here) cannot read a stored answer; an empty result is then told apart by ensureLive.
+  const existing = await db.query.idempotencyKeys.findFirst({
+    where: and(eq(idempotencyKeys.accountId, auth.accountId), eq(idempotencyKeys.key, key), liveCredential(auth)),
+  });
+  if (!existing) {
+    await ensureLive(db, auth);
+    return undefined;
+  }
+  if (existing.requestHash !== requestHash) {
+    throw new ApiError(
+      422,
+      "idempotency_error",
+      "idempotency_key_reused",
+      "This Idempotency-Key was already used with a different request (method, path or parameters). Use a new key for a new request.",
     );
   }
+  if (existing.status === "in_flight" || existing.responseStatus === null || existing.responseBody === null) {
+    throw conflict(
+      "idempotency_key_in_use",
+      "A request with this Idempotency-Key is still being processed. Retry after it finishes.",
+    );
+  }
+  return replay(existing.responseStatus, existing.responseBody, c.var.requestId);
+}
+
+/** The key is claimed (`in_flight`) before the route runs, and the route's batch completes it. */
+async function claimFirst(c: Context<AppEnv>, next: Next, key: string, requestHash: string, now: number) {
   const db = c.var.db;
   const { accountId } = c.var.auth;
-  const now = clock.now();
-  const url = new URL(c.req.url);
-  const requestHash = await sha256Hex(
-    `${c.req.method} ${url.pathname}${url.search}\n${await canonical(c.var.jsonBody ?? null, cardFingerprintSecret(c.env))}`,
-  );
   const claimToken = randomToken(24);
   const claimed = await db
     .insert(idempotencyKeys)
@@ -141,40 +274,19 @@ export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
       },
       // Take over only a completed record whose 24 hours are over, or a stale claim of the same
       // request. A claim whose outcome is unknown is never freed, not even by its age.
-      setWhere: sql`${completedAndExpired(now)} OR (${idempotencyKeys.status} = 'in_flight' AND ${idempotencyKeys.lockedAt} <= ${now - IDEMPOTENCY_LOCK_MS} AND ${idempotencyKeys.requestHash} = ${requestHash})`,
+      setWhere: replaceable(now, requestHash),
     })
     .returning({ claimToken: idempotencyKeys.claimToken, createdAt: idempotencyKeys.createdAt });
 
   if (claimed[0]?.claimToken !== claimToken) {
-    // The lookup carries the live-credential check, so a key revoked in another isolate (still
-    // cached here) cannot read a stored answer; an empty result is then told apart by ensureLive.
-    const existing = await db.query.idempotencyKeys.findFirst({
-      where: and(eq(idempotencyKeys.accountId, accountId), eq(idempotencyKeys.key, key), liveCredential(c.var.auth)),
-    });
-    if (!existing) {
-      await ensureLive(db, c.var.auth);
-      throw idempotencyClaimLost();
-    }
-    if (existing.requestHash !== requestHash) {
-      throw new ApiError(
-        422,
-        "idempotency_error",
-        "idempotency_key_reused",
-        "This Idempotency-Key was already used with a different request (method, path or parameters). Use a new key for a new request.",
-      );
-    }
-    if (existing.status === "in_flight" || existing.responseStatus === null || existing.responseBody === null) {
-      throw conflict(
-        "idempotency_key_in_use",
-        "A request with this Idempotency-Key is still being processed. Retry after it finishes.",
-      );
-    }
-    return replay(existing.responseStatus, existing.responseBody, c.var.requestId);
+    const earlier = await earlierUse(c, key, requestHash);
+    if (!earlier) throw idempotencyClaimLost();
+    return earlier;
   }
 
   // A claim that kept an earlier claim time took over a stale claim of this same request.
   const since = claimed[0].createdAt;
-  const claim: IdempotencyClaim = { key, claimToken, state: "open", since, takeover: since !== new Date(now).toISOString() };
+  const claim: IdempotencyClaim = { key, claimToken, mode: "claimed", requestHash, state: "open", since, takeover: since !== new Date(now).toISOString() };
   c.set("idempotency", claim);
   await next();
   if (claim.state === "completed") return;
@@ -184,30 +296,24 @@ export const idempotency = createMiddleware<AppEnv>(async (c, next) => {
     eq(idempotencyKeys.claimToken, claimToken),
   );
   if (claim.state === "unknown") {
-    c.res = await settleUnknownOutcome(db, match, c.var.requestId);
+    c.res = await settleUnknownOutcome(db, match, c.var.requestId, "claimed");
     return;
   }
   if (c.res.status >= 200 && c.res.status < 300) {
     // A route that answered without a write batch of its own: store its answer now.
-    const text = await c.res.clone().text();
-    let body = text;
-    try {
-      body = JSON.stringify(withoutSecrets(JSON.parse(text)));
-    } catch {
-      // not JSON: stored as it is
-    }
-    await db.update(idempotencyKeys).set({ status: "completed", responseStatus: c.res.status, responseBody: body }).where(match);
+    await db.update(idempotencyKeys).set({ status: "completed", responseStatus: c.res.status, responseBody: await storableText(c.res) }).where(match);
   } else {
+    // Answers that certainly changed nothing release the claim, so a corrected retry goes through.
     await db.delete(idempotencyKeys).where(match);
   }
-});
+}
 
 /**
  * The write batch failed without saying whether it committed. Its own statements complete the
  * record, so the record says: completed by this claim, the batch committed and its answer is
  * replayed; otherwise the claim is kept (never freed), and the caller is told to retry.
  */
-async function settleUnknownOutcome(db: Db, match: SQL | undefined, requestId: string): Promise<Response> {
+async function settleUnknownOutcome(db: Db, match: SQL | undefined, requestId: string, mode: IdempotencyClaim["mode"]): Promise<Response> {
   try {
     const record = await db.query.idempotencyKeys.findFirst({ where: match });
     if (record?.status === "completed" && record.responseStatus !== null && record.responseBody !== null) {
@@ -216,7 +322,7 @@ async function settleUnknownOutcome(db: Db, match: SQL | undefined, requestId: s
   } catch (error) {
     console.error(JSON.stringify({ request_id: requestId, message: "idempotency record unreadable after an unknown outcome; the key stays claimed", error: String(error) }));
   }
-  const error = outcomeUnknown();
+  const error = mode === "claimed" ? outcomeUnknown() : outcomeUnknownInBatch();
   return new Response(JSON.stringify(error.body(requestId)), { status: error.status, headers: { "Content-Type": "application/json", "Request-Id": requestId } });
 }
 
@@ -226,4 +332,12 @@ export const outcomeUnknown = () =>
     "api_error",
     "outcome_unknown",
     `The change may or may not have been saved: the database did not confirm it. Retry with the same Idempotency-Key: you get the saved answer, or 409 while the outcome is still unknown (at most ${IDEMPOTENCY_LOCK_MS / 1000} s), after which the retry runs the request.`,
+  );
+
+export const outcomeUnknownInBatch = () =>
+  new ApiError(
+    500,
+    "api_error",
+    "outcome_unknown",
+    "The change may or may not have been saved: the database did not confirm it. Retry with the same Idempotency-Key: you get the saved answer if it was saved, and otherwise the request runs once.",
   );

@@ -4,6 +4,7 @@ import { createRoute, z, type RouteConfig } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import { authenticated, requireScope } from "../middleware/auth";
 import { idempotency } from "../middleware/idempotency";
+import { apiVersion } from "../middleware/version";
 import { jsonBody } from "../middleware/body";
 import type { Scope } from "../auth/scopes";
 
@@ -49,7 +50,13 @@ type Status = keyof typeof ERRORS;
 const READ_ERRORS: Status[] = [400, 401, 403, 404, 429, 500];
 const WRITE_ERRORS: Status[] = [400, 401, 403, 404, 409, 413, 415, 422, 429, 500];
 
+const versionField = z
+  .string()
+  .optional()
+  .openapi({ description: "The API version to answer in (YYYY-MM-DD); without it, the account's pinned version. Every answer names the version used in Tender-Version. An unknown version answers 400 api_version_invalid.", example: "2026-11-22" });
+
 export const idempotencyHeader = z.object({
+  "tender-version": versionField,
   "idempotency-key": z
     .string()
     .max(255)
@@ -59,6 +66,7 @@ export const idempotencyHeader = z.object({
 
 /** Reads accept the bookmark of an earlier answer (src/middleware/request.ts checks its form). */
 export const consistencyHeader = z.object({
+  "tender-version": versionField,
   "tender-consistency": z
     .string()
     .optional()
@@ -74,11 +82,16 @@ type Options = Omit<RouteConfig, "security"> & {
   public?: boolean;
   /** Also accept an application/x-www-form-urlencoded body (the OAuth token endpoint). */
   acceptForm?: boolean;
+  /**
+   * Money moves at the processor before this route's batch commits: its Idempotency-Key is
+   * claimed before it runs. Other routes record the key in their own batch (one round trip).
+   */
+  claimFirst?: boolean;
 };
 
 /** A documented route: bearer security, the shared error answers, and its scope check. */
 export function apiRoute<R extends Options>(options: R) {
-  const { scope, extraErrors = [], public: isPublic, acceptForm, ...config } = options;
+  const { scope, extraErrors = [], public: isPublic, acceptForm, claimFirst = false, ...config } = options;
   const write = config.method !== "get";
   const statuses = new Set<Status>([...(write ? WRITE_ERRORS : READ_ERRORS), ...extraErrors]);
   if (isPublic) {
@@ -88,14 +101,14 @@ export function apiRoute<R extends Options>(options: R) {
   const responses = { ...config.responses } as Record<string | number, unknown>;
   for (const status of [...statuses].sort()) responses[status] ??= ERRORS[status];
   // Order: the credential (every route but a public one: this flag is the one place that decides,
-  // and the document's `security` follows it), then the scope (a credential that may not make the
+  // and the document's `security` follows it), then the API version, then the scope (a credential that may not make the
   // request learns nothing from its body or from a stored answer), then the body (JSON, at most
   // 1 MB), then idempotency.
   const middleware = [
-    ...(isPublic ? [] : [authenticated]),
+    ...(isPublic ? [] : [authenticated, apiVersion]),
     ...(scope ? [requireScope(scope)] : []),
     ...(write ? [jsonBody({ allowForm: acceptForm })] : []),
-    ...(write && !isPublic ? [idempotency] : []),
+    ...(write && !isPublic ? [idempotency({ claimFirst })] : []),
     ...((config.middleware as MiddlewareHandler[] | undefined) ?? []),
   ];
   const request = isPublic

@@ -42,6 +42,22 @@ export async function outcomeTracked<T>(c: Context<AppEnv>, work: () => Promise<
   }
 }
 
+/**
+ * For a route that moves money before its batch commits: such a route declares `claimFirst`, so
+ * that its Idempotency-Key is held before the processor is called. Fails loudly otherwise.
+ */
+export function assertKeyClaimedFirst(c: Context<AppEnv>): void {
+  const claim = c.var.idempotency;
+  if (claim && claim.mode !== "claimed") throw new Error(`${c.req.method} ${c.req.routePath} moves money before its commit and must declare claimFirst`);
+}
+
+/** The processor reference of a first charge made under the request's Idempotency-Key. */
+export function firstChargeReference(c: Context<AppEnv>): string | undefined {
+  assertKeyClaimedFirst(c);
+  const claim = c.var.idempotency;
+  return claim ? `${c.var.auth.accountId}:idempotency:${claim.key}:${claim.since}` : undefined;
+}
+
 /** Tries of a batch that records money the processor already moved, before the outcome is left unknown. */
 const MONEY_RECORD_TRIES = 3;
 

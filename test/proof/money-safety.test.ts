@@ -65,7 +65,7 @@ describe("an unknown outcome never frees the Idempotency-Key", () => {
     expect(await countRows("payments", "account_id = ? AND status = 'completed'", acct.id)).toBe(1);
   });
 
-  it("a batch that failed without saying whether it committed keeps the key: 500 outcome_unknown, then 409, then a takeover once stale", async () => {
+  it("a payout batch that failed without saying whether it committed: 500 outcome_unknown, and the retry runs once (the key is recorded in that batch)", async () => {
     const acct = await signup();
     const db = faultyD1(env.DB, { kind: "fail_before_commit", when: (op) => writesTo(op, "payouts") });
     const first = await fetchWith({ DB: db, JOB_QUEUE: droppingQueue() }, "/payout", {
@@ -76,14 +76,50 @@ describe("an unknown outcome never frees the Idempotency-Key", () => {
     const error = expectError(first, 500, "api_error", "outcome_unknown");
     expect(error.message).toContain("Idempotency-Key");
     expect(first.text).not.toMatch(/D1_ERROR|stack/);
-    expect((await idempotencyRecord(acct.id, "unknown-1"))?.status).toBe("in_flight");
-    // While the outcome may still be unknown, a retry is told to wait.
-    expectError(await call("/payout", { key: acct.key, body: payoutBody({ amount: 800 }), idempotencyKey: "unknown-1" }), 409, "invalid_request_error", "idempotency_key_in_use");
+    // The record and the payout share one batch: neither was kept.
+    expect(await idempotencyRecord(acct.id, "unknown-1")).toBeNull();
     expect(await countRows("payouts", "account_id = ?", acct.id)).toBe(0);
-    // Once the claim is stale the same request takes it over and runs, once.
-    await env.DB.prepare("UPDATE idempotency_keys SET locked_at = locked_at - 120000 WHERE account_id = ? AND key = ?").bind(acct.id, "unknown-1").run();
     const retry = await call("/payout", { key: acct.key, body: payoutBody({ amount: 800 }), idempotencyKey: "unknown-1" });
     expect(retry.status, retry.text).toBe(201);
+    expect(retry.headers.get("idempotent-replayed")).toBeNull();
+    const again = await call("/payout", { key: acct.key, body: payoutBody({ amount: 800 }), idempotencyKey: "unknown-1" });
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+    expect(again.body.id).toBe(retry.body.id);
+    expect(await countRows("payouts", "account_id = ?", acct.id)).toBe(1);
+  });
+
+  it("a first charge's batch that failed without saying whether it committed keeps the key: 500 outcome_unknown, then 409, then a takeover once stale", async () => {
+    const acct = await signup();
+    const user = await createUser(acct);
+    const plan = await createPlan(acct);
+    const body = { user_id: user.id, plan_id: plan.id, ...cardFields() };
+    const db = faultyD1(env.DB, { kind: "fail_before_commit", when: (op) => writesTo(op, "subscriptions"), times: 3 });
+    const first = await fetchWith({ DB: db }, "/subscriptions", { key: acct.key, json: body, headers: { "idempotency-key": "unknown-sub" } });
+    expectError(first, 500, "api_error", "outcome_unknown");
+    // Money moved at the processor before the batch: the claim is kept, never freed.
+    expect((await idempotencyRecord(acct.id, "unknown-sub"))?.status).toBe("in_flight");
+    expectError(await call("/subscriptions", { key: acct.key, body, idempotencyKey: "unknown-sub" }), 409, "invalid_request_error", "idempotency_key_in_use");
+    // Once the claim is stale the same request takes it over: the same processor reference, one charge.
+    await env.DB.prepare("UPDATE idempotency_keys SET locked_at = locked_at - 120000 WHERE account_id = ? AND key = ?").bind(acct.id, "unknown-sub").run();
+    const retry = await call("/subscriptions", { key: acct.key, body, idempotencyKey: "unknown-sub" });
+    expect(retry.status, retry.text).toBe(201);
+    expect(await countRows("subscriptions", "account_id = ?", acct.id)).toBe(1);
+    expect(await countRows("payments", "account_id = ? AND status = 'completed'", acct.id)).toBe(1);
+  });
+
+  it("two POST /payout with one key while the first's batch is slow: one payout, and the second replays it", async () => {
+    const acct = await signup();
+    const held = gate();
+    const db = faultyD1(env.DB, [], { gate: (op) => (writesTo(op, "payouts") ? held.opened : Promise.resolve()) });
+    const body = payoutBody({ amount: 810 });
+    const slow = fetchWith({ DB: db, JOB_QUEUE: droppingQueue() }, "/payout", { key: acct.key, json: body, headers: { "idempotency-key": "race-1" } });
+    const fast = await call("/payout", { key: acct.key, body, idempotencyKey: "race-1" });
+    expect(fast.status).toBe(201);
+    held.open();
+    const late = await slow;
+    expect(late.status).toBe(201);
+    expect(late.headers.get("idempotent-replayed")).toBe("true");
+    expect(late.body.id).toBe(fast.body.id);
     expect(await countRows("payouts", "account_id = ?", acct.id)).toBe(1);
   });
 

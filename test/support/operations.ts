@@ -103,6 +103,13 @@ export const SCOPE_OF: Record<string, (typeof SCOPES)[number]> = {
   advanceTestClock: "test_clocks:write",
 };
 
+/**
+ * Operations whose Idempotency-Key is claimed before they run, because money moves at the
+ * processor before their batch commits (apiRoute's `claimFirst`). Every other write records its
+ * key in its own batch.
+ */
+export const CLAIM_FIRST = new Set(["createSubscription", "updateSubscription", "advanceTestClock"]);
+
 /** Every scope except the resource's own read and write: what "lacks the route's scope" means. */
 export const scopesWithout = (scope: string) => SCOPES.filter((s) => s.split(":")[0] !== scope.split(":")[0]);
 

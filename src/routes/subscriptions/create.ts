@@ -14,7 +14,7 @@ import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { invalidRequest } from "../../lib/errors";
 import { found } from "../reads";
-import { commitAndRespond, outcomeTracked } from "../write-path";
+import { commitAndRespond, firstChargeReference, outcomeTracked } from "../write-path";
 import { charge, paymentEventData } from "../../payments/charge";
 import { readCard } from "../../payments/card-input";
 import { emitEvent } from "../../webhooks/outbox";
@@ -26,6 +26,7 @@ import { CreateSubscriptionBody, SubscriptionSchema, serializeSubscription } fro
 const create = apiRoute({
   method: "post",
   path: "/subscriptions",
+  claimFirst: true,
   tags,
   operationId: "createSubscription",
   summary: "Subscribe a user to a plan",
@@ -84,7 +85,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
       // A retry with the same Idempotency-Key (after a lost answer or a failed commit) reaches the
       // processor with the same reference, which a live processor uses to refuse a second charge.
       // The use of the key is part of it: after the key's 24 hours, the same key is a new charge.
-      processorReference: c.var.idempotency ? `${auth.accountId}:idempotency:${c.var.idempotency.key}:${c.var.idempotency.since}` : undefined,
+      processorReference: firstChargeReference(c),
     }));
     if (!result.succeeded || !result.token) {
       // No subscription exists: the failed payment belongs to none.

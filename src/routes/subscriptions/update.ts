@@ -14,7 +14,7 @@ import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { invalidRequest } from "../../lib/errors";
 import { readOne } from "../reads";
-import { commitAndRespond, outcomeTracked } from "../write-path";
+import { assertKeyClaimedFirst, commitAndRespond, outcomeTracked } from "../write-path";
 import { cardInBody, readCard } from "../../payments/card-input";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
@@ -24,6 +24,7 @@ import { SubscriptionSchema, serializeSubscription, UpdateSubscriptionBody } fro
 const update = apiRoute({
   method: "put",
   path: "/subscriptions/{id}",
+  claimFirst: true,
   tags,
   operationId: "updateSubscription",
   summary: "Replace payment details, or change plan or quantity",
@@ -93,6 +94,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       }
       // A processor call that still threw after its retries may have moved money: the outcome is
       // unknown, so the Idempotency-Key stays claimed.
+      assertKeyClaimedFirst(c);
       const settlement = await outcomeTracked(c, () => chargePeriod(db, {
         processor,
         row: current,

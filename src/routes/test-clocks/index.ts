@@ -70,6 +70,7 @@ const get = apiRoute({
 const advance = apiRoute({
   method: "post",
   path: "/api/test-clocks/{id}/advance",
+  claimFirst: true,
   tags,
   operationId: "advanceTestClock",
   summary: "Advance a test clock",

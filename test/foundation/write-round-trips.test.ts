@@ -1,0 +1,48 @@
+// Every idempotent write that calls no processor before its commit is one D1 round trip with an
+// Idempotency-Key: its record is written in the route's own batch. A replay costs at most two.
+import { describe, expect, it } from "vitest";
+import { call, roundTrips, signup } from "../support/http";
+import { seed, warm } from "../support/fixtures";
+import { fixtureId, label, operations, pathWith, validBody } from "../support/operations";
+
+/**
+ * The exceptions, each with its count. Money moves at the processor before the commit of a
+ * subscription's creation (claim, plan/user read, batch; plus the charge record) and of a
+ * past-due card update, and a test clock's advance runs renewals after its batch: they claim the
+ * key first. Five routes still read the object before their batch, to build their answer (the
+ * batch re-checks what it read with guards): the read is the second round trip.
+ */
+const EXPECTED_ABOVE_ONE: Record<string, number> = {
+  createSubscription: 4,
+  updateSubscription: 3,
+  advanceTestClock: 6,
+  revokeKey: 2,
+  deleteWebhook: 2,
+  rotateWebhookSecret: 2,
+  updatePlan: 2,
+  cancelSubscription: 2,
+};
+
+describe("round trips of idempotent writes", () => {
+  it("each mutating operation with an Idempotency-Key", async () => {
+    const ops = (await operations()).filter((op) => op.method !== "get" && !op.isPublic);
+    const counts: Record<string, number> = {};
+    for (const op of ops) {
+      const acct = await signup();
+      const fx = await seed(acct);
+      await warm(acct.key);
+      const path = op.hasId ? pathWith(op, fixtureId(op, fx)) : op.path;
+      const body = validBody(op, fx);
+      const res = await call(path, { key: acct.key, method: op.method.toUpperCase(), body, idempotencyKey: `rt-${op.operationId}` });
+      expect(res.status, `${label(op)}: ${res.text}`).toBeLessThan(300);
+      counts[op.operationId] = roundTrips(res);
+      // The replay: the batch meets the key, and the stored answer is read.
+      const replay = await call(path, { key: acct.key, method: op.method.toUpperCase(), body, idempotencyKey: `rt-${op.operationId}` });
+      expect(replay.headers.get("idempotent-replayed"), label(op)).toBe("true");
+      expect(replay.status).toBe(res.status);
+      expect(roundTrips(replay), label(op)).toBeLessThanOrEqual(3);
+    }
+    const expected = Object.fromEntries(ops.map((op) => [op.operationId, EXPECTED_ABOVE_ONE[op.operationId] ?? 1]));
+    expect(counts).toEqual(expected);
+  }, 120_000);
+});
