@@ -4,7 +4,7 @@
 import { and, eq, isNull } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { keyIsLive } from "../db/scope";
-import { accessTokens, apiKeys } from "../db/schema";
+import { accessTokens, accounts, apiKeys } from "../db/schema";
 import type { Auth } from "../context";
 import { randomToken, sha256Hex, timingSafeEqual } from "../lib/crypto";
 import { authenticationError } from "../lib/errors";
@@ -50,8 +50,14 @@ function remember(entry: CacheEntry) {
 
 async function load(db: Db, credential: string, hash: string): Promise<CacheEntry | null> {
   if (KEY_PATTERN.test(credential)) {
-    const row = await db.query.apiKeys.findFirst({ where: and(eq(apiKeys.hash, hash), isNull(apiKeys.revokedAt)) });
-    if (!row || !timingSafeEqual(row.hash, hash)) return null;
+    const [found] = await db
+      .select({ key: apiKeys, apiVersion: accounts.apiVersion })
+      .from(apiKeys)
+      .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
+      .where(and(eq(apiKeys.hash, hash), isNull(apiKeys.revokedAt)))
+      .limit(1);
+    if (!found || !timingSafeEqual(found.key.hash, hash)) return null;
+    const row = found.key;
     return {
       hash,
       auth: {
@@ -60,6 +66,7 @@ async function load(db: Db, credential: string, hash: string): Promise<CacheEntr
         mode: row.mode,
         scopes: row.scopes,
         credential: row.kind === "secret" ? "secret_key" : "restricted_key",
+        apiVersion: found.apiVersion,
       },
       expiresAt: null,
       cachedAt: clock.now(),
@@ -67,9 +74,10 @@ async function load(db: Db, credential: string, hash: string): Promise<CacheEntr
   }
   if (TOKEN_PATTERN.test(credential)) {
     const [row] = await db
-      .select({ token: accessTokens, mode: apiKeys.mode })
+      .select({ token: accessTokens, mode: apiKeys.mode, apiVersion: accounts.apiVersion })
       .from(accessTokens)
       .innerJoin(apiKeys, eq(apiKeys.id, accessTokens.keyId))
+      .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
       .where(and(eq(accessTokens.hash, hash), isNull(apiKeys.revokedAt)))
       .limit(1);
     if (!row || !timingSafeEqual(row.token.hash, hash)) return null;
@@ -81,6 +89,7 @@ async function load(db: Db, credential: string, hash: string): Promise<CacheEntr
         mode: row.mode,
         scopes: row.token.scopes,
         credential: "access_token",
+        apiVersion: row.apiVersion,
       },
       expiresAt: Date.parse(row.token.expiresAt),
       cachedAt: clock.now(),

@@ -9,6 +9,8 @@ export const accounts = sqliteTable("accounts", {
   id: text("id").primaryKey(),
   name: text("name").notNull(),
   email: text("email").notNull(),
+  /** The API version the account is pinned to (src/domain/api-versions.ts); accounts made before versions existed have the first. */
+  apiVersion: text("api_version").notNull().default("2026-11-01"),
   createdAt: createdAt(),
 });
 

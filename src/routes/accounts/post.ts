@@ -6,6 +6,7 @@ import { ALL_SCOPES } from "../../auth/scopes";
 import { runBatch } from "../../db/batch";
 import { accounts, apiKeys } from "../../db/schema";
 import { newId } from "../../domain/ids";
+import { CURRENT_API_VERSION } from "../../domain/api-versions";
 import { isDevelopment } from "../../env";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
@@ -41,7 +42,7 @@ export function registerCreateAccount(app: OpenAPIHono<AppEnv>) {
     const accountId = newId("account", now);
     const apiKey = generateApiKey("secret", "test");
     await runBatch(c.var.db, [
-      c.var.db.insert(accounts).values({ id: accountId, name: body.name, email: body.email, createdAt: isoTime(now) }),
+      c.var.db.insert(accounts).values({ id: accountId, name: body.name, email: body.email, apiVersion: CURRENT_API_VERSION, createdAt: isoTime(now) }),
       c.var.db.insert(apiKeys).values({
         id: newId("apiKey", now),
         accountId,

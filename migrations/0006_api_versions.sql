@@ -1,0 +1,1 @@
+ALTER TABLE `accounts` ADD `api_version` text DEFAULT '2026-11-01' NOT NULL;

@@ -1,0 +1,55 @@
+// Dated API versions: the one list of what changed in each version, and how an answer in today's
+// shape is turned back into an older version's shape. An account is pinned to the current version
+// when it signs up; a request may ask for another with `Tender-Version: YYYY-MM-DD`.
+//
+// To make a breaking change: add a version (dated the day it ships) at the end of API_VERSIONS,
+// with `downgrade`, which turns an answer of this version into the previous version's shape. The
+// routes keep producing only the newest shape; answers for older versions are downgraded one
+// version at a time, newest first.
+
+type Json = unknown;
+
+export interface ApiVersion {
+  version: string;
+  /** What changed in this version, for the changelog (README). */
+  changes: string[];
+  /** Turns an answer of this version into the shape of the version before it. */
+  downgrade?: (body: Json) => Json;
+}
+
+/** Applies `change` to every object in `body` whose `object` field is `kind`. */
+function eachObject(body: Json, kind: string, change: (object: Record<string, Json>) => Record<string, Json>): Json {
+  if (Array.isArray(body)) return body.map((item) => eachObject(item, kind, change));
+  if (typeof body !== "object" || body === null) return body;
+  const walked = Object.fromEntries(Object.entries(body).map(([key, value]) => [key, eachObject(value, kind, change)]));
+  return walked.object === kind ? change(walked) : walked;
+}
+
+export const API_VERSIONS: readonly ApiVersion[] = [
+  {
+    version: "2026-11-01",
+    changes: ["The first version."],
+  },
+  {
+    version: "2026-11-22",
+    changes: [
+      "Event objects (GET /api/events, GET /api/events/{id}) carry `object_id` and `sequence`: the object the event is about and the event's place among that object's events.",
+    ],
+    downgrade: (body) =>
+      eachObject(body, "event", ({ object_id: _objectId, sequence: _sequence, ...rest }) => rest),
+  },
+];
+
+export const CURRENT_API_VERSION = API_VERSIONS[API_VERSIONS.length - 1].version;
+
+export const isApiVersion = (value: string) => API_VERSIONS.some((v) => v.version === value);
+
+/** An answer in the current shape, as `version` shows it. */
+export function answerForVersion(body: Json, version: string): Json {
+  let shaped = body;
+  for (let i = API_VERSIONS.length - 1; i > 0 && API_VERSIONS[i].version > version; i--) {
+    const downgrade = API_VERSIONS[i].downgrade;
+    if (downgrade) shaped = downgrade(shaped);
+  }
+  return shaped;
+}
