@@ -1,11 +1,11 @@
 // Builds the API: middleware in order, every route, the OpenAPI document and the reference.
 import { OpenAPIHono } from "@hono/zod-openapi";
-import { Scalar } from "@scalar/hono-api-reference";
 import { HTTPException } from "hono/http-exception";
 import type { AppEnv } from "./context";
 import { ApiError, internalError, invalidRequest } from "./lib/errors";
 import { requestContext, REQUEST_ID_HEADER } from "./middleware/request";
 import { registerRoutes } from "./routes";
+import { docsPage } from "./routes/docs-page";
 
 /** Turns a zod issue path into the `param` of the error, e.g. `tiers.1.up_to`. */
 function paramOf(path: PropertyKey[]): string | undefined {
@@ -77,7 +77,7 @@ export function newApp() {
     },
     servers: [{ url: "http://127.0.0.1:8787", description: "Local (wrangler dev)" }],
   });
-  app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "Tender API reference" }));
+  app.get("/docs", docsPage);
   return app;
 }
 

@@ -1,3 +1,4 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { call } from "../support/http";
 
@@ -93,5 +94,29 @@ describe("GET /docs", () => {
     expect(res.headers.get("content-type")).toMatch(/^text\/html/);
     expect(res.text).toMatch(/<html/i);
     expect(res.text).toContain("/openapi.json");
+  });
+
+  it("loads no script from another origin: one script, from /docs/scalar.js, under a self-only CSP", async () => {
+    const res = await call("/docs");
+    const sources = [...res.text.matchAll(/<script[^>]*\ssrc="([^"]+)"/g)].map((m) => m[1]);
+    expect(sources).toEqual(["/docs/scalar.js"]);
+    // No inline code: the only other script element is the reference's configuration (no body).
+    expect(res.text).toMatch(/<script id="api-reference" data-url="\/openapi.json" data-configuration="[^"]*"><\/script>/);
+    expect(res.text).not.toMatch(/https?:\/\//);
+    const csp = res.headers.get("content-security-policy") ?? "";
+    expect(csp).toContain("default-src 'none'");
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).toContain("connect-src 'self'");
+    expect(csp).not.toMatch(/https?:|\*/);
+  });
+
+  it("serves the pinned reference script from the Worker's own assets", async () => {
+    // Static assets are served before the Worker; the test harness reaches them through the binding.
+    const res = await (env as unknown as { ASSETS: Fetcher }).ASSETS.fetch("http://127.0.0.1:8787/docs/scalar.js");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/javascript/);
+    const text = await res.text();
+    expect(text.length).toBeGreaterThan(1_000_000);
+    expect(text).toContain("data-configuration");
   });
 });

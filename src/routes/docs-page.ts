@@ -1,0 +1,41 @@
+// GET /docs: the API reference page. Its script is a pinned copy of @scalar/api-reference, served
+// by this Worker from public/docs/scalar.js (Workers Static Assets; scripts/copy-assets.mjs copies
+// it from the npm package), never from a CDN: this is a page where users may paste a key. The
+// Content-Security-Policy allows scripts and requests to this origin only.
+import type { Context } from "hono";
+
+export const DOCS_SCRIPT_PATH = "/docs/scalar.js";
+
+export const DOCS_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  // The reference injects its own <style> elements.
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "font-src 'self' data:",
+  "connect-src 'self'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+// No fonts from Scalar's servers, no proxy for "try it" (requests go to this origin), no telemetry.
+const configuration = { url: "/openapi.json", withDefaultFonts: false, hideClientButton: true, telemetry: false };
+
+const page = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Tender API reference</title>
+</head>
+<body>
+<script id="api-reference" data-url="/openapi.json" data-configuration="${JSON.stringify(configuration).replaceAll('"', "&quot;")}"></script>
+<script src="${DOCS_SCRIPT_PATH}"></script>
+</body>
+</html>
+`;
+
+export function docsPage(c: Context) {
+  return c.html(page, 200, { "Content-Security-Policy": DOCS_CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer" });
+}
