@@ -4,7 +4,7 @@
 // signatures, record the attempt, then either finish the delivery or hand the next attempt to
 // the endpoint's retry scheduler. A 2xx always marks the delivery delivered, whichever attempt
 // got it; a failure is recorded only by the attempt that still holds the delivery.
-import { and, asc, eq, isNull, lt, lte, ne, or } from "drizzle-orm";
+import { and, asc, eq, gt, isNull, lt, lte, ne, or, sql } from "drizzle-orm";
 import { type Db, createDb } from "../db/client";
 import { runBatch } from "../db/batch";
 import { deliveryAttempts, events, webhookDeliveries, webhookEndpoints } from "../db/schema";
@@ -69,8 +69,14 @@ async function load(db: Db, deliveryId: string) {
 export async function processDelivery(env: Bindings, deliveryId: string, random: () => number = randomUnit): Promise<DeliveryOutcome> {
   const db = createDb(env.DB);
   const row = await load(db, deliveryId);
-  if (!row || row.delivery.status !== "pending") return "skipped";
+  if (!row) return "skipped";
   const { delivery, event, endpoint } = row;
+  if (delivery.status !== "pending") {
+    // The delivery has ended. This may be the queue's retry of the message whose wake-up of the
+    // waiting deliveries failed after the end was recorded: wake them now (a no-op otherwise).
+    await wakeWaiting(env, db, delivery, event);
+    return "skipped";
+  }
   const now = clock.now();
 
   // Another worker's attempt is in flight: it records the result (or, should it die, the lease
@@ -80,8 +86,11 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   if (endpoint.status !== "active" || endpoint.deletedAt) {
     await db
       .update(webhookDeliveries)
-      .set({ status: "failed", lastError: "endpoint_disabled", nextAttemptAt: null, updatedAt: now })
+      .set({ status: "failed", lastError: "endpoint_disabled", nextAttemptAt: null, waitingFor: null, updatedAt: now })
       .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending")));
+    // An end like any other: the deliveries waiting for it are woken (and end the same way while
+    // the endpoint stays disabled), rather than waiting for the sweeper.
+    await wakeWaiting(env, db, delivery, event);
     return "skipped";
   }
   // A message that arrives before the delivery's next attempt is due (a sweeper duplicate, or a
@@ -94,14 +103,26 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   // Ordered delivery: on a per_object endpoint, an earlier delivery about the same object that
   // is still pending holds this one back. When that one ends (delivered, or failed after its
   // window), it wakes this one; the sweeper re-checks a waiting delivery every minute as well.
+  // The wait is recorded only while the earlier delivery is still pending, in one statement: had
+  // it ended between the check and the write, its wake-up found nobody waiting, and this delivery
+  // would wait for the sweeper. Then it looks again (a later one may be next, or none).
   if (endpoint.ordering === "per_object" && event.objectId !== null && event.sequence !== null) {
-    const earlier = await earlierPending(db, endpoint.id, event.objectId, event.sequence, deliveryId);
-    if (earlier) {
-      await db
+    for (let look = 1; ; look++) {
+      const earlier = await earlierPending(db, endpoint.id, event.objectId, event.sequence, deliveryId);
+      if (!earlier) break;
+      const recorded = await db
         .update(webhookDeliveries)
         .set({ waitingFor: earlier, updatedAt: now })
-        .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending")));
-      return "waiting";
+        .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending"), stillPending(earlier)))
+        .returning({ id: webhookDeliveries.id });
+      if (recorded.length > 0) return "waiting";
+      const [self] = await db.select({ status: webhookDeliveries.status }).from(webhookDeliveries).where(eq(webhookDeliveries.id, deliveryId));
+      if (self?.status !== "pending") return "skipped";
+      if (look >= MAX_WAIT_LOOKS) {
+        // Earlier deliveries keep ending under our feet: check again from the queue.
+        await enqueueDeliveries(env.DELIVERY_QUEUE, [deliveryId]);
+        return "waiting";
+      }
     }
   }
 
@@ -110,9 +131,9 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   if (delivery.firstAttemptAt !== null && now > delivery.firstAttemptAt + DELIVERY_WINDOW_MS) {
     await db
       .update(webhookDeliveries)
-      .set({ status: "failed", lastError: "retry_window_ended", nextAttemptAt: null, updatedAt: now })
+      .set({ status: "failed", lastError: "retry_window_ended", nextAttemptAt: null, waitingFor: null, updatedAt: now })
       .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending"), eq(webhookDeliveries.attemptCount, delivery.attemptCount)));
-    await wakeWaiting(env, db, deliveryId);
+    await wakeWaiting(env, db, delivery, event);
     return "failed";
   }
 
@@ -188,7 +209,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
     ok
       ? db
           .update(webhookDeliveries)
-          .set({ status: "delivered", nextAttemptAt: null, leaseUntil: null, lastStatusCode: status, lastError: null, updatedAt: now, deliveredAt: isoTime(now) })
+          .set({ status: "delivered", nextAttemptAt: null, leaseUntil: null, waitingFor: null, lastStatusCode: status, lastError: null, updatedAt: now, deliveredAt: isoTime(now) })
           .where(and(eq(webhookDeliveries.id, deliveryId), ne(webhookDeliveries.status, "delivered")))
           .returning({ id: webhookDeliveries.id })
       : db
@@ -197,6 +218,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
             status: outcome === "scheduled" ? "pending" : "failed",
             nextAttemptAt: next,
             leaseUntil: null,
+            waitingFor: null,
             lastStatusCode: status,
             lastError: gone ? "endpoint_gone" : error,
             updatedAt: now,
@@ -215,7 +237,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   // A later attempt took the delivery over (our lease ran out): it schedules what comes next.
   if ((results[1] as unknown[]).length === 0) return ok ? "delivered" : "skipped";
   if (next !== null) await schedulerFor(env, endpoint.id).schedule(deliveryId, next);
-  else await wakeWaiting(env, db, deliveryId);
+  else await wakeWaiting(env, db, delivery, event);
   return outcome;
 }
 
@@ -239,12 +261,37 @@ async function earlierPending(db: Db, endpointId: string, objectId: string, sequ
   return row?.id ?? null;
 }
 
-/** A delivery ended (delivered, or failed): the deliveries that waited for it go out now. */
-async function wakeWaiting(env: Bindings, db: Db, deliveryId: string): Promise<void> {
+/** How often a delivery looks again for the earlier one to wait for before it re-enqueues itself. */
+const MAX_WAIT_LOOKS = 5;
+
+/** SQL: the delivery `id` is still pending (read in the statement that records a wait for it). */
+const stillPending = (id: string) =>
+  sql`EXISTS (SELECT 1 FROM ${webhookDeliveries} AS earlier WHERE earlier.id = ${id} AND earlier.status = 'pending')`;
+
+/**
+ * A delivery ended (delivered, or failed): the deliveries that waited for it go out now. Only a
+ * later delivery about the same object, to the same endpoint, can wait for it, so the lookup
+ * starts from the object's later events (not from every pending delivery of the database).
+ */
+async function wakeWaiting(
+  env: Bindings,
+  db: Db,
+  delivery: { id: string; endpointId: string },
+  event: { objectId: string | null; sequence: number | null },
+): Promise<void> {
+  if (event.objectId === null || event.sequence === null) return;
   const waiting = await db
     .select({ id: webhookDeliveries.id })
-    .from(webhookDeliveries)
-    .where(and(eq(webhookDeliveries.waitingFor, deliveryId), eq(webhookDeliveries.status, "pending")));
+    .from(events)
+    .innerJoin(webhookDeliveries, and(eq(webhookDeliveries.eventId, events.id), eq(webhookDeliveries.endpointId, delivery.endpointId)))
+    .where(
+      and(
+        eq(events.objectId, event.objectId),
+        gt(events.sequence, event.sequence),
+        eq(webhookDeliveries.waitingFor, delivery.id),
+        eq(webhookDeliveries.status, "pending"),
+      ),
+    );
   if (waiting.length > 0) await enqueueDeliveries(env.DELIVERY_QUEUE, waiting.map((w) => w.id));
 }
 

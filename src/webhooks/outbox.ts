@@ -85,7 +85,7 @@ export function redeliveriesFor(db: Db, accountId: string, eventId: string, at: 
     SELECT ${deliveryIdSql(sql`ev.id`, sql`e.id`)}, ev.account_id, ev.id, e.id, 'pending', 0, ${isoTime(at)}, ${at}
     FROM ${events} ev JOIN ${webhookEndpoints} e ON e.account_id = ev.account_id
     WHERE ev.id = ${eventId} AND ev.account_id = ${accountId} AND e.status = 'active' AND e.deleted_at IS NULL AND ${endpointFilter}
-    ON CONFLICT (event_id, endpoint_id) DO UPDATE SET status = 'pending', first_attempt_at = NULL, next_attempt_at = NULL, updated_at = ${at}
+    ON CONFLICT (event_id, endpoint_id) DO UPDATE SET status = 'pending', first_attempt_at = NULL, next_attempt_at = NULL, waiting_for = NULL, updated_at = ${at}
     RETURNING id`);
 }
 
