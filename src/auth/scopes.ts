@@ -36,3 +36,14 @@ export function hasScope(held: readonly string[], needed: Scope): boolean {
 export function scopesWithin(held: readonly string[], requested: readonly string[]): boolean {
   return requested.every((s) => (s === ALL_SCOPES ? held.includes(ALL_SCOPES) : hasScope(held, s as Scope)));
 }
+
+/**
+ * Every scope `held` grants, for a check written in SQL: a write scope grants its read scope too.
+ * "all" for a credential holding every scope.
+ */
+export function grantedScopes(held: readonly string[]): string[] | "all" {
+  if (held.includes(ALL_SCOPES)) return "all";
+  const granted = new Set(held);
+  for (const scope of held) if (scope.endsWith(":write")) granted.add(`${scope.slice(0, -":write".length)}:read`);
+  return [...granted];
+}

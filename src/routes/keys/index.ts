@@ -1,9 +1,9 @@
 // API keys: create a restricted key within the caller's scopes (its secret shown once), list, read,
 // and revoke a key whose scopes the caller holds.
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { eq, isNull, and } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { displayPrefix, forgetKey, generateApiKey } from "../../auth/credentials";
-import { scopesWithin } from "../../auth/scopes";
+import { grantedScopes, scopesWithin } from "../../auth/scopes";
 import { apiKeys } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { listOwned, readOne } from "../reads";
@@ -11,11 +11,12 @@ import { hasPrefix, newId } from "../../domain/ids";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { sha256Hex } from "../../lib/crypto";
-import { ApiError } from "../../lib/errors";
+import { ApiError, notFound } from "../../lib/errors";
+import { guard, type Statement } from "../../db/batch";
 import { listQuery, listSchema } from "../pagination";
-import { commitAndRespond } from "../write-path";
+import { commit, commitAndRespond } from "../write-path";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
-import { CreateKeyBody, CreatedKeySchema, KeySchema, serializeKey } from "./schema";
+import { CreateKeyBody, CreatedKeySchema, KeySchema, keyJsonSql, serializeKey } from "./schema";
 
 const tags = ["API keys"];
 const keyId = idParam("API key", "key_01jd2x4k5m6n7p8q9r0s1t2v3w");
@@ -114,19 +115,38 @@ export function registerKeys(app: OpenAPIHono<AppEnv>) {
   app.openapi(revoke, async function revokeKey(c) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
-    const row = await readOne(c, db.select().from(apiKeys).where(owned(apiKeys, auth, eq(apiKeys.id, id))).limit(1), "API key", id);
-    if (!scopesWithin(auth.scopes, row.scopes)) {
-      throw new ApiError(403, "permission_error", "scope_exceeds_caller", "A key can revoke only keys whose scopes it holds itself.", "id");
+    const mine = owned(apiKeys, auth, eq(apiKeys.id, id));
+    // One round trip: the batch checks that the key exists and that the caller holds every scope
+    // it has, revokes it (a revoked key keeps its first revocation time), and stores the answer.
+    const statements: Statement[] = [guard(db, KEY_MISSING, sql`EXISTS (SELECT 1 FROM ${apiKeys} WHERE ${mine})`)];
+    const granted = grantedScopes(auth.scopes);
+    if (granted !== "all") {
+      const held = sql.join(granted.map((scope) => sql`${scope}`), sql`, `);
+      statements.push(
+        guard(db, SCOPE_EXCEEDS_CALLER, sql`NOT EXISTS (SELECT 1 FROM ${apiKeys}, json_each(${apiKeys.scopes}) AS scope WHERE ${mine} AND scope.value NOT IN (${held}))`),
+      );
     }
-    const revokedAt = row.revokedAt ?? isoTime(clock.now());
-    const body = serializeKey({ ...row, revokedAt });
-    const response = await commitAndRespond(
+    const { returned } = await commit(
       c,
-      { statements: [db.update(apiKeys).set({ revokedAt }).where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)))] },
+      {
+        statements,
+        returning: db.update(apiKeys).set({ revokedAt: sql`COALESCE(${apiKeys.revokedAt}, ${isoTime(clock.now())})` }).where(mine).returning(),
+      },
       200,
-      body,
+      keyJsonSql(id),
+      {
+        failures: {
+          [KEY_MISSING]: () => notFound("API key", id, "id"),
+          [SCOPE_EXCEEDS_CALLER]: () =>
+            new ApiError(403, "permission_error", "scope_exceeds_caller", "A key can revoke only keys whose scopes it holds itself.", "id"),
+        },
+      },
     );
     forgetKey(id);
-    return response;
+    const [revoked] = returned as (typeof apiKeys.$inferSelect)[];
+    return c.json(serializeKey(revoked), 200);
   });
 }
+
+const KEY_MISSING = "key_missing";
+const SCOPE_EXCEEDS_CALLER = "scope_exceeds_caller";

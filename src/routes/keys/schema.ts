@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
+import { sql } from "drizzle-orm";
 import { SCOPES } from "../../auth/scopes";
-import type { apiKeys } from "../../db/schema";
+import { apiKeys } from "../../db/schema";
 import { timestamp } from "../shared";
 
 export const CreateKeyBody = z
@@ -41,3 +42,9 @@ export function serializeKey(row: typeof apiKeys.$inferSelect) {
     revoked_at: row.revokedAt,
   };
 }
+
+/** serializeKey inside SQL, for the stored answer built within a batch (the row as committed). */
+export const keyJsonSql = (id: string) => sql`(SELECT json_object(
+  'id', ${apiKeys.id}, 'object', 'api_key', 'name', ${apiKeys.name}, 'kind', ${apiKeys.kind}, 'mode', ${apiKeys.mode},
+  'prefix', ${apiKeys.prefix}, 'scopes', json(${apiKeys.scopes}), 'created_at', ${apiKeys.createdAt}, 'revoked_at', ${apiKeys.revokedAt}
+) FROM ${apiKeys} WHERE ${apiKeys.id} = ${id})`;
