@@ -23,11 +23,16 @@ export default defineConfig(async () => {
       projects: [
         {
           plugins: [worker("development")],
-          test: { name: "development", setupFiles: ["./test/setup.ts"], include: ["test/**/*.test.ts"], exclude: ["test/production/**"] },
+          test: { name: "development", setupFiles: ["./test/setup.ts"], include: ["test/**/*.test.ts"], exclude: ["test/production/**", "test/browser/**"] },
         },
         {
           plugins: [worker("production")],
           test: { name: "production", setupFiles: ["./test/setup.ts"], include: ["test/production/**/*.test.ts"] },
+        },
+        // The dashboard in headless Chromium (playwright-core) against `wrangler dev`: in Node, not
+        // in workerd. Skipped, with a message, when no Chromium is found (test/browser/harness.ts).
+        {
+          test: { name: "browser", environment: "node", include: ["test/browser/**/*.test.ts"], testTimeout: 180_000, hookTimeout: 240_000 },
         },
       ],
     },

@@ -5,6 +5,7 @@ import type { AppEnv } from "./context";
 import { ApiError, internalError, invalidRequest } from "./lib/errors";
 import { requestContext, REQUEST_ID_HEADER } from "./middleware/request";
 import { registerRoutes } from "./routes";
+import { registerDashboard } from "./dashboard";
 import { docsPage } from "./routes/docs-page";
 
 /** Turns a zod issue path into the `param` of the error, e.g. `tiers.1.up_to`. */
@@ -78,6 +79,8 @@ export function newApp() {
     servers: [{ url: "http://127.0.0.1:8787", description: "Local (wrangler dev)" }],
   });
   app.get("/docs", docsPage);
+  // HTML pages for people (src/dashboard/), outside the OpenAPI document.
+  registerDashboard(app);
   return app;
 }
 

@@ -380,3 +380,19 @@ export const jobRuns = sqliteTable(
   },
   (t) => [index("job_runs_expiry").on(t.expiresAt)],
 );
+
+// Dashboard sign-ins (src/dashboard/session.ts): an opaque token in a cookie, stored here only as
+// its SHA-256. A session acts as the API key it was opened with: it dies when that key is revoked
+// (the lookup joins the live key on every request), when it expires, or on sign-out.
+export const dashboardSessions = sqliteTable(
+  "dashboard_sessions",
+  {
+    tokenHash: text("token_hash").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id),
+    keyId: text("key_id").notNull().references(() => apiKeys.id),
+    createdAt: createdAt(),
+    // Epoch ms; the session is refused from then on.
+    expiresAt: integer("expires_at").notNull(),
+  },
+  (t) => [index("dashboard_sessions_key").on(t.keyId), index("dashboard_sessions_expiry").on(t.expiresAt)],
+);

@@ -1,7 +1,8 @@
 // Records that must not live for good, deleted by the cron: completed idempotency records (which
 // hold stored answers) once their 24 hours are over (a claim whose outcome is unknown is kept), and job_runs rows (leases and run markers) after
 // theirs. A payout's send marker is kept while the payout is still pending, because it is what
-// refuses a cancel once money may be moving. Each run deletes a bounded number of rows.
+// refuses a cancel once money may be moving. Dashboard sessions go once they have expired. Each
+// run deletes a bounded number of rows.
 import { sql } from "drizzle-orm";
 import { rawStatement, runBatch } from "../db/batch";
 import { createDb } from "../db/client";
@@ -11,10 +12,10 @@ import type { Bindings } from "../env";
 /** Rows one run deletes per table at the most; the rest go in the next run. */
 export const EXPIRY_BATCH = 1000;
 
-export async function expireRecords(env: Bindings, now: number): Promise<{ idempotencyKeys: number; jobRuns: number }> {
+export async function expireRecords(env: Bindings, now: number): Promise<{ idempotencyKeys: number; jobRuns: number; dashboardSessions: number }> {
   const db = createDb(env.DB);
   const legacyCutoff = new Date(now - JOB_RUN_TTL_MS).toISOString();
-  const [keys, runs] = (await runBatch(db, [
+  const [keys, runs, sessions] = (await runBatch(db, [
     // Completed records only: a claim whose outcome is unknown (money may have moved) keeps its key.
     rawStatement(db, sql`DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE status = 'completed' AND expires_at <= ${now} LIMIT ${EXPIRY_BATCH})`),
     rawStatement(db, sql`DELETE FROM job_runs WHERE rowid IN (
@@ -23,6 +24,7 @@ export async function expireRecords(env: Bindings, now: number): Promise<{ idemp
         AND (lease_until IS NULL OR lease_until <= ${now})
         AND NOT (key LIKE 'payout_send:%' AND EXISTS (SELECT 1 FROM payouts WHERE payouts.id = substr(job_runs.key, 13) AND payouts.status = 'pending'))
       LIMIT ${EXPIRY_BATCH})`),
+    rawStatement(db, sql`DELETE FROM dashboard_sessions WHERE rowid IN (SELECT rowid FROM dashboard_sessions WHERE expires_at <= ${now} LIMIT ${EXPIRY_BATCH})`),
   ])) as D1Result[];
-  return { idempotencyKeys: keys.meta.changes, jobRuns: runs.meta.changes };
+  return { idempotencyKeys: keys.meta.changes, jobRuns: runs.meta.changes, dashboardSessions: sessions.meta.changes };
 }

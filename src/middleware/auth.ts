@@ -1,6 +1,8 @@
-// Bearer authentication for every /api route, then the per-key rate limit.
+// Bearer authentication for every /api route, then the per-key rate limit. An in-process request
+// from the dashboard carries its session's key as a principal instead (src/auth/principal.ts).
 import { createMiddleware } from "hono/factory";
 import { authenticate } from "../auth/credentials";
+import { principalOf } from "../auth/principal";
 import { hasScope, type Scope } from "../auth/scopes";
 import type { AppEnv } from "../context";
 import { ApiError, authenticationError, permissionError } from "../lib/errors";
@@ -21,8 +23,7 @@ export function bearerCredential(header: string | undefined): string {
 }
 
 export const authenticated = createMiddleware<AppEnv>(async (c, next) => {
-  const credential = bearerCredential(c.req.header("authorization"));
-  const auth = await authenticate(c.var.db, credential, clock.now());
+  const auth = principalOf(c.env) ?? (await authenticate(c.var.db, bearerCredential(c.req.header("authorization")), clock.now()));
   c.set("auth", auth);
   const { success } = await c.env.RATE_LIMITER.limit({ key: auth.keyId });
   if (!success) {

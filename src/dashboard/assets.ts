@@ -1,0 +1,137 @@
+// The dashboard's two static files, served by the Worker at /dashboard/assets/… (the CSP allows
+// scripts and styles from this origin only, and nothing inline). The script is small and only
+// helps: copy buttons, the local time on hover, a confirm before destructive forms, live refresh.
+// Every page works without it.
+
+export const DASHBOARD_SCRIPT = `// Tender dashboard: progressive enhancements only.
+(function () {
+  "use strict";
+  // Local time on hover: <time datetime> holds the UTC instant.
+  for (const t of document.querySelectorAll("time[datetime]")) {
+    const d = new Date(t.getAttribute("datetime"));
+    if (!Number.isNaN(d.getTime())) t.title = "Local time: " + d.toLocaleString();
+  }
+  // Copy buttons: <button data-copy="text">.
+  document.addEventListener("click", function (event) {
+    const button = event.target instanceof Element ? event.target.closest("[data-copy]") : null;
+    if (!button || !navigator.clipboard) return;
+    event.preventDefault();
+    navigator.clipboard.writeText(button.getAttribute("data-copy")).then(function () {
+      const label = button.textContent;
+      button.textContent = "Copied";
+      setTimeout(function () { button.textContent = label; }, 1500);
+    });
+  });
+  // A confirmation before destructive forms: <form data-confirm="…">.
+  document.addEventListener("submit", function (event) {
+    const form = event.target;
+    if (form instanceof HTMLFormElement && form.dataset.confirm && !window.confirm(form.dataset.confirm)) event.preventDefault();
+  });
+  // Live refresh: a page with <input type=checkbox data-live-refresh> reloads every few seconds
+  // while the box is ticked (remembered for the tab), unless a field has focus.
+  const toggle = document.querySelector("input[data-live-refresh]");
+  if (toggle) {
+    const storageKey = "tender-live:" + location.pathname;
+    toggle.checked = sessionStorage.getItem(storageKey) === "1";
+    toggle.hidden = false;
+    if (toggle.parentElement) toggle.parentElement.hidden = false;
+    toggle.addEventListener("change", function () { sessionStorage.setItem(storageKey, toggle.checked ? "1" : "0"); if (toggle.checked) schedule(); });
+    const seconds = Number(toggle.getAttribute("data-live-refresh")) || 5;
+    function schedule() {
+      setTimeout(function () {
+        if (!toggle.checked) return;
+        const active = document.activeElement;
+        if (active && active !== toggle && /^(INPUT|SELECT|TEXTAREA)$/.test(active.tagName)) return schedule();
+        location.reload();
+      }, seconds * 1000);
+    }
+    if (toggle.checked) schedule();
+  }
+})();
+`;
+
+export const DASHBOARD_STYLES = `:root {
+  --bg: #f6f7f9; --panel: #fff; --ink: #1b1f24; --muted: #5f6b7a; --line: #e3e6ea; --accent: #4338ca;
+  --ok: #137333; --ok-bg: #e6f4ea; --warn: #8a5300; --warn-bg: #fff4e0; --bad: #b3261e; --bad-bg: #fdecea; --info-bg: #eef0ff;
+  font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; font-size: 14px; color: var(--ink); background: var(--bg);
+}
+* { box-sizing: border-box; }
+body { margin: 0; }
+a { color: var(--accent); text-decoration: none; }
+a:hover { text-decoration: underline; }
+.shell { display: grid; grid-template-columns: 220px 1fr; min-height: 100vh; }
+.sidebar { background: #111827; color: #d1d5db; padding: 20px 14px; }
+.brand { color: #fff; font-weight: 700; font-size: 18px; margin: 0 8px 4px; }
+.account { font-size: 12px; color: #9ca3af; margin: 0 8px 16px; word-break: break-all; }
+.sidebar nav a { display: block; color: #d1d5db; padding: 7px 10px; border-radius: 6px; margin-bottom: 2px; }
+.sidebar nav a:hover { background: #1f2937; text-decoration: none; }
+.sidebar nav a.active { background: #374151; color: #fff; }
+.sidebar nav .locked { display: block; color: #6b7280; padding: 7px 10px; font-size: 13px; }
+.sidebar form { margin: 18px 8px 0; }
+.main { padding: 24px 32px; max-width: 1200px; }
+.topbar { display: flex; align-items: center; gap: 12px; margin-bottom: 18px; }
+.topbar h1 { font-size: 22px; margin: 0; flex: 1; }
+.mode { font-size: 11px; font-weight: 700; letter-spacing: .04em; padding: 3px 8px; border-radius: 999px; }
+.mode-test { background: var(--warn-bg); color: var(--warn); }
+.mode-live { background: var(--ok-bg); color: var(--ok); }
+.panel { background: var(--panel); border: 1px solid var(--line); border-radius: 10px; padding: 18px; margin-bottom: 18px; }
+.panel h2 { font-size: 15px; margin: 0 0 12px; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(170px, 1fr)); gap: 12px; margin-bottom: 18px; }
+.card { background: var(--panel); border: 1px solid var(--line); border-radius: 10px; padding: 14px; }
+.card .label { color: var(--muted); font-size: 12px; }
+.card .value { font-size: 24px; font-weight: 650; margin-top: 4px; }
+.card .sub { color: var(--muted); font-size: 12px; margin-top: 2px; }
+table { width: 100%; border-collapse: collapse; }
+th, td { text-align: left; padding: 8px 10px; border-bottom: 1px solid var(--line); vertical-align: top; }
+th { font-size: 12px; color: var(--muted); font-weight: 600; }
+td.num, th.num { text-align: right; }
+tr.sub-row td { background: #fafbfc; padding-top: 0; }
+.attempts { margin: 4px 0 6px; }
+.attempts td, .attempts th { padding: 4px 8px; font-size: 12px; }
+code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12.5px; }
+pre { background: #0f172a; color: #e2e8f0; padding: 12px; border-radius: 8px; overflow: auto; white-space: pre-wrap; word-break: break-all; font-size: 12px; }
+.badge { display: inline-block; font-size: 12px; padding: 2px 8px; border-radius: 999px; background: #eef0f3; color: #374151; }
+.badge.ok { background: var(--ok-bg); color: var(--ok); }
+.badge.warn { background: var(--warn-bg); color: var(--warn); }
+.badge.bad { background: var(--bad-bg); color: var(--bad); }
+.muted { color: var(--muted); }
+time { white-space: nowrap; }
+.notice { background: var(--ok-bg); color: var(--ok); border-radius: 8px; padding: 10px 14px; margin-bottom: 16px; }
+.error { background: var(--bad-bg); color: var(--bad); border: 1px solid #f5c2bd; border-radius: 8px; padding: 12px 16px; margin-bottom: 16px; }
+.error h2 { font-size: 15px; margin: 0 0 6px; }
+.error dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 8px 0 0; font-size: 12.5px; }
+.error dt { font-weight: 600; }
+.error dd { margin: 0; }
+.empty { text-align: center; padding: 28px 12px; color: var(--muted); }
+.empty strong { display: block; color: var(--ink); margin-bottom: 4px; }
+.secret { background: var(--info-bg); border-radius: 8px; padding: 14px; margin: 10px 0; display: flex; gap: 10px; align-items: center; }
+.secret code { font-size: 14px; word-break: break-all; flex: 1; }
+form.inline { display: inline; }
+.actions { display: flex; gap: 6px; flex-wrap: wrap; }
+.row { display: flex; gap: 12px; flex-wrap: wrap; align-items: flex-end; }
+label { display: flex; flex-direction: column; gap: 4px; font-size: 12px; color: var(--muted); }
+label.check { flex-direction: row; align-items: center; color: var(--ink); font-size: 13px; }
+input, select, textarea { font: inherit; padding: 6px 8px; border: 1px solid #cbd0d6; border-radius: 6px; background: #fff; color: var(--ink); }
+input[type=checkbox] { padding: 0; }
+button { font: inherit; padding: 6px 12px; border-radius: 6px; border: 1px solid #c7cbd1; background: #fff; cursor: pointer; color: var(--ink); }
+button:hover { background: #f2f3f5; }
+button.primary { background: var(--accent); color: #fff; border-color: var(--accent); }
+button.danger { color: var(--bad); border-color: #efb7b2; }
+button.small { padding: 3px 9px; font-size: 12px; }
+.sidebar button { background: transparent; color: #d1d5db; border-color: #374151; width: 100%; }
+.pager { display: flex; justify-content: space-between; margin-top: 12px; }
+.scopes { display: grid; grid-template-columns: repeat(auto-fill, minmax(170px, 1fr)); gap: 4px 12px; margin: 8px 0; }
+.chart { width: 100%; height: auto; }
+.chart .bar { fill: #6366f1; }
+.chart .bar.low { fill: #f59e0b; }
+.chart .bar.zero { fill: #ef4444; }
+.chart .axis { stroke: #cbd0d6; stroke-width: 1; }
+.chart .grid { stroke: #eef0f3; stroke-width: 1; }
+.chart text { fill: #5f6b7a; font-size: 11px; font-family: system-ui, sans-serif; }
+.chart .none { fill: #e5e7eb; }
+.signin { max-width: 440px; margin: 12vh auto; }
+.signin input { width: 100%; }
+.live { font-size: 12px; }
+fieldset { border: 1px solid var(--line); border-radius: 8px; margin: 10px 0; padding: 10px 12px; }
+legend { font-size: 12px; color: var(--muted); }
+`;

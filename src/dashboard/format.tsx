@@ -1,0 +1,70 @@
+// Formatting for the dashboard: amounts in major units with each currency's ISO 4217 exponent
+// (src/domain/money.ts: JPY 0, USD 2, KWD 3), never through floating point; and times shown in
+// UTC, with the reader's local time on hover (the title attribute, filled in by dashboard.js from
+// the machine-readable datetime; without JavaScript the title repeats the exact UTC instant).
+import { CURRENCY_EXPONENTS, formatMinor, normalizeCurrency, parseDecimalToMinor } from "../domain/money";
+
+/** Groups the integer part in threes: "1234567.89" -> "1,234,567.89". */
+function group(decimal: string): string {
+  const [sign, rest] = decimal.startsWith("-") ? ["-", decimal.slice(1)] : ["", decimal];
+  const [whole, fraction] = rest.split(".");
+  const grouped = whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+  return `${sign}${grouped}${fraction === undefined ? "" : `.${fraction}`}`;
+}
+
+/** An amount of minor units in major units with its currency: (1000, "usd") -> "10.00 USD". */
+export function formatMoney(minor: number, currency: string): string {
+  const code = normalizeCurrency(currency);
+  if (code === undefined || !Number.isSafeInteger(minor)) return `${minor} ${String(currency).toUpperCase()} (minor units)`;
+  return `${group(formatMinor(minor, CURRENCY_EXPONENTS[code]))} ${code.toUpperCase()}`;
+}
+
+/** The number of decimals a currency's major unit has, or undefined for an unknown code. */
+export function currencyDecimals(currency: string): number | undefined {
+  const code = normalizeCurrency(currency);
+  return code === undefined ? undefined : CURRENCY_EXPONENTS[code];
+}
+
+/**
+ * A decimal typed in major units ("5", "5.5", "5.50") as minor units of `currency`, or the reason
+ * it cannot be: the refund form asks for major units, the API takes minor units.
+ */
+export function majorToMinor(text: string, currency: string): { ok: true; minor: number } | { ok: false; message: string } {
+  const decimals = currencyDecimals(currency);
+  if (decimals === undefined) return { ok: false, message: `Unknown currency '${currency}'.` };
+  const parsed = parseDecimalToMinor(text.trim().replaceAll(",", ""), decimals);
+  if (parsed.ok) return parsed;
+  const code = currency.toUpperCase();
+  const message = {
+    format: `'${text}' is not an amount: write digits with an optional decimal point, such as ${decimals ? `12.${"5".padEnd(decimals, "0")}` : "1200"}.`,
+    too_many_decimals: `${code} has ${decimals} decimal${decimals === 1 ? "" : "s"}: '${text}' has more.`,
+    out_of_range: `'${text}' is larger than any amount Tender accepts.`,
+  }[parsed.reason];
+  return { ok: false, message };
+}
+
+/** "2026-11-21T12:00:00.000Z" -> "2026-11-21 12:00:00 UTC". */
+export function formatUtc(iso: string): string {
+  const ms = Date.parse(iso);
+  if (Number.isNaN(ms)) return iso;
+  return `${new Date(ms).toISOString().slice(0, 19).replace("T", " ")} UTC`;
+}
+
+/** A time in UTC; the local time appears on hover. */
+export function Time({ iso }: { iso: string | null | undefined }) {
+  if (!iso) return <span class="muted">—</span>;
+  return (
+    <time datetime={iso} title={iso}>
+      {formatUtc(iso)}
+    </time>
+  );
+}
+
+/** An amount in major units, with the minor-unit integer on hover (the integer is the truth). */
+export function Money({ minor, currency }: { minor: number; currency: string }) {
+  return (
+    <span class="money" title={`${minor} (${currency.toLowerCase()}, minor units)`}>
+      {formatMoney(minor, currency)}
+    </span>
+  );
+}

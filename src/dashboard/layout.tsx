@@ -1,0 +1,221 @@
+// The page frame and the pieces every page shares: navigation (only the pages the session's scopes
+// can read), the signed-in key and its mode, the notice after an action, the API error panel
+// (message, code, request id), empty states, cursor pagination links, and the hidden fields every
+// form carries (the session's CSRF token and an Idempotency-Key made when the page was rendered).
+import type { Context } from "hono";
+import type { Child } from "hono/jsx";
+import { hasScope, type Scope } from "../auth/scopes";
+import { randomToken } from "../lib/crypto";
+import type { ApiErrorBody, Page } from "./api";
+import type { DashEnv } from "./context";
+import type { DashboardSession } from "./session";
+
+export const SCRIPT_PATH = "/dashboard/assets/dashboard.js";
+export const STYLES_PATH = "/dashboard/assets/dashboard.css";
+
+interface NavItem {
+  path: string;
+  label: string;
+  scope?: Scope;
+  testOnly?: boolean;
+}
+
+export const NAV: NavItem[] = [
+  { path: "/dashboard", label: "Overview" },
+  { path: "/dashboard/webhooks", label: "Webhooks", scope: "webhooks:read" },
+  { path: "/dashboard/events", label: "Events", scope: "events:read" },
+  { path: "/dashboard/payouts", label: "Payouts", scope: "payouts:read" },
+  { path: "/dashboard/payments", label: "Payments", scope: "payments:read" },
+  { path: "/dashboard/subscriptions", label: "Subscriptions", scope: "subscriptions:read" },
+  { path: "/dashboard/plans", label: "Plans", scope: "plans:read" },
+  { path: "/dashboard/users", label: "Users", scope: "users:read" },
+  { path: "/dashboard/keys", label: "API keys", scope: "keys:read" },
+  { path: "/dashboard/test-clocks", label: "Test clocks", scope: "test_clocks:read", testOnly: true },
+];
+
+/** Messages shown after a successful action (the redirect names one; nothing else is echoed). */
+export const NOTICES: Record<string, (id: string) => string> = {
+  webhook_test_sent: (id) => `Test event ${id} sent.`,
+  webhook_enabled: (id) => `Endpoint ${id} enabled.`,
+  webhook_disabled: (id) => `Endpoint ${id} disabled.`,
+  webhook_deleted: (id) => `Endpoint ${id} deleted.`,
+  redelivered: (id) => `Event ${id} redelivered: a new attempt is on its way.`,
+  payout_canceled: (id) => `Payout ${id} canceled.`,
+  refund_created: (id) => `Refund ${id} initiated.`,
+  subscription_canceled: (id) => `Subscription ${id} canceled.`,
+  subscription_cancel_scheduled: (id) => `Subscription ${id} will cancel at the end of its period.`,
+  plan_created: (id) => `Plan ${id} created.`,
+  key_revoked: (id) => `Key ${id} revoked.`,
+  clock_created: (id) => `Test clock ${id} created.`,
+  clock_advanced: (id) => `Test clock ${id} advanced.`,
+};
+
+export const can = (session: DashboardSession, scope: Scope) => hasScope(session.auth.scopes, scope);
+
+export function Layout(props: { title: string; session?: DashboardSession; active?: string; notice?: string; children?: Child }) {
+  const { session } = props;
+  return (
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <meta name="referrer" content="same-origin" />
+        <title>{`${props.title} · Tender dashboard`}</title>
+        <link rel="stylesheet" href={STYLES_PATH} />
+        <script src={SCRIPT_PATH} defer></script>
+      </head>
+      <body>
+        {session ? (
+          <div class="shell">
+            <aside class="sidebar">
+              <div class="brand">Tender</div>
+              <div class="account">
+                {session.accountName}
+                <br />
+                <span class="mono">{session.keyPrefix}</span>
+                {session.auth.credential === "restricted_key" ? " (restricted)" : ""}
+              </div>
+              <nav aria-label="Dashboard">
+                {NAV.filter((item) => !item.testOnly || session.auth.mode === "test").map((item) =>
+                  !item.scope || can(session, item.scope) ? (
+                    <a href={item.path} class={props.active === item.path ? "active" : undefined}>
+                      {item.label}
+                    </a>
+                  ) : (
+                    <span class="locked" title={`This key cannot read ${item.label.toLowerCase()} (needs ${item.scope})`}>
+                      {item.label} 🔒
+                    </span>
+                  ),
+                )}
+              </nav>
+              <form method="post" action="/dashboard/sign-out">
+                <input type="hidden" name="csrf_token" value={session.csrfToken} />
+                <button type="submit">Sign out</button>
+              </form>
+            </aside>
+            <main class="main">
+              <div class="topbar">
+                <h1>{props.title}</h1>
+                <span class={`mode mode-${session.auth.mode}`}>{session.auth.mode === "test" ? "TEST MODE" : "LIVE MODE"}</span>
+              </div>
+              {props.notice ? (
+                <div class="notice" role="status">
+                  {props.notice}
+                </div>
+              ) : null}
+              {props.children}
+            </main>
+          </div>
+        ) : (
+          <main class="signin">{props.children}</main>
+        )}
+      </body>
+    </html>
+  );
+}
+
+/** Renders a page with its status; pages are never cached (they can show secrets once). */
+export async function render(c: Context<DashEnv>, status: number, props: Parameters<typeof Layout>[0]) {
+  const done = c.req.method === "GET" ? c.req.query("done") : undefined;
+  const id = c.req.query("id") ?? "";
+  const notice = props.notice ?? (done && NOTICES[done] && /^[A-Za-z0-9_]{1,120}$/.test(id) ? NOTICES[done](id) : undefined);
+  const html = await (<Layout {...props} session={props.session ?? c.var.session} notice={notice} />);
+  return c.html(`<!DOCTYPE html>${html}`, status as 200);
+}
+
+export function ErrorPanel({ error, status, title }: { error: ApiErrorBody; status: number; title?: string }) {
+  return (
+    <div class="error" role="alert">
+      <h2>{title ?? "The request was refused"}</h2>
+      <div>{error.message}</div>
+      <dl>
+        <dt>Status</dt>
+        <dd>{status}</dd>
+        <dt>Code</dt>
+        <dd class="mono">{error.code}</dd>
+        {error.param ? (
+          <>
+            <dt>Field</dt>
+            <dd class="mono">{error.param}</dd>
+          </>
+        ) : null}
+        <dt>Request id</dt>
+        <dd class="mono">{error.request_id}</dd>
+      </dl>
+    </div>
+  );
+}
+
+/** The title of an API error page: a 403 says plainly what this key cannot do. */
+export function errorTitle(status: number, what: string): string {
+  if (status === 403) return `This key cannot ${what}`;
+  if (status === 404) return "Not found";
+  if (status === 409) return `Could not ${what}: the object's state does not allow it`;
+  if (status === 401) return "Your key is no longer valid";
+  return `Could not ${what}`;
+}
+
+export function Empty({ title, children }: { title: string; children?: Child }) {
+  return (
+    <div class="empty">
+      <strong>{title}</strong>
+      {children}
+    </div>
+  );
+}
+
+/** Newer / older links from the API's own cursors (Stripe's rules for has_more in each direction). */
+export function Pager({ page, query, base }: { page: Page<{ id: string }>; query: Record<string, string | undefined>; base: string }) {
+  if (page.data.length === 0) return null;
+  const pagingBack = query.ending_before !== undefined;
+  const keep = Object.entries(query).filter(([k, v]) => v !== undefined && v !== "" && k !== "starting_after" && k !== "ending_before" && k !== "done" && k !== "id");
+  const link = (cursor: "starting_after" | "ending_before", id: string) => `${base}?${new URLSearchParams([...(keep as [string, string][]), [cursor, id]])}`;
+  const newer = pagingBack ? page.has_more : query.starting_after !== undefined;
+  const older = pagingBack ? true : page.has_more;
+  if (!newer && !older) return null;
+  return (
+    <div class="pager">
+      <span>{newer ? <a href={link("ending_before", page.data[0].id)}>← Newer</a> : null}</span>
+      <span>{older ? <a href={link("starting_after", page.data[page.data.length - 1].id)}>Older →</a> : null}</span>
+    </div>
+  );
+}
+
+/** The hidden fields of a form: the session's CSRF token and an Idempotency-Key for this render. */
+export function FormFields({ session }: { session: DashboardSession }) {
+  return (
+    <>
+      <input type="hidden" name="csrf_token" value={session.csrfToken} />
+      <input type="hidden" name="idempotency_key" value={`dash_${randomToken(32)}`} />
+    </>
+  );
+}
+
+export function StatusBadge({ status }: { status: string }) {
+  const tone =
+    ["active", "delivered", "paid", "completed", "succeeded", "ready"].includes(status) ? "ok"
+    : ["pending", "past_due", "partially_refunded", "advancing", "incomplete"].includes(status) ? "warn"
+    : ["failed", "disabled", "canceled", "revoked"].includes(status) ? "bad"
+    : "";
+  return <span class={`badge ${tone}`}>{status}</span>;
+}
+
+/** A secret shown once, with a copy button. */
+export function SecretOnce({ label, secret }: { label: string; secret: string | null }) {
+  if (secret === null) {
+    return <p class="muted">The {label} was shown when this form was first submitted and is not shown again. Rotate it or create a new one if it was lost.</p>;
+  }
+  return (
+    <div>
+      <p>
+        <strong>Copy the {label} now:</strong> it is shown this once and Tender does not keep it where it can show it again.
+      </p>
+      <div class="secret">
+        <code id="secret-value">{secret}</code>
+        <button type="button" data-copy={secret}>
+          Copy
+        </button>
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,128 @@
+// Payments: the list, and a refund of one, full (amount left empty) or partial (an amount in major
+// units, converted to minor units with the payment's currency exponent). POST /refunds decides.
+import type { Context, Hono } from "hono";
+import { act, apiErrorPage, field, redirectWithNotice, refuse } from "../actions";
+import type { Page } from "../api";
+import type { DashEnv } from "../context";
+import { Money, Time, currencyDecimals, majorToMinor } from "../format";
+import { Empty, FormFields, Pager, StatusBadge, can, render } from "../layout";
+import { apiQuery, listQuery } from "../lists";
+
+interface Payment {
+  id: string;
+  subscription_id: string | null;
+  user_id: string | null;
+  amount: number;
+  currency: string;
+  status: string;
+  amount_refunded: number;
+  failure_code: string | null;
+  card: { brand: string; last4: string };
+  created_at: string;
+}
+
+const BACK = "/dashboard/payments";
+const REFUNDABLE = new Set(["completed", "partially_refunded"]);
+
+async function listPage(c: Context<DashEnv>) {
+  const session = c.var.session!;
+  const query = listQuery(c, ["user_id", "subscription_id"]);
+  const answer = await c.var.api<Page<Payment>>("/payments", { query: apiQuery(query) });
+  if (!answer.ok) return apiErrorPage(c, answer, "read payments", "/dashboard");
+  const page = answer.body;
+  const refund = can(session, "refunds:write");
+  return render(c, 200, {
+    title: "Payments",
+    active: BACK,
+    children: (
+      <section class="panel">
+        {page.data.length === 0 ? (
+          <Empty title="No payments yet">A payment is recorded each time a subscription is charged.</Empty>
+        ) : (
+          <table>
+            <thead>
+              <tr>
+                <th>Payment</th>
+                <th class="num">Amount</th>
+                <th class="num">Refunded</th>
+                <th>Status</th>
+                <th>Card</th>
+                <th>Created</th>
+                <th>Refund</th>
+              </tr>
+            </thead>
+            <tbody>
+              {page.data.map((p) => (
+                <tr data-payment={p.id}>
+                  <td class="mono">
+                    {p.id}
+                    {p.subscription_id ? <div class="muted">{p.subscription_id}</div> : null}
+                  </td>
+                  <td class="num">
+                    <Money minor={p.amount} currency={p.currency} />
+                  </td>
+                  <td class="num">
+                    <Money minor={p.amount_refunded} currency={p.currency} />
+                  </td>
+                  <td>
+                    <StatusBadge status={p.status} />
+                    {p.failure_code ? <div class="muted mono">{p.failure_code}</div> : null}
+                  </td>
+                  <td>
+                    {p.card.brand} •••• {p.card.last4}
+                  </td>
+                  <td>
+                    <Time iso={p.created_at} />
+                  </td>
+                  <td>
+                    {refund && REFUNDABLE.has(p.status) ? (
+                      <form method="post" action={`${BACK}/${p.id}/refund`} class="row">
+                        <FormFields session={session} />
+                        <input
+                          name="amount"
+                          size={9}
+                          inputmode="decimal"
+                          placeholder={`all (${p.currency.toUpperCase()})`}
+                          aria-label={`Amount to refund in ${p.currency.toUpperCase()}, empty for everything left`}
+                          title={`In ${p.currency.toUpperCase()} (${currencyDecimals(p.currency)} decimals); leave empty to refund everything left`}
+                        />
+                        <button type="submit" class="small">
+                          Refund
+                        </button>
+                      </form>
+                    ) : null}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+        <Pager page={page} query={query} base={BACK} />
+      </section>
+    ),
+  });
+}
+
+export function registerPaymentPages(dash: Hono<DashEnv>) {
+  dash.get("/payments", listPage);
+  dash.post("/payments/:id/refund", async (c) => {
+    const id = c.req.param("id");
+    const typed = field(c, "amount").trim();
+    let amount: number | undefined;
+    if (typed !== "") {
+      // The payment's currency says how to read the amount typed in major units.
+      const payment = await c.var.api<Payment>(`/payments/${encodeURIComponent(id)}`);
+      if (!payment.ok) return apiErrorPage(c, payment, "refund this payment", BACK);
+      const minor = majorToMinor(typed, payment.body.currency);
+      if (!minor.ok) return refuse(c, 400, minor.message, BACK, "amount_invalid", "amount");
+      if (minor.minor === 0) return refuse(c, 400, "A refund must be more than zero.", BACK, "amount_invalid", "amount");
+      amount = minor.minor;
+    }
+    return act<{ id: string }>(c, {
+      what: "refund this payment",
+      back: BACK,
+      send: (key) => c.var.api("/refunds", { body: { payment_id: id, ...(amount === undefined ? {} : { amount }) }, idempotencyKey: key }),
+      done: (refund) => redirectWithNotice(c, BACK, "refund_created", refund.id),
+    });
+  });
+}

@@ -1,0 +1,133 @@
+// Subscriptions: the list (filter by status) and cancel, now or at the end of the current period
+// (DELETE /subscriptions/{id}, with at_period_end=true for the latter).
+import type { Context, Hono } from "hono";
+import { act, apiErrorPage, field, redirectWithNotice, refuse } from "../actions";
+import type { Page } from "../api";
+import type { DashEnv } from "../context";
+import { Time } from "../format";
+import { Empty, FormFields, Pager, StatusBadge, can, render } from "../layout";
+import { apiQuery, listQuery } from "../lists";
+
+interface Subscription {
+  id: string;
+  user_id: string;
+  plan_id: string;
+  status: string;
+  quantity: number;
+  card: { brand: string; last4: string };
+  next_billing_date: string | null;
+  cancel_at_period_end: boolean;
+  canceled_at: string | null;
+  created_at: string;
+}
+
+const BACK = "/dashboard/subscriptions";
+const STATUSES = ["active", "past_due", "canceled"];
+
+async function listPage(c: Context<DashEnv>) {
+  const session = c.var.session!;
+  const query = listQuery(c, ["status", "user_id"]);
+  const answer = await c.var.api<Page<Subscription>>("/subscriptions", { query: apiQuery(query) });
+  if (!answer.ok) return apiErrorPage(c, answer, "read subscriptions", "/dashboard");
+  const page = answer.body;
+  const write = can(session, "subscriptions:write");
+  return render(c, 200, {
+    title: "Subscriptions",
+    active: BACK,
+    children: (
+      <section class="panel">
+        <p class="muted">
+          Show:{" "}
+          {["all", ...STATUSES].map((s) => (
+            <>
+              {(query.status ?? "all") === s ? <strong>{s}</strong> : <a href={s === "all" ? BACK : `${BACK}?status=${s}`}>{s}</a>}{" "}
+            </>
+          ))}
+        </p>
+        {page.data.length === 0 ? (
+          <Empty title={query.status ? `No ${query.status} subscriptions` : "No subscriptions yet"}>Subscriptions are created with POST /subscriptions.</Empty>
+        ) : (
+          <table>
+            <thead>
+              <tr>
+                <th>Subscription</th>
+                <th>User / plan</th>
+                <th>Status</th>
+                <th class="num">Qty</th>
+                <th>Next billing</th>
+                <th>Card</th>
+                <th></th>
+              </tr>
+            </thead>
+            <tbody>
+              {page.data.map((s) => (
+                <tr data-subscription={s.id}>
+                  <td class="mono">{s.id}</td>
+                  <td class="mono">
+                    {s.user_id}
+                    <div class="muted">{s.plan_id}</div>
+                  </td>
+                  <td>
+                    <StatusBadge status={s.status} />
+                    {s.cancel_at_period_end && s.status !== "canceled" ? <div class="muted">cancels at period end</div> : null}
+                    {s.canceled_at ? (
+                      <div class="muted">
+                        canceled <Time iso={s.canceled_at} />
+                      </div>
+                    ) : null}
+                  </td>
+                  <td class="num">{s.quantity}</td>
+                  <td>
+                    <Time iso={s.next_billing_date} />
+                  </td>
+                  <td>
+                    {s.card.brand} •••• {s.card.last4}
+                  </td>
+                  <td>
+                    {write && s.status !== "canceled" ? (
+                      <div class="actions">
+                        <form method="post" action={`${BACK}/${s.id}/cancel`} class="inline" data-confirm="Cancel this subscription now?">
+                          <FormFields session={session} />
+                          <input type="hidden" name="when" value="now" />
+                          <button type="submit" class="small danger">
+                            Cancel now
+                          </button>
+                        </form>
+                        {!s.cancel_at_period_end ? (
+                          <form method="post" action={`${BACK}/${s.id}/cancel`} class="inline">
+                            <FormFields session={session} />
+                            <input type="hidden" name="when" value="period_end" />
+                            <button type="submit" class="small">
+                              At period end
+                            </button>
+                          </form>
+                        ) : null}
+                      </div>
+                    ) : null}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+        <Pager page={page} query={query} base={BACK} />
+      </section>
+    ),
+  });
+}
+
+export function registerSubscriptionPages(dash: Hono<DashEnv>) {
+  dash.get("/subscriptions", listPage);
+  dash.post("/subscriptions/:id/cancel", (c) => {
+    const id = c.req.param("id");
+    const when = field(c, "when");
+    if (when !== "now" && when !== "period_end") return refuse(c, 400, "when must be now or period_end.", BACK, "parameter_invalid", "when");
+    return act<Subscription>(c, {
+      what: "cancel this subscription",
+      back: BACK,
+      send: (key) =>
+        c.var.api(`/subscriptions/${encodeURIComponent(id)}`, { method: "DELETE", query: when === "period_end" ? { at_period_end: "true" } : {}, idempotencyKey: key }),
+      done: (s) => redirectWithNotice(c, BACK, s.status === "canceled" ? "subscription_canceled" : "subscription_cancel_scheduled", s.id),
+    });
+  });
+}

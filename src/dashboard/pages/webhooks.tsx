@@ -1,0 +1,468 @@
+// Webhooks: the endpoints (URL, events, status, success rate over 30 days) with a form to register
+// one; an endpoint's page with its deliveries and every attempt (time, status code, duration,
+// response excerpt); and the actions: send a test event, rotate the secret (the new secret shown
+// once), disable / enable, delete, and redeliver a delivery that has not been delivered.
+import type { Context, Hono } from "hono";
+import { clock } from "../../lib/clock";
+import { act, apiErrorPage, field, fields, redirectWithNotice, refuse } from "../actions";
+import type { Page } from "../api";
+import type { DashEnv } from "../context";
+import { Time } from "../format";
+import { Empty, FormFields, Pager, SecretOnce, StatusBadge, can, render } from "../layout";
+import { ID_PATTERN, apiQuery, listQuery } from "../lists";
+import { endpointSuccessRates } from "../stats";
+
+interface Endpoint {
+  id: string;
+  url: string;
+  events: string[];
+  status: "active" | "disabled";
+  disabled_reason: string | null;
+  ordering: string;
+  created_at: string;
+  secret?: string | null;
+}
+
+interface Attempt {
+  attempt_number: number;
+  attempted_at: string;
+  status_code: number | null;
+  duration_ms: number;
+  response_excerpt: string | null;
+  error: string | null;
+}
+
+interface Delivery {
+  id: string;
+  event_id: string;
+  status: "pending" | "delivered" | "failed";
+  attempt_count: number;
+  next_attempt_at: string | null;
+  last_status_code: number | null;
+  waiting_for: string | null;
+  created_at: string;
+  delivered_at: string | null;
+  attempts: Attempt[];
+}
+
+interface EventType {
+  type: string;
+  description: string;
+}
+
+const BACK = "/dashboard/webhooks";
+
+function CreateEndpointForm({ c, types }: { c: Context<DashEnv>; types: EventType[] | null }) {
+  const session = c.var.session!;
+  return (
+    <section class="panel">
+      <h2>Register an endpoint</h2>
+      <form method="post" action="/dashboard/webhooks">
+        <FormFields session={session} />
+        <div class="row">
+          <label>
+            URL
+            <input name="url" type="url" required size={50} placeholder="https://example.com/webhooks/tender" />
+          </label>
+          <label>
+            Ordering
+            <select name="ordering">
+              <option value="none">none (fastest)</option>
+              <option value="per_object">per_object (one object's events in order)</option>
+            </select>
+          </label>
+        </div>
+        {types ? (
+          <fieldset>
+            <legend>Events</legend>
+            <div class="scopes">
+              <label class="check">
+                <input type="checkbox" name="events" value="*" /> every event (*)
+              </label>
+              {types.map((t) => (
+                <label class="check" title={t.description}>
+                  <input type="checkbox" name="events" value={t.type} /> {t.type}
+                </label>
+              ))}
+            </div>
+          </fieldset>
+        ) : (
+          <label>
+            Events (comma separated, or *)
+            <input name="events_text" size={60} placeholder="customer.created, payment.completed" />
+          </label>
+        )}
+        <button class="primary" type="submit">
+          Register endpoint
+        </button>
+      </form>
+    </section>
+  );
+}
+
+function rateText(rate: { succeeded: number; attempts: number } | undefined) {
+  if (!rate || rate.attempts === 0) return <span class="muted">no attempts</span>;
+  const pct = (rate.succeeded / rate.attempts) * 100;
+  return (
+    <span class={`badge ${pct >= 99 ? "ok" : pct >= 90 ? "warn" : "bad"}`} title={`${rate.succeeded} of ${rate.attempts} attempts answered 2xx in 30 days`}>
+      {pct.toFixed(1)}%
+    </span>
+  );
+}
+
+async function listPage(c: Context<DashEnv>) {
+  const session = c.var.session!;
+  const query = listQuery(c);
+  const answer = await c.var.api<Page<Endpoint>>("/api/webhooks", { query: apiQuery(query) });
+  if (!answer.ok) return apiErrorPage(c, answer, "read webhook endpoints", "/dashboard");
+  const page = answer.body;
+  const rates = await endpointSuccessRates(c.var.db, session.auth, page.data.map((e) => e.id), clock.now());
+  let types: EventType[] | null = null;
+  if (can(session, "webhooks:write") && can(session, "events:read")) {
+    const catalog = await c.var.api<Page<EventType>>("/api/event-types");
+    if (catalog.ok) types = catalog.body.data;
+  }
+  return render(c, 200, {
+    title: "Webhooks",
+    active: BACK,
+    children: (
+      <>
+        <section class="panel">
+          <h2>Endpoints</h2>
+          {page.data.length === 0 ? (
+            <Empty title="No webhook endpoints yet">Register one below: Tender signs every delivery and retries for 24 hours.</Empty>
+          ) : (
+            <table>
+              <thead>
+                <tr>
+                  <th>URL</th>
+                  <th>Events</th>
+                  <th>Status</th>
+                  <th>Success (30 days)</th>
+                  <th>Created</th>
+                </tr>
+              </thead>
+              <tbody>
+                {page.data.map((e) => (
+                  <tr>
+                    <td>
+                      <a href={`/dashboard/webhooks/${e.id}`} class="mono">
+                        {e.url}
+                      </a>
+                      <div class="muted mono">{e.id}</div>
+                    </td>
+                    <td class="mono">{e.events.join(", ")}</td>
+                    <td>
+                      <StatusBadge status={e.status} />
+                    </td>
+                    <td>{rateText(rates.get(e.id))}</td>
+                    <td>
+                      <Time iso={e.created_at} />
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+          <Pager page={page} query={query} base={BACK} />
+        </section>
+        {can(session, "webhooks:write") ? <CreateEndpointForm c={c} types={types} /> : <p class="muted">This key cannot register endpoints (it needs webhooks:write).</p>}
+      </>
+    ),
+  });
+}
+
+async function createEndpoint(c: Context<DashEnv>) {
+  const url = field(c, "url").trim();
+  const picked = fields(c, "events");
+  const typed = field(c, "events_text")
+    .split(",")
+    .map((t) => t.trim())
+    .filter(Boolean);
+  const events = [...new Set([...picked, ...typed])];
+  if (!url) return refuse(c, 400, "Enter the URL that should receive the events.", BACK, "parameter_missing", "url");
+  if (events.length === 0) return refuse(c, 400, "Pick at least one event type (or * for every event).", BACK, "parameter_missing", "events");
+  const ordering = field(c, "ordering") || "none";
+  return act<Endpoint>(c, {
+    what: "register this endpoint",
+    back: BACK,
+    send: (key) => c.var.api("/api/webhooks", { body: { url, events, ordering }, idempotencyKey: key }),
+    done: (endpoint) => secretPage(c, endpoint, "Endpoint registered"),
+  });
+}
+
+function secretPage(c: Context<DashEnv>, endpoint: Endpoint, title: string) {
+  c.header("Cache-Control", "no-store");
+  return render(c, 200, {
+    title,
+    active: BACK,
+    children: (
+      <section class="panel">
+        <p>
+          Endpoint <span class="mono">{endpoint.id}</span> → <span class="mono">{endpoint.url}</span>
+        </p>
+        <SecretOnce label="signing secret" secret={endpoint.secret ?? null} />
+        <p>
+          <a href={`/dashboard/webhooks/${endpoint.id}`}>Continue to the endpoint →</a>
+        </p>
+      </section>
+    ),
+  });
+}
+
+function AttemptsTable({ attempts }: { attempts: Attempt[] }) {
+  if (attempts.length === 0) return <span class="muted">No attempt yet.</span>;
+  return (
+    <table class="attempts">
+      <thead>
+        <tr>
+          <th>#</th>
+          <th>Time</th>
+          <th>Status code</th>
+          <th class="num">Duration</th>
+          <th>Response excerpt</th>
+        </tr>
+      </thead>
+      <tbody>
+        {attempts.map((a) => (
+          <tr data-attempt={a.attempt_number}>
+            <td>{a.attempt_number}</td>
+            <td>
+              <Time iso={a.attempted_at} />
+            </td>
+            <td>
+              {a.status_code === null ? (
+                <span class="badge bad">no answer</span>
+              ) : (
+                <span class={`badge ${a.status_code >= 200 && a.status_code < 300 ? "ok" : "bad"}`}>{a.status_code}</span>
+              )}
+            </td>
+            <td class="num">{a.duration_ms} ms</td>
+            <td class="mono">{a.error ? `${a.error}${a.response_excerpt ? ` — ${a.response_excerpt}` : ""}` : (a.response_excerpt ?? "")}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+async function endpointPage(c: Context<DashEnv>) {
+  const session = c.var.session!;
+  const id = c.req.param("id")!;
+  if (!ID_PATTERN.test(id)) return refuse(c, 404, `No such webhook endpoint: '${id.slice(0, 100)}'.`, BACK, "resource_missing", "id");
+  const base = `/dashboard/webhooks/${id}`;
+  const query = listQuery(c, ["status"]);
+  if (query.status && !["pending", "delivered", "failed"].includes(query.status)) {
+    return refuse(c, 400, "status must be pending, delivered or failed.", base, "parameter_invalid", "status");
+  }
+  const [endpoint, deliveries] = await Promise.all([
+    c.var.api<Endpoint>(`/api/webhooks/${encodeURIComponent(id)}`),
+    c.var.api<Page<Delivery>>(`/api/webhooks/${encodeURIComponent(id)}/deliveries`, { query: apiQuery(query) }),
+  ]);
+  if (!endpoint.ok) return apiErrorPage(c, endpoint, "read this endpoint", BACK);
+  if (!deliveries.ok) return apiErrorPage(c, deliveries, "read this endpoint's deliveries", BACK);
+  const e = endpoint.body;
+  const page = deliveries.body;
+  const write = can(session, "webhooks:write");
+  const redeliver = can(session, "events:write");
+  return render(c, 200, {
+    title: "Webhook endpoint",
+    active: BACK,
+    children: (
+      <>
+        <section class="panel">
+          <h2 class="mono">{e.url}</h2>
+          <table>
+            <tbody>
+              <tr>
+                <th>Id</th>
+                <td class="mono">
+                  {e.id}{" "}
+                  <button type="button" class="small" data-copy={e.id}>
+                    Copy
+                  </button>
+                </td>
+              </tr>
+              <tr>
+                <th>Status</th>
+                <td>
+                  <StatusBadge status={e.status} /> {e.disabled_reason ? <span class="muted">{e.disabled_reason}</span> : null}
+                </td>
+              </tr>
+              <tr>
+                <th>Events</th>
+                <td class="mono">{e.events.join(", ")}</td>
+              </tr>
+              <tr>
+                <th>Ordering</th>
+                <td>{e.ordering}</td>
+              </tr>
+              <tr>
+                <th>Created</th>
+                <td>
+                  <Time iso={e.created_at} />
+                </td>
+              </tr>
+            </tbody>
+          </table>
+          {write ? (
+            <div class="actions">
+              <form method="post" action={`${base}/test`} class="inline">
+                <FormFields session={session} />
+                <button type="submit" disabled={e.status !== "active"}>
+                  Send test event
+                </button>
+              </form>
+              <form method="post" action={`${base}/rotate-secret`} class="inline" data-confirm="Rotate the signing secret? The old one keeps signing for 24 hours.">
+                <FormFields session={session} />
+                <button type="submit">Rotate secret</button>
+              </form>
+              <form method="post" action={`${base}/status`} class="inline">
+                <FormFields session={session} />
+                <input type="hidden" name="status" value={e.status === "active" ? "disabled" : "active"} />
+                <button type="submit">{e.status === "active" ? "Disable" : "Enable"}</button>
+              </form>
+              <form method="post" action={`${base}/delete`} class="inline" data-confirm="Delete this endpoint? Its delivery history stays visible.">
+                <FormFields session={session} />
+                <button type="submit" class="danger">
+                  Delete
+                </button>
+              </form>
+            </div>
+          ) : (
+            <p class="muted">This key cannot change endpoints (it needs webhooks:write).</p>
+          )}
+        </section>
+        <section class="panel">
+          <div class="row">
+            <h2>Deliveries</h2>
+            <span class="muted">
+              Show:{" "}
+              {["all", "pending", "delivered", "failed"].map((s) => (
+                <>
+                  {(query.status ?? "all") === s ? <strong>{s}</strong> : <a href={s === "all" ? base : `${base}?status=${s}`}>{s}</a>}{" "}
+                </>
+              ))}
+            </span>
+            <label class="check live" hidden>
+              <input type="checkbox" data-live-refresh="3" hidden /> Live refresh
+            </label>
+          </div>
+          {page.data.length === 0 ? (
+            <Empty title={query.status ? `No ${query.status} deliveries` : "No deliveries yet"}>
+              {write && e.status === "active" ? "Send a test event to see one." : "Deliveries appear when events of the endpoint's types happen."}
+            </Empty>
+          ) : (
+            <table>
+              <thead>
+                <tr>
+                  <th>Delivery</th>
+                  <th>Event</th>
+                  <th>Status</th>
+                  <th class="num">Attempts</th>
+                  <th>Next attempt</th>
+                  <th>Created</th>
+                  <th></th>
+                </tr>
+              </thead>
+              <tbody>
+                {page.data.map((d) => (
+                  <>
+                    <tr data-delivery={d.id} data-status={d.status}>
+                      <td class="mono">{d.id}</td>
+                      <td class="mono">{can(session, "events:read") ? <a href={`/dashboard/events/${d.event_id}`}>{d.event_id}</a> : d.event_id}</td>
+                      <td>
+                        <StatusBadge status={d.status} />
+                        {d.waiting_for ? <div class="muted">waiting for {d.waiting_for}</div> : null}
+                      </td>
+                      <td class="num">{d.attempt_count}</td>
+                      <td>{d.status === "pending" ? <Time iso={d.next_attempt_at} /> : <span class="muted">—</span>}</td>
+                      <td>
+                        <Time iso={d.created_at} />
+                      </td>
+                      <td>
+                        {redeliver && d.status !== "delivered" && e.status === "active" ? (
+                          <form method="post" action={`${base}/redeliver`} class="inline">
+                            <FormFields session={session} />
+                            <input type="hidden" name="event_id" value={d.event_id} />
+                            <button type="submit" class="small">
+                              Redeliver
+                            </button>
+                          </form>
+                        ) : null}
+                      </td>
+                    </tr>
+                    <tr class="sub-row">
+                      <td colspan={7}>
+                        <AttemptsTable attempts={d.attempts} />
+                      </td>
+                    </tr>
+                  </>
+                ))}
+              </tbody>
+            </table>
+          )}
+          <Pager page={page} query={query} base={base} />
+        </section>
+      </>
+    ),
+  });
+}
+
+export function registerWebhookPages(dash: Hono<DashEnv>) {
+  dash.get("/webhooks", listPage);
+  dash.post("/webhooks", createEndpoint);
+  dash.get("/webhooks/:id", endpointPage);
+  dash.post("/webhooks/:id/test", (c) => {
+    const id = c.req.param("id");
+    const back = `${BACK}/${id}`;
+    return act<{ event_id: string }>(c, {
+      what: "send a test event",
+      back,
+      send: (key) => c.var.api(`/api/webhooks/${encodeURIComponent(id)}/test`, { method: "POST", idempotencyKey: key }),
+      done: (result) => redirectWithNotice(c, back, "webhook_test_sent", result.event_id),
+    });
+  });
+  dash.post("/webhooks/:id/rotate-secret", (c) => {
+    const id = c.req.param("id");
+    return act<Endpoint>(c, {
+      what: "rotate this endpoint's secret",
+      back: `${BACK}/${id}`,
+      send: (key) => c.var.api(`/api/webhooks/${encodeURIComponent(id)}/rotate-secret`, { method: "POST", idempotencyKey: key }),
+      done: (endpoint) => secretPage(c, endpoint, "Secret rotated"),
+    });
+  });
+  dash.post("/webhooks/:id/status", (c) => {
+    const id = c.req.param("id");
+    const back = `${BACK}/${id}`;
+    const status = field(c, "status");
+    if (status !== "active" && status !== "disabled") return refuse(c, 400, "status must be active or disabled.", back, "parameter_invalid", "status");
+    return act<Endpoint>(c, {
+      what: status === "active" ? "enable this endpoint" : "disable this endpoint",
+      back,
+      send: (key) => c.var.api(`/api/webhooks/${encodeURIComponent(id)}`, { method: "PATCH", body: { status }, idempotencyKey: key }),
+      done: (endpoint) => redirectWithNotice(c, back, endpoint.status === "active" ? "webhook_enabled" : "webhook_disabled", endpoint.id),
+    });
+  });
+  dash.post("/webhooks/:id/delete", (c) => {
+    const id = c.req.param("id");
+    return act<{ id: string }>(c, {
+      what: "delete this endpoint",
+      back: `${BACK}/${id}`,
+      send: (key) => c.var.api(`/api/webhooks/${encodeURIComponent(id)}`, { method: "DELETE", idempotencyKey: key }),
+      done: (deleted) => redirectWithNotice(c, BACK, "webhook_deleted", deleted.id),
+    });
+  });
+  dash.post("/webhooks/:id/redeliver", (c) => {
+    const id = c.req.param("id");
+    const back = `${BACK}/${id}`;
+    const eventId = field(c, "event_id");
+    if (!ID_PATTERN.test(eventId)) return refuse(c, 400, "Which event? The form names none.", back, "parameter_missing", "event_id");
+    return act<{ event_id: string }>(c, {
+      what: "redeliver this event",
+      back,
+      send: (key) => c.var.api(`/api/events/${encodeURIComponent(eventId)}/redeliver`, { body: { endpoint_id: id }, idempotencyKey: key }),
+      done: (result) => redirectWithNotice(c, back, "redelivered", result.event_id),
+    });
+  });
+}
