@@ -3,12 +3,20 @@
 // endpoint at a local receiver, sees the failed delivery with its attempts, redelivers it from the
 // page and sees it delivered; cancels a payout, refunds a payment, cancels a subscription; a
 // restricted key cannot see or do what its scopes lack; a form without its CSRF token is refused.
-// Screenshots of the overview and the deliveries page are written to docs/.
+// Screenshots of the overview and the deliveries page are written to test/browser/screenshots/
+// (not tracked); with UPDATE_SCREENSHOTS=1 they are written to docs/, where the README shows them.
 // Skipped, with a plain message, when no Chromium is found (/usr/bin/chromium or CHROMIUM_PATH).
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ROOT, type Receiver, type RunningBrowser, type RunningWorker, api, findChromium, launchBrowser, startReceiver, startWorker, until } from "./harness";
+
+const SCREENSHOTS = process.env.UPDATE_SCREENSHOTS === "1" ? join(ROOT, "docs") : join(ROOT, "test", "browser", "screenshots");
+const screenshotPath = (name: string) => {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  return join(SCREENSHOTS, name);
+};
 
 const chromiumPath = findChromium();
 if (!chromiumPath) {
@@ -101,7 +109,7 @@ describe.skipIf(!chromiumPath)("dashboard in Chromium", () => {
     expect(attempts[attempts.length - 1]).toContain("200");
     expect(receiver.received.at(-1)!.status).toBe(200);
     expect(JSON.parse(receiver.received.at(-1)!.body)).toMatchObject({ type: "customer.created", data: { id: user.body.id } });
-    await page.screenshot({ path: join(ROOT, "docs", "dashboard-deliveries.png"), fullPage: true });
+    await page.screenshot({ path: screenshotPath("dashboard-deliveries.png"), fullPage: true });
   });
 
   it("cancels a pending payout", async () => {
@@ -157,7 +165,7 @@ describe.skipIf(!chromiumPath)("dashboard in Chromium", () => {
     await page.goto(`${origin}/dashboard`);
     expect(await page.locator("svg.chart").count()).toBe(2);
     expect(await text("#volume-title")).toContain("USD");
-    await page.screenshot({ path: join(ROOT, "docs", "dashboard-overview.png"), fullPage: true });
+    await page.screenshot({ path: screenshotPath("dashboard-overview.png"), fullPage: true });
   });
 
   it("refuses a form posted without its CSRF token with a 403 page", async () => {

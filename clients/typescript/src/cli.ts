@@ -1,0 +1,702 @@
+// The `tender` command: listen, trigger, events, deliveries, redeliver.
+//
+// Everything here runs on fetch alone, with its input and output passed in (`CliIo`), so the same
+// code runs under Node (bin/tender.mjs wires process.argv, env, stdout, stderr and Ctrl-C) and in
+// the Worker test suite (test/client/cli.test.ts), against a Worker or `wrangler dev`.
+// Data goes to stdout, progress and errors to stderr; the exit code says how it went (EXIT).
+//
+// Like src/index.ts, this file has no relative run-time imports, so Node's type stripping loads it.
+import { Tender, TenderError, webhooks, type EventType, type Schemas } from "@tender/client";
+
+/** Exit codes scripts can test. */
+export const EXIT = {
+  /** Done. */
+  ok: 0,
+  /** The API answered an error (the message, type, code and request id are on stderr). */
+  apiError: 1,
+  /** Bad command line or configuration (unknown command or flag, missing argument, no API key). */
+  usage: 2,
+  /** The API could not be reached (after the client's retries). */
+  unreachable: 3,
+  /** `trigger` made its objects, but the event did not appear in the feed in time. */
+  timeout: 4,
+} as const;
+
+export const VERSION = "0.1.0";
+export const DEFAULT_API_URL = "http://127.0.0.1:8787";
+/** The User-Agent of real deliveries (src/webhooks/consumer.ts), which `listen` sends too. */
+export const DELIVERY_USER_AGENT = "Tender-Webhooks/1.0 (+https://tender.dev/docs/webhooks)";
+/** `listen` re-reads this much of the feed's recent past each poll, for events committed late. */
+export const LISTEN_LOOKBACK_MS = 10_000;
+
+export interface CliIo {
+  env: Record<string, string | undefined>;
+  stdout: (line: string) => void;
+  stderr: (line: string) => void;
+  /** The fetch the API client uses (default globalThis.fetch). */
+  fetch?: (request: Request) => Promise<Response>;
+  /** The fetch `listen` forwards events with (default globalThis.fetch). */
+  forward?: (request: Request) => Promise<Response>;
+  /** Ends `listen` (Ctrl-C). */
+  signal?: AbortSignal;
+  /** How the client waits between its retries (tests make it instant). */
+  sleep?: (ms: number) => Promise<void>;
+}
+
+export class UsageError extends Error {}
+
+// ---------------------------------------------------------------------------------------------
+// Arguments
+
+type FlagKind = "string" | "boolean" | "number";
+interface CommandSpec {
+  /** Positional arguments, by name; all required. */
+  args: string[];
+  flags: Record<string, FlagKind>;
+  summary: string;
+  usage: string;
+}
+
+const PAGE_FLAGS = { limit: "number", "starting-after": "string", all: "boolean", json: "boolean" } as const;
+
+export const COMMANDS: Record<string, CommandSpec> = {
+  listen: {
+    args: [],
+    flags: { "forward-to": "string", events: "string", secret: "string", interval: "number", json: "boolean" },
+    summary: "Follow the events feed and POST each new event, signed, to a URL",
+    usage: [
+      "tender listen --forward-to <url> [--events <type,type>] [--secret <whsec_…>] [--interval <ms>] [--json]",
+      "",
+      "Polls GET /api/events from the newest event on (no inbound connection, no tunnel), prints one",
+      "line per event, and POSTs the event's exact body to <url> with the headers of a real delivery",
+      "(X-Signature, webhook-id, webhook-timestamp, webhook-signature, Tender-Sequence, …), signed with",
+      "a local secret printed at start: --secret, else TENDER_WEBHOOK_SECRET, else a new one. The",
+      "line ends with the target's status. --events keeps only those types. Ctrl-C stops it (exit 0).",
+    ].join("\n"),
+  },
+  trigger: {
+    args: ["event-type"],
+    flags: { "no-wait": "boolean", timeout: "number", json: "boolean" },
+    summary: "Create test-mode objects that make an event happen",
+    usage: [
+      "tender trigger <event-type> [--no-wait] [--timeout <seconds>] [--json]",
+      "",
+      "Creates what makes <event-type> happen (a user, a plan and a subscription, a payout, a refund,",
+      "a test clock) with a test-mode key, then waits (default 30 s) until the event is in the feed",
+      "and prints its id. `tender trigger --list` lists every event type and what it creates.",
+    ].join("\n"),
+  },
+  events: {
+    args: [],
+    flags: { type: "string", object: "string", ...PAGE_FLAGS },
+    summary: "List events, newest first",
+    usage: "tender events [--type <type>] [--object <id>] [--limit <n>] [--starting-after <evt_…>] [--all] [--json]",
+  },
+  deliveries: {
+    args: ["endpoint-id"],
+    flags: { status: "string", ...PAGE_FLAGS },
+    summary: "List a webhook endpoint's deliveries, newest first",
+    usage: "tender deliveries <whk_…> [--status pending|delivered|failed] [--limit <n>] [--starting-after <dlv_…>] [--all] [--json]",
+  },
+  redeliver: {
+    args: ["event-id"],
+    flags: { endpoint: "string", json: "boolean" },
+    summary: "Send an event again (to one endpoint, or every subscribed one)",
+    usage: "tender redeliver <evt_…> [--endpoint <whk_…>] [--json]",
+  },
+};
+
+const GLOBAL_FLAGS: Record<string, FlagKind> = { help: "boolean", version: "boolean", "api-key": "string", "api-url": "string", list: "boolean" };
+
+export interface Parsed {
+  command: string | undefined;
+  args: string[];
+  flags: Record<string, string | number | boolean>;
+}
+
+/** Parses `argv` (without node and the script). Throws UsageError for anything it does not know. */
+export function parseArgs(argv: string[]): Parsed {
+  const flags: Parsed["flags"] = {};
+  const positionals: string[] = [];
+  let command: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i];
+    if (token === "--") {
+      positionals.push(...argv.slice(i + 1));
+      break;
+    }
+    if (token === "-h") {
+      flags.help = true;
+      continue;
+    }
+    if (token.startsWith("--")) {
+      const eq = token.indexOf("=");
+      const name = token.slice(2, eq === -1 ? undefined : eq);
+      const spec = command && command !== "help" ? COMMANDS[command]?.flags : undefined;
+      const kind = spec?.[name] ?? GLOBAL_FLAGS[name];
+      if (!kind) throw new UsageError(`unknown option --${name}${command ? ` for '${command}'` : ""}`);
+      if (kind === "boolean") {
+        if (eq !== -1) throw new UsageError(`--${name} takes no value`);
+        flags[name] = true;
+        continue;
+      }
+      let value = eq === -1 ? argv[++i] : token.slice(eq + 1);
+      if (value === undefined || (eq === -1 && value.startsWith("--"))) throw new UsageError(`--${name} needs a value`);
+      value = value.trim();
+      if (kind === "number") {
+        if (!/^\d+$/.test(value)) throw new UsageError(`--${name} must be a whole number, not '${value}'`);
+        flags[name] = Number(value);
+      } else {
+        flags[name] = value;
+      }
+      continue;
+    }
+    if (token.startsWith("-") && token !== "-") throw new UsageError(`unknown option ${token}`);
+    if (command === undefined) {
+      command = token;
+      if (command !== "help" && !COMMANDS[command]) throw new UsageError(`unknown command '${command}'`);
+    } else {
+      positionals.push(token);
+    }
+  }
+  if (command && command !== "help" && !flags.help && !(command === "trigger" && flags.list)) {
+    const spec = COMMANDS[command];
+    if (positionals.length < spec.args.length) throw new UsageError(`'${command}' needs <${spec.args[positionals.length]}>`);
+    if (positionals.length > spec.args.length) throw new UsageError(`unexpected argument '${positionals[spec.args.length]}'`);
+  }
+  if (command === "help" && positionals.length > 1) throw new UsageError("help takes at most one command");
+  return { command, args: positionals, flags };
+}
+
+export function helpText(command?: string): string {
+  if (command && COMMANDS[command]) return `Usage: ${COMMANDS[command].usage}\n\n${COMMON_HELP}`;
+  const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length));
+  return [
+    "tender: the Tender command line (test-mode webhooks on your machine, the events feed).",
+    "",
+    "Usage: tender <command> [options]",
+    "",
+    "Commands:",
+    ...Object.entries(COMMANDS).map(([name, spec]) => `  ${name.padEnd(width)}  ${spec.summary}`),
+    `  ${"help".padEnd(width)}  This text, or one command's: tender help <command>`,
+    "",
+    "Examples:",
+    "  tender listen --forward-to http://localhost:3000/webhooks --events payment.completed,payment.failed",
+    "  tender trigger payment.completed",
+    "  tender events --type payout.paid --limit 5 --json",
+    "  tender deliveries whk_… --status failed --all",
+    "  tender redeliver evt_…",
+    "",
+    COMMON_HELP,
+  ].join("\n");
+}
+
+const COMMON_HELP = [
+  "Options for every command:",
+  "  --json                  one JSON object per line on stdout, for scripts",
+  "  --api-key <key>         instead of TENDER_API_KEY",
+  "  --api-url <url>         instead of TENDER_API_URL (default http://127.0.0.1:8787)",
+  "  -h, --help              help; --version prints the version",
+  "List commands (events, deliveries) print one page (--limit, default 10; the next page's",
+  "--starting-after is printed on stderr), or every page with --all.",
+  "",
+  "Environment: TENDER_API_KEY, TENDER_API_URL, TENDER_WEBHOOK_SECRET (listen's signing secret).",
+  "Data goes to stdout; progress and errors to stderr.",
+  "Exit codes: 0 ok, 1 the API answered an error, 2 usage or configuration error,",
+  "            3 the API could not be reached, 4 trigger's event did not appear in time.",
+].join("\n");
+
+// ---------------------------------------------------------------------------------------------
+// Running
+
+/** Runs one command line; returns the exit code. Never throws. */
+export async function main(argv: string[], io: CliIo): Promise<number> {
+  let parsed: Parsed;
+  try {
+    parsed = parseArgs(argv);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.stderr(`tender: ${error.message}`);
+    io.stderr("Run 'tender --help' for usage.");
+    return EXIT.usage;
+  }
+  const { command, flags } = parsed;
+  if (flags.version) {
+    io.stdout(VERSION);
+    return EXIT.ok;
+  }
+  if (command === "help" || flags.help) {
+    io.stdout(helpText(command === "help" ? parsed.args[0] : command));
+    return EXIT.ok;
+  }
+  if (command === undefined) {
+    io.stderr(helpText());
+    return EXIT.usage;
+  }
+  if (command === "trigger" && flags.list) {
+    for (const [type, plan] of Object.entries(TRIGGERS)) io.stdout(flags.json ? JSON.stringify({ type, creates: plan.creates }) : `${type.padEnd(22)}  ${plan.creates}`);
+    return EXIT.ok;
+  }
+  const apiKey = (flags["api-key"] as string | undefined) ?? io.env.TENDER_API_KEY;
+  if (!apiKey) {
+    io.stderr("tender: no API key: set TENDER_API_KEY (or pass --api-key). Sign up with POST /api/accounts for a test key.");
+    return EXIT.usage;
+  }
+  const baseUrl = (flags["api-url"] as string | undefined) ?? io.env.TENDER_API_URL ?? DEFAULT_API_URL;
+  const tender = new Tender({ apiKey, baseUrl, fetch: io.fetch, sleep: io.sleep });
+  try {
+    switch (command) {
+      case "listen":
+        return await listen(tender, parsed, io);
+      case "trigger":
+        return await trigger(tender, parsed, io, apiKey);
+      case "events":
+        return await listPages(tender, io, flags, "/api/events", { type: flags.type, object_id: flags.object }, undefined, formatEvent);
+      case "deliveries":
+        if (flags.status !== undefined && !["pending", "delivered", "failed"].includes(flags.status as string)) {
+          throw new UsageError("--status must be pending, delivered or failed");
+        }
+        return await listPages(tender, io, flags, "/api/webhooks/{id}/deliveries", { status: flags.status }, { id: parsed.args[0] }, formatDelivery);
+      case "redeliver":
+        return await redeliver(tender, parsed, io);
+    }
+    return EXIT.usage;
+  } catch (error) {
+    return reportError(error, io);
+  }
+}
+
+function reportError(error: unknown, io: CliIo): number {
+  if (error instanceof UsageError) {
+    io.stderr(`tender: ${error.message}`);
+    return EXIT.usage;
+  }
+  if (error instanceof TenderError) {
+    if (error.type === "api_connection_error") {
+      io.stderr(`tender: ${error.message}`);
+      return EXIT.unreachable;
+    }
+    const where = [error.param && `param ${error.param}`, error.request_id && `request ${error.request_id}`].filter(Boolean).join(", ");
+    io.stderr(`tender: ${error.status} ${error.type}/${error.code}: ${error.message}${where ? ` (${where})` : ""}`);
+    return EXIT.apiError;
+  }
+  io.stderr(`tender: ${error instanceof Error ? error.message : String(error)}`);
+  return EXIT.apiError;
+}
+
+type Row = Record<string, unknown>;
+type Format = (row: Row) => string;
+
+const formatEvent: Format = (e) => [e.id, e.created_at, String(e.type).padEnd(22), e.object_id ?? "-"].join("  ");
+const formatDelivery: Format = (d) =>
+  [d.id, String(d.status).padEnd(9), `attempts=${d.attempt_count}`, `last=${d.last_status_code ?? "-"}`, d.event_id, d.created_at].join("  ");
+
+/** One page (or every page with --all) of a list, one line per item. */
+async function listPages(
+  tender: Tender,
+  io: CliIo,
+  flags: Parsed["flags"],
+  path: "/api/events" | "/api/webhooks/{id}/deliveries",
+  filters: Record<string, unknown>,
+  pathParams: { id: string } | undefined,
+  format: Format,
+): Promise<number> {
+  const limit = flags.limit as number | undefined;
+  if (limit !== undefined && (limit < 1 || limit > 100)) throw new UsageError("--limit must be 1 to 100");
+  const query = Object.fromEntries(
+    Object.entries({ ...filters, limit: limit ?? (flags.all ? 100 : 10), starting_after: flags["starting-after"] }).filter(([, v]) => v !== undefined),
+  );
+  const print = (row: Row) => io.stdout(flags.json ? JSON.stringify(row) : format(row));
+  if (flags.all) {
+    for await (const row of tender.list(path as "/api/events", query, pathParams as never)) print(row as Row);
+    return EXIT.ok;
+  }
+  const init = { params: { query, ...(pathParams ? { path: pathParams } : {}) } };
+  const page = (await (tender.GET as (p: string, i: object) => Promise<unknown>)(path, init)) as { data: Row[]; has_more: boolean };
+  page.data.forEach(print);
+  if (page.has_more) io.stderr(`More: --starting-after ${page.data[page.data.length - 1].id} (or --all)`);
+  return EXIT.ok;
+}
+
+async function redeliver(tender: Tender, parsed: Parsed, io: CliIo): Promise<number> {
+  const [id] = parsed.args;
+  const endpoint = parsed.flags.endpoint as string | undefined;
+  const result = await tender.POST("/api/events/{id}/redeliver", { params: { path: { id } }, body: endpoint ? { endpoint_id: endpoint } : {} });
+  if (parsed.flags.json) {
+    io.stdout(JSON.stringify(result));
+  } else {
+    for (const delivery of result.deliveries) io.stdout(delivery);
+    io.stderr(`Redelivering ${id}: ${result.deliveries.length} ${result.deliveries.length === 1 ? "delivery" : "deliveries"} queued.`);
+  }
+  return EXIT.ok;
+}
+
+// ---------------------------------------------------------------------------------------------
+// listen
+
+const ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
+
+/** The creation time (ms) of a Tender id: its first 10 characters after the prefix, base32. */
+export function idTime(id: string): number {
+  const body = id.slice(id.indexOf("_") + 1, id.indexOf("_") + 11);
+  let ms = 0;
+  for (const char of body) ms = ms * 32 + Math.max(0, ID_ALPHABET.indexOf(char));
+  return ms;
+}
+
+/** The smallest event id of millisecond `ms`: a feed cursor for "after this time". */
+export function eventCursorAt(ms: number): string {
+  let time = "";
+  let rest = Math.max(0, Math.floor(ms));
+  for (let i = 0; i < 10; i++) {
+    time = ID_ALPHABET[rest % 32] + time;
+    rest = Math.floor(rest / 32);
+  }
+  return `evt_${time}${"0".repeat(16)}`;
+}
+
+type FeedEvent = Schemas["Event"];
+
+/**
+ * Every event of the feed after `floorMs`, oldest first. Ids are time-ordered, but an event can be
+ * committed a little after a newer id was already visible, so callers re-read a window of the
+ * recent past (LISTEN_LOOKBACK_MS) and drop the ids they have seen.
+ */
+async function eventsSince(tender: Tender, floorMs: number): Promise<FeedEvent[]> {
+  const out: FeedEvent[] = [];
+  let cursor = eventCursorAt(floorMs);
+  for (;;) {
+    // ending_before walks toward the newest: each page holds the 100 events right after the cursor.
+    const page = await tender.GET("/api/events", { params: { query: { ending_before: cursor, limit: 100 } } });
+    out.push(...[...page.data].reverse());
+    if (!page.has_more || page.data.length === 0) return out;
+    cursor = page.data[0].id;
+  }
+}
+
+const abortableSleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done);
+  });
+
+async function listen(tender: Tender, parsed: Parsed, io: CliIo): Promise<number> {
+  const { flags } = parsed;
+  const target = flags["forward-to"] as string | undefined;
+  if (!target) throw new UsageError("listen needs --forward-to <url>");
+  let url: URL;
+  try {
+    url = new URL(target);
+  } catch {
+    throw new UsageError(`--forward-to is not a URL: '${target}'`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new UsageError("--forward-to must be an http(s) URL");
+  const types = flags.events === undefined ? null : new Set(String(flags.events).split(",").map((t) => t.trim()).filter(Boolean));
+  const known = new Set<string>([...Object.keys(TRIGGERS), "webhook.test"]);
+  for (const type of types ?? []) if (!known.has(type)) throw new UsageError(`unknown event type '${type}' in --events (see tender trigger --list)`);
+  const secret = (flags.secret as string | undefined) ?? io.env.TENDER_WEBHOOK_SECRET ?? webhooks.newSecret();
+  if (!/^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret)) throw new UsageError("the signing secret must be whsec_ followed by base64");
+  const interval = (flags.interval as number | undefined) ?? 1000;
+  const forward = io.forward ?? ((request: Request) => globalThis.fetch(request));
+
+  // Start from now: what the feed already holds is seen, not forwarded.
+  const seen = new Map<string, number>();
+  const newest = await tender.GET("/api/events", { params: { query: { limit: 1 } } });
+  let high = newest.data[0] ? idTime(newest.data[0].id) : 0;
+  if (newest.data[0]) for (const event of await eventsSince(tender, high - LISTEN_LOOKBACK_MS)) seen.set(event.id, idTime(event.id));
+  io.stderr(`Ready. Forwarding ${types ? [...types].join(", ") : "every event"} to ${url.href}`);
+  io.stderr(`Your webhook signing secret is ${secret} (Ctrl-C to stop)`);
+
+  while (!io.signal?.aborted) {
+    for (const event of await eventsSince(tender, high - LISTEN_LOOKBACK_MS)) {
+      if (seen.has(event.id)) continue;
+      const at = idTime(event.id);
+      seen.set(event.id, at);
+      high = Math.max(high, at);
+      if (types && !types.has(event.type)) continue;
+      const outcome = await forwardEvent(forward, url, secret, event);
+      if (flags.json) {
+        io.stdout(JSON.stringify({ id: event.id, type: event.type, created_at: event.created_at, status: outcome.status ?? null, error: outcome.error ?? null, ms: outcome.ms }));
+      } else {
+        io.stdout(`${event.created_at}  --> ${event.type.padEnd(22)} ${event.id}  <-- ${outcome.status ?? `error (${outcome.error})`} ${url.href} ${outcome.ms} ms`);
+      }
+      if (io.signal?.aborted) break;
+    }
+    for (const [id, at] of seen) if (at < high - 2 * LISTEN_LOOKBACK_MS) seen.delete(id);
+    await abortableSleep(interval, io.signal);
+  }
+  io.stderr("Stopped.");
+  return EXIT.ok;
+}
+
+/** POSTs the event's exact body with a real delivery's headers, signed with the local secret. */
+async function forwardEvent(forward: NonNullable<CliIo["forward"]>, url: URL, secret: string, event: FeedEvent) {
+  const body = JSON.stringify(event.payload);
+  const headers: Record<string, string> = {
+    "Content-Type": "application/json",
+    "User-Agent": DELIVERY_USER_AGENT,
+    "Tender-Delivery-Attempt": "1",
+    ...(event.object_id && event.sequence !== null && event.sequence !== undefined ? { "Tender-Sequence": `${event.object_id}/${event.sequence}` } : {}),
+    ...(await webhooks.sign(secret, { id: event.id, body })),
+  };
+  const started = Date.now();
+  try {
+    const response = await forward(new Request(url, { method: "POST", headers, body, redirect: "manual", signal: AbortSignal.timeout(15_000) }));
+    await response.body?.cancel();
+    return { status: response.status, error: undefined, ms: Date.now() - started };
+  } catch (error) {
+    return { status: undefined, error: error instanceof Error ? error.message : String(error), ms: Date.now() - started };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// trigger
+
+export const TEST_CARDS = { success: "4242424242424242", declined: "4000000000000002" } as const;
+
+export interface TriggerContext {
+  tender: Tender;
+  /** Progress, on stderr. */
+  say: (line: string) => void;
+  /** The current time (ms). */
+  now: number;
+}
+
+export interface Triggered {
+  /** What was created, by kind: { user: "usr_…", payout: "po_…", … }. */
+  objects: Record<string, string>;
+  /** The object the event is about (its object_id in the feed). */
+  objectId: string;
+}
+
+interface TriggerPlan {
+  /** What it creates, for --list and help. */
+  creates: string;
+  run(ctx: TriggerContext): Promise<Triggered>;
+}
+
+const card = (ctx: TriggerContext, pan: string) => ({
+  payment_method: "card" as const,
+  card_number: pan,
+  expiration_month: 12,
+  expiration_year: new Date(ctx.now).getUTCFullYear() + 3,
+  cvv: "123",
+});
+
+async function user(ctx: TriggerContext, testClock?: string) {
+  const created = await ctx.tender.POST("/api/users", {
+    body: { name: "Tender Trigger", email: "trigger@example.com", ...(testClock ? { test_clock: testClock } : {}) },
+  });
+  ctx.say(`Created user ${created.id}`);
+  return created;
+}
+
+async function plan(ctx: TriggerContext) {
+  const created = await ctx.tender.POST("/subscription-plans", {
+    body: { name: "Trigger plan", price: 19.99, currency: "usd", interval: "month", description: "Created by tender trigger" },
+  });
+  ctx.say(`Created plan ${created.id} (19.99 USD a month)`);
+  return created;
+}
+
+async function subscription(ctx: TriggerContext, testClock?: string) {
+  const customer = await user(ctx, testClock);
+  const fixed = await plan(ctx);
+  const sub = await ctx.tender.POST("/subscriptions", { body: { user_id: customer.id, plan_id: fixed.id, ...card(ctx, TEST_CARDS.success) } });
+  ctx.say(`Created subscription ${sub.id} (first period charged)`);
+  return { user: customer.id, plan: fixed.id, subscription: sub.id, sub };
+}
+
+async function firstPayment(ctx: TriggerContext) {
+  const made = await subscription(ctx);
+  const payments = await ctx.tender.GET("/payments", { params: { query: { subscription_id: made.subscription, limit: 1 } } });
+  const payment = payments.data[0]?.id;
+  if (!payment) throw new Error(`no payment found for ${made.subscription}`);
+  return { ...made, payment };
+}
+
+async function payout(ctx: TriggerContext, pan: string) {
+  const recipient = await user(ctx);
+  const created = await ctx.tender.POST("/payout", {
+    body: { recipient_id: recipient.id, amount: 2500, currency: "usd", description: "Created by tender trigger", ...card(ctx, pan) },
+  });
+  ctx.say(`Created payout ${created.id} (25.00 USD, ${pan === TEST_CARDS.success ? "settles paid" : "settles failed"} in a few seconds)`);
+  return { user: recipient.id, payout: created.id };
+}
+
+async function refund(ctx: TriggerContext) {
+  const made = await firstPayment(ctx);
+  const created = await ctx.tender.POST("/refunds", { body: { payment_id: made.payment, amount: 500, reason: "requested_by_customer" } });
+  ctx.say(`Created refund ${created.id} (5.00 USD of payment ${made.payment})`);
+  return { user: made.user, plan: made.plan, subscription: made.subscription, payment: made.payment, refund: created.id };
+}
+
+/** For every event type in the catalog (src/webhooks/catalog.ts), what makes it happen. */
+export const TRIGGERS: Record<EventType, TriggerPlan> = {
+  "customer.created": {
+    creates: "a user",
+    async run(ctx) {
+      const made = await user(ctx);
+      return { objects: { user: made.id }, objectId: made.id };
+    },
+  },
+  "customer.updated": {
+    creates: "a user, then a change to its name",
+    async run(ctx) {
+      const made = await user(ctx);
+      await ctx.tender.PUT("/api/users/{id}", { params: { path: { id: made.id } }, body: { name: "Tender Trigger (renamed)", email: made.email } });
+      ctx.say(`Updated user ${made.id}`);
+      return { objects: { user: made.id }, objectId: made.id };
+    },
+  },
+  "payment.completed": {
+    creates: "a user, a plan and a subscription (its first charge succeeds)",
+    async run(ctx) {
+      const { sub: _sub, ...objects } = await firstPayment(ctx);
+      return { objects, objectId: objects.payment };
+    },
+  },
+  "payment.failed": {
+    creates: "a user, a plan and a subscription with a declined card (402)",
+    async run(ctx) {
+      const customer = await user(ctx);
+      const fixed = await plan(ctx);
+      try {
+        await ctx.tender.POST("/subscriptions", { body: { user_id: customer.id, plan_id: fixed.id, ...card(ctx, TEST_CARDS.declined) } });
+        throw new Error("the declined test card was charged");
+      } catch (error) {
+        if (!(error instanceof TenderError) || error.status !== 402) throw error;
+        ctx.say(`Subscription refused as expected: 402 ${error.decline_code ?? error.code}`);
+      }
+      const payments = await ctx.tender.GET("/payments", { params: { query: { user_id: customer.id, limit: 1 } } });
+      const payment = payments.data[0]?.id;
+      if (!payment) throw new Error(`no failed payment found for ${customer.id}`);
+      return { objects: { user: customer.id, plan: fixed.id, payment }, objectId: payment };
+    },
+  },
+  "refund.initiated": {
+    creates: "a subscription's payment, then a partial refund of it",
+    async run(ctx) {
+      const objects = await refund(ctx);
+      return { objects, objectId: objects.refund };
+    },
+  },
+  "refund.completed": {
+    creates: "a subscription's payment, then a partial refund (settles in a moment)",
+    async run(ctx) {
+      const objects = await refund(ctx);
+      return { objects, objectId: objects.refund };
+    },
+  },
+  "payout.created": {
+    creates: "a user and a payout to a test card",
+    async run(ctx) {
+      const objects = await payout(ctx, TEST_CARDS.success);
+      return { objects, objectId: objects.payout };
+    },
+  },
+  "payout.paid": {
+    creates: "a user and a payout that settles paid (after its 5 s cancel window)",
+    async run(ctx) {
+      const objects = await payout(ctx, TEST_CARDS.success);
+      return { objects, objectId: objects.payout };
+    },
+  },
+  "payout.failed": {
+    creates: "a user and a payout to a declining card (fails after its 5 s cancel window)",
+    async run(ctx) {
+      const objects = await payout(ctx, TEST_CARDS.declined);
+      return { objects, objectId: objects.payout };
+    },
+  },
+  "payout.canceled": {
+    creates: "a user and a payout, canceled at once",
+    async run(ctx) {
+      const objects = await payout(ctx, TEST_CARDS.success);
+      await ctx.tender.POST("/payouts/{id}/cancel", { params: { path: { id: objects.payout } } });
+      ctx.say(`Canceled payout ${objects.payout}`);
+      return { objects, objectId: objects.payout };
+    },
+  },
+  subscription_created: {
+    creates: "a user, a plan and a subscription",
+    async run(ctx) {
+      const { sub: _sub, ...objects } = await subscription(ctx);
+      return { objects, objectId: objects.subscription };
+    },
+  },
+  subscription_updated: {
+    creates: "a subscription, then new card details for it",
+    async run(ctx) {
+      const { sub: _sub, ...objects } = await subscription(ctx);
+      await ctx.tender.PUT("/subscriptions/{id}", { params: { path: { id: objects.subscription } }, body: card(ctx, "5555555555554444") });
+      ctx.say(`Updated subscription ${objects.subscription} (new card)`);
+      return { objects, objectId: objects.subscription };
+    },
+  },
+  subscription_canceled: {
+    creates: "a subscription, then cancels it",
+    async run(ctx) {
+      const { sub: _sub, ...objects } = await subscription(ctx);
+      await ctx.tender.DELETE("/subscriptions/{id}", { params: { path: { id: objects.subscription } } });
+      ctx.say(`Canceled subscription ${objects.subscription}`);
+      return { objects, objectId: objects.subscription };
+    },
+  },
+  subscription_renewal: {
+    creates: "a test clock, a user on it and a subscription, then advances the clock past the renewal",
+    async run(ctx) {
+      const start = new Date(Math.floor(ctx.now / 1000) * 1000).toISOString();
+      const testClock = await ctx.tender.POST("/api/test-clocks", { body: { frozen_time: start, name: "tender trigger subscription_renewal" } });
+      ctx.say(`Created test clock ${testClock.id} at ${start}`);
+      const { sub, ...objects } = await subscription(ctx, testClock.id);
+      const renewal = Date.parse(sub.next_billing_date ?? start);
+      const to = new Date(renewal + 60_000).toISOString();
+      await ctx.tender.POST("/api/test-clocks/{id}/advance", { params: { path: { id: testClock.id } }, body: { frozen_time: to } });
+      ctx.say(`Advanced test clock ${testClock.id} to ${to} (past the renewal on ${sub.next_billing_date})`);
+      return { objects: { test_clock: testClock.id, ...objects }, objectId: objects.subscription };
+    },
+  },
+};
+
+async function trigger(tender: Tender, parsed: Parsed, io: CliIo, apiKey: string): Promise<number> {
+  const type = parsed.args[0];
+  if (!Object.hasOwn(TRIGGERS, type)) {
+    throw new UsageError(`unknown event type '${type}'. Known: ${Object.keys(TRIGGERS).join(", ")}`);
+  }
+  if (/^(sk|rk)_live_/.test(apiKey)) throw new UsageError("trigger creates objects and moves (test) money: use a test-mode key, not a live one");
+  const timeoutS = (parsed.flags.timeout as number | undefined) ?? 30;
+  const started = Date.now();
+  io.stderr(`Triggering ${type}: creating ${TRIGGERS[type as EventType].creates}`);
+  const result = await TRIGGERS[type as EventType].run({ tender, say: (line) => io.stderr(`  ${line}`), now: started });
+
+  let event: FeedEvent | undefined;
+  if (!parsed.flags["no-wait"]) {
+    const deadline = Date.now() + timeoutS * 1000;
+    for (;;) {
+      const page = await tender.GET("/api/events", { params: { query: { type, object_id: result.objectId, limit: 1 } } });
+      event = page.data[0];
+      if (event || Date.now() > deadline) break;
+      await abortableSleep(250, io.signal);
+    }
+  }
+  if (parsed.flags.json) {
+    io.stdout(JSON.stringify({ type, event: event?.id ?? null, object_id: result.objectId, objects: result.objects }));
+  } else if (event) {
+    io.stdout(`${event.id}  ${event.type}  ${result.objectId}`);
+  } else if (parsed.flags["no-wait"]) {
+    io.stdout(`${type}  ${result.objectId}`);
+  }
+  if (!event && !parsed.flags["no-wait"]) {
+    io.stderr(`tender: ${type} about ${result.objectId} did not appear in the events feed within ${timeoutS} s`);
+    return EXIT.timeout;
+  }
+  io.stderr(event ? `Triggered ${type}: ${event.id}` : `Created the objects for ${type} (not waiting for the event)`);
+  return EXIT.ok;
+}
