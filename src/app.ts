@@ -7,6 +7,7 @@ import { requestContext, REQUEST_ID_HEADER } from "./middleware/request";
 import { registerRoutes } from "./routes";
 import { registerDashboard } from "./dashboard";
 import { docsPage } from "./routes/docs-page";
+import { CURRENT_API_VERSION } from "./domain/api-versions";
 
 /** Turns a zod issue path into the `param` of the error, e.g. `tiers.1.up_to`. */
 function paramOf(path: PropertyKey[]): string | undefined {
@@ -72,7 +73,8 @@ export function newApp() {
     openapi: "3.1.0",
     info: {
       title: "Tender API",
-      version: "1.0.0",
+      // The API version this document describes (src/domain/api-versions.ts); the client pins it.
+      version: CURRENT_API_VERSION,
       description:
         "Payments API: request ids, user profiles, payouts, payments and refunds, subscription plans and subscriptions, signed webhooks. Amounts are integers in the currency's smallest unit. Errors share one shape: { error: { type, code, message, param?, request_id } }.",
     },

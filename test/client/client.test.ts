@@ -1,7 +1,8 @@
 // @tender/client against the Worker: typed calls, Idempotency-Keys and the retries that reuse
 // them, the one error class, auto-pagination and read-your-writes bookmarks.
 import { afterEach, describe, expect, it } from "vitest";
-import { Tender, TenderError, type Schemas } from "@tender/client";
+import { API_VERSION, Tender, TenderError, type Schemas } from "@tender/client";
+import { CURRENT_API_VERSION } from "../../src/domain/api-versions";
 import { useProcessor } from "../../src/processor";
 import { BASE, signup } from "../support/http";
 import { countRows } from "../support/db";
@@ -81,6 +82,20 @@ describe("typed calls against the Worker", () => {
     expect(read.id).toBe(user.id);
     expect(sent[1].headers.get("tender-consistency")).toBe(bookmark);
     expect(tender.consistency! >= bookmark!).toBe(true);
+  });
+
+  it("pins the API version its types describe (Tender-Version), unless told to use the account's", async () => {
+    const acct = await signup();
+    expect(API_VERSION).toBe(CURRENT_API_VERSION);
+    const pinned = tenderFor(acct.key);
+    await pinned.tender.GET("/api/users");
+    expect(pinned.sent[0].headers.get("tender-version")).toBe(API_VERSION);
+    const older = tenderFor(acct.key, { apiVersion: "2026-11-01" });
+    await older.tender.GET("/api/users");
+    expect(older.sent[0].headers.get("tender-version")).toBe("2026-11-01");
+    const account = tenderFor(acct.key, { apiVersion: null });
+    await account.tender.GET("/api/users");
+    expect(account.sent[0].headers.get("tender-version")).toBeNull();
   });
 });
 

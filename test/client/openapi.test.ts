@@ -6,8 +6,9 @@ import { describe, expect, it } from "vitest";
 import snapshot from "../../clients/typescript/openapi.json?raw";
 import schema from "../../clients/typescript/src/schema.d.ts?raw";
 import { call } from "../support/http";
+import { API_VERSION } from "../../clients/typescript/src/api-version";
 
-const REGENERATE = "the client's types are stale: run `npm run generate -w @tender/client` and commit clients/typescript/openapi.json and src/schema.d.ts";
+const REGENERATE = "the client's types are stale: run `npm run generate -w @tender/client` and commit clients/typescript/openapi.json, src/schema.d.ts and src/api-version.ts";
 
 async function sha256Hex(text: string) {
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
@@ -25,6 +26,10 @@ describe("generated client types", () => {
     const recorded = /^\/\/ openapi\.json sha256: ([0-9a-f]{64})$/m.exec(schema)?.[1];
     expect(recorded, "schema.d.ts has no hash line: regenerate it").toBeDefined();
     expect(recorded, REGENERATE).toBe(await sha256Hex(snapshot));
+  });
+
+  it("src/api-version.ts names the document's API version (the client's default Tender-Version)", () => {
+    expect(API_VERSION, REGENERATE).toBe((JSON.parse(snapshot) as { info: { version: string } }).info.version);
   });
 
   it("every path and operation of the document has a type", () => {

@@ -11,6 +11,7 @@
 // This file holds every run-time part of the client on purpose: it imports only packages and
 // types, so Node can load it with its built-in type stripping (the `tender` CLI does).
 import createClient, { type Client, type ClientPathsWithMethod, type MaybeOptionalInit, type MethodResponse } from "openapi-fetch";
+import { API_VERSION } from "./api-version.ts";
 import { Webhook, WebhookVerificationError as StandardWebhookError } from "standardwebhooks";
 import type { components, paths } from "./schema";
 import type { WebhookEvent } from "./events";
@@ -145,8 +146,12 @@ export interface TenderOptions {
   fetch?: (request: Request) => Promise<Response>;
   /** Retries after the first attempt (default 2; 0 disables them). */
   maxRetries?: number;
-  /** Sent as Tender-Version on every request (default: the account's pinned version). */
-  apiVersion?: string;
+  /**
+   * Sent as Tender-Version on every request. Default: the version the generated types describe
+   * (API_VERSION), so answers have the shape the types say; null sends none (the account's
+   * pinned version answers).
+   */
+  apiVersion?: string | null;
   /** Headers added to every request. */
   headers?: Record<string, string>;
   /** How the client waits between attempts (tests inject a recorder). */
@@ -227,7 +232,7 @@ export class Tender {
       baseUrl: (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, ""),
       headers: {
         authorization: `Bearer ${options.apiKey}`,
-        ...(options.apiVersion ? { "tender-version": options.apiVersion } : {}),
+        ...(options.apiVersion === null ? {} : { "tender-version": options.apiVersion ?? API_VERSION }),
         ...options.headers,
       },
       fetch: (request) => this.#send(request),
@@ -437,3 +442,5 @@ function newSecret(): string {
 }
 
 export const webhooks = { verify, sign, newSecret };
+
+export { API_VERSION };
