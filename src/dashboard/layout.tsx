@@ -182,6 +182,20 @@ export function Pager({ page, query, base }: { page: Page<{ id: string }>; query
 }
 
 /** The hidden fields of a form: the session's CSRF token and an Idempotency-Key for this render. */
+/** "Show: all a b c" links that filter a list by status; the current one is not a link. */
+export function StatusFilter({ statuses, current, base }: { statuses: string[]; current: string | undefined; base: string }) {
+  return (
+    <>
+      Show:{" "}
+      {["all", ...statuses].map((s) => (
+        <>
+          {(current ?? "all") === s ? <strong>{s}</strong> : <a href={s === "all" ? base : `${base}?status=${s}`}>{s}</a>}{" "}
+        </>
+      ))}
+    </>
+  );
+}
+
 export function FormFields({ session }: { session: DashboardSession }) {
   return (
     <>

@@ -5,7 +5,7 @@ import { act, apiErrorPage, redirectWithNotice } from "../actions";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
 import { Money, Time } from "../format";
-import { Empty, FormFields, Pager, StatusBadge, can, render } from "../layout";
+import { Empty, FormFields, Pager, StatusBadge, can, render, StatusFilter } from "../layout";
 import { apiQuery, listQuery } from "../lists";
 
 interface Payout {
@@ -37,12 +37,7 @@ async function listPage(c: Context<DashEnv>) {
     children: (
       <section class="panel">
         <p class="muted">
-          Show:{" "}
-          {["all", ...STATUSES].map((s) => (
-            <>
-              {(query.status ?? "all") === s ? <strong>{s}</strong> : <a href={s === "all" ? BACK : `${BACK}?status=${s}`}>{s}</a>}{" "}
-            </>
-          ))}
+          <StatusFilter statuses={STATUSES} current={query.status} base={BACK} />
         </p>
         {page.data.length === 0 ? (
           <Empty title={query.status ? `No ${query.status} payouts` : "No payouts yet"}>Payouts are made with POST /payout; a new one can be canceled for its first 5 seconds.</Empty>

@@ -5,7 +5,7 @@ import { act, apiErrorPage, field, redirectWithNotice, refuse } from "../actions
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
 import { Time } from "../format";
-import { Empty, FormFields, Pager, StatusBadge, can, render } from "../layout";
+import { Empty, FormFields, Pager, StatusBadge, can, render, StatusFilter } from "../layout";
 import { apiQuery, listQuery } from "../lists";
 
 interface Subscription {
@@ -37,12 +37,7 @@ async function listPage(c: Context<DashEnv>) {
     children: (
       <section class="panel">
         <p class="muted">
-          Show:{" "}
-          {["all", ...STATUSES].map((s) => (
-            <>
-              {(query.status ?? "all") === s ? <strong>{s}</strong> : <a href={s === "all" ? BACK : `${BACK}?status=${s}`}>{s}</a>}{" "}
-            </>
-          ))}
+          <StatusFilter statuses={STATUSES} current={query.status} base={BACK} />
         </p>
         {page.data.length === 0 ? (
           <Empty title={query.status ? `No ${query.status} subscriptions` : "No subscriptions yet"}>Subscriptions are created with POST /subscriptions.</Empty>

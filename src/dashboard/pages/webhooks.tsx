@@ -8,7 +8,7 @@ import { act, apiErrorPage, field, fields, redirectWithNotice, refuse } from "..
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
 import { Time } from "../format";
-import { Empty, FormFields, Pager, SecretOnce, StatusBadge, can, render } from "../layout";
+import { Empty, FormFields, Pager, SecretOnce, StatusBadge, can, render, StatusFilter } from "../layout";
 import { ID_PATTERN, apiQuery, listQuery } from "../lists";
 import { endpointSuccessRates } from "../stats";
 
@@ -337,12 +337,7 @@ async function endpointPage(c: Context<DashEnv>) {
           <div class="row">
             <h2>Deliveries</h2>
             <span class="muted">
-              Show:{" "}
-              {["all", "pending", "delivered", "failed"].map((s) => (
-                <>
-                  {(query.status ?? "all") === s ? <strong>{s}</strong> : <a href={s === "all" ? base : `${base}?status=${s}`}>{s}</a>}{" "}
-                </>
-              ))}
+              <StatusFilter statuses={["pending", "delivered", "failed"]} current={query.status} base={base} />
             </span>
             <label class="check live" hidden>
               <input type="checkbox" data-live-refresh="3" hidden /> Live refresh
