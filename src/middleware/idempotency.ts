@@ -18,7 +18,7 @@ import type { Db } from "../db/client";
 import { idempotencyKeys } from "../db/schema";
 import { guard, type Statement } from "../db/batch";
 import { liveCredential } from "../db/scope";
-import { ensureLive } from "../auth/credentials";
+import { forgetKey, revokedCredential } from "../auth/credentials";
 import type { AppEnv, IdempotencyClaim } from "../context";
 import { hmacSha256Hex, randomToken, sha256Hex } from "../lib/crypto";
 import { ApiError, conflict, invalidRequest } from "../lib/errors";
@@ -175,27 +175,27 @@ async function recordInBatch(c: Context<AppEnv>, next: Next, key: string, reques
   if (c.res.status >= 200 && c.res.status < 300) {
     // A route that answered without a write batch of its own: store its answer now, unless an
     // earlier request holds the key (then that request's answer is the one to give).
+    const record = {
+      requestHash,
+      claimToken,
+      status: "completed" as const,
+      responseStatus: c.res.status,
+      responseBody: await storableText(c.res),
+      createdAt: claim.since,
+      lockedAt: now,
+      expiresAt: now + IDEMPOTENCY_TTL_MS,
+    };
     const stored = await db
       .insert(idempotencyKeys)
-      .values({
-        accountId,
-        key,
-        requestHash,
-        claimToken,
-        status: "completed",
-        responseStatus: c.res.status,
-        responseBody: await storableText(c.res),
-        createdAt: claim.since,
-        lockedAt: now,
-        expiresAt: now + IDEMPOTENCY_TTL_MS,
-      })
-      .onConflictDoNothing()
+      .values({ accountId, key, ...record })
+      // As in the batch (completeIdempotency): a record whose 24 hours are over no longer holds the key.
+      .onConflictDoUpdate({ target: [idempotencyKeys.accountId, idempotencyKeys.key], set: record, setWhere: replaceable(now, requestHash) })
       .returning({ claimToken: idempotencyKeys.claimToken });
-    if (stored.length > 0) return;
+    if (stored[0]?.claimToken === claimToken) return;
   }
   // The request changed nothing. An earlier request with this key decides the answer: its stored
   // answer (a retry after the first one succeeded), 422 for other parameters, 409 while it runs.
-  const earlier = await earlierUse(c, key, requestHash);
+  const earlier = await earlierUse(c, key, requestHash, now);
   if (earlier) c.res = earlier;
 }
 
@@ -211,19 +211,32 @@ async function storableText(res: Response): Promise<string> {
 
 /**
  * The answer owed to a request whose key an earlier request holds: that request's stored answer,
- * 422 if its parameters differ, 409 while it runs; undefined when no record holds the key.
+ * 422 if its parameters differ, 409 while it runs; undefined when no record holds the key. A
+ * completed record whose 24 hours are over (not yet swept by the cron) holds it no more.
  */
-async function earlierUse(c: Context<AppEnv>, key: string, requestHash: string): Promise<Response | undefined> {
+async function earlierUse(c: Context<AppEnv>, key: string, requestHash: string, now: number): Promise<Response | undefined> {
   const { db, auth } = c.var;
-  // The lookup carries the live-credential check, so a key revoked in another isolate (still
-  // cached here) cannot read a stored answer; an empty result is then told apart by ensureLive.
-  const existing = await db.query.idempotencyKeys.findFirst({
-    where: and(eq(idempotencyKeys.accountId, auth.accountId), eq(idempotencyKeys.key, key), liveCredential(auth)),
-  });
-  if (!existing) {
-    await ensureLive(db, auth);
-    return undefined;
+  // One round trip: the record, and whether the caller's key is still live, so that a key
+  // revoked in another isolate (still cached here) cannot read a stored answer.
+  const [row] = await db
+    .select({
+      live: sql<number>`${liveCredential(auth)}`,
+      requestHash: idempotencyKeys.requestHash,
+      status: idempotencyKeys.status,
+      responseStatus: idempotencyKeys.responseStatus,
+      responseBody: idempotencyKeys.responseBody,
+    })
+    .from(sql`(SELECT 1) AS one`)
+    .leftJoin(
+      idempotencyKeys,
+      and(eq(idempotencyKeys.accountId, auth.accountId), eq(idempotencyKeys.key, key), sql`NOT ${completedAndExpired(now)}`),
+    );
+  if (!row?.live) {
+    forgetKey(auth.keyId);
+    throw revokedCredential();
   }
+  if (row.requestHash === null) return undefined;
+  const existing = row;
   if (existing.requestHash !== requestHash) {
     throw new ApiError(
       422,
@@ -279,7 +292,7 @@ async function claimFirst(c: Context<AppEnv>, next: Next, key: string, requestHa
     .returning({ claimToken: idempotencyKeys.claimToken, createdAt: idempotencyKeys.createdAt });
 
   if (claimed[0]?.claimToken !== claimToken) {
-    const earlier = await earlierUse(c, key, requestHash);
+    const earlier = await earlierUse(c, key, requestHash, now);
     if (!earlier) throw idempotencyClaimLost();
     return earlier;
   }
