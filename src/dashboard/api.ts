@@ -7,19 +7,11 @@ import type { Context } from "hono";
 import { withPrincipal } from "../auth/principal";
 import { CURRENT_API_VERSION } from "../domain/api-versions";
 import { CONSISTENCY_HEADER } from "../middleware/request";
-import type { DashEnv } from "./context";
+import type { ApiAnswer, ApiCall, ApiErrorBody, DashEnv } from "./context";
 
-export interface ApiErrorBody {
-  type: string;
-  code: string;
-  message: string;
-  param?: string;
-  request_id: string;
-}
+export type { Api, ApiAnswer, ApiCall, ApiErrorBody } from "./context";
 
-export type ApiAnswer<T> =
-  | { ok: true; status: number; body: T; requestId: string | null }
-  | { ok: false; status: number; error: ApiErrorBody };
+
 
 export interface Page<T> {
   object: "list";
@@ -32,13 +24,6 @@ export interface InProcessApp {
   fetch(request: Request, env: any, ctx?: any): Response | Promise<Response>;
 }
 
-export interface ApiCall {
-  method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
-  query?: Record<string, string | number | undefined>;
-  body?: unknown;
-  /** Sent as Idempotency-Key; the dashboard's forms carry one generated when the page was rendered. */
-  idempotencyKey?: string;
-}
 
 /** The D1 bookmark of the session's last action, so the page after it reads at least that fresh. */
 export const BOOKMARK_COOKIE = "tender_dashboard_bookmark";
@@ -79,4 +64,3 @@ export function apiClient(app: InProcessApp, c: Context<DashEnv>) {
   };
 }
 
-export type Api = ReturnType<typeof apiClient>;

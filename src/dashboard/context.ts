@@ -1,8 +1,41 @@
-// The dashboard's Hono environment: the API's (request id, database) plus the signed-in session,
-// the parsed form of a POST, and the in-process API client.
-import type { AppEnv } from "../context";
-import type { Api } from "./api";
-import type { DashboardSession } from "./session";
+// The dashboard's Hono environment (the API's request id and database, plus the signed-in session,
+// the parsed form of a POST and the in-process API client) and the types its modules share, so
+// that session.ts and api.ts depend on this file and not on each other.
+import type { AppEnv, Auth } from "../context";
+
+export interface DashboardSession {
+  tokenHash: string;
+  auth: Auth;
+  accountName: string;
+  keyName: string | null;
+  keyPrefix: string;
+  expiresAt: number;
+  /** The hidden field every form of this session carries. */
+  csrfToken: string;
+}
+
+export interface ApiErrorBody {
+  type: string;
+  code: string;
+  message: string;
+  param?: string;
+  request_id: string;
+}
+
+export type ApiAnswer<T> =
+  | { ok: true; status: number; body: T; requestId: string | null }
+  | { ok: false; status: number; error: ApiErrorBody };
+
+export interface ApiCall {
+  method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+  query?: Record<string, string | number | undefined>;
+  body?: unknown;
+  /** Sent as Idempotency-Key; the dashboard's forms carry one generated when the page was rendered. */
+  idempotencyKey?: string;
+}
+
+/** The in-process API client (src/dashboard/api.ts): a request to the API's route, as the session's key. */
+export type Api = <T>(path: string, call?: ApiCall) => Promise<ApiAnswer<T>>;
 
 export type DashEnv = {
   Bindings: AppEnv["Bindings"];

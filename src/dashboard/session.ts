@@ -14,7 +14,9 @@ import { isDevelopment } from "../env";
 import { clock, isoTime } from "../lib/clock";
 import { randomToken, sha256Hex } from "../lib/crypto";
 import { ApiError } from "../lib/errors";
-import type { DashEnv } from "./context";
+import type { DashboardSession, DashEnv } from "./context";
+
+export type { DashboardSession } from "./context";
 
 export const SESSION_COOKIE = "tender_session";
 /** A session lasts 8 hours from sign-in (a working day), then the key must be entered again. */
@@ -23,16 +25,6 @@ const COOKIE_PATH = "/dashboard";
 const API_KEY = /^(sk|rk)_(test|live)_[0-9A-Za-z]{32}$/;
 const SESSION_TOKEN = /^[0-9A-Za-z]{43}$/;
 
-export interface DashboardSession {
-  tokenHash: string;
-  auth: Auth;
-  accountName: string;
-  keyName: string | null;
-  keyPrefix: string;
-  expiresAt: number;
-  /** The hidden field every form of this session carries. */
-  csrfToken: string;
-}
 
 export class SignInRefused extends Error {
   constructor(
