@@ -68,6 +68,34 @@ export function withoutSecrets(value: unknown): unknown {
 /** What the record stores: the answer as JSON with every secret field set to null, or an SQL expression. */
 const storedAnswer = (body: unknown) => (body instanceof SQL ? body : JSON.stringify(withoutSecrets(body)));
 
+/** The record as this request holds it: the account's key, with this request's claim token. */
+const heldBy = (accountId: string, claim: Pick<IdempotencyClaim, "key" | "claimToken">) =>
+  and(eq(idempotencyKeys.accountId, accountId), eq(idempotencyKeys.key, claim.key), eq(idempotencyKeys.claimToken, claim.claimToken));
+
+/**
+ * Writes this in-batch request's record, completed with its answer. Only a completed record whose
+ * 24 hours are over, or a stale claim of this same request (left by a claim-first run that died
+ * before its batch), is replaced; any other holder keeps the key, and the record is then not this
+ * request's (see heldBy).
+ */
+function upsertCompletedRecord(db: Db, accountId: string, claim: IdempotencyClaim, status: number, responseBody: string | SQL) {
+  const now = Date.parse(claim.since);
+  const record = {
+    requestHash: claim.requestHash,
+    claimToken: claim.claimToken,
+    status: "completed" as const,
+    responseStatus: status,
+    responseBody,
+    createdAt: claim.since,
+    lockedAt: now,
+    expiresAt: now + IDEMPOTENCY_TTL_MS,
+  };
+  return db
+    .insert(idempotencyKeys)
+    .values({ accountId, key: claim.key, ...record })
+    .onConflictDoUpdate({ target: [idempotencyKeys.accountId, idempotencyKeys.key], set: record, setWhere: replaceable(now, claim.requestHash) });
+}
+
 /**
  * The statements that complete this request's idempotency record inside its write batch. A
  * `claimed` record (inserted before the route ran) is completed if this request still holds it;
@@ -82,32 +110,9 @@ export function completeIdempotency(
   body: unknown,
   options: { guard: boolean } = { guard: true },
 ): Statement[] {
-  const match = and(
-    eq(idempotencyKeys.accountId, accountId),
-    eq(idempotencyKeys.key, claim.key),
-    eq(idempotencyKeys.claimToken, claim.claimToken),
-  );
+  const match = heldBy(accountId, claim);
   const held = guard(db, IDEMPOTENCY_CLAIM_LOST, sql`EXISTS (SELECT 1 FROM ${idempotencyKeys} WHERE ${match})`);
-  if (claim.mode === "in_batch" && claim.state === "open") {
-    const now = Date.parse(claim.since);
-    const record = {
-      requestHash: claim.requestHash,
-      claimToken: claim.claimToken,
-      status: "completed" as const,
-      responseStatus: status,
-      responseBody: storedAnswer(body),
-      createdAt: claim.since,
-      lockedAt: now,
-      expiresAt: now + IDEMPOTENCY_TTL_MS,
-    };
-    const insert = db
-      .insert(idempotencyKeys)
-      .values({ accountId, key: claim.key, ...record })
-      // Only a completed record whose 24 hours are over, or a stale claim of this same request
-      // (left by a claim-first run that died before its batch), is replaced; any other holder keeps the key.
-      .onConflictDoUpdate({ target: [idempotencyKeys.accountId, idempotencyKeys.key], set: record, setWhere: replaceable(now, claim.requestHash) });
-    return [insert, held];
-  }
+  if (claim.mode === "in_batch" && claim.state === "open") return [upsertCompletedRecord(db, accountId, claim, status, storedAnswer(body)), held];
   const complete = db
     .update(idempotencyKeys)
     // A body computed inside the batch (an SQL expression) is stored as the batch sees it; such
@@ -165,7 +170,7 @@ async function recordInBatch(c: Context<AppEnv>, next: Next, key: string, reques
   c.set("idempotency", claim);
   await next();
   if (claim.state === "completed") return;
-  const match = and(eq(idempotencyKeys.accountId, accountId), eq(idempotencyKeys.key, key), eq(idempotencyKeys.claimToken, claimToken));
+  const match = heldBy(accountId, claim);
   if (claim.state === "unknown") {
     // The record and the change share one batch: either both committed or neither did, so the
     // record says which, and a retry is safe either way.
@@ -175,22 +180,9 @@ async function recordInBatch(c: Context<AppEnv>, next: Next, key: string, reques
   if (c.res.status >= 200 && c.res.status < 300) {
     // A route that answered without a write batch of its own: store its answer now, unless an
     // earlier request holds the key (then that request's answer is the one to give).
-    const record = {
-      requestHash,
-      claimToken,
-      status: "completed" as const,
-      responseStatus: c.res.status,
-      responseBody: await storableText(c.res),
-      createdAt: claim.since,
-      lockedAt: now,
-      expiresAt: now + IDEMPOTENCY_TTL_MS,
-    };
-    const stored = await db
-      .insert(idempotencyKeys)
-      .values({ accountId, key, ...record })
-      // As in the batch (completeIdempotency): a record whose 24 hours are over no longer holds the key.
-      .onConflictDoUpdate({ target: [idempotencyKeys.accountId, idempotencyKeys.key], set: record, setWhere: replaceable(now, requestHash) })
-      .returning({ claimToken: idempotencyKeys.claimToken });
+    const stored = await upsertCompletedRecord(db, accountId, claim, c.res.status, await storableText(c.res)).returning({
+      claimToken: idempotencyKeys.claimToken,
+    });
     if (stored[0]?.claimToken === claimToken) return;
   }
   // The request changed nothing. An earlier request with this key decides the answer: its stored
@@ -236,8 +228,7 @@ async function earlierUse(c: Context<AppEnv>, key: string, requestHash: string, 
     throw revokedCredential();
   }
   if (row.requestHash === null) return undefined;
-  const existing = row;
-  if (existing.requestHash !== requestHash) {
+  if (row.requestHash !== requestHash) {
     throw new ApiError(
       422,
       "idempotency_error",
@@ -245,13 +236,13 @@ async function earlierUse(c: Context<AppEnv>, key: string, requestHash: string, 
       "This Idempotency-Key was already used with a different request (method, path or parameters). Use a new key for a new request.",
     );
   }
-  if (existing.status === "in_flight" || existing.responseStatus === null || existing.responseBody === null) {
+  if (row.status === "in_flight" || row.responseStatus === null || row.responseBody === null) {
     throw conflict(
       "idempotency_key_in_use",
       "A request with this Idempotency-Key is still being processed. Retry after it finishes.",
     );
   }
-  return replay(existing.responseStatus, existing.responseBody, c.var.requestId);
+  return replay(row.responseStatus, row.responseBody, c.var.requestId);
 }
 
 /** The key is claimed (`in_flight`) before the route runs, and the route's batch completes it. */
@@ -303,11 +294,7 @@ async function claimFirst(c: Context<AppEnv>, next: Next, key: string, requestHa
   c.set("idempotency", claim);
   await next();
   if (claim.state === "completed") return;
-  const match = and(
-    eq(idempotencyKeys.accountId, accountId),
-    eq(idempotencyKeys.key, key),
-    eq(idempotencyKeys.claimToken, claimToken),
-  );
+  const match = heldBy(accountId, claim);
   if (claim.state === "unknown") {
     c.res = await settleUnknownOutcome(db, match, c.var.requestId, "claimed");
     return;
