@@ -25,25 +25,25 @@ export const SCOPES = [
 export type Scope = (typeof SCOPES)[number];
 export const ALL_SCOPES = "*";
 
-/** `x:write` implies `x:read`; "*" holds every scope. */
-export function hasScope(held: readonly string[], needed: Scope): boolean {
-  if (held.includes(ALL_SCOPES) || held.includes(needed)) return true;
-  const [resource, action] = needed.split(":");
-  return action === "read" && held.includes(`${resource}:write`);
-}
-
-/** Every scope in `requested` is held by `held`. */
-export function scopesWithin(held: readonly string[], requested: readonly string[]): boolean {
-  return requested.every((s) => (s === ALL_SCOPES ? held.includes(ALL_SCOPES) : hasScope(held, s as Scope)));
-}
-
 /**
- * Every scope `held` grants, for a check written in SQL: a write scope grants its read scope too.
- * "all" for a credential holding every scope.
+ * Every scope `held` grants: a write scope grants its read scope too; "all" for a credential
+ * holding "*". The one statement of the rule: hasScope, scopesWithin and the key revocation's
+ * SQL check (src/routes/keys) all read it.
  */
 export function grantedScopes(held: readonly string[]): string[] | "all" {
   if (held.includes(ALL_SCOPES)) return "all";
   const granted = new Set(held);
   for (const scope of held) if (scope.endsWith(":write")) granted.add(`${scope.slice(0, -":write".length)}:read`);
   return [...granted];
+}
+
+/** `x:write` implies `x:read`; "*" holds every scope. */
+export function hasScope(held: readonly string[], needed: Scope): boolean {
+  return scopesWithin(held, [needed]);
+}
+
+/** Every scope in `requested` is held by `held` ("*" only by a holder of "*"). */
+export function scopesWithin(held: readonly string[], requested: readonly string[]): boolean {
+  const granted = grantedScopes(held);
+  return granted === "all" || requested.every((scope) => granted.includes(scope));
 }
