@@ -2,7 +2,7 @@
 // join the same D1 batch as the state change that caused them. After the batch commits, the new
 // delivery ids are enqueued; the sweeper (src/webhooks/sweeper.ts) re-enqueues any that the
 // enqueue missed, so no event is lost between the commit and the queue.
-import { type SQL, sql } from "drizzle-orm";
+import { type SQL, and, eq, isNotNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { type FailureMap, rawStatement, runBatch, type Statement } from "../db/batch";
 import { events, webhookDeliveries, webhookEndpoints } from "../db/schema";
@@ -113,6 +113,25 @@ export interface DeliveryMessage {
 
 export async function enqueueDeliveries(queue: Queue, deliveryIds: string[]): Promise<void> {
   await sendInBatches(queue, deliveryIds.map((deliveryId) => ({ body: { deliveryId } satisfies DeliveryMessage })));
+}
+
+/**
+ * An endpoint's ordering was turned off: the deliveries it held back (`waiting_for`) go out now,
+ * rather than at the sweeper's next run. A lost enqueue is not lost work: the sweeper re-enqueues
+ * pending deliveries.
+ */
+export async function releaseHeldDeliveries(db: Db, queue: Queue, accountId: string, endpointId: string): Promise<void> {
+  const released = await db
+    .update(webhookDeliveries)
+    .set({ waitingFor: null })
+    .where(
+      and(eq(webhookDeliveries.accountId, accountId), eq(webhookDeliveries.endpointId, endpointId), eq(webhookDeliveries.status, "pending"), isNotNull(webhookDeliveries.waitingFor)),
+    )
+    .returning({ id: webhookDeliveries.id });
+  if (released.length === 0) return;
+  await enqueueDeliveries(queue, released.map((r) => r.id)).catch((error) => {
+    console.error(JSON.stringify({ message: "release of held deliveries failed to enqueue; the sweeper will send them", endpoint: endpointId, error: String(error) }));
+  });
 }
 
 /** The delivery ids returned by the delivery inserts at `offsets` of a batch result. */

@@ -2,9 +2,8 @@
 // Turning ordering off releases the deliveries it held back.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../../context";
-import { and, eq, isNotNull } from "drizzle-orm";
-import { webhookDeliveries, webhookEndpoints } from "../../db/schema";
-import { enqueueDeliveries } from "../../webhooks/outbox";
+import { webhookEndpoints } from "../../db/schema";
+import { releaseHeldDeliveries } from "../../webhooks/outbox";
 import { owned } from "../../db/scope";
 import { isDevelopment } from "../../env";
 import { clock, isoTime } from "../../lib/clock";
@@ -53,20 +52,7 @@ export function registerUpdateWebhook(app: OpenAPIHono<AppEnv>) {
       { failures: { [ENDPOINT_MISSING]: endpointMissing(id) } },
     );
     const [updated] = returned as (typeof webhookEndpoints.$inferSelect)[];
-    if (body.ordering === "none") {
-      // Deliveries held back by ordering go out now rather than at the sweeper's next run.
-      const released = await db
-        .update(webhookDeliveries)
-        .set({ waitingFor: null })
-        .where(and(eq(webhookDeliveries.accountId, auth.accountId), eq(webhookDeliveries.endpointId, id), eq(webhookDeliveries.status, "pending"), isNotNull(webhookDeliveries.waitingFor)))
-        .returning({ id: webhookDeliveries.id });
-      // A lost enqueue is not lost work: the sweeper re-enqueues pending deliveries.
-      if (released.length > 0) {
-        await enqueueDeliveries(c.env.DELIVERY_QUEUE, released.map((r) => r.id)).catch((error) => {
-          console.error(JSON.stringify({ message: "release of held deliveries failed to enqueue; the sweeper will send them", endpoint: id, error: String(error) }));
-        });
-      }
-    }
+    if (body.ordering === "none") await releaseHeldDeliveries(db, c.env.DELIVERY_QUEUE, auth.accountId, id);
     return c.json(serializeWebhook(updated), 200);
   });
 }
