@@ -1,9 +1,10 @@
 // API keys and access tokens: generation, hashing, and lookup with a short per-isolate cache.
 // The cache saves the D1 read on hot paths; revocation still takes effect at once because every
 // query and every write batch also checks that the credential's key is live (src/db/scope.ts).
-import { and, eq, isNull } from "drizzle-orm";
+import { and, eq, isNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { keyIsLive } from "../db/scope";
+import { prepared } from "../db/prepared";
 import { accessTokens, accounts, apiKeys } from "../db/schema";
 import type { Auth } from "../context";
 import { randomToken, sha256Hex, timingSafeEqual } from "../lib/crypto";
@@ -48,14 +49,28 @@ function remember(entry: CacheEntry) {
   cache.set(entry.hash, entry);
 }
 
+// The lookups are prepared once per isolate (src/db/prepared.ts): they run on every cache miss.
+const keyByHash = prepared((db) =>
+  db
+    .select({ key: apiKeys, apiVersion: accounts.apiVersion })
+    .from(apiKeys)
+    .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
+    .where(and(eq(apiKeys.hash, sql.placeholder("hash")), isNull(apiKeys.revokedAt)))
+    .limit(1),
+);
+const tokenByHash = prepared((db) =>
+  db
+    .select({ token: accessTokens, mode: apiKeys.mode, apiVersion: accounts.apiVersion })
+    .from(accessTokens)
+    .innerJoin(apiKeys, eq(apiKeys.id, accessTokens.keyId))
+    .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
+    .where(and(eq(accessTokens.hash, sql.placeholder("hash")), isNull(apiKeys.revokedAt)))
+    .limit(1),
+);
+
 async function load(db: Db, credential: string, hash: string): Promise<CacheEntry | null> {
   if (KEY_PATTERN.test(credential)) {
-    const [found] = await db
-      .select({ key: apiKeys, apiVersion: accounts.apiVersion })
-      .from(apiKeys)
-      .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
-      .where(and(eq(apiKeys.hash, hash), isNull(apiKeys.revokedAt)))
-      .limit(1);
+    const [found] = await keyByHash(db).execute({ hash });
     if (!found || !timingSafeEqual(found.key.hash, hash)) return null;
     const row = found.key;
     return {
@@ -73,13 +88,7 @@ async function load(db: Db, credential: string, hash: string): Promise<CacheEntr
     };
   }
   if (TOKEN_PATTERN.test(credential)) {
-    const [row] = await db
-      .select({ token: accessTokens, mode: apiKeys.mode, apiVersion: accounts.apiVersion })
-      .from(accessTokens)
-      .innerJoin(apiKeys, eq(apiKeys.id, accessTokens.keyId))
-      .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
-      .where(and(eq(accessTokens.hash, hash), isNull(apiKeys.revokedAt)))
-      .limit(1);
+    const [row] = await tokenByHash(db).execute({ hash });
     if (!row || !timingSafeEqual(row.token.hash, hash)) return null;
     return {
       hash,

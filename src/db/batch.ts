@@ -5,26 +5,22 @@ import { type SQL, sql } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import type { Db } from "./client";
 import { ApiError } from "../lib/errors";
+import { rawForm } from "./prepared";
 
 export type Statement = BatchItem<"sqlite">;
 
 /**
  * A hand-written SQL statement for a batch. drizzle's `db.run(sql)` cannot take part in a D1
  * batch when it has parameters (its prepared form has no D1 statement), so this supplies one.
- * Its batch result is D1's own: `{ results, meta }`.
+ * Its batch result is D1's own: `{ results, meta }`. Hot ones are prepared once (src/db/prepared.ts).
  */
-export function rawStatement(db: Db, query: SQL): Statement {
-  const statement = db.run(query);
-  const built = statement.getQuery();
-  const stmt = db.$client.prepare(built.sql);
-  Object.assign(statement, { _prepare: () => ({ getQuery: () => built, stmt, mapResult: (result: unknown) => result }) });
-  return statement;
-}
+export const rawStatement = (db: Db, query: SQL): Statement => rawForm(db, query).with();
+
+/** SQL that aborts the batch with `reason` unless `condition` holds when it runs. */
+export const BATCH_GUARD_SQL = (reason: string, condition: SQL) => sql`INSERT INTO batch_guards (reason) SELECT ${reason} WHERE NOT (${condition})`;
 
 /** A statement that aborts the batch with `reason` unless `condition` holds when it runs. */
-export function guard(db: Db, reason: string, condition: SQL): Statement {
-  return rawStatement(db, sql`INSERT INTO batch_guards (reason) SELECT ${reason} WHERE NOT (${condition})`);
-}
+export const guard = (db: Db, reason: string, condition: SQL): Statement => rawStatement(db, BATCH_GUARD_SQL(reason, condition));
 
 /** A statement that does nothing: keeps a batch's positions when an optional statement is left out. */
 export const noop = (db: Db): Statement => rawStatement(db, sql`SELECT 1 WHERE 0`);

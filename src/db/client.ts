@@ -31,13 +31,16 @@ export function createDb(d1: D1Database): Db {
   return db;
 }
 
-const QUERY_METHODS = new Set(["all", "raw", "run", "first"]);
-
 export interface D1Usage {
   /** Round trips: one per query, one per batch. */
   count: number;
   rowsRead: number;
   rowsWritten: number;
+  /**
+   * Statements whose SQL text was handed to the binding during the work: built by drizzle's query
+   * builder, or prepared for the first time. A request on prepared statements only (src/db/prepared.ts) builds none.
+   */
+  statementsBuilt: number;
 }
 
 function addMeta(usage: D1Usage, result: unknown) {
@@ -50,48 +53,71 @@ function addMeta(usage: D1Usage, result: unknown) {
 }
 
 /**
+ * A statement of the wrapped binding: its SQL text and bound values, sent on the session of the
+ * request in progress when it runs (not when it was prepared). So a statement prepared once per
+ * isolate (src/db/prepared.ts) serves every request, each on its own session.
+ */
+class RoutedStatement {
+  constructor(
+    private readonly wrapper: CountingD1,
+    readonly sql: string,
+    private readonly values: unknown[] = [],
+  ) {}
+  bind(...values: unknown[]): RoutedStatement {
+    return new RoutedStatement(this.wrapper, this.sql, values);
+  }
+  /** The binding's own statement, on the session of the request in progress. */
+  materialize(): D1PreparedStatement {
+    return this.wrapper.route().prepare(this.sql).bind(...this.values);
+  }
+  private async send<T>(method: "all" | "raw" | "run" | "first", args: unknown[]): Promise<T> {
+    const usage = this.wrapper.current();
+    usage.count++;
+    const statement = this.materialize() as unknown as Record<string, (...a: unknown[]) => Promise<T>>;
+    const result = await statement[method](...args);
+    return method === "run" || method === "all" ? (addMeta(usage, result) as T) : result;
+  }
+  all(...args: unknown[]) { return this.send("all", args); }
+  raw(...args: unknown[]) { return this.send("raw", args); }
+  run(...args: unknown[]) { return this.send("run", args); }
+  first(...args: unknown[]) { return this.send("first", args); }
+}
+
+interface CountingD1 {
+  current(): D1Usage;
+  /** Where queries go: the request's session on this binding, else the binding itself. */
+  route(): D1Database | D1DatabaseSession;
+}
+
+/**
  * Wraps the D1 binding so that every round trip (one query, or one batch) is counted, with the
  * rows read and written that D1 reports in each result's meta, into the usage of the request in
- * progress. In development the counts are reported in `Tender-D1-*` response headers, which the
- * tests and the bench read.
+ * progress, and runs on the request's session. In development the counts are reported in
+ * `Tender-D1-*` response headers, which the tests and the bench read.
  */
 function countingD1(d1: D1Database): D1Database {
-  const idle: D1Usage = { count: 0, rowsRead: 0, rowsWritten: 0 };
-  const current = () => inProgress.getStore()?.usage ?? idle;
-  /** Where queries go: the request's session on this binding, else the binding itself. */
-  const route = (): D1Database | D1DatabaseSession => {
-    const session = inProgress.getStore()?.session;
-    return session && session.binding === d1 ? session.session : d1;
+  const idle: D1Usage = { count: 0, rowsRead: 0, rowsWritten: 0, statementsBuilt: 0 };
+  const wrapper: CountingD1 = {
+    current: () => inProgress.getStore()?.usage ?? idle,
+    route: () => {
+      const session = inProgress.getStore()?.session;
+      return session && session.binding === d1 ? session.session : d1;
+    },
   };
-  const originals = new WeakMap<object, D1PreparedStatement>();
-  const wrap = (statement: D1PreparedStatement): D1PreparedStatement => {
-    const proxy = new Proxy(statement, {
-      get(target, prop) {
-        if (prop === "bind") return (...values: unknown[]) => wrap(target.bind(...values));
-        const value = Reflect.get(target, prop, target);
-        if (typeof value !== "function") return value;
-        if (typeof prop === "string" && QUERY_METHODS.has(prop)) {
-          return async (...args: unknown[]) => {
-            const usage = current();
-            usage.count++;
-            const result = await value.apply(target, args);
-            return prop === "run" || prop === "all" ? addMeta(usage, result) : result;
-          };
-        }
-        return value.bind(target);
-      },
-    });
-    originals.set(proxy, statement);
-    return proxy;
-  };
+  const materialize = (s: D1PreparedStatement) => (s instanceof RoutedStatement ? s.materialize() : s);
   return new Proxy(d1, {
     get(target, prop) {
-      if (prop === "prepare") return (query: string) => wrap(route().prepare(query));
+      if (prop === "prepare") {
+        return (query: string) => {
+          wrapper.current().statementsBuilt++;
+          return new RoutedStatement(wrapper, query) as unknown as D1PreparedStatement;
+        };
+      }
       if (prop === "batch") {
         return async (statements: D1PreparedStatement[]) => {
-          const usage = current();
+          const usage = wrapper.current();
           usage.count++;
-          return addMeta(usage, await route().batch(statements.map((s) => originals.get(s) ?? s)));
+          return addMeta(usage, await wrapper.route().batch(statements.map(materialize)));
         };
       }
       const value = Reflect.get(target, prop, target);

@@ -11,28 +11,35 @@
 //
 // Stored answers keep no secret: fields that show a secret once (`secret`, `api_key`,
 // `access_token`) are stored as null, so a replay shows them as null.
-import { SQL, and, eq, sql } from "drizzle-orm";
+import { type Placeholder, SQL, and, eq, sql } from "drizzle-orm";
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { Db } from "../db/client";
 import { idempotencyKeys } from "../db/schema";
-import { guard, type Statement } from "../db/batch";
+import { BATCH_GUARD_SQL, type Statement } from "../db/batch";
+import { prepared, preparedRaw } from "../db/prepared";
 import { liveCredential } from "../db/scope";
 import { forgetKey, revokedCredential } from "../auth/credentials";
 import type { AppEnv, IdempotencyClaim } from "../context";
 import { hmacSha256Hex, randomToken, sha256Hex } from "../lib/crypto";
 import { ApiError, conflict, invalidRequest } from "../lib/errors";
 import { cardFingerprintSecret } from "../env";
+import { replayText, withoutSecrets } from "./stored-answers";
 import { clock } from "../lib/clock";
 
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 /** A claim older than this belongs to a request that died before its batch; it may be taken over. */
 export const IDEMPOTENCY_LOCK_MS = 60_000;
 export const IDEMPOTENCY_CLAIM_LOST = "idempotency_claim_lost";
-const completedAndExpired = (now: number) => sql`(${idempotencyKeys.status} = 'completed' AND ${idempotencyKeys.expiresAt} <= ${now})`;
-/** A record a new use of its key may replace: completed and expired, or a stale claim of the same request. */
-const replaceable = (now: number, requestHash: string) =>
-  sql`${completedAndExpired(now)} OR (${idempotencyKeys.status} = 'in_flight' AND ${idempotencyKeys.lockedAt} <= ${now - IDEMPOTENCY_LOCK_MS} AND ${idempotencyKeys.requestHash} = ${requestHash})`;
+/** A value, or a placeholder for it in a prepared statement (src/db/prepared.ts). */
+type Slot<T> = T | Placeholder;
+const completedAndExpired = (now: Slot<number>) => sql`(${idempotencyKeys.status} = 'completed' AND ${idempotencyKeys.expiresAt} <= ${now})`;
+/**
+ * A record a new use of its key may replace: completed and expired, or a claim of the same request
+ * gone stale (locked at `staleBefore` or earlier).
+ */
+const replaceable = (now: Slot<number>, staleBefore: Slot<number>, requestHash: Slot<string>) =>
+  sql`${completedAndExpired(now)} OR (${idempotencyKeys.status} = 'in_flight' AND ${idempotencyKeys.lockedAt} <= ${staleBefore} AND ${idempotencyKeys.requestHash} = ${requestHash})`;
 const CARD_FIELDS = new Set(["card_number", "cvv"]);
 const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
@@ -55,46 +62,90 @@ async function canonical(value: unknown, secret: string): Promise<string> {
   return JSON.stringify(value) ?? "null";
 }
 
-/** Fields that show a secret once; a stored answer keeps them as null. */
-const SECRET_FIELDS = new Set(["secret", "api_key", "access_token"]);
-
-/** The answer as stored for replays: the same JSON with every secret field set to null. */
-export function withoutSecrets(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(withoutSecrets);
-  if (typeof value !== "object" || value === null) return value;
-  return Object.fromEntries(Object.entries(value).map(([key, field]) => [key, SECRET_FIELDS.has(key) ? null : withoutSecrets(field)]));
-}
-
 /** What the record stores: the answer as JSON with every secret field set to null, or an SQL expression. */
 const storedAnswer = (body: unknown) => (body instanceof SQL ? body : JSON.stringify(withoutSecrets(body)));
 
 /** The record as this request holds it: the account's key, with this request's claim token. */
-const heldBy = (accountId: string, claim: Pick<IdempotencyClaim, "key" | "claimToken">) =>
+const heldBy = (accountId: Slot<string>, claim: { key: Slot<string>; claimToken: Slot<string> }) =>
   and(eq(idempotencyKeys.accountId, accountId), eq(idempotencyKeys.key, claim.key), eq(idempotencyKeys.claimToken, claim.claimToken));
 
-/**
- * Writes this in-batch request's record, completed with its answer. Only a completed record whose
- * 24 hours are over, or a stale claim of this same request (left by a claim-first run that died
- * before its batch), is replaced; any other holder keeps the key, and the record is then not this
- * request's (see heldBy).
- */
-function upsertCompletedRecord(db: Db, accountId: string, claim: IdempotencyClaim, status: number, responseBody: string | SQL) {
+/** What a completed record is written with. */
+interface CompletedRecord {
+  accountId: string;
+  key: string;
+  requestHash: string;
+  claimToken: string;
+  responseStatus: number;
+  responseBody: string | SQL;
+  createdAt: string;
+  now: number;
+  staleBefore: number;
+  expiresAt: number;
+}
+
+function completedRecord(accountId: string, claim: IdempotencyClaim, responseStatus: number, responseBody: string | SQL): CompletedRecord {
   const now = Date.parse(claim.since);
-  const record = {
-    requestHash: claim.requestHash,
-    claimToken: claim.claimToken,
-    status: "completed" as const,
-    responseStatus: status,
-    responseBody,
-    createdAt: claim.since,
-    lockedAt: now,
-    expiresAt: now + IDEMPOTENCY_TTL_MS,
-  };
+  const { key, requestHash, claimToken } = claim;
+  return { accountId, key, requestHash, claimToken, responseStatus, responseBody, createdAt: claim.since, now, staleBefore: now - IDEMPOTENCY_LOCK_MS, expiresAt: now + IDEMPOTENCY_TTL_MS };
+}
+
+/**
+ * Writes a request's record, completed with its answer. Only a completed record whose 24 hours
+ * are over, or a stale claim of this same request (left by a claim-first run that died before its
+ * batch), is replaced; any other holder keeps the key, and the record is then not this request's
+ * (see heldBy).
+ */
+function upsertCompletedRecord(db: Db, v: { [K in keyof CompletedRecord]: Slot<CompletedRecord[K]> }) {
   return db
     .insert(idempotencyKeys)
-    .values({ accountId, key: claim.key, ...record })
-    .onConflictDoUpdate({ target: [idempotencyKeys.accountId, idempotencyKeys.key], set: record, setWhere: replaceable(now, claim.requestHash) });
+    .values({
+      accountId: v.accountId,
+      key: v.key,
+      requestHash: v.requestHash,
+      claimToken: v.claimToken,
+      status: "completed",
+      responseStatus: v.responseStatus,
+      responseBody: v.responseBody,
+      createdAt: v.createdAt,
+      lockedAt: v.now,
+      expiresAt: v.expiresAt,
+    })
+    .onConflictDoUpdate({
+      target: [idempotencyKeys.accountId, idempotencyKeys.key],
+      // The replacing record is the one just offered.
+      set: {
+        requestHash: sql`excluded.request_hash`,
+        claimToken: sql`excluded.claim_token`,
+        status: sql`excluded.status`,
+        responseStatus: sql`excluded.response_status`,
+        responseBody: sql`excluded.response_body`,
+        createdAt: sql`excluded.created_at`,
+        lockedAt: sql`excluded.locked_at`,
+        expiresAt: sql`excluded.expires_at`,
+      },
+      setWhere: replaceable(v.now, v.staleBefore, v.requestHash),
+    });
 }
+
+// The statements every idempotent write's batch carries, prepared once per isolate.
+const slot = <K extends string>(name: K) => sql.placeholder(name);
+const preparedCompletedRecord = prepared((db) =>
+  upsertCompletedRecord(db, {
+    accountId: slot("accountId"),
+    key: slot("key"),
+    requestHash: slot("requestHash"),
+    claimToken: slot("claimToken"),
+    responseStatus: slot("responseStatus"),
+    responseBody: slot("responseBody"),
+    createdAt: slot("createdAt"),
+    now: slot("now"),
+    staleBefore: slot("staleBefore"),
+    expiresAt: slot("expiresAt"),
+  }),
+);
+const preparedHeldGuard = preparedRaw(() =>
+  BATCH_GUARD_SQL(IDEMPOTENCY_CLAIM_LOST, sql`EXISTS (SELECT 1 FROM ${idempotencyKeys} WHERE ${heldBy(slot("accountId"), { key: slot("key"), claimToken: slot("claimToken") })})`),
+);
 
 /**
  * The statements that complete this request's idempotency record inside its write batch. A
@@ -111,8 +162,12 @@ export function completeIdempotency(
   options: { guard: boolean } = { guard: true },
 ): Statement[] {
   const match = heldBy(accountId, claim);
-  const held = guard(db, IDEMPOTENCY_CLAIM_LOST, sql`EXISTS (SELECT 1 FROM ${idempotencyKeys} WHERE ${match})`);
-  if (claim.mode === "in_batch" && claim.state === "open") return [upsertCompletedRecord(db, accountId, claim, status, storedAnswer(body)), held];
+  const held = preparedHeldGuard(db).with({ accountId, key: claim.key, claimToken: claim.claimToken });
+  if (claim.mode === "in_batch" && claim.state === "open") {
+    const answer = storedAnswer(body);
+    const record = completedRecord(accountId, claim, status, answer);
+    return [typeof answer === "string" ? preparedCompletedRecord(db).with({ ...record }) : upsertCompletedRecord(db, record), held];
+  }
   const complete = db
     .update(idempotencyKeys)
     // A body computed inside the batch (an SQL expression) is stored as the batch sees it; such
@@ -129,7 +184,7 @@ export const idempotencyClaimLost = () =>
   );
 
 function replay(status: number, body: string, requestId: string, replayed = true): Response {
-  return new Response(body, {
+  return new Response(replayText(body), {
     status,
     headers: { "Content-Type": "application/json", ...(replayed ? { "Idempotent-Replayed": "true" } : {}), "Request-Id": requestId },
   });
@@ -180,7 +235,7 @@ async function recordInBatch(c: Context<AppEnv>, next: Next, key: string, reques
   if (c.res.status >= 200 && c.res.status < 300) {
     // A route that answered without a write batch of its own: store its answer now, unless an
     // earlier request holds the key (then that request's answer is the one to give).
-    const stored = await upsertCompletedRecord(db, accountId, claim, c.res.status, await storableText(c.res)).returning({
+    const stored = await upsertCompletedRecord(db, completedRecord(accountId, claim, c.res.status, await storableText(c.res))).returning({
       claimToken: idempotencyKeys.claimToken,
     });
     if (stored[0]?.claimToken === claimToken) return;
@@ -278,7 +333,7 @@ async function claimFirst(c: Context<AppEnv>, next: Next, key: string, requestHa
       },
       // Take over only a completed record whose 24 hours are over, or a stale claim of the same
       // request. A claim whose outcome is unknown is never freed, not even by its age.
-      setWhere: replaceable(now, requestHash),
+      setWhere: replaceable(now, now - IDEMPOTENCY_LOCK_MS, requestHash),
     })
     .returning({ claimToken: idempotencyKeys.claimToken, createdAt: idempotencyKeys.createdAt });
 

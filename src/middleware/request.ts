@@ -16,7 +16,7 @@ const BOOKMARK = /^[0-9a-f]{8}-[0-9a-f]{8}-[0-9a-f]{8}-[0-9a-f]{32}$/;
 
 export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
   c.set("requestId", `req_${uuidv7(clock.now()).replaceAll("-", "")}`);
-  const counter = { count: 0, rowsRead: 0, rowsWritten: 0 };
+  const counter = { count: 0, rowsRead: 0, rowsWritten: 0, statementsBuilt: 0 };
   c.set("d1RoundTrips", counter);
   c.set("db", createDb(c.env.DB));
   const development = isDevelopment(c.env);
@@ -38,6 +38,7 @@ export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
     c.header("Tender-D1-Round-Trips", String(counter.count));
     c.header("Tender-D1-Rows-Read", String(counter.rowsRead));
     c.header("Tender-D1-Rows-Written", String(counter.rowsWritten));
+    c.header("Tender-D1-Statements-Built", String(counter.statementsBuilt));
   }
   else c.header("Strict-Transport-Security", "max-age=63072000; includeSubDomains; preload");
 });

@@ -1,9 +1,5 @@
 // Stripe-style cursor pagination over time-ordered ids, newest first.
 import { z } from "@hono/zod-openapi";
-import { type SQL, and, asc, desc, gt, lt } from "drizzle-orm";
-import type { BatchItem } from "drizzle-orm/batch";
-import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
-import type { Db } from "../db/client";
 import { invalidRequest } from "../lib/errors";
 
 export const listQuery = z.object({
@@ -35,37 +31,26 @@ export interface Page<T> {
   has_more: boolean;
 }
 
+/** Where a page starts: the newest objects, older than a cursor, or newer than one. */
+export type PageDirection = "first" | "after" | "before";
+
 /**
- * One page of `table`, filtered by `where` (which must include the tenant scope), ordered by the
- * time-ordered `id` column, newest first. `validCursor` checks the form of a cursor id.
+ * One page, newest first, of objects with time-ordered ids. `validCursor` checks the form of a
+ * cursor id; `fetch` reads up to `limit` rows in the direction asked (`before`: oldest first).
  */
-export async function paginate<Row, T>(
-  db: Db,
-  options: {
-    table: SQLiteTable;
-    id: SQLiteColumn;
-    where: SQL;
-    query: ListQuery;
-    validCursor: (id: string) => boolean;
-    serialize: (row: Row) => T;
-    /** Runs the page's query (e.g. in one batch with another read); by default, on its own. */
-    run?: <Q extends BatchItem<"sqlite"> & PromiseLike<unknown[]>>(query: Q) => Promise<unknown[]>;
-  },
-): Promise<Page<T>> {
+export async function paginate<Row, T>(options: {
+  query: ListQuery;
+  validCursor: (id: string) => boolean;
+  serialize: (row: Row) => T;
+  fetch: (direction: PageDirection, cursor: string | undefined, limit: number) => Promise<Row[]>;
+}): Promise<Page<T>> {
   const { limit, starting_after: after, ending_before: before } = options.query;
   if (after !== undefined && before !== undefined) throw invalidRequest("parameter_conflict", "Send starting_after or ending_before, not both.");
   const cursor = after ?? before;
   if (cursor !== undefined && !options.validCursor(cursor)) {
     throw invalidRequest("invalid_cursor", `'${cursor}' is not an id of this kind of object.`, after !== undefined ? "starting_after" : "ending_before");
   }
-  const where = and(options.where, after ? lt(options.id, after) : undefined, before ? gt(options.id, before) : undefined);
-  const query = db
-    .select()
-    .from(options.table)
-    .where(where)
-    .orderBy(before ? asc(options.id) : desc(options.id))
-    .limit(limit + 1);
-  const rows = (await (options.run ? options.run(query) : query)) as Row[];
+  const rows = await options.fetch(after ? "after" : before ? "before" : "first", cursor, limit + 1);
   const has_more = rows.length > limit;
   const page = rows.slice(0, limit);
   if (before) page.reverse();

@@ -2,16 +2,23 @@
 // one batch with a check that the caller's key is live, so a 404 or an empty list costs one round
 // trip too and is told apart from "your key was just revoked". `found` is for rows read otherwise
 // (a join, which drizzle cannot map inside a batch): only its empty answer costs a second query.
+//
+// A read by id and a list page are prepared statements (src/db/prepared.ts), one per table and
+// shape of filters, built once per isolate.
 import type { Context } from "hono";
-import { type SQL, and, eq, isNull } from "drizzle-orm";
-import type { BatchItem } from "drizzle-orm/batch";
-import { apiKeys } from "../db/schema";
+import { type SQL, asc, desc, eq, getTableName, gt, isNull, lt, sql } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
-import { owned } from "../db/scope";
+import type { BatchItem } from "drizzle-orm/batch";
+import type { Statement } from "../db/batch";
+import { callerPlaceholders, callerValues, liveKeyStatement, owned } from "../db/scope";
+import { preparedBy } from "../db/prepared";
 import { ensureLive, forgetKey, revokedCredential } from "../auth/credentials";
 import type { AppEnv } from "../context";
 import { notFound } from "../lib/errors";
-import { type ListQuery, type Page, paginate } from "./pagination";
+import { type ListQuery, type Page, type PageDirection, paginate } from "./pagination";
+
+/** A table of an account's objects, with time-ordered ids. */
+export type OwnedTable = SQLiteTable & { id: SQLiteColumn; accountId: SQLiteColumn };
 
 export async function found<T>(c: Context<AppEnv>, row: T | undefined, resource: string, id: string, param = "id"): Promise<T> {
   if (row !== undefined) return row;
@@ -19,16 +26,15 @@ export async function found<T>(c: Context<AppEnv>, row: T | undefined, resource:
   throw notFound(resource, id, param);
 }
 
-/** The key behind the credential, if it is still live: read in the same batch as the data. */
-const liveKeyQuery = (c: Context<AppEnv>) =>
-  c.var.db.select({ id: apiKeys.id }).from(apiKeys).where(and(eq(apiKeys.id, c.var.auth.keyId), isNull(apiKeys.revokedAt)));
+/** A read for a batch: a drizzle query, or a prepared statement bound to its values. */
+type Read<R> = (BatchItem<"sqlite"> & PromiseLike<R>) | (Statement & { readonly result?: R });
 
 /**
  * Runs a read and the check that the caller's key is live in one batch: one round trip, and an
  * empty answer is already told apart from a revoked key (401).
  */
-export async function withLiveKey<R>(c: Context<AppEnv>, query: BatchItem<"sqlite"> & PromiseLike<R>): Promise<R> {
-  const [result, live] = (await c.var.db.batch([query, liveKeyQuery(c)])) as [R, unknown[]];
+export async function withLiveKey<R>(c: Context<AppEnv>, query: Read<R>): Promise<R> {
+  const [result, live] = (await c.var.db.batch([query, liveKeyStatement(c.var.db, c.var.auth.keyId)])) as [R, unknown[]];
   if (live.length === 0) {
     forgetKey(c.var.auth.keyId);
     throw revokedCredential();
@@ -42,7 +48,7 @@ export async function withLiveKey<R>(c: Context<AppEnv>, query: BatchItem<"sqlit
  */
 export async function readOne<R>(
   c: Context<AppEnv>,
-  query: BatchItem<"sqlite"> & PromiseLike<R[]>,
+  query: Read<R[]>,
   resource: string,
   id: string,
   param = "id",
@@ -52,20 +58,72 @@ export async function readOne<R>(
   return row;
 }
 
-export async function listOwned<Row, T>(
+const byId = preparedBy((db, table: OwnedTable) =>
+  db.select().from(table).where(owned(table, callerPlaceholders, eq(table.id, sql.placeholder("id")))).limit(1),
+);
+
+/** The caller's object `id` of `table`, in one round trip; 404 when absent. */
+export function readById<T extends OwnedTable>(c: Context<AppEnv>, table: T, id: string, resource: string, param = "id"): Promise<T["$inferSelect"]> {
+  const query = byId(c.var.db, table).with({ ...callerValues(c.var.auth), id }) as Statement & { result?: T["$inferSelect"][] };
+  return readOne(c, query, resource, id, param);
+}
+
+/**
+ * An equality filter of a list: absent (undefined, no condition), a value, or null (IS NULL).
+ * Only which filters are present shapes the prepared statement; their values are bound.
+ */
+export type ListFilter = readonly [SQLiteColumn, string | null | undefined];
+
+interface ListShape {
+  table: OwnedTable;
+  direction: PageDirection;
+  /** The filters present: their columns, and whether each is IS NULL. */
+  filters: { column: SQLiteColumn; isNull: boolean }[];
+}
+
+// One shape object per distinct shape, so that the prepared statements can be found by it.
+const shapes = new Map<string, ListShape>();
+function shapeOf(table: OwnedTable, direction: PageDirection, filters: ListFilter[]): ListShape {
+  const present = filters.filter(([, value]) => value !== undefined);
+  const key = `${getTableName(table)}|${direction}|${present.map(([column, value]) => `${column.name}${value === null ? " null" : ""}`).join(",")}`;
+  let shape = shapes.get(key);
+  if (!shape) shapes.set(key, (shape = { table, direction, filters: present.map(([column, value]) => ({ column, isNull: value === null })) }));
+  return shape;
+}
+
+const listPage = preparedBy((db, { table, direction, filters }: ListShape) => {
+  const conditions: SQL[] = filters.map(({ column, isNull: nullOnly }, i) => (nullOnly ? isNull(column) : eq(column, sql.placeholder(`f${i}`))));
+  if (direction === "after") conditions.push(lt(table.id, sql.placeholder("cursor")));
+  if (direction === "before") conditions.push(gt(table.id, sql.placeholder("cursor")));
+  return db
+    .select()
+    .from(table)
+    .where(owned(table, callerPlaceholders, ...conditions))
+    .orderBy(direction === "before" ? asc(table.id) : desc(table.id))
+    .limit(sql.placeholder("limit"));
+});
+
+/** A page of the caller's objects of `table`, newest first, with the key check, in one round trip. */
+export async function listOwned<T extends OwnedTable, Item>(
   c: Context<AppEnv>,
   options: {
-    table: SQLiteTable & { accountId: SQLiteColumn };
-    id: SQLiteColumn;
+    table: T;
     query: ListQuery;
-    filters?: (SQL | undefined)[];
+    filters?: ListFilter[];
     validCursor: (id: string) => boolean;
-    serialize: (row: Row) => T;
+    serialize: (row: T["$inferSelect"]) => Item;
   },
-): Promise<Page<T>> {
-  return paginate(c.var.db, {
-    ...options,
-    where: owned(options.table, c.var.auth, ...(options.filters ?? [])),
-    run: (query) => withLiveKey(c, query),
+): Promise<Page<Item>> {
+  const filters = options.filters ?? [];
+  return paginate({
+    query: options.query,
+    validCursor: options.validCursor,
+    serialize: options.serialize,
+    fetch: (direction, cursor, limit) => {
+      const values: Record<string, unknown> = { ...callerValues(c.var.auth), cursor, limit };
+      filters.filter(([, value]) => value !== undefined).forEach(([, value], i) => (values[`f${i}`] = value));
+      const query = listPage(c.var.db, shapeOf(options.table, direction, filters)).with(values) as Statement & { result?: T["$inferSelect"][] };
+      return withLiveKey(c, query);
+    },
   });
 }

@@ -5,6 +5,7 @@
 import { type SQL, and, eq, isNotNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { type FailureMap, rawStatement, runBatch, type Statement } from "../db/batch";
+import { preparedRaw, preparedRawBy } from "../db/prepared";
 import { events, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { newId } from "../domain/ids";
 import { isoTime } from "../lib/clock";
@@ -13,7 +14,8 @@ import { sendInBatches } from "../lib/queue";
 
 export type EventSpec =
   | { type: EnvelopeEventType; data: unknown; objectId?: string }
-  | { type: NotificationEventType; subscriptionId: string; status: string }
+  /** A notification; its status may be read in the batch (SQL). */
+  | { type: NotificationEventType; subscriptionId: string; status: string | SQL }
   /** An envelope whose data is read in the batch (the row as committed), about `objectId`. */
   | { type: EnvelopeEventType; dataSql: SQL; objectId: string };
 
@@ -37,8 +39,11 @@ export function objectIdOf(spec: EventSpec): string | null {
   return null;
 }
 
+/** A placeholder of a prepared statement (src/db/prepared.ts), as SQL. */
+const p = (name: string) => sql`${sql.placeholder(name)}`;
+
 /** SQL: the next place among the object's events, read by the INSERT that takes it. */
-const nextSequence = (objectId: string) => sql`(SELECT COALESCE(MAX(sequence), 0) + 1 FROM ${events} WHERE object_id = ${objectId})`;
+const nextSequence = (objectId: SQL | string) => sql`(SELECT COALESCE(MAX(sequence), 0) + 1 FROM ${events} WHERE object_id = ${objectId})`;
 
 /**
  * The exact body delivered for an event, built in the batch that writes it. The standard envelope
@@ -47,11 +52,18 @@ const nextSequence = (objectId: string) => sql`(SELECT COALESCE(MAX(sequence), 0
  */
 function eventPayload(id: string, spec: EventSpec, at: number, sequence: SQL | null): SQL {
   if ("subscriptionId" in spec) {
+    if (typeof spec.status !== "string") {
+      return sql`json_object('id', ${id}, 'event', ${spec.type}, 'subscription_id', ${spec.subscriptionId}, 'status', ${spec.status}, 'timestamp', ${isoTime(at)})`;
+    }
     return sql`${JSON.stringify({ id, event: spec.type, subscription_id: spec.subscriptionId, status: spec.status, timestamp: isoTime(at) })}`;
   }
   const data = "dataSql" in spec ? sql`json(${spec.dataSql})` : sql`json(${JSON.stringify(spec.data ?? null)})`;
-  return sql`json_object('id', ${id}, 'type', ${spec.type}, 'data', ${data}, 'created_at', ${isoTime(at)}, 'sequence', ${sequence ?? sql`NULL`})`;
+  return envelopeSql(id, spec.type, data, isoTime(at), sequence);
 }
+
+/** The standard envelope, as SQL: `data` is JSON. */
+const envelopeSql = (id: SQL | string, type: SQL | string, data: SQL, createdAt: SQL | string, sequence: SQL | null) =>
+  sql`json_object('id', ${id}, 'type', ${type}, 'data', ${data}, 'created_at', ${createdAt}, 'sequence', ${sequence ?? sql`NULL`})`;
 
 /**
  * A delivery's id is derived from its event and endpoint (`dlv_` + both ids' time-ordered parts),
@@ -60,15 +72,22 @@ function eventPayload(id: string, spec: EventSpec, at: number, sequence: SQL | n
 export const deliveryIdOf = (eventId: string, endpointId: string) => `dlv_${eventId.slice(4)}${endpointId.slice(4)}`;
 export const deliveryIdSql = (eventId: SQL, endpointId: SQL) => sql`'dlv_' || substr(${eventId}, 5) || substr(${endpointId}, 5)`;
 
-export function deliveriesFor(db: Db, accountId: string, eventId: string, type: string, at: number, endpointId?: string): Statement {
-  return rawStatement(db, sql`
+/**
+ * The deliveries of a new event: one per active endpoint of the account subscribed to its type,
+ * or to the one endpoint named. Prepared once per isolate for each of the two forms.
+ */
+const preparedDeliveries = preparedRawBy((to: "subscribed" | "endpoint") => sql`
     INSERT INTO ${webhookDeliveries} (id, account_id, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
-    SELECT ${deliveryIdSql(sql`${eventId}`, sql`e.id`)}, ${accountId}, ${eventId}, e.id, 'pending', 0, ${isoTime(at)}, ${at}
+    SELECT ${deliveryIdSql(p("eventId"), sql`e.id`)}, ${p("accountId")}, ${p("eventId")}, e.id, 'pending', 0, ${p("createdAt")}, ${p("at")}
     FROM ${webhookEndpoints} e
-    WHERE e.account_id = ${accountId} AND e.status = 'active' AND e.deleted_at IS NULL
-      AND ${endpointId === undefined ? sql`EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (${type}, ${ALL_EVENTS}))` : sql`e.id = ${endpointId}`}
+    WHERE e.account_id = ${p("accountId")} AND e.status = 'active' AND e.deleted_at IS NULL
+      AND ${to === "subscribed" ? sql`EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (${p("type")}, ${ALL_EVENTS}))` : sql`e.id = ${p("endpointId")}`}
     ON CONFLICT (event_id, endpoint_id) DO NOTHING
     RETURNING id`);
+
+export function deliveriesFor(db: Db, accountId: string, eventId: string, type: string, at: number, endpointId?: string): Statement {
+  const values = { eventId, accountId, createdAt: isoTime(at), at };
+  return endpointId === undefined ? preparedDeliveries(db, "subscribed").with({ ...values, type }) : preparedDeliveries(db, "endpoint").with({ ...values, endpointId });
 }
 
 /**
@@ -89,22 +108,24 @@ export function redeliveriesFor(db: Db, accountId: string, eventId: string, at: 
     RETURNING id`);
 }
 
+const eventInsert = (id: SQL | string, accountId: SQL | string, type: SQL | string, payload: SQL, objectId: SQL | string | null, sequence: SQL | null, createdAt: SQL | string) =>
+  sql`INSERT INTO ${events} (id, account_id, type, payload, object_id, sequence, created_at)
+    VALUES (${id}, ${accountId}, ${type}, ${payload}, ${objectId}, ${sequence ?? sql`NULL`}, ${createdAt})`;
+
+// The common event (an envelope with its data as JSON, about an object), prepared once per isolate.
+const preparedEnvelopeInsert = preparedRaw(() =>
+  eventInsert(p("id"), p("accountId"), p("type"), envelopeSql(p("id"), p("type"), sql`json(${p("data")})`, p("createdAt"), nextSequence(p("objectId"))), p("objectId"), nextSequence(p("objectId")), p("createdAt")),
+);
+
 export function emitEvent(db: Db, accountId: string, spec: EventSpec, at: number): EmittedEvent {
   const id = newId("event", at);
   const objectId = objectIdOf(spec);
-  const sequence = objectId === null ? null : nextSequence(objectId);
-  return {
-    id,
-    statements: [
-      rawStatement(
-        db,
-        sql`INSERT INTO ${events} (id, account_id, type, payload, object_id, sequence, created_at)
-          VALUES (${id}, ${accountId}, ${spec.type}, ${eventPayload(id, spec, at, sequence)}, ${objectId}, ${sequence ?? sql`NULL`}, ${isoTime(at)})`,
-      ),
-      deliveriesFor(db, accountId, id, spec.type, at),
-    ],
-    deliveriesAt: 1,
-  };
+  const createdAt = isoTime(at);
+  const insert =
+    "data" in spec && objectId !== null
+      ? preparedEnvelopeInsert(db).with({ id, accountId, type: spec.type, data: JSON.stringify(spec.data ?? null), createdAt, objectId })
+      : rawStatement(db, eventInsert(id, accountId, spec.type, eventPayload(id, spec, at, objectId === null ? null : nextSequence(objectId)), objectId, objectId === null ? null : nextSequence(objectId), createdAt));
+  return { id, statements: [insert, deliveriesFor(db, accountId, id, spec.type, at)], deliveriesAt: 1 };
 }
 
 export interface DeliveryMessage {

@@ -7,11 +7,11 @@ import { events, webhookDeliveries, webhookEndpoints } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { ensureLive } from "../../auth/credentials";
 import { hasPrefix } from "../../domain/ids";
-import { clock, isoTime } from "../../lib/clock";
+import { clock } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { notFound } from "../../lib/errors";
 import { listQuery, listSchema } from "../pagination";
-import { listOwned, readOne } from "../reads";
+import { listOwned, readById } from "../reads";
 import { commit } from "../write-path";
 import { describeEventTypes } from "../../webhooks/catalog";
 import { redeliveriesFor } from "../../webhooks/outbox";
@@ -128,9 +128,8 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
     const query = c.req.valid("query");
     const page = await listOwned(c, {
       table: events,
-      id: events.id,
       query,
-      filters: [query.type ? eq(events.type, query.type) : undefined, query.object_id ? eq(events.objectId, query.object_id) : undefined],
+      filters: [[events.type, query.type], [events.objectId, query.object_id]],
       validCursor: (id) => hasPrefix(id, "event"),
       serialize: serializeEvent,
     });
@@ -139,7 +138,7 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getEvent(c) {
     const { id } = c.req.valid("param");
-    const row = await readOne(c, c.var.db.select().from(events).where(owned(events, c.var.auth, eq(events.id, id))).limit(1), "event", id);
+    const row = await readById(c, events, id, "event");
     return c.json(serializeEvent(row), 200);
   });
 

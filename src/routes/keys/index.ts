@@ -6,7 +6,8 @@ import { displayPrefix, forgetKey, generateApiKey } from "../../auth/credentials
 import { grantedScopes, scopesWithin } from "../../auth/scopes";
 import { apiKeys } from "../../db/schema";
 import { owned } from "../../db/scope";
-import { listOwned, readOne } from "../reads";
+import { insertRow } from "../../db/prepared";
+import { listOwned, readById } from "../reads";
 import { hasPrefix, newId } from "../../domain/ids";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
@@ -90,7 +91,7 @@ export function registerKeys(app: OpenAPIHono<AppEnv>) {
       revokedAt: null,
     };
     const shown = { ...serializeKey(row), secret };
-    return commitAndRespond(c, { statements: [db.insert(apiKeys).values(row)] }, 201, shown, {
+    return commitAndRespond(c, { statements: [insertRow(db, apiKeys, row)] }, 201, shown, {
       storedBody: { ...shown, secret: null },
     });
   });
@@ -98,7 +99,6 @@ export function registerKeys(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async function listKeys(c) {
     const page = await listOwned(c, {
       table: apiKeys,
-      id: apiKeys.id,
       query: c.req.valid("query"),
       validCursor: (id) => hasPrefix(id, "apiKey"),
       serialize: serializeKey,
@@ -108,7 +108,7 @@ export function registerKeys(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getKey(c) {
     const { id } = c.req.valid("param");
-    const row = await readOne(c, c.var.db.select().from(apiKeys).where(owned(apiKeys, c.var.auth, eq(apiKeys.id, id))).limit(1), "API key", id);
+    const row = await readById(c, apiKeys, id, "API key");
     return c.json(serializeKey(row), 200);
   });
 

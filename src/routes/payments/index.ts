@@ -1,12 +1,10 @@
 // Payments: the charges made for subscriptions (by src/payments/charge.ts); list and read.
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { eq } from "drizzle-orm";
 import { payments } from "../../db/schema";
-import { owned } from "../../db/scope";
 import { hasPrefix } from "../../domain/ids";
 import type { AppEnv } from "../../context";
 import { listSchema } from "../pagination";
-import { listOwned, readOne } from "../reads";
+import { listOwned, readById } from "../reads";
 import { serializePayment } from "../../payments/serialize";
 import { apiRoute, idParam, json } from "../openapi";
 import { PaymentListQuery, PaymentSchema } from "./schema";
@@ -41,11 +39,10 @@ export function registerPayments(app: OpenAPIHono<AppEnv>) {
     const query = c.req.valid("query");
     const page = await listOwned(c, {
       table: payments,
-      id: payments.id,
       query,
       filters: [
-        query.subscription_id !== undefined ? eq(payments.subscriptionId, query.subscription_id) : undefined,
-        query.user_id !== undefined ? eq(payments.userId, query.user_id) : undefined,
+        [payments.subscriptionId, query.subscription_id],
+        [payments.userId, query.user_id],
       ],
       validCursor: (id) => hasPrefix(id, "payment"),
       serialize: serializePayment,
@@ -55,7 +52,7 @@ export function registerPayments(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getPayment(c) {
     const { id } = c.req.valid("param");
-    const row = await readOne(c, c.var.db.select().from(payments).where(owned(payments, c.var.auth, eq(payments.id, id))).limit(1), "payment", id);
+    const row = await readById(c, payments, id, "payment");
     return c.json(serializePayment(row), 200);
   });
 }

@@ -3,14 +3,14 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, sql } from "drizzle-orm";
 import { guard, type Statement } from "../../db/batch";
+import { insertRow } from "../../db/prepared";
 import { payouts, users } from "../../db/schema";
-import { owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
 import { clock, isoDate, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { conflict, notFound } from "../../lib/errors";
 import { listSchema } from "../pagination";
-import { listOwned, readOne } from "../reads";
+import { listOwned, readById } from "../reads";
 import { commit } from "../write-path";
 import { readCard } from "../../payments/card-input";
 import { readCurrency } from "../../payments/money-input";
@@ -119,7 +119,7 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
         guard(db, RECIPIENT_MISSING, sql`EXISTS (SELECT 1 FROM ${users} WHERE ${and(eq(users.accountId, auth.accountId), eq(users.id, recipientId))})`),
       );
     }
-    statements.push(db.insert(payouts).values(row));
+    statements.push(insertRow(db, payouts, row));
     await commit(
       c,
       { statements, events: [emitEvent(db, auth.accountId, { type: "payout.created", data: payout }, now)] },
@@ -140,11 +140,10 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
     const query = c.req.valid("query");
     const page = await listOwned(c, {
       table: payouts,
-      id: payouts.id,
       query,
       filters: [
-        query.recipient_id !== undefined ? eq(payouts.recipientId, query.recipient_id) : undefined,
-        query.status !== undefined ? eq(payouts.status, query.status) : undefined,
+        [payouts.recipientId, query.recipient_id],
+        [payouts.status, query.status],
       ],
       validCursor: (id) => hasPrefix(id, "payout"),
       serialize: serializePayout,
@@ -154,7 +153,7 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getPayout(c) {
     const { id } = c.req.valid("param");
-    const row = await readOne(c, c.var.db.select().from(payouts).where(owned(payouts, c.var.auth, eq(payouts.id, id))).limit(1), "payout", id);
+    const row = await readById(c, payouts, id, "payout");
     return c.json(serializePayout(row), 200);
   });
 

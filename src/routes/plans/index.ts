@@ -15,10 +15,10 @@ import type { AppEnv } from "../../context";
 import { invalidRequest, notFound } from "../../lib/errors";
 import { numberSource } from "../../lib/json";
 import { listQuery, listSchema } from "../pagination";
-import { listOwned, readOne } from "../reads";
-import { commitAndRespond } from "../write-path";
+import { listOwned, readById } from "../reads";
+import { commit, commitAndRespond } from "../write-path";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
-import { CreatePlanBody, PlanSchema, serializePlan, UpdatePlanBody } from "./schema";
+import { CreatePlanBody, PlanSchema, planAnswer, serializePlan, UpdatePlanBody } from "./schema";
 
 const tags = ["Subscription plans"];
 const planId = idParam("plan", "plan_01jd2x4k5m6n7p8q9r0s1t2v3w");
@@ -159,7 +159,6 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async function listPlans(c) {
     const page = await listOwned(c, {
       table: plans,
-      id: plans.id,
       query: c.req.valid("query"),
       validCursor: (id) => hasPrefix(id, "plan"),
       serialize: serializePlan,
@@ -169,7 +168,7 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getPlan(c) {
     const { id } = c.req.valid("param");
-    const row = await readOne(c, c.var.db.select().from(plans).where(owned(plans, c.var.auth, eq(plans.id, id))).limit(1), "plan", id);
+    const row = await readById(c, plans, id, "plan");
     return c.json(serializePlan(row), 200);
   });
 
@@ -178,23 +177,23 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
     const { id } = c.req.valid("param");
     const body = c.req.valid("json");
     const now = clock.now();
-    const current = await readOne(c, db.select().from(plans).where(owned(plans, auth, eq(plans.id, id))).limit(1), "plan", id);
+    // One round trip: the plan is not read first. The batch refuses a plan that is not there, and
+    // returns the plan as it commits; the record stores that row as the answer (planAnswer).
     const changes: Partial<typeof plans.$inferInsert> = { updatedAt: isoTime(now) };
     if (body.name !== undefined) changes.name = body.name;
     if (body.description !== undefined) changes.description = body.description;
     if (body.active !== undefined) changes.active = body.active;
-    const plan = serializePlan({ ...current, ...changes });
-    return commitAndRespond(
+    const match = owned(plans, auth, eq(plans.id, id));
+    const { returned } = await commit(
       c,
       {
-        statements: [
-          guard(db, PLAN_MISSING, sql`EXISTS (SELECT 1 FROM ${plans} WHERE ${owned(plans, auth, eq(plans.id, id))})`),
-          db.update(plans).set(changes).where(owned(plans, auth, eq(plans.id, id))),
-        ],
+        statements: [guard(db, PLAN_MISSING, sql`EXISTS (SELECT 1 FROM ${plans} WHERE ${match})`)],
+        returning: db.update(plans).set(changes).where(match).returning(),
       },
       200,
-      plan,
-      { failures: { [PLAN_MISSING]: () => notFound("plan", id, "id") } },
+      null,
+      { storedBody: planAnswer.stored(eq(plans.id, id)), failures: { [PLAN_MISSING]: () => notFound("plan", id, "id") } },
     );
+    return c.json(planAnswer.serialize(returned[0] as typeof plans.$inferSelect), 200);
   });
 }

@@ -1,8 +1,9 @@
 import { z } from "@hono/zod-openapi";
-import type { plans } from "../../db/schema";
+import { plans } from "../../db/schema";
 import { CURRENCY_EXPONENTS, formatMinor } from "../../domain/money";
 import { MAX_TIERS } from "../../domain/pricing";
 import { timestamp } from "../shared";
+import { rowAnswer } from "../../middleware/stored-answers";
 
 const majorUnits = (description: string, example: number) =>
   z.number().min(0).openapi({ description: `${description} A decimal in major units, with no more decimals than the currency allows.`, example });
@@ -105,3 +106,6 @@ export function serializePlan(row: typeof plans.$inferSelect): PlanJson {
     updated_at: row.updatedAt,
   };
 }
+
+/** A plan as a write's answer, stored by its idempotency record as the committed row (src/middleware/stored-answers.ts). */
+export const planAnswer = rowAnswer("plan", plans, serializePlan);

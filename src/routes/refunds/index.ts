@@ -9,7 +9,7 @@ import { hasPrefix, newId } from "../../domain/ids";
 import type { AppEnv } from "../../context";
 import { conflict, invalidRequest, notFound } from "../../lib/errors";
 import { listSchema } from "../pagination";
-import { listOwned, readOne } from "../reads";
+import { listOwned, readById } from "../reads";
 import { commit } from "../write-path";
 import { type RefundRow, refundJsonSql, serializeRefund } from "../../payments/serialize";
 import { REFUND_FAILURES, refundWrites } from "../../payments/refund-writes";
@@ -111,9 +111,8 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
     const query = c.req.valid("query");
     const page = await listOwned(c, {
       table: refunds,
-      id: refunds.id,
       query,
-      filters: [query.payment_id !== undefined ? eq(refunds.paymentId, query.payment_id) : undefined],
+      filters: [[refunds.paymentId, query.payment_id]],
       validCursor: (id) => hasPrefix(id, "refund"),
       serialize: serializeRefund,
     });
@@ -122,7 +121,7 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getRefund(c) {
     const { id } = c.req.valid("param");
-    const row = await readOne(c, c.var.db.select().from(refunds).where(owned(refunds, c.var.auth, eq(refunds.id, id))).limit(1), "refund", id);
+    const row = await readById(c, refunds, id, "refund");
     return c.json(serializeRefund(row), 200);
   });
 }

@@ -1,10 +1,8 @@
 // Request ids (endpoint 1 of the interface document): a UUIDv7 for a purpose, stored with its
 // metadata; create, list and read.
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { eq } from "drizzle-orm";
 import { requestIds } from "../../db/schema";
-import { owned } from "../../db/scope";
-import { listOwned, readOne } from "../reads";
+import { listOwned, readById } from "../reads";
 import { uuidv7 } from "../../domain/ids";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
@@ -77,7 +75,6 @@ export function registerRequestIds(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async function listRequestIds(c) {
     const page = await listOwned(c, {
       table: requestIds,
-      id: requestIds.id,
       query: c.req.valid("query"),
       validCursor: (id) => UUID.test(id),
       serialize: serializeRequestId,
@@ -87,7 +84,7 @@ export function registerRequestIds(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getRequestId(c) {
     const { id } = c.req.valid("param");
-    const row = await readOne(c, c.var.db.select().from(requestIds).where(owned(requestIds, c.var.auth, eq(requestIds.id, id))).limit(1), "request id", id);
+    const row = await readById(c, requestIds, id, "request id");
     return c.json(serializeRequestId(row), 200);
   });
 }

@@ -8,11 +8,13 @@ import { subscriptionPeriods, subscriptions } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
-import { commitAndRespond } from "../write-path";
+import { commit } from "../write-path";
+import type { WriteSet } from "../../webhooks/outbox";
+import { notFound } from "../../lib/errors";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json } from "../openapi";
-import { alreadyCanceled, billingNow, chargeInProgress, loadSubscription, subscriptionId, tags } from "./common";
-import { CancelQuery, SubscriptionSchema, serializeSubscription } from "./schema";
+import { alreadyCanceled, billingNowSql, chargeInProgress, subscriptionId, tags } from "./common";
+import { CancelQuery, SubscriptionSchema, subscriptionAnswer } from "./schema";
 
 const cancel = apiRoute({
   method: "delete",
@@ -27,6 +29,7 @@ const cancel = apiRoute({
   responses: { 200: json(SubscriptionSchema, "The canceled (or cancel-scheduled) subscription.") },
 });
 
+const SUBSCRIPTION_MISSING = "subscription_missing";
 const SUBSCRIPTION_CANCELED = "subscription_canceled";
 const CHARGE_IN_FLIGHT = "charge_in_flight";
 
@@ -36,51 +39,48 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
     const { id } = c.req.valid("param");
     const atPeriodEnd = c.req.valid("query").at_period_end === "true";
     const realNow = clock.now();
-    const { sub, clock: testClock } = await loadSubscription(c, id);
-    if (sub.status === "canceled") throw alreadyCanceled(id);
-
-    const notCanceled = guard(db, SUBSCRIPTION_CANCELED, sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status != 'canceled')`);
-    const match = owned(subscriptions, auth, eq(subscriptions.id, sub.id));
-    // A charge claimed for the open period (by a renewal, or by new card details) may already be
-    // at the processor. Canceling under it, now or at the period's end, would answer that a period
-    // will not be charged while it is being charged: 409, retry once it settled.
-    const noChargeInFlight = guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`);
+    // One round trip: the subscription is not read first. Its guards refuse a subscription that
+    // is not there (404), already canceled, or being charged (409); the batch returns the row as
+    // it commits, and the record stores that row as the answer (subscriptionAnswer).
+    const match = owned(subscriptions, auth, eq(subscriptions.id, id));
+    const guards = [
+      guard(db, SUBSCRIPTION_MISSING, sql`EXISTS (SELECT 1 FROM ${subscriptions} WHERE ${match})`),
+      guard(db, SUBSCRIPTION_CANCELED, sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${id} AND s.status != 'canceled')`),
+      // A charge claimed for the open period (by a renewal, or by new card details) may already be
+      // at the processor. Canceling under it, now or at the period's end, would answer that a
+      // period will not be charged while it is being charged: 409, retry once it settled.
+      guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(id, realNow)}`),
+    ];
     const failures = {
+      [SUBSCRIPTION_MISSING]: () => notFound("subscription", id, "id"),
       [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id),
       [CHARGE_IN_FLIGHT]: chargeInProgress,
     };
-    if (atPeriodEnd) {
-      const changes = { cancelAtPeriodEnd: true, updatedAt: isoTime(realNow) };
-      return commitAndRespond(
-        c,
-        {
-          statements: [notCanceled, noChargeInFlight, db.update(subscriptions).set(changes).where(match)],
-          events: [emitEvent(db, auth.accountId, { type: "subscription_updated", subscriptionId: sub.id, status: sub.status }, realNow)],
-        },
-        200,
-        serializeSubscription({ ...sub, ...changes }),
-        { failures },
-      );
-    }
-    const changes = { status: "canceled" as const, canceledAt: isoTime(billingNow(testClock, realNow)), dueAt: null, updatedAt: isoTime(realNow) };
-    return commitAndRespond(
-      c,
-      {
-        statements: [
-          notCanceled,
-          noChargeInFlight,
-          db.update(subscriptions).set(changes).where(match),
-          // A period still being dunned will not be collected.
-          db
-            .update(subscriptionPeriods)
-            .set({ status: "uncollectible", updatedAt: isoTime(realNow) })
-            .where(and(eq(subscriptionPeriods.subscriptionId, sub.id), eq(subscriptionPeriods.status, "open"))),
-        ],
-        events: [emitEvent(db, auth.accountId, { type: "subscription_canceled", subscriptionId: sub.id, status: "canceled" }, realNow)],
-      },
-      200,
-      serializeSubscription({ ...sub, ...changes }),
-      { failures },
-    );
+    const writes: WriteSet = atPeriodEnd
+      ? {
+          statements: guards,
+          returning: db.update(subscriptions).set({ cancelAtPeriodEnd: true, updatedAt: isoTime(realNow) }).where(match).returning(),
+          // The status it keeps, as the batch sees it.
+          events: [emitEvent(db, auth.accountId, { type: "subscription_updated", subscriptionId: id, status: sql`(SELECT status FROM subscriptions WHERE id = ${id})` }, realNow)],
+        }
+      : {
+          statements: [
+            ...guards,
+            // A period still being dunned will not be collected.
+            db
+              .update(subscriptionPeriods)
+              .set({ status: "uncollectible", updatedAt: isoTime(realNow) })
+              .where(and(eq(subscriptionPeriods.subscriptionId, id), eq(subscriptionPeriods.status, "open"))),
+          ],
+          returning: db
+            .update(subscriptions)
+            // Canceled at billing time: the user's test clock when one is attached (billingNow).
+            .set({ status: "canceled", canceledAt: billingNowSql(subscriptions.userId, realNow), dueAt: null, updatedAt: isoTime(realNow) })
+            .where(match)
+            .returning(),
+          events: [emitEvent(db, auth.accountId, { type: "subscription_canceled", subscriptionId: id, status: "canceled" }, realNow)],
+        };
+    const { returned } = await commit(c, writes, 200, null, { storedBody: subscriptionAnswer.stored(eq(subscriptions.id, id)), failures });
+    return c.json(subscriptionAnswer.serialize(returned[0] as typeof subscriptions.$inferSelect), 200);
   });
 }

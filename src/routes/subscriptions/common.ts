@@ -1,7 +1,9 @@
 // What the subscription operations share: the resource's tag and id parameter, the load of a
 // subscription with its plan, user, clock and open period, and the answers they have in common.
 import type { Context } from "hono";
-import { and, eq } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
+import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
+import { isoTime } from "../../lib/clock";
 import type { Statement } from "../../db/batch";
 import { plans, subscriptionPeriods, subscriptions, testClocks, users } from "../../db/schema";
 import { owned } from "../../db/scope";
@@ -45,6 +47,10 @@ export async function loadSubscription(c: Context<AppEnv>, id: string) {
 
 /** Billing time: the user's test clock when attached, else the wall clock. */
 export const billingNow = (clock: { frozenTime: string } | null, realNow: number) => (clock ? Date.parse(clock.frozenTime) : realNow);
+
+/** billingNow as ISO text, read in SQL for the user in `userId` when the statement runs. */
+export const billingNowSql = (userId: SQLiteColumn | string, realNow: number) =>
+  sql`COALESCE((SELECT tc.frozen_time FROM ${testClocks} AS tc JOIN ${users} AS u ON u.test_clock_id = tc.id WHERE u.id = ${userId}), ${isoTime(realNow)})`;
 
 export const cardColumns = (card: { summary: { brand: string; last4: string; exp_month: number; exp_year: number }; fingerprint: string }) => ({
   cardBrand: card.summary.brand,

@@ -1,12 +1,10 @@
 // GET /subscriptions and GET /subscriptions/{id}.
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { eq } from "drizzle-orm";
 import { subscriptions } from "../../db/schema";
-import { owned } from "../../db/scope";
 import { hasPrefix } from "../../domain/ids";
 import type { AppEnv } from "../../context";
 import { listQuery, listSchema } from "../pagination";
-import { listOwned, readOne } from "../reads";
+import { listOwned, readById } from "../reads";
 import { apiRoute, json } from "../openapi";
 import { subscriptionId, tags } from "./common";
 import { ListSubscriptionsQuery, SubscriptionSchema, serializeSubscription } from "./schema";
@@ -38,11 +36,10 @@ export function registerReadSubscriptions(app: OpenAPIHono<AppEnv>) {
     const query = c.req.valid("query");
     const page = await listOwned(c, {
       table: subscriptions,
-      id: subscriptions.id,
       query,
       filters: [
-        query.user_id !== undefined ? eq(subscriptions.userId, query.user_id) : undefined,
-        query.status !== undefined ? eq(subscriptions.status, query.status) : undefined,
+        [subscriptions.userId, query.user_id],
+        [subscriptions.status, query.status],
       ],
       validCursor: (id) => hasPrefix(id, "subscription"),
       serialize: serializeSubscription,
@@ -52,7 +49,7 @@ export function registerReadSubscriptions(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getSubscription(c) {
     const { id } = c.req.valid("param");
-    const row = await readOne(c, c.var.db.select().from(subscriptions).where(owned(subscriptions, c.var.auth, eq(subscriptions.id, id))).limit(1), "subscription", id);
+    const row = await readById(c, subscriptions, id, "subscription");
     return c.json(serializeSubscription(row), 200);
   });
 }

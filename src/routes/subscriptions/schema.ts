@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
-import type { subscriptions } from "../../db/schema";
+import { subscriptions } from "../../db/schema";
+import { rowAnswer } from "../../middleware/stored-answers";
 import { CardFields, CardSummarySchema, OptionalCardFields } from "../../payments/card-input";
 import { cardOf } from "../../payments/serialize";
 import { timestamp } from "../shared";
@@ -82,3 +83,9 @@ export const CancelQuery = z.object({
     .optional()
     .openapi({ description: "true: keep the subscription active until the current period ends, then cancel instead of renewing." }),
 });
+
+/**
+ * A subscription as a write's answer, stored by its idempotency record as the committed row
+ * (src/middleware/stored-answers.ts), without the processor's token and the card's fingerprint.
+ */
+export const subscriptionAnswer = rowAnswer("subscription", subscriptions, serializeSubscription, ["processorToken", "cardFingerprint"]);

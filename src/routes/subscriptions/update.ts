@@ -13,7 +13,7 @@ import { owned } from "../../db/scope";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { invalidRequest } from "../../lib/errors";
-import { readOne } from "../reads";
+import { readById } from "../reads";
 import { assertKeyClaimedFirst, commitAndRespond, outcomeTracked } from "../write-path";
 import { cardInBody, readCard } from "../../payments/card-input";
 import { emitEvent } from "../../webhooks/outbox";
@@ -56,7 +56,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     let plan: PlanRow = current.plan;
     if (body.plan_id !== undefined && body.plan_id !== sub.planId) {
       const planId = body.plan_id;
-      plan = await readOne(c, db.select().from(plans).where(owned(plans, auth, eq(plans.id, planId))).limit(1), "plan", planId, "plan_id");
+      plan = await readById(c, plans, planId, "plan", "plan_id");
       if (!plan.active) throw invalidRequest("plan_inactive", `Plan ${plan.id} is archived and accepts no new subscriptions.`, "plan_id");
       if (plan.currency !== current.plan.currency || plan.interval !== current.plan.interval) {
         throw invalidRequest(

@@ -8,13 +8,12 @@ import { enqueueJobs } from "../../jobs";
 import { MAX_ADVANCE_INTERVALS, maxAdvanceTime, runTestClock, TEST_CLOCK_SYNC_STEPS, testClockHasDueWork } from "../../billing/test-clocks";
 import { guard } from "../../db/batch";
 import { testClocks } from "../../db/schema";
-import { owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { ApiError, conflict, invalidRequest } from "../../lib/errors";
 import { listQuery, listSchema } from "../pagination";
-import { listOwned, readOne } from "../reads";
+import { listOwned, readById } from "../reads";
 import { commit, commitAndRespond, restoreAnswer } from "../write-path";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { AdvanceTestClockBody, CreateTestClockBody, serializeTestClock, TestClockSchema } from "./schema";
@@ -103,7 +102,6 @@ export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
     const { db } = c.var;
     const page = await listOwned(c, {
       table: testClocks,
-      id: testClocks.id,
       query: c.req.valid("query"),
       validCursor: (id) => hasPrefix(id, "testClock"),
       serialize: (row: typeof testClocks.$inferSelect) => row,
@@ -114,8 +112,8 @@ export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getTestClock(c) {
     const { id } = c.req.valid("param");
-    const { db, auth } = c.var;
-    const clock = await readOne(c, db.select().from(testClocks).where(owned(testClocks, auth, eq(testClocks.id, id))).limit(1), "test clock", id);
+    const { db } = c.var;
+    const clock = await readById(c, testClocks, id, "test clock");
     return c.json(serializeTestClock(clock, (await testClockHasDueWork(db, clock)) ? "advancing" : "ready"), 200);
   });
 
@@ -123,7 +121,7 @@ export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
     const { id } = c.req.valid("param");
     const { db, auth } = c.var;
     const target = Date.parse(c.req.valid("json").frozen_time);
-    const clock = await readOne(c, db.select().from(testClocks).where(owned(testClocks, auth, eq(testClocks.id, id))).limit(1), "test clock", id);
+    const clock = await readById(c, testClocks, id, "test clock");
     if (target <= Date.parse(clock.frozenTime)) {
       throw invalidRequest("frozen_time_not_forward", `frozen_time must be after the clock's current time, ${clock.frozenTime}.`, "frozen_time");
     }

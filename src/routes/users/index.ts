@@ -3,6 +3,7 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq, sql } from "drizzle-orm";
 import { guard } from "../../db/batch";
+import { insertRow } from "../../db/prepared";
 import { testClocks, users } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
@@ -10,7 +11,7 @@ import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { notFound } from "../../lib/errors";
 import { listQuery, listSchema } from "../pagination";
-import { listOwned, readOne } from "../reads";
+import { listOwned, readById } from "../reads";
 import { commit, commitAndRespond } from "../write-path";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
@@ -94,7 +95,7 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
           ...(clockId === undefined
             ? []
             : [guard(db, TEST_CLOCK_MISSING, sql`EXISTS (SELECT 1 FROM ${testClocks} WHERE ${testClocks.id} = ${clockId} AND ${testClocks.accountId} = ${auth.accountId})`)]),
-          db.insert(users).values(row),
+          insertRow(db, users, row),
         ],
         events: [emitEvent(db, auth.accountId, { type: "customer.created", data: user }, now)],
       },
@@ -107,7 +108,6 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async function listUsers(c) {
     const page = await listOwned(c, {
       table: users,
-      id: users.id,
       query: c.req.valid("query"),
       validCursor: (id) => hasPrefix(id, "user"),
       serialize: serializeUser,
@@ -117,7 +117,7 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(get, async function getUser(c) {
     const { id } = c.req.valid("param");
-    const row = await readOne(c, c.var.db.select().from(users).where(owned(users, c.var.auth, eq(users.id, id))).limit(1), "user", id);
+    const row = await readById(c, users, id, "user");
     return c.json(serializeUser(row), 200);
   });
 

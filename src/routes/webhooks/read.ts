@@ -1,7 +1,7 @@
 // GET /api/webhooks, GET /api/webhooks/{id}, and an endpoint's deliveries with their attempts.
 import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../../context";
-import { eq, inArray, isNull } from "drizzle-orm";
+import { inArray } from "drizzle-orm";
 import { deliveryAttempts, webhookDeliveries, webhookEndpoints } from "../../db/schema";
 import { hasPrefix } from "../../domain/ids";
 import { apiRoute, json } from "../openapi";
@@ -46,9 +46,8 @@ export function registerReadWebhooks(app: OpenAPIHono<AppEnv>) {
   app.openapi(list, async function listWebhooks(c) {
     const page = await listOwned(c, {
       table: webhookEndpoints,
-      id: webhookEndpoints.id,
       query: c.req.valid("query"),
-      filters: [isNull(webhookEndpoints.deletedAt)],
+      filters: [[webhookEndpoints.deletedAt, null]],
       validCursor: (id) => hasPrefix(id, "webhookEndpoint"),
       serialize: serializeWebhook,
     });
@@ -66,9 +65,8 @@ export function registerReadWebhooks(app: OpenAPIHono<AppEnv>) {
     const query = c.req.valid("query");
     const page = await listOwned(c, {
       table: webhookDeliveries,
-      id: webhookDeliveries.id,
       query,
-      filters: [eq(webhookDeliveries.endpointId, id), query.status ? eq(webhookDeliveries.status, query.status) : undefined],
+      filters: [[webhookDeliveries.endpointId, id], [webhookDeliveries.status, query.status]],
       validCursor: (cursor) => /^dlv_[0-9a-hjkmnp-tv-z]{52}$/.test(cursor),
       serialize: (row: typeof webhookDeliveries.$inferSelect) => row,
     });
