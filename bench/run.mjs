@@ -876,15 +876,18 @@ async function d1Phase(account) {
     trips: Number(res.headers["tender-d1-round-trips"]),
     read: Number(res.headers["tender-d1-rows-read"]),
     written: Number(res.headers["tender-d1-rows-written"]),
+    built: Number(res.headers["tender-d1-statements-built"]),
   });
   // Warm the key (auth is cached per isolate for 30 s, so a warm request costs no auth read).
   await must({ path: `/api/users/${account.userId}`, key: account.key });
+  const plan = await must({ method: "POST", path: "/subscription-plans", key: account.key, body: { name: "Bench", price: 9.99, currency: "usd", interval: "month" } });
   const ops = [
     { name: "POST /api/users (Idempotency-Key)", make: (i) => ({ method: "POST", path: "/api/users", key: account.key, idem: `bench-d1-u-${RUN}-${i}`, body: { name: `D1 ${i}`, email: `d1-${i}@example.com` } }) },
     { name: "POST /api/users (no key)", make: (i) => ({ method: "POST", path: "/api/users", key: account.key, body: { name: `D1 plain ${i}`, email: `d1p-${i}@example.com` } }) },
     { name: "GET /api/users/{id}", make: () => ({ path: `/api/users/${account.userId}`, key: account.key }) },
     { name: "POST /payout (Idempotency-Key)", make: (i) => ({ method: "POST", path: "/payout", key: account.key, idem: `bench-d1-p-${RUN}-${i}`, body: PAYOUT_BODY }), needs: "/payout" },
     { name: "PUT /api/users/{id} (Idempotency-Key)", make: (i) => ({ method: "PUT", path: `/api/users/${account.userId}`, key: account.key, idem: `bench-d1-put-${RUN}-${i}`, body: { name: `Reader renamed ${i}`, email: "reader@example.com" } }) },
+    { name: "PATCH /subscription-plans/{id} (Idempotency-Key)", make: (i) => ({ method: "PATCH", path: `/subscription-plans/${plan.json().id}`, key: account.key, idem: `bench-d1-plan-${RUN}-${i}`, body: { name: `Bench ${i}` } }), expect: 200 },
     { name: "GET /api/users (list, limit 10)", make: () => ({ path: "/api/users", key: account.key }) },
     { name: "GET /api/users/{id} (another account's id: 404)", make: () => ({ path: `/api/users/${account.otherUserId}`, key: account.key }), expect: 404 },
   ];
@@ -907,7 +910,7 @@ async function d1Phase(account) {
       const values = samples.map((s) => s[k]);
       return Math.min(...values) === Math.max(...values) ? "" : ` (${Math.min(...values)}–${Math.max(...values)})`;
     };
-    results.d1.push({ name: op.name, trips: pick("trips"), read: pick("read"), written: pick("written"), spread: { trips: spread("trips"), read: spread("read"), written: spread("written") }, samples: samples.length });
+    results.d1.push({ name: op.name, trips: pick("trips"), read: pick("read"), written: pick("written"), built: pick("built"), spread: { trips: spread("trips"), read: spread("read"), written: spread("written"), built: spread("built") }, samples: samples.length });
     log(`D1 ${op.name}: ${pick("trips")} round trips, ${pick("read")} rows read, ${pick("written")} rows written`);
   }
 }
@@ -1120,7 +1123,7 @@ function report({ date, env, concurrency, calibration, health, payout, userGet, 
   rows.push(["CPU per request, median of the three phases' means (worker workerd)", `${fmt(medianCpu, 3)} ms`, `≤ ${GOALS.cpuMs} ms`, met(medianCpu === null ? null : medianCpu <= GOALS.cpuMs)]);
 
   const d1Rows = results.d1.map((d) =>
-    d.skipped ? [d.name, "not available", "", "", ""] : [d.name, `${d.trips}${d.spread.trips}`, `${d.read}${d.spread.read}`, `${d.written}${d.spread.written}`, String(d.samples)],
+    d.skipped ? [d.name, "not available", "", "", "", ""] : [d.name, `${d.trips}${d.spread.trips}`, `${d.read}${d.spread.read}`, `${d.written}${d.spread.written}`, `${d.built}${d.spread.built}`, String(d.samples)],
   );
   const cpuRows = cpuPhases.map((c) => [
     c.phase,
@@ -1219,7 +1222,7 @@ function report({ date, env, concurrency, calibration, health, payout, userGet, 
   );
   lines.push(table(["Figure", "Value", "Goal", "Met"], rows), "");
   lines.push("## D1 per operation (warm key, median of the samples; a range shows when samples differed)", "");
-  lines.push(table(["Operation", "Round trips", "Rows read", "Rows written", "Samples"], d1Rows), "");
+  lines.push(table(["Operation", "Round trips", "Rows read", "Rows written", "Statements built", "Samples"], d1Rows), "");
   lines.push("## CPU per request by process (ms, mean over the phase)", "");
   lines.push(
     table(["Phase", "Requests", "Worker workerd", "Proxy workerd", "wrangler (Node)", "Bench client", "CPU use: worker / all four (% of one CPU)", "Other processes (CPUs)", "Latency p50 / p99 (ms)"], cpuRows),
