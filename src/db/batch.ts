@@ -2,12 +2,11 @@
 // preconditions are guard statements that abort it (see migrations/0001_batch_guards.sql), and
 // its invariants are CHECK and UNIQUE constraints. Failures map to API errors by name.
 import { type SQL, sql } from "drizzle-orm";
-import type { BatchItem } from "drizzle-orm/batch";
 import type { Db } from "./client";
 import { ApiError } from "../lib/errors";
-import { rawForm } from "./prepared";
+import { rawForm, type Statement } from "./prepared";
 
-export type Statement = BatchItem<"sqlite">;
+export type { Statement };
 
 /**
  * A hand-written SQL statement for a batch. drizzle's `db.run(sql)` cannot take part in a D1

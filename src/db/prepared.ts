@@ -9,7 +9,10 @@
 import { type SQL, Param, Placeholder, getTableName, is, sql } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Db } from "./client";
-import type { Statement } from "./batch";
+import type { BatchItem } from "drizzle-orm/batch";
+
+/** One statement of a D1 batch (src/db/batch.ts). */
+export type Statement = BatchItem<"sqlite">;
 
 export type Values = Record<string, unknown>;
 
