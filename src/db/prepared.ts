@@ -36,7 +36,11 @@ function slotOf(param: unknown): Slot {
   if (is(param, Param) && is(param.value, Placeholder)) {
     const value = needed(param.value.name);
     const encoder = param.encoder;
-    return (values) => encoder.mapToDriverValue(value(values));
+    // As drizzle binds a value: null is NULL, never encoded (a JSON column would store 'null').
+    return (values) => {
+      const given = value(values);
+      return given === null ? null : encoder.mapToDriverValue(given);
+    };
   }
   return () => param;
 }

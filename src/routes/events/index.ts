@@ -129,7 +129,8 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
     const page = await listOwned(c, {
       table: events,
       query,
-      filters: [[events.type, query.type], [events.objectId, query.object_id]],
+      // An empty value (`?type=`) filters nothing.
+      filters: [[events.type, query.type || undefined], [events.objectId, query.object_id || undefined]],
       validCursor: (id) => hasPrefix(id, "event"),
       serialize: serializeEvent,
     });

@@ -66,7 +66,7 @@ export function registerReadWebhooks(app: OpenAPIHono<AppEnv>) {
     const page = await listOwned(c, {
       table: webhookDeliveries,
       query,
-      filters: [[webhookDeliveries.endpointId, id], [webhookDeliveries.status, query.status]],
+      filters: [[webhookDeliveries.endpointId, id], [webhookDeliveries.status, query.status || undefined]],
       validCursor: (cursor) => /^dlv_[0-9a-hjkmnp-tv-z]{52}$/.test(cursor),
       serialize: (row: typeof webhookDeliveries.$inferSelect) => row,
     });
