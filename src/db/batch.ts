@@ -2,9 +2,10 @@
 // preconditions are guard statements that abort it (see migrations/0001_batch_guards.sql), and
 // its invariants are CHECK and UNIQUE constraints. Failures map to API errors by name.
 import { type SQL, sql } from "drizzle-orm";
+import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Db } from "./client";
 import { ApiError } from "../lib/errors";
-import { rawForm, type Statement } from "./prepared";
+import { batchItem, builtRaw, type Statement } from "./prepared";
 
 export type { Statement };
 
@@ -13,13 +14,20 @@ export type { Statement };
  * batch when it has parameters (its prepared form has no D1 statement), so this supplies one.
  * Its batch result is D1's own: `{ results, meta }`. Hot ones are prepared once (src/db/prepared.ts).
  */
-export const rawStatement = (db: Db, query: SQL): Statement => rawForm(db, query).with();
+export function rawStatement(db: Db, query: SQL): Statement {
+  const { query: built, stmt } = builtRaw(db, query);
+  return batchItem(built, stmt, (result) => result);
+}
 
 /** SQL that aborts the batch with `reason` unless `condition` holds when it runs. */
 export const BATCH_GUARD_SQL = (reason: string, condition: SQL) => sql`INSERT INTO batch_guards (reason) SELECT ${reason} WHERE NOT (${condition})`;
 
 /** A statement that aborts the batch with `reason` unless `condition` holds when it runs. */
 export const guard = (db: Db, reason: string, condition: SQL): Statement => rawStatement(db, BATCH_GUARD_SQL(reason, condition));
+
+/** A statement that aborts the batch with `reason` unless a row of `table` matches `where` when it runs. */
+export const guardExists = (db: Db, reason: string, table: SQLiteTable, where: SQL | undefined): Statement =>
+  guard(db, reason, sql`EXISTS (SELECT 1 FROM ${table} WHERE ${where})`);
 
 /** A statement that does nothing: keeps a batch's positions when an optional statement is left out. */
 export const noop = (db: Db): Statement => rawStatement(db, sql`SELECT 1 WHERE 0`);

@@ -21,7 +21,17 @@ interface PreparedForm {
   getQuery(): { sql: string; params: unknown[] };
   stmt: D1PreparedStatement;
   mapResult(result: unknown, isFromBatch?: boolean): unknown;
-  execute(values?: Values): unknown;
+  /** Runs on its own; absent for a hand-written statement, which then runs its D1 statement. */
+  execute?(values?: Values): unknown;
+}
+
+/**
+ * A built query as one statement of a drizzle batch: drizzle's batch asks each item for its
+ * prepared form, then binds `params` to `stmt` and maps the result with `mapResult`.
+ */
+export function batchItem(query: { sql: string; params: unknown[] }, stmt: D1PreparedStatement, mapResult: PreparedForm["mapResult"]): Statement {
+  const built = { getQuery: () => query, stmt, mapResult };
+  return { _prepare: () => built } as unknown as Statement;
 }
 
 /** How each parameter gets its value: a fixed value, or a placeholder's value (encoded for its column). */
@@ -55,76 +65,88 @@ export class PreparedStatement<R = unknown> {
     this.slots = query.params.map(slotOf);
   }
 
+  private params(values: Values): unknown[] {
+    return this.slots.map((slot) => slot(values));
+  }
+
   /** The statement with `values`, as one statement of a batch; its batch result is mapped as drizzle maps the query's. */
   with(values: Values = {}): Statement & { readonly result?: R } {
-    const query = { sql: this.sql, params: this.slots.map((slot) => slot(values)) };
     const { form } = this;
-    const built = { getQuery: () => query, stmt: form.stmt, mapResult: (result: unknown, isFromBatch?: boolean) => form.mapResult(result, isFromBatch) };
-    return { _prepare: () => built } as unknown as Statement;
+    return batchItem({ sql: this.sql, params: this.params(values) }, form.stmt, (result, isFromBatch) => form.mapResult(result, isFromBatch));
   }
 
   /** Runs on its own: one round trip. */
-  execute(values: Values = {}): Promise<R> {
-    return Promise.resolve(this.form.execute(values) as R);
+  async execute(values: Values = {}): Promise<R> {
+    if (this.form.execute) return (await this.form.execute(values)) as R;
+    return (await this.form.stmt.bind(...this.params(values)).run()) as R;
   }
 }
 
 type Preparable = { prepare(): { execute(values?: Values): unknown } };
 type ResultOf<Q extends Preparable> = Awaited<ReturnType<ReturnType<Q["prepare"]>["execute"]>>;
 
-/** `make(db, key)`, run once per database instance (one per binding per isolate, src/db/client.ts) and `key`. */
-function oncePerDatabase<K, V>(make: (db: Db, key: K) => V): (db: Db, key: K) => V {
-  const made = new WeakMap<Db, Map<K, V>>();
-  return (db, key) => {
+/**
+ * `make(db, arg)`, run once per database instance (one per binding per isolate, src/db/client.ts)
+ * and per `keyOf(arg)`: later calls with an equal key get the first call's value.
+ */
+function oncePerDatabase<A, V>(make: (db: Db, arg: A) => V, keyOf: (arg: A) => unknown = (arg) => arg): (db: Db, arg: A) => V {
+  const made = new WeakMap<Db, Map<unknown, V>>();
+  return (db, arg) => {
     let byKey = made.get(db);
     if (!byKey) made.set(db, (byKey = new Map()));
+    const key = keyOf(arg);
     let value = byKey.get(key);
-    if (value === undefined) byKey.set(key, (value = make(db, key)));
+    if (value === undefined) byKey.set(key, (value = make(db, arg)));
     return value;
   };
 }
 
-/** A statement prepared once per isolate and per `key` (a table, a shape of filters): `build` runs the first time only. */
-export const preparedBy = <K, Q extends Preparable>(build: (db: Db, key: K) => Q) =>
-  oncePerDatabase((db, key: K) => new PreparedStatement<ResultOf<Q>>(build(db, key).prepare() as unknown as PreparedForm));
+/** `make(db)`, run once per database instance. */
+const oncePer = <V>(make: (db: Db) => V) => {
+  const byKey = oncePerDatabase((db, _arg: null) => make(db));
+  return (db: Db) => byKey(db, null);
+};
+
+/**
+ * A statement prepared once per isolate and per shape (`keyOf(shape)`: a table, which filters a
+ * list has): `build` runs the first time only.
+ */
+export const preparedBy = <S, Q extends Preparable>(build: (db: Db, shape: S) => Q, keyOf?: (shape: S) => unknown) =>
+  oncePerDatabase((db, shape: S) => new PreparedStatement<ResultOf<Q>>(build(db, shape).prepare() as unknown as PreparedForm), keyOf);
 
 /** A statement prepared once per isolate. */
-export function prepared<Q extends Preparable>(build: (db: Db) => Q): (db: Db) => PreparedStatement<ResultOf<Q>> {
-  const byKey = preparedBy((db, _key: null) => build(db));
-  return (db) => byKey(db, null);
+export const prepared = <Q extends Preparable>(build: (db: Db) => Q) =>
+  oncePer((db) => new PreparedStatement<ResultOf<Q>>(build(db).prepare() as unknown as PreparedForm));
+
+/** A hand-written SQL statement, built: its query (SQL text and parameters) and its D1 statement. */
+export function builtRaw(db: Db, query: SQL) {
+  const built = db.run(query).getQuery();
+  return { query: built, stmt: db.$client.prepare(built.sql) };
 }
 
 /**
  * A hand-written SQL statement in prepared form: drizzle's `db.run(sql)` has no D1 statement of its
  * own. Its result is D1's (`{ results, meta }`).
  */
-export function rawForm(db: Db, query: SQL): PreparedStatement<D1Result> {
-  const built = db.run(query).getQuery();
-  const stmt = db.$client.prepare(built.sql);
-  return new PreparedStatement({
-    getQuery: () => built,
-    stmt,
-    mapResult: (result) => result,
-    execute: (values = {}) => stmt.bind(...built.params.map((param) => slotOf(param)(values))).run(),
-  });
+function rawForm(db: Db, query: SQL): PreparedStatement<D1Result> {
+  const { query: built, stmt } = builtRaw(db, query);
+  return new PreparedStatement({ getQuery: () => built, stmt, mapResult: (result) => result });
 }
 
-/** A hand-written SQL statement prepared once per isolate and per `key`. */
-export const preparedRawBy = <K>(build: (key: K) => SQL) => oncePerDatabase((db, key: K) => rawForm(db, build(key)));
+/** A hand-written SQL statement prepared once per isolate and per shape. */
+export const preparedRawBy = <S>(build: (shape: S) => SQL) => oncePerDatabase((db, shape: S) => rawForm(db, build(shape)));
 
 /** A hand-written SQL statement prepared once per isolate. */
-export function preparedRaw(build: () => SQL): (db: Db) => PreparedStatement<D1Result> {
-  const byKey = preparedRawBy((_key: null) => build());
-  return (db) => byKey(db, null);
-}
+export const preparedRaw = (build: () => SQL) => oncePer((db) => rawForm(db, build()));
 
+/** Which columns an insert into a table sets. */
 interface InsertShape {
   table: SQLiteTable;
   columns: string[];
 }
-const insertShapes = new Map<string, InsertShape>();
-const preparedInsert = preparedBy((db, { table, columns }: InsertShape) =>
-  db.insert(table).values(Object.fromEntries(columns.map((column) => [column, sql.placeholder(column)]))),
+const preparedInsert = preparedBy(
+  (db, { table, columns }: InsertShape) => db.insert(table).values(Object.fromEntries(columns.map((column) => [column, sql.placeholder(column)]))),
+  ({ table, columns }) => `${getTableName(table)}|${columns.join(",")}`,
 );
 
 /**
@@ -133,9 +155,5 @@ const preparedInsert = preparedBy((db, { table, columns }: InsertShape) =>
  */
 export function insertRow<T extends SQLiteTable>(db: Db, table: T, row: T["$inferInsert"]): Statement {
   const values = Object.fromEntries(Object.entries(row).filter(([, value]) => value !== undefined));
-  const columns = Object.keys(values);
-  const key = `${getTableName(table)}|${columns.join(",")}`;
-  let shape = insertShapes.get(key);
-  if (!shape) insertShapes.set(key, (shape = { table, columns }));
-  return preparedInsert(db, shape).with(values);
+  return preparedInsert(db, { table, columns: Object.keys(values) }).with(values);
 }

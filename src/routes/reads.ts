@@ -74,6 +74,7 @@ export function readById<T extends OwnedTable>(c: Context<AppEnv>, table: T, id:
  */
 export type ListFilter = readonly [SQLiteColumn, string | null | undefined];
 
+/** The shape of a list page's statement: its table, direction, and the filters present. */
 interface ListShape {
   table: OwnedTable;
   direction: PageDirection;
@@ -81,27 +82,20 @@ interface ListShape {
   filters: { column: SQLiteColumn; isNull: boolean }[];
 }
 
-// One shape object per distinct shape, so that the prepared statements can be found by it.
-const shapes = new Map<string, ListShape>();
-function shapeOf(table: OwnedTable, direction: PageDirection, filters: ListFilter[]): ListShape {
-  const present = filters.filter(([, value]) => value !== undefined);
-  const key = `${getTableName(table)}|${direction}|${present.map(([column, value]) => `${column.name}${value === null ? " null" : ""}`).join(",")}`;
-  let shape = shapes.get(key);
-  if (!shape) shapes.set(key, (shape = { table, direction, filters: present.map(([column, value]) => ({ column, isNull: value === null })) }));
-  return shape;
-}
-
-const listPage = preparedBy((db, { table, direction, filters }: ListShape) => {
-  const conditions: SQL[] = filters.map(({ column, isNull: nullOnly }, i) => (nullOnly ? isNull(column) : eq(column, sql.placeholder(`f${i}`))));
-  if (direction === "after") conditions.push(lt(table.id, sql.placeholder("cursor")));
-  if (direction === "before") conditions.push(gt(table.id, sql.placeholder("cursor")));
-  return db
-    .select()
-    .from(table)
-    .where(owned(table, callerPlaceholders, ...conditions))
-    .orderBy(direction === "before" ? asc(table.id) : desc(table.id))
-    .limit(sql.placeholder("limit"));
-});
+const listPage = preparedBy(
+  (db, { table, direction, filters }: ListShape) => {
+    const conditions: SQL[] = filters.map(({ column, isNull: nullOnly }, i) => (nullOnly ? isNull(column) : eq(column, sql.placeholder(`f${i}`))));
+    if (direction === "after") conditions.push(lt(table.id, sql.placeholder("cursor")));
+    if (direction === "before") conditions.push(gt(table.id, sql.placeholder("cursor")));
+    return db
+      .select()
+      .from(table)
+      .where(owned(table, callerPlaceholders, ...conditions))
+      .orderBy(direction === "before" ? asc(table.id) : desc(table.id))
+      .limit(sql.placeholder("limit"));
+  },
+  ({ table, direction, filters }) => `${getTableName(table)}|${direction}|${filters.map(({ column, isNull: nullOnly }) => `${column.name}${nullOnly ? " null" : ""}`).join(",")}`,
+);
 
 /** A page of the caller's objects of `table`, newest first, with the key check, in one round trip. */
 export async function listOwned<T extends OwnedTable, Item>(
@@ -120,10 +114,11 @@ export async function listOwned<T extends OwnedTable, Item>(
     validCursor: options.validCursor,
     serialize: options.serialize,
     fetch: (direction, cursor, limit) => {
+      const present = filters.filter(([, value]) => value !== undefined);
       const values: Record<string, unknown> = { ...callerValues(c.var.auth), cursor, limit };
-      filters.filter(([, value]) => value !== undefined).forEach(([, value], i) => (values[`f${i}`] = value));
-      const query = listPage(c.var.db, shapeOf(options.table, direction, filters)).with(values) as Statement & { result?: T["$inferSelect"][] };
-      return withLiveKey(c, query);
+      present.forEach(([, value], i) => (values[`f${i}`] = value));
+      const shape = { table: options.table, direction, filters: present.map(([column, value]) => ({ column, isNull: value === null })) };
+      return withLiveKey(c, listPage(c.var.db, shape).with(values) as Statement & { result?: T["$inferSelect"][] });
     },
   });
 }
