@@ -2,7 +2,7 @@
 // caller's key is still live, so a revoked key fails at once even when its lookup was cached,
 // at no extra round trip. An empty answer is then told apart from revocation by keyIsLive()
 // (src/auth/credentials.ts turns a dead key into the 401).
-import { type SQL, type Placeholder, and, eq, sql } from "drizzle-orm";
+import { type SQL, type Placeholder, and, eq, isNull, sql } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Db } from "./client";
 import { apiKeys } from "./schema";
@@ -36,7 +36,7 @@ const credentialGuardStatement = preparedRaw(() => BATCH_GUARD_SQL(CREDENTIAL_RE
 export const credentialGuard = (db: Db, auth: Caller): Statement => credentialGuardStatement(db).with(callerValues(auth));
 
 const liveKey = prepared((db) =>
-  db.select({ id: apiKeys.id }).from(apiKeys).where(and(eq(apiKeys.id, sql.placeholder("keyId")), sql`${apiKeys.revokedAt} IS NULL`)),
+  db.select({ id: apiKeys.id }).from(apiKeys).where(and(eq(apiKeys.id, sql.placeholder("keyId")), isNull(apiKeys.revokedAt))),
 );
 
 /** The key behind a credential if it is still live, as a batch statement: its result is empty when not. */

@@ -70,7 +70,7 @@ const heldBy = (accountId: Slot<string>, claim: { key: Slot<string>; claimToken:
   and(eq(idempotencyKeys.accountId, accountId), eq(idempotencyKeys.key, claim.key), eq(idempotencyKeys.claimToken, claim.claimToken));
 
 /** What a completed record is written with. */
-interface CompletedRecord {
+type CompletedRecord = {
   accountId: string;
   key: string;
   requestHash: string;
@@ -81,7 +81,7 @@ interface CompletedRecord {
   now: number;
   staleBefore: number;
   expiresAt: number;
-}
+};
 
 function completedRecord(accountId: string, claim: IdempotencyClaim, responseStatus: number, responseBody: string | SQL): CompletedRecord {
   const now = Date.parse(claim.since);
@@ -128,7 +128,7 @@ function upsertCompletedRecord(db: Db, v: { [K in keyof CompletedRecord]: Slot<C
 }
 
 // The statements every idempotent write's batch carries, prepared once per isolate.
-const slot = <K extends string>(name: K) => sql.placeholder(name);
+const slot = sql.placeholder;
 const preparedCompletedRecord = prepared((db) =>
   upsertCompletedRecord(db, {
     accountId: slot("accountId"),
@@ -166,7 +166,7 @@ export function completeIdempotency(
   if (claim.mode === "in_batch" && claim.state === "open") {
     const answer = storedAnswer(body);
     const record = completedRecord(accountId, claim, status, answer);
-    return [typeof answer === "string" ? preparedCompletedRecord(db).with({ ...record }) : upsertCompletedRecord(db, record), held];
+    return [typeof answer === "string" ? preparedCompletedRecord(db).with(record) : upsertCompletedRecord(db, record), held];
   }
   const complete = db
     .update(idempotencyKeys)

@@ -52,10 +52,7 @@ const nextSequence = (objectId: SQL | string) => sql`(SELECT COALESCE(MAX(sequen
  */
 function eventPayload(id: string, spec: EventSpec, at: number, sequence: SQL | null): SQL {
   if ("subscriptionId" in spec) {
-    if (typeof spec.status !== "string") {
-      return sql`json_object('id', ${id}, 'event', ${spec.type}, 'subscription_id', ${spec.subscriptionId}, 'status', ${spec.status}, 'timestamp', ${isoTime(at)})`;
-    }
-    return sql`${JSON.stringify({ id, event: spec.type, subscription_id: spec.subscriptionId, status: spec.status, timestamp: isoTime(at) })}`;
+    return sql`json_object('id', ${id}, 'event', ${spec.type}, 'subscription_id', ${spec.subscriptionId}, 'status', ${spec.status}, 'timestamp', ${isoTime(at)})`;
   }
   const data = "dataSql" in spec ? sql`json(${spec.dataSql})` : sql`json(${JSON.stringify(spec.data ?? null)})`;
   return envelopeSql(id, spec.type, data, isoTime(at), sequence);
@@ -121,10 +118,11 @@ export function emitEvent(db: Db, accountId: string, spec: EventSpec, at: number
   const id = newId("event", at);
   const objectId = objectIdOf(spec);
   const createdAt = isoTime(at);
+  const sequence = objectId === null ? null : nextSequence(objectId);
   const insert =
     "data" in spec && objectId !== null
       ? preparedEnvelopeInsert(db).with({ id, accountId, type: spec.type, data: JSON.stringify(spec.data ?? null), createdAt, objectId })
-      : rawStatement(db, eventInsert(id, accountId, spec.type, eventPayload(id, spec, at, objectId === null ? null : nextSequence(objectId)), objectId, objectId === null ? null : nextSequence(objectId), createdAt));
+      : rawStatement(db, eventInsert(id, accountId, spec.type, eventPayload(id, spec, at, sequence), objectId, sequence, createdAt));
   return { id, statements: [insert, deliveriesFor(db, accountId, id, spec.type, at)], deliveriesAt: 1 };
 }
 
