@@ -26,6 +26,13 @@ interface RowAnswerSpec {
 const rowAnswers = new Map<string, RowAnswerSpec>();
 const ROW_TAG = '{"$row":';
 
+/** A kind of answer stored as its row: see rowAnswer. */
+export interface RowAnswer<Row, Json> {
+  serialize: (row: Row) => Json;
+  /** SQL for the record's answer: the row `where` finds when the batch runs this statement. */
+  stored: (where: SQL) => SQL;
+}
+
 /**
  * The answer of `kind` is `serialize(row)` of a row of `table`. Defined once per kind, at module
  * level, so every replay finds it.
@@ -35,7 +42,7 @@ export function rowAnswer<T extends SQLiteTable, Row extends T["$inferSelect"], 
   table: T,
   serialize: (row: Row) => Json,
   omit: (keyof Row & string)[] = [],
-) {
+): RowAnswer<Row, Json> {
   if (rowAnswers.has(kind)) throw new Error(`row answer ${kind} defined twice`);
   rowAnswers.set(kind, { table, serialize: serialize as (row: never) => unknown });
   const columns = Object.entries(getTableColumns(table)).filter(([key]) => !omit.includes(key as keyof Row & string));
@@ -45,8 +52,7 @@ export function rowAnswer<T extends SQLiteTable, Row extends T["$inferSelect"], 
   );
   return {
     serialize,
-    /** SQL for the record's answer: the row `where` finds when the batch runs this statement. */
-    stored: (where: SQL): SQL => sql`(SELECT json_object('$row', ${sql.raw(`'${kind}'`)}, 'row', json_object(${rowJson})) FROM ${table} WHERE ${where})`,
+    stored: (where) => sql`(SELECT json_object('$row', ${sql.raw(`'${kind}'`)}, 'row', json_object(${rowJson})) FROM ${table} WHERE ${where})`,
   };
 }
 

@@ -5,7 +5,8 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { type FailureMap, noop, runBatch } from "../db/batch";
 import type { Db } from "../db/client";
 import { payments } from "../db/schema";
-import { eq } from "drizzle-orm";
+import { type SQL, eq } from "drizzle-orm";
+import type { RowAnswer } from "../middleware/stored-answers";
 import { ApiError } from "../lib/errors";
 import { CREDENTIAL_REVOKED, credentialGuard } from "../db/scope";
 import { revokedCredential, forgetKey } from "../auth/credentials";
@@ -144,6 +145,22 @@ export async function commitAndRespond<T extends object, S extends ContentfulSta
 ) {
   await commit(c, writes, status, body, options);
   return c.json(body, status);
+}
+
+/**
+ * Commits, then answers the row `writes.returning` gave back, serialized by `answer`; the
+ * idempotency record stores that row as the batch committed it (src/middleware/stored-answers.ts),
+ * found by `where`. For a write that answers an object it does not read before its batch.
+ */
+export async function commitAndAnswerRow<Row, Json extends object, C extends Context<AppEnv>>(
+  c: C,
+  writes: WriteSet,
+  answer: RowAnswer<Row, Json>,
+  where: SQL,
+  options: Omit<CommitOptions, "storedBody"> = {},
+) {
+  const { returned } = await commit(c, writes, 200, null, { ...options, storedBody: answer.stored(where) });
+  return c.json(answer.serialize(returned[0] as Row), 200);
 }
 
 /**

@@ -1,8 +1,8 @@
 // Subscription plans: fixed or tiered (volume, graduated), priced in major units and shown in minor
 // units too; create, list, read and update (name, description, active).
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { eq, sql } from "drizzle-orm";
-import { guard } from "../../db/batch";
+import { eq } from "drizzle-orm";
+import { guardExists } from "../../db/batch";
 import { plans } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
@@ -16,7 +16,7 @@ import { invalidRequest, notFound } from "../../lib/errors";
 import { numberSource } from "../../lib/json";
 import { listQuery, listSchema } from "../pagination";
 import { listOwned, readById } from "../reads";
-import { commit, commitAndRespond } from "../write-path";
+import { commitAndAnswerRow, commitAndRespond } from "../write-path";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { CreatePlanBody, PlanSchema, planAnswer, serializePlan, UpdatePlanBody } from "./schema";
 
@@ -184,16 +184,15 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
     if (body.description !== undefined) changes.description = body.description;
     if (body.active !== undefined) changes.active = body.active;
     const match = owned(plans, auth, eq(plans.id, id));
-    const { returned } = await commit(
+    return commitAndAnswerRow(
       c,
       {
-        statements: [guard(db, PLAN_MISSING, sql`EXISTS (SELECT 1 FROM ${plans} WHERE ${match})`)],
+        statements: [guardExists(db, PLAN_MISSING, plans, match)],
         returning: db.update(plans).set(changes).where(match).returning(),
       },
-      200,
-      null,
-      { storedBody: planAnswer.stored(eq(plans.id, id)), failures: { [PLAN_MISSING]: () => notFound("plan", id, "id") } },
+      planAnswer,
+      eq(plans.id, id),
+      { failures: { [PLAN_MISSING]: () => notFound("plan", id, "id") } },
     );
-    return c.json(planAnswer.serialize(returned[0] as typeof plans.$inferSelect), 200);
   });
 }

@@ -3,12 +3,12 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, sql } from "drizzle-orm";
 import { chargeInFlight } from "../../billing/periods";
-import { guard } from "../../db/batch";
+import { guard, guardExists } from "../../db/batch";
 import { subscriptionPeriods, subscriptions } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
-import { commit } from "../write-path";
+import { commitAndAnswerRow } from "../write-path";
 import type { WriteSet } from "../../webhooks/outbox";
 import { notFound } from "../../lib/errors";
 import { emitEvent } from "../../webhooks/outbox";
@@ -44,7 +44,7 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
     // it commits, and the record stores that row as the answer (subscriptionAnswer).
     const match = owned(subscriptions, auth, eq(subscriptions.id, id));
     const guards = [
-      guard(db, SUBSCRIPTION_MISSING, sql`EXISTS (SELECT 1 FROM ${subscriptions} WHERE ${match})`),
+      guardExists(db, SUBSCRIPTION_MISSING, subscriptions, match),
       guard(db, SUBSCRIPTION_CANCELED, sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${id} AND s.status != 'canceled')`),
       // A charge claimed for the open period (by a renewal, or by new card details) may already be
       // at the processor. Canceling under it, now or at the period's end, would answer that a
@@ -80,7 +80,6 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
             .returning(),
           events: [emitEvent(db, auth.accountId, { type: "subscription_canceled", subscriptionId: id, status: "canceled" }, realNow)],
         };
-    const { returned } = await commit(c, writes, 200, null, { storedBody: subscriptionAnswer.stored(eq(subscriptions.id, id)), failures });
-    return c.json(subscriptionAnswer.serialize(returned[0] as typeof subscriptions.$inferSelect), 200);
+    return commitAndAnswerRow(c, writes, subscriptionAnswer, eq(subscriptions.id, id), { failures });
   });
 }
