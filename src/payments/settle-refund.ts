@@ -5,7 +5,7 @@
 // processor only while it holds the refund's send lease (job_runs `refund_send:<id>`), so two
 // messages for one refund at once make one processor call.
 import { and, eq, sql } from "drizzle-orm";
-import { failureReason, guard, runBatch } from "../db/batch";
+import { failureReason, guardExists, runBatch } from "../db/batch";
 import { createDb } from "../db/client";
 import { claimLease, leaseTaken, releaseLease } from "../db/leases";
 import { stalePendingIds } from "./stale-sweep";
@@ -47,7 +47,7 @@ export async function settleRefund(job: SettleRefundJob, env: Bindings, processo
   if (!found || found.refund.status !== "pending" || !found.chargeReference) return "skipped";
   const { refund, chargeReference } = found;
   const pending = and(eq(refunds.id, refund.id), eq(refunds.status, "pending"));
-  const stillPending = guard(db, REFUND_NOT_PENDING, sql`EXISTS (SELECT 1 FROM ${refunds} WHERE ${pending})`);
+  const stillPending = guardExists(db, REFUND_NOT_PENDING, refunds, pending);
   try {
     const [, lease] = await runBatch(db, [stillPending, claimLease(db, refundSendKey(refund.id), clock.now(), REFUND_SEND_LEASE_MS)]);
     if (!leaseTaken(lease)) return "skipped";

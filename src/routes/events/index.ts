@@ -2,7 +2,7 @@
 // redelivery of an event to its endpoints (the delivery rows come from src/webhooks/outbox.ts).
 import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import { and, eq, isNull, sql } from "drizzle-orm";
-import { guard } from "../../db/batch";
+import { guardExists } from "../../db/batch";
 import { events, webhookDeliveries, webhookEndpoints } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { ensureLive } from "../../auth/credentials";
@@ -149,9 +149,9 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
     const endpointId = (c.req.valid("json") as z.infer<typeof RedeliverBody>).endpoint_id;
     const now = clock.now();
     const statements = [
-      guard(db, EVENT_MISSING, sql`EXISTS (SELECT 1 FROM ${events} WHERE ${owned(events, auth, eq(events.id, id))})`),
+      guardExists(db, EVENT_MISSING, events, owned(events, auth, eq(events.id, id))),
       ...(endpointId
-        ? [guard(db, ENDPOINT_MISSING, sql`EXISTS (SELECT 1 FROM ${webhookEndpoints} WHERE ${owned(webhookEndpoints, auth, and(eq(webhookEndpoints.id, endpointId), isNull(webhookEndpoints.deletedAt), eq(webhookEndpoints.status, "active")))})`)]
+        ? [guardExists(db, ENDPOINT_MISSING, webhookEndpoints, owned(webhookEndpoints, auth, and(eq(webhookEndpoints.id, endpointId), isNull(webhookEndpoints.deletedAt), eq(webhookEndpoints.status, "active"))))]
         : []),
       redeliveriesFor(db, auth.accountId, id, now, endpointId),
     ];

@@ -13,7 +13,7 @@ import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { sha256Hex } from "../../lib/crypto";
 import { ApiError, notFound } from "../../lib/errors";
-import { guard, type Statement } from "../../db/batch";
+import { guard, guardExists, type Statement } from "../../db/batch";
 import { listQuery, listSchema } from "../pagination";
 import { commit, commitAndRespond } from "../write-path";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
@@ -118,7 +118,7 @@ export function registerKeys(app: OpenAPIHono<AppEnv>) {
     const mine = owned(apiKeys, auth, eq(apiKeys.id, id));
     // One round trip: the batch checks that the key exists and that the caller holds every scope
     // it has, revokes it (a revoked key keeps its first revocation time), and stores the answer.
-    const statements: Statement[] = [guard(db, KEY_MISSING, sql`EXISTS (SELECT 1 FROM ${apiKeys} WHERE ${mine})`)];
+    const statements: Statement[] = [guardExists(db, KEY_MISSING, apiKeys, mine)];
     const granted = grantedScopes(auth.scopes);
     if (granted !== "all") {
       const held = sql.join(granted.map((scope) => sql`${scope}`), sql`, `);

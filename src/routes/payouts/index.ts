@@ -2,7 +2,7 @@
 // read, and cancel while the payout has not been handed to the processor.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, sql } from "drizzle-orm";
-import { guard, type Statement } from "../../db/batch";
+import { guard, guardExists, type Statement } from "../../db/batch";
 import { insertRow } from "../../db/prepared";
 import { payouts, users } from "../../db/schema";
 import { hasPrefix, newId } from "../../domain/ids";
@@ -116,7 +116,7 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
     // The recipient is checked inside the batch: no extra round trip, and no gap to race.
     if (recipientId !== null) {
       statements.push(
-        guard(db, RECIPIENT_MISSING, sql`EXISTS (SELECT 1 FROM ${users} WHERE ${and(eq(users.accountId, auth.accountId), eq(users.id, recipientId))})`),
+        guardExists(db, RECIPIENT_MISSING, users, and(eq(users.accountId, auth.accountId), eq(users.id, recipientId))),
       );
     }
     statements.push(insertRow(db, payouts, row));
@@ -169,7 +169,7 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
         c,
         {
           statements: [
-            guard(db, PAYOUT_MISSING, sql`EXISTS (SELECT 1 FROM ${payouts} WHERE ${mine})`),
+            guardExists(db, PAYOUT_MISSING, payouts, mine),
             guard(db, PAYOUT_NOT_PENDING, sql`EXISTS (SELECT 1 FROM ${payouts} WHERE ${mine} AND ${payouts.status} = 'pending')`),
             // Once handed to the processor, the money may already be moving.
             guard(db, PAYOUT_BEING_SENT, sql`NOT ${payoutSendClaimed(id)}`),

@@ -50,7 +50,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       throw invalidRequest("parameter_missing", "Send new payment details, plan_id, quantity or cancel_at_period_end.");
     }
     const current = await loadSubscription(c, id);
-    const { sub, user } = current;
+    const { sub } = current;
     if (sub.status === "canceled") throw alreadyCanceled(id);
 
     let plan: PlanRow = current.plan;

@@ -2,11 +2,11 @@
 // the clock's frozen time instead of the wall clock. Advancing the clock runs, in time order,
 // every renewal and dunning retry that falls due up to the new time.
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import { createMiddleware } from "hono/factory";
 import { enqueueJobs } from "../../jobs";
 import { MAX_ADVANCE_INTERVALS, maxAdvanceTime, runTestClock, TEST_CLOCK_SYNC_STEPS, testClockHasDueWork } from "../../billing/test-clocks";
-import { guard } from "../../db/batch";
+import { guardExists } from "../../db/batch";
 import { testClocks } from "../../db/schema";
 import { hasPrefix, newId } from "../../domain/ids";
 import { clock, isoTime } from "../../lib/clock";
@@ -141,7 +141,7 @@ export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
       c,
       {
         statements: [
-          guard(db, CLOCK_MOVED, sql`EXISTS (SELECT 1 FROM ${testClocks} WHERE ${match})`),
+          guardExists(db, CLOCK_MOVED, testClocks, match),
           db.update(testClocks).set({ frozenTime: moved.frozenTime }).where(match),
         ],
       },

@@ -2,7 +2,7 @@
 // change with its event in one batch.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq, sql } from "drizzle-orm";
-import { guard } from "../../db/batch";
+import { guard, guardExists } from "../../db/batch";
 import { insertRow } from "../../db/prepared";
 import { testClocks, users } from "../../db/schema";
 import { owned } from "../../db/scope";
@@ -131,7 +131,7 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
     const { returned } = await commit(
       c,
       {
-        statements: [guard(db, USER_MISSING, sql`EXISTS (SELECT 1 FROM ${users} WHERE ${owned(users, auth, eq(users.id, id))})`)],
+        statements: [guardExists(db, USER_MISSING, users, owned(users, auth, eq(users.id, id)))],
         returning: db.update(users).set({ name: body.name, email: body.email, updatedAt: isoTime(now) }).where(owned(users, auth, eq(users.id, id))).returning(),
         events: [emitEvent(db, auth.accountId, { type: "customer.updated", dataSql: userJsonSql(id), objectId: id }, now)],
       },

@@ -1,9 +1,9 @@
 // What the webhook endpoint operations share: the tag and id parameter, the URL check, the load of
 // a live endpoint, and the guard that a write's endpoint is still live when its batch runs.
 import type { Context } from "hono";
-import { and, eq, isNull, sql } from "drizzle-orm";
+import { and, eq, isNull } from "drizzle-orm";
 import type { Db } from "../../db/client";
-import { guard } from "../../db/batch";
+import { guardExists } from "../../db/batch";
 import { webhookEndpoints } from "../../db/schema";
 import { type Caller, owned } from "../../db/scope";
 import type { AppEnv } from "../../context";
@@ -35,6 +35,6 @@ export async function loadEndpoint(c: Context<AppEnv>, id: string) {
  * racing write answers 404 instead of 200 for a change it never made.
  */
 export const stillLive = (db: Db, auth: Caller, id: string) =>
-  guard(db, ENDPOINT_MISSING, sql`EXISTS (SELECT 1 FROM ${webhookEndpoints} WHERE ${owned(webhookEndpoints, auth, liveEndpoint(id))})`);
+  guardExists(db, ENDPOINT_MISSING, webhookEndpoints, owned(webhookEndpoints, auth, liveEndpoint(id)));
 
 export const endpointMissing = (id: string) => () => notFound("webhook endpoint", id, "id");

@@ -1,8 +1,8 @@
 // POST /api/webhooks/{id}/test: a webhook.test event to this endpoint only, signed and retried like any other.
 import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../../context";
-import { eq, sql } from "drizzle-orm";
-import { guard } from "../../db/batch";
+import { eq } from "drizzle-orm";
+import { guardExists } from "../../db/batch";
 import { events, webhookEndpoints } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { newId } from "../../domain/ids";
@@ -46,7 +46,7 @@ export function registerTestWebhook(app: OpenAPIHono<AppEnv>) {
       c,
       {
         statements: [
-          guard(db, ENDPOINT_MISSING, sql`EXISTS (SELECT 1 FROM ${webhookEndpoints} WHERE ${owned(webhookEndpoints, auth, liveEndpoint(id), eq(webhookEndpoints.status, "active"))})`),
+          guardExists(db, ENDPOINT_MISSING, webhookEndpoints, owned(webhookEndpoints, auth, liveEndpoint(id), eq(webhookEndpoints.status, "active"))),
           db.insert(events).values({ id: eventId, accountId: auth.accountId, type: TEST_EVENT_TYPE, payload, createdAt: isoTime(now) }),
         ],
         events: [{ id: eventId, statements: [deliveriesFor(db, auth.accountId, eventId, TEST_EVENT_TYPE, now, id)], deliveriesAt: 0 }],
