@@ -39,7 +39,9 @@ export const ErrorSchema = z
 const errorContent = (description: string) => ({ description, content: { "application/json": { schema: ErrorSchema } } });
 
 export const ERRORS = {
-  400: errorContent("Invalid request: validation, malformed JSON or a decimal sent for an integer amount."),
+  400: errorContent(
+    "Invalid request: an unknown field or query parameter (parameter_unknown), a missing one (parameter_missing), a value of the wrong type, length, range or set (parameter_invalid), malformed JSON, or a decimal sent for an integer amount. `param` names the field by its path.",
+  ),
   401: errorContent("Missing, malformed, expired or revoked credential. Carries WWW-Authenticate: Bearer."),
   402: errorContent("The card was declined."),
   403: errorContent("The credential lacks the scope this operation needs."),
