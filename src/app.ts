@@ -2,32 +2,17 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { HTTPException } from "hono/http-exception";
 import type { AppEnv } from "./context";
-import { ApiError, internalError, invalidRequest } from "./lib/errors";
+import { ApiError, internalError } from "./lib/errors";
 import { requestContext, REQUEST_ID_HEADER } from "./middleware/request";
 import { registerRoutes } from "./routes";
+import { validationHook } from "./routes/openapi";
 import { registerDashboard } from "./dashboard";
 import { docsPage } from "./routes/docs-page";
 import { CURRENT_API_VERSION } from "./domain/api-versions";
 
-/** Turns a zod issue path into the `param` of the error, e.g. `tiers.1.up_to`. */
-function paramOf(path: PropertyKey[]): string | undefined {
-  return path.length ? path.map(String).join(".") : undefined;
-}
-
 export function newApp() {
-  const app = new OpenAPIHono<AppEnv>({
-    defaultHook: (result) => {
-      if (result.success) return;
-      const issue = result.error.issues[0];
-      const param = paramOf(issue.path);
-      const missing = issue.code === "invalid_type" && /received undefined/.test(issue.message);
-      throw invalidRequest(
-        missing ? "parameter_missing" : "parameter_invalid",
-        param ? `${param}: ${missing ? "this parameter is required" : issue.message}` : issue.message,
-        param,
-      );
-    },
-  });
+  // A refused field answers the error shape with its written message (src/routes/openapi.ts).
+  const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
 
   app.onError((error, c) => {
     const requestId = c.get("requestId") ?? "unknown";

@@ -9,20 +9,23 @@ import type { CardDetails } from "../processor/types";
 
 export const PAYMENT_METHODS = ["card"] as const;
 
-/** The request's card fields, to spread into a body schema: `z.object({ ...CardFields, ... })`. */
+/**
+ * The request's card fields, to spread into a body schema: `bodyObject({ ...CardFields, ... })`.
+ * Their messages never repeat what was sent: it may be a card number or a CVV.
+ */
 export const CardFields = {
   payment_method: z
-    .string()
+    .string({ error: 'payment_method must be "card".' })
     .max(50)
     .openapi({ enum: [...PAYMENT_METHODS], description: "The kind of payment method. Only `card` is supported.", example: "card" }),
   card_number: z
-    .string()
+    .string({ error: "card_number must be the card number as a string of digits (spaces and dashes allowed), at most 32 characters." })
     .max(32)
     .openapi({ description: "The card number (PAN). Checked with Luhn; never stored or echoed.", example: "4242424242424242" }),
-  expiration_month: z.number().openapi({ type: "integer", minimum: 1, maximum: 12, description: "Expiry month, 1 to 12.", example: 12 }),
-  expiration_year: z.number().openapi({ type: "integer", description: "Four-digit expiry year; the card must not be expired.", example: 2030 }),
+  expiration_month: z.number({ error: "expiration_month must be a number from 1 to 12." }).openapi({ type: "integer", minimum: 1, maximum: 12, description: "Expiry month, 1 to 12.", example: 12 }),
+  expiration_year: z.number({ error: "expiration_year must be a four-digit year, such as 2030." }).openapi({ type: "integer", description: "Four-digit expiry year; the card must not be expired.", example: 2030 }),
   cvv: z
-    .string()
+    .string({ error: "cvv must be the card's security code as a string of digits: 3, or 4 for American Express." })
     .max(8)
     .openapi({ description: "Card security code: 3 digits, 4 for American Express. Never stored.", example: "123" }),
 };

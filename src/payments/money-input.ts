@@ -5,7 +5,7 @@ import { z } from "@hono/zod-openapi";
 import { MAX_AMOUNT, MIN_AMOUNT, normalizeCurrency } from "../domain/money";
 import { invalidRequest } from "../lib/errors";
 
-const amountMessage = `must be an integer from ${MIN_AMOUNT} to ${MAX_AMOUNT}, in the currency's smallest unit (cents for USD)`;
+const amountMessage = `amount must be a whole number from ${MIN_AMOUNT} to ${MAX_AMOUNT}, in the currency's smallest unit (cents for USD).`;
 
 export const AmountField = z
   .number({ error: amountMessage })
@@ -15,7 +15,7 @@ export const AmountField = z
   .openapi({ description: "An integer in the currency's smallest unit: 1000 is 10.00 USD, 1000 JPY, 1.000 KWD.", example: 1000 });
 
 export const CurrencyField = z
-  .string()
+  .string({ error: 'currency must be an ISO 4217 code such as "usd".' })
   .max(10)
   .openapi({ description: "An ISO 4217 code, in any case; answers show it lowercase.", example: "usd" });
 
@@ -23,7 +23,7 @@ export const CurrencyField = z
 export function readCurrency(code: string, param = "currency"): string {
   const currency = normalizeCurrency(code);
   if (currency === undefined) {
-    throw invalidRequest("currency_invalid", `'${code}' is not a supported ISO 4217 currency code (e.g. usd, eur, jpy).`, param);
+    throw invalidRequest("currency_invalid", `${param} must be an ISO 4217 code such as "usd"; ${JSON.stringify(code)} is not one.`, param);
   }
   return currency;
 }

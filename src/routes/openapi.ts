@@ -1,12 +1,18 @@
-// Shared OpenAPI pieces: the error schema, the documented error answers, and a route factory
-// that gives every route its security, its errors and its scope check.
-import { createRoute, z, type RouteConfig } from "@hono/zod-openapi";
+// Shared OpenAPI pieces: the error schema, the documented error answers, the validation hook
+// that turns a refused field into the error shape, and a route factory that gives every route its
+// security, its errors, its scope check and its strict input.
+import { createRoute, z, type Hook, type RouteConfig } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
+import { createMiddleware } from "hono/factory";
+import type { AppEnv } from "../context";
+import { invalidRequest } from "../lib/errors";
+import { containsCardNumber } from "../domain/cards";
 import { authenticated, requireScope } from "../middleware/auth";
 import { idempotency } from "../middleware/idempotency";
 import { apiVersion } from "../middleware/version";
 import { jsonBody } from "../middleware/body";
 import type { Scope } from "../auth/scopes";
+import { queryObject } from "./shared";
 
 export const ErrorSchema = z
   .object({
@@ -33,7 +39,9 @@ export const ErrorSchema = z
 const errorContent = (description: string) => ({ description, content: { "application/json": { schema: ErrorSchema } } });
 
 export const ERRORS = {
-  400: errorContent("Invalid request: validation, malformed JSON or a decimal sent for an integer amount."),
+  400: errorContent(
+    "Invalid request: an unknown field or query parameter (parameter_unknown), a missing one (parameter_missing), a value of the wrong type, length, range or set (parameter_invalid), malformed JSON, or a decimal sent for an integer amount. `param` names the field by its path.",
+  ),
   401: errorContent("Missing, malformed, expired or revoked credential. Carries WWW-Authenticate: Bearer."),
   402: errorContent("The card was declined."),
   403: errorContent("The credential lacks the scope this operation needs."),
@@ -58,7 +66,7 @@ const versionField = z
 export const idempotencyHeader = z.object({
   "tender-version": versionField,
   "idempotency-key": z
-    .string()
+    .string({ error: "Idempotency-Key must be at most 255 characters." })
     .max(255)
     .optional()
     .openapi({ description: "Makes the request safe to retry for 24 hours: a retry replays the first answer." }),
@@ -74,7 +82,7 @@ export const consistencyHeader = z.object({
 });
 
 export const idParam = (name: string, example: string) =>
-  z.object({ id: z.string().max(100).openapi({ param: { name: "id", in: "path" }, description: `The ${name}'s id.`, example }) });
+  z.object({ id: z.string({ error: `id must be the ${name}'s id, of at most 100 characters.` }).max(100).openapi({ param: { name: "id", in: "path" }, description: `The ${name}'s id.`, example }) });
 
 type Options = Omit<RouteConfig, "security"> & {
   scope?: Scope;
@@ -87,11 +95,61 @@ type Options = Omit<RouteConfig, "security"> & {
    * claimed before it runs. Other routes record the key in their own batch (one round trip).
    */
   claimFirst?: boolean;
+  /**
+   * Unknown parameters are ignored instead of refused: the OAuth token endpoint only, as RFC 6749
+   * §3.2 requires. Every other route refuses an unknown body field or query parameter.
+   */
+  ignoreUnknownParameters?: boolean;
 };
+
+/** The value at `path` of the request as sent (undefined where a field is missing). */
+function valueAt(data: unknown, path: PropertyKey[]): unknown {
+  let value = data;
+  for (const key of path) {
+    if (typeof value !== "object" || value === null || !Object.hasOwn(value, key)) return undefined;
+    value = (value as Record<PropertyKey, unknown>)[key];
+  }
+  return value;
+}
+
+/**
+ * Turns a refused request into the error shape: an unknown field first (a typo also makes the
+ * field it meant look missing), else the first issue. The message is the field's own, written
+ * beside its schema (src/routes/shared.ts); `param` is the field's path, e.g. `tiers.1.up_to`.
+ */
+export const validationHook: Hook<unknown, AppEnv, string, undefined> = (result) => {
+  if (result.success) return;
+  const issues = result.error.issues;
+  const issue = issues.find((i) => i.code === "unrecognized_keys") ?? issues[0];
+  if (issue.code === "unrecognized_keys") {
+    const param = [...issue.path, issue.keys[0]].map(String).join(".");
+    // A query parameter named like a card number is not repeated (bodies never get here with one).
+    throw invalidRequest("parameter_unknown", issue.message, containsCardNumber(param) ? undefined : param);
+  }
+  const param = issue.path.length ? issue.path.map(String).join(".") : undefined;
+  const sent = (result as { data?: unknown }).data;
+  if (valueAt(sent, issue.path) === undefined) {
+    throw invalidRequest("parameter_missing", param ? `${param} is required.` : issue.message, param);
+  }
+  throw invalidRequest("parameter_invalid", issue.message, param);
+};
+
+/** A route without a query string takes none: any parameter is unknown. */
+const NO_QUERY = queryObject({});
+
+/** A write that documents no body takes none: a field sent is unknown, as in a body that has fields. */
+const noBody = createMiddleware<AppEnv>(async (c, next) => {
+  const body = c.get("jsonBody");
+  if (body === undefined || body === null) return next();
+  if (typeof body !== "object" || Array.isArray(body)) throw invalidRequest("parameter_invalid", "This request takes no body: send none, or {}.");
+  const [first] = Object.keys(body);
+  if (first !== undefined) throw invalidRequest("parameter_unknown", `Unknown field ${first}. This request takes no body.`, first);
+  return next();
+});
 
 /** A documented route: bearer security, the shared error answers, and its scope check. */
 export function apiRoute<R extends Options>(options: R) {
-  const { scope, extraErrors = [], public: isPublic, acceptForm, claimFirst = false, ...config } = options;
+  const { scope, extraErrors = [], public: isPublic, acceptForm, claimFirst = false, ignoreUnknownParameters = false, ...config } = options;
   const write = config.method !== "get";
   const statuses = new Set<Status>([...(write ? WRITE_ERRORS : READ_ERRORS), ...extraErrors]);
   if (isPublic) {
@@ -103,17 +161,19 @@ export function apiRoute<R extends Options>(options: R) {
   // Order: the credential (every route but a public one: this flag is the one place that decides,
   // and the document's `security` follows it), then the API version, then the scope (a credential that may not make the
   // request learns nothing from its body or from a stored answer), then the body (JSON, at most
-  // 1 MB), then idempotency.
+  // 1 MB; none where the route documents none), then idempotency.
   const middleware = [
     ...(isPublic ? [] : [authenticated, apiVersion]),
     ...(scope ? [requireScope(scope)] : []),
     ...(write ? [jsonBody({ allowForm: acceptForm })] : []),
+    ...(write && !config.request?.body && !ignoreUnknownParameters ? [noBody] : []),
     ...(write && !isPublic ? [idempotency({ claimFirst })] : []),
     ...((config.middleware as MiddlewareHandler[] | undefined) ?? []),
   ];
+  const query = config.request?.query ?? (ignoreUnknownParameters ? undefined : NO_QUERY);
   const request = isPublic
-    ? config.request
-    : { ...config.request, headers: config.request?.headers ?? (write ? idempotencyHeader : consistencyHeader) };
+    ? { ...config.request, query }
+    : { ...config.request, query, headers: config.request?.headers ?? (write ? idempotencyHeader : consistencyHeader) };
   return createRoute({
     ...config,
     request,

@@ -1,17 +1,21 @@
 // Stripe-style cursor pagination over time-ordered ids, newest first.
 import { z } from "@hono/zod-openapi";
 import { invalidRequest } from "../lib/errors";
+import { queryObject } from "./shared";
 
-export const listQuery = z.object({
+const cursor = (field: string) => z.string({ error: `${field} must be the id of an object of this list.` }).max(100);
+
+/** Every list's query: a page size and a cursor. Lists extend it with their filters; anything else is refused. */
+export const listQuery = queryObject({
   limit: z.coerce
-    .number()
+    .number({ error: "limit must be a whole number from 1 to 100." })
     .int()
     .min(1)
     .max(100)
     .default(10)
     .openapi({ description: "How many objects to return, 1 to 100.", example: 10 }),
-  starting_after: z.string().max(100).optional().openapi({ description: "A cursor: the id of the last object of the previous page. Returns older objects." }),
-  ending_before: z.string().max(100).optional().openapi({ description: "A cursor: the id of the first object of the previous page. Returns newer objects." }),
+  starting_after: cursor("starting_after").optional().openapi({ description: "A cursor: the id of the last object of the previous page. Returns older objects." }),
+  ending_before: cursor("ending_before").optional().openapi({ description: "A cursor: the id of the first object of the previous page. Returns newer objects." }),
 });
 export type ListQuery = z.infer<typeof listQuery>;
 

@@ -680,7 +680,7 @@ async function trigger(tender: Tender, parsed: Parsed, io: CliIo, apiKey: string
   if (!parsed.flags["no-wait"]) {
     const deadline = Date.now() + timeoutS * 1000;
     for (;;) {
-      const page = await tender.GET("/api/events", { params: { query: { type, object_id: result.objectId, limit: 1 } } });
+      const page = await tender.GET("/api/events", { params: { query: { type: type as EventType, object_id: result.objectId, limit: 1 } } });
       event = page.data[0];
       if (event || Date.now() > deadline) break;
       await abortableSleep(250, io.signal);

@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
-import { emailField, nameField, timestamp } from "../shared";
+import { bodyObject, emailField, nameField, timestamp } from "../shared";
 
-export const SignupBody = z.object({ name: nameField, email: emailField }).openapi("SignupRequest");
+export const SignupBody = bodyObject({ name: nameField, email: emailField }).openapi("SignupRequest");
 
 export const AccountSchema = z
   .object({

@@ -13,10 +13,10 @@ import { notFound } from "../../lib/errors";
 import { listQuery, listSchema } from "../pagination";
 import { listOwned, readById } from "../reads";
 import { commit } from "../write-path";
-import { describeEventTypes } from "../../webhooks/catalog";
+import { EVENT_TYPES, TEST_EVENT_TYPE, describeEventTypes } from "../../webhooks/catalog";
 import { redeliveriesFor } from "../../webhooks/outbox";
 import { apiRoute, idParam, json } from "../openapi";
-import { timestamp } from "../shared";
+import { bodyObject, closedSetFilter, idField, timestamp } from "../shared";
 
 const tags = ["Events"];
 
@@ -42,9 +42,14 @@ const EventTypeSchema = z
   })
   .openapi("EventType");
 
-const RedeliverBody = z
-  .object({ endpoint_id: z.string().max(100).optional().openapi({ description: "Only this endpoint; otherwise every active endpoint subscribed to the type." }) })
-  .openapi("RedeliverRequest");
+const RedeliverBody = bodyObject({
+  endpoint_id: idField("endpoint_id", "a webhook endpoint", "whk_01jd2x4k5m6n7p8q9r0s1t2v3w")
+    .optional()
+    .openapi({ description: "Only this endpoint; otherwise every active endpoint subscribed to the type." }),
+}).openapi("RedeliverRequest");
+
+/** The feed's types: every type of the catalog, and the test events of POST /api/webhooks/{id}/test. */
+const FEED_TYPES: [string, ...string[]] = [EVENT_TYPES[0], ...EVENT_TYPES.slice(1), TEST_EVENT_TYPE];
 
 const RedeliverySchema = z
   .object({ object: z.literal("redelivery"), event_id: z.string(), deliveries: z.array(z.string()) })
@@ -81,8 +86,10 @@ const list = apiRoute({
   scope: "events:read",
   request: {
     query: listQuery.extend({
-      type: z.string().max(100).optional(),
-      object_id: z.string().max(100).optional().openapi({ description: "Only the events about this object, to fill a gap a Tender-Sequence showed." }),
+      type: closedSetFilter("type", FEED_TYPES, "Only events of this type (GET /api/event-types lists them)."),
+      object_id: idField("object_id", "an object", "po_01jd2x4k5m6n7p8q9r0s1t2v3w")
+        .optional()
+        .openapi({ description: "Only the events about this object, to fill a gap a Tender-Sequence showed. An empty value filters nothing." }),
     }),
   },
   responses: { 200: json(listSchema(EventSchema, "EventList"), "A page of events.") },

@@ -2,14 +2,18 @@ import { z } from "@hono/zod-openapi";
 import { sql } from "drizzle-orm";
 import { SCOPES } from "../../auth/scopes";
 import { apiKeys } from "../../db/schema";
-import { timestamp } from "../shared";
+import { bodyObject, listOf, quoted, textField, timestamp } from "../shared";
 
-export const CreateKeyBody = z
-  .object({
-    name: z.string().trim().min(1).max(200).optional(),
-    scopes: z.array(z.enum(SCOPES)).min(1).max(SCOPES.length).openapi({ example: ["users:read", "payouts:write"] }),
-  })
-  .openapi("CreateKeyRequest");
+const scope = z.enum(SCOPES, { error: (issue) => `Each item of scopes must be one of ${listOf(SCOPES, "or")}; ${quoted(issue.input)} is not one.` });
+
+export const CreateKeyBody = bodyObject({
+  name: textField("name", 200, { min: 1, trim: true }).optional(),
+  scopes: z
+    .array(scope, { error: `scopes must be a list of 1 to ${SCOPES.length} scopes, such as ["users:read"].` })
+    .min(1)
+    .max(SCOPES.length)
+    .openapi({ example: ["users:read", "payouts:write"] }),
+}).openapi("CreateKeyRequest");
 
 export const KeySchema = z
   .object({

@@ -13,13 +13,25 @@ import { sha256Hex } from "../../lib/crypto";
 import { ApiError, authenticationError, invalidRequest } from "../../lib/errors";
 import { apiRoute, json } from "../openapi";
 
+// Not strict: RFC 6749 §3.2 has the token endpoint ignore parameters it does not recognise.
 const TokenRequest = z
-  .object({
-    grant_type: z.string().openapi({ example: "client_credentials" }),
-    scope: z.string().max(2000).optional().openapi({ description: "Space-separated scopes; defaults to all of the key's.", example: "users:read payouts:write" }),
-    client_id: z.string().max(200).optional(),
-    client_secret: z.string().max(200).optional().openapi({ description: "The API key, when not sent in the Authorization header." }),
-  })
+  .object(
+    {
+      grant_type: z.string({ error: 'grant_type must be "client_credentials".' }).openapi({ example: "client_credentials" }),
+      scope: z
+        .string({ error: "scope must be a string of space-separated scopes, at most 2,000 characters." })
+        .max(2000)
+        .optional()
+        .openapi({ description: "Space-separated scopes; defaults to all of the key's.", example: "users:read payouts:write" }),
+      client_id: z.string({ error: "client_id must be a string of at most 200 characters." }).max(200).optional(),
+      client_secret: z
+        .string({ error: "client_secret must be an API key, a string of at most 200 characters." })
+        .max(200)
+        .optional()
+        .openapi({ description: "The API key, when not sent in the Authorization header." }),
+    },
+    { error: "The request body must be a JSON object or a form." },
+  )
   .openapi("TokenRequest");
 
 const TokenResponse = z
@@ -41,6 +53,7 @@ const route = apiRoute({
     "The OAuth 2.0 client-credentials grant (RFC 6749 §4.4). Authenticate with the API key as 'Authorization: Bearer <key>', as HTTP Basic (the key as the password), or as client_secret in the body. The body may be form-encoded or JSON. Errors use Tender's error shape, with the RFC's error name as the code.",
   public: true,
   acceptForm: true,
+  ignoreUnknownParameters: true,
   request: {
     body: {
       required: false,

@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { listQuery } from "../pagination";
 import { CardSummarySchema } from "../../payments/card-input";
-import { timestamp } from "../shared";
+import { idField, timestamp } from "../shared";
 
 export const PaymentSchema = z
   .object({
@@ -21,6 +21,6 @@ export const PaymentSchema = z
   .openapi("Payment");
 
 export const PaymentListQuery = listQuery.extend({
-  subscription_id: z.string().max(100).optional().openapi({ description: "Only payments for this subscription." }),
-  user_id: z.string().max(100).optional().openapi({ description: "Only payments by this user." }),
+  subscription_id: idField("subscription_id", "a subscription", "sub_01jd2x4k5m6n7p8q9r0s1t2v3w").optional().openapi({ description: "Only payments for this subscription." }),
+  user_id: idField("user_id", "a user", "usr_01jd2x4k5m6n7p8q9r0s1t2v3w").optional().openapi({ description: "Only payments by this user." }),
 });

@@ -2,21 +2,19 @@ import { z } from "@hono/zod-openapi";
 import { CardFields, CardSummarySchema } from "../../payments/card-input";
 import { AmountField, CurrencyField } from "../../payments/money-input";
 import { listQuery } from "../pagination";
-import { timestamp } from "../shared";
+import { bodyObject, closedSetFilter, idField, textField, timestamp } from "../shared";
 
-export const CreatePayoutBody = z
-  .object({
-    recipient_id: z
-      .string()
-      .max(100)
-      .optional()
-      .openapi({ description: "The user (recipient or vendor) being paid; must be a user of this account.", example: "usr_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
-    amount: AmountField,
-    currency: CurrencyField,
-    description: z.string().max(1000).optional().openapi({ description: "The reason for the payout.", example: "Vendor invoice 1042" }),
-    ...CardFields,
-  })
-  .openapi("CreatePayoutRequest");
+export const PAYOUT_STATUSES = ["pending", "paid", "failed", "canceled"] as const;
+
+export const CreatePayoutBody = bodyObject({
+  recipient_id: idField("recipient_id", "a user", "usr_01jd2x4k5m6n7p8q9r0s1t2v3w")
+    .optional()
+    .openapi({ description: "The user (recipient or vendor) being paid; must be a user of this account." }),
+  amount: AmountField,
+  currency: CurrencyField,
+  description: textField("description", 1000).optional().openapi({ description: "The reason for the payout.", example: "Vendor invoice 1042" }),
+  ...CardFields,
+}).openapi("CreatePayoutRequest");
 
 export const PayoutSchema = z
   .object({
@@ -26,7 +24,7 @@ export const PayoutSchema = z
     amount: z.number().int().openapi({ description: "In the currency's smallest unit.", example: 1000 }),
     currency: z.string().openapi({ example: "usd" }),
     description: z.string().nullable(),
-    status: z.enum(["pending", "paid", "failed", "canceled"]).openapi({
+    status: z.enum(PAYOUT_STATUSES).openapi({
       description: "pending until the processor settles it (paid or failed); a pending payout can be canceled.",
     }),
     date: z.string().openapi({ description: "The payout's date, YYYY-MM-DD (UTC).", example: "2026-11-21" }),
@@ -39,6 +37,6 @@ export const PayoutSchema = z
   .openapi("Payout");
 
 export const PayoutListQuery = listQuery.extend({
-  recipient_id: z.string().max(100).optional().openapi({ description: "Only payouts to this recipient." }),
-  status: z.enum(["pending", "paid", "failed", "canceled"]).optional().openapi({ description: "Only payouts in this status." }),
+  recipient_id: idField("recipient_id", "a user", "usr_01jd2x4k5m6n7p8q9r0s1t2v3w").optional().openapi({ description: "Only payouts to this recipient." }),
+  status: closedSetFilter("status", PAYOUT_STATUSES, "Only payouts in this status."),
 });

@@ -2,52 +2,55 @@ import { z } from "@hono/zod-openapi";
 import { plans } from "../../db/schema";
 import { CURRENCY_EXPONENTS, formatMinor } from "../../domain/money";
 import { MAX_TIERS } from "../../domain/pricing";
-import { timestamp } from "../shared";
+import { CurrencyField } from "../../payments/money-input";
+import { booleanField, bodyObject, closedSet, textField, timestamp } from "../shared";
 import { rowAnswer } from "../../middleware/stored-answers";
 
-const majorUnits = (description: string, example: number) =>
-  z.number().min(0).openapi({ description: `${description} A decimal in major units, with no more decimals than the currency allows.`, example });
+/** A price in major units; its decimals are checked against the currency by the handler. */
+const majorUnits = (field: string, description: string, example: number) =>
+  z
+    .number({ error: `${field} must be a decimal of at least 0 in major units, such as ${example}.` })
+    .min(0)
+    .openapi({ description: `${description} A decimal in major units, with no more decimals than the currency allows.`, example });
 
-export const TierBody = z
-  .object({
+export const TierBody = bodyObject(
+  {
     up_to: z
-      .number()
+      .number({ error: "up_to must be a whole number of at least 1, or null for the last tier." })
       .int()
       .positive()
       .nullable()
       .openapi({ description: "The last quantity of this tier, inclusive; null for the last, unbounded tier.", example: 5 }),
-    unit_price: majorUnits("The price of each unit in this tier.", 7),
-    flat_price: majorUnits("A flat fee added when the quantity reaches this tier.", 0).optional(),
-  })
-  .openapi("PlanTierRequest");
+    unit_price: majorUnits("unit_price", "The price of each unit in this tier.", 7),
+    flat_price: majorUnits("flat_price", "A flat fee added when the quantity reaches this tier.", 0).optional(),
+  },
+  "Each item of tiers must be an object with up_to and unit_price, and flat_price if any.",
+).openapi("PlanTierRequest");
 
-export const CreatePlanBody = z
-  .object({
-    name: z.string().trim().min(1).max(200).openapi({ example: "Pro" }),
-    price: majorUnits("The charge per interval, for fixed plans.", 19.99).optional(),
-    currency: z.string().openapi({ description: "ISO 4217 code, any case.", example: "usd" }),
-    interval: z.enum(["month", "year"]).openapi({ description: "The billing interval." }),
-    description: z.string().max(1000).nullable().optional().openapi({ example: "Everything in Pro." }),
-    pricing_model: z
-      .enum(["fixed", "volume", "graduated"])
-      .default("fixed")
-      .openapi({ description: "fixed: `price` per interval (times quantity). volume: every unit at the rate of the tier the quantity reaches. graduated: each tier's units at that tier's rate." }),
-    tiers: z
-      .array(TierBody)
-      .min(1)
-      .max(MAX_TIERS)
-      .optional()
-      .openapi({ description: "Required for volume and graduated plans, ascending by up_to; only the last tier has up_to null." }),
-  })
-  .openapi("PlanRequest");
+const description = textField("description", 1000).nullable();
 
-export const UpdatePlanBody = z
-  .object({
-    name: z.string().trim().min(1).max(200).optional(),
-    description: z.string().max(1000).nullable().optional(),
-    active: z.boolean().optional().openapi({ description: "false archives the plan: no new subscriptions; existing ones keep renewing." }),
-  })
-  .openapi("PlanUpdateRequest");
+export const CreatePlanBody = bodyObject({
+  name: textField("name", 200, { min: 1, trim: true }).openapi({ example: "Pro" }),
+  price: majorUnits("price", "The charge per interval, for fixed plans.", 19.99).optional(),
+  currency: CurrencyField,
+  interval: closedSet("interval", ["month", "year"]).openapi({ description: "The billing interval." }),
+  description: description.optional().openapi({ example: "Everything in Pro." }),
+  pricing_model: closedSet("pricing_model", ["fixed", "volume", "graduated"])
+    .default("fixed")
+    .openapi({ description: "fixed: `price` per interval (times quantity). volume: every unit at the rate of the tier the quantity reaches. graduated: each tier's units at that tier's rate." }),
+  tiers: z
+    .array(TierBody, { error: `tiers must be a list of 1 to ${MAX_TIERS} tiers.` })
+    .min(1)
+    .max(MAX_TIERS)
+    .optional()
+    .openapi({ description: "Required for volume and graduated plans, ascending by up_to; only the last tier has up_to null." }),
+}).openapi("PlanRequest");
+
+export const UpdatePlanBody = bodyObject({
+  name: textField("name", 200, { min: 1, trim: true }).optional(),
+  description: description.optional(),
+  active: booleanField("active").optional().openapi({ description: "false archives the plan: no new subscriptions; existing ones keep renewing." }),
+}).openapi("PlanUpdateRequest");
 
 export const TierSchema = z
   .object({

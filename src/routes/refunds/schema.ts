@@ -1,20 +1,18 @@
 import { z } from "@hono/zod-openapi";
 import { listQuery } from "../pagination";
 import { AmountField } from "../../payments/money-input";
-import { timestamp } from "../shared";
+import { bodyObject, closedSet, idField, timestamp } from "../shared";
 
 export const REFUND_REASONS = ["duplicate", "fraudulent", "requested_by_customer"] as const;
 
-export const CreateRefundBody = z
-  .object({
-    payment_id: z.string().max(100).openapi({ description: "The payment to refund.", example: "pay_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
-    amount: AmountField.optional().openapi({
-      description: "How much to refund, in the payment currency's smallest unit. Defaults to everything not yet refunded.",
-      example: 500,
-    }),
-    reason: z.enum(REFUND_REASONS).optional(),
-  })
-  .openapi("CreateRefundRequest");
+export const CreateRefundBody = bodyObject({
+  payment_id: idField("payment_id", "a payment", "pay_01jd2x4k5m6n7p8q9r0s1t2v3w").openapi({ description: "The payment to refund." }),
+  amount: AmountField.optional().openapi({
+    description: "How much to refund, in the payment currency's smallest unit. Defaults to everything not yet refunded.",
+    example: 500,
+  }),
+  reason: closedSet("reason", REFUND_REASONS).optional(),
+}).openapi("CreateRefundRequest");
 
 export const RefundSchema = z
   .object({
@@ -31,5 +29,5 @@ export const RefundSchema = z
   .openapi("Refund");
 
 export const RefundListQuery = listQuery.extend({
-  payment_id: z.string().max(100).optional().openapi({ description: "Only refunds of this payment." }),
+  payment_id: idField("payment_id", "a payment", "pay_01jd2x4k5m6n7p8q9r0s1t2v3w").optional().openapi({ description: "Only refunds of this payment." }),
 });

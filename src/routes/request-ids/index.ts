@@ -47,7 +47,7 @@ const get = apiRoute({
   summary: "Read a generated id",
   scope: "request_ids:read",
   request: {
-    params: z.object({ id: z.string().max(100).openapi({ param: { name: "id", in: "path" }, example: "019a8f3e-7c1d-7b2a-9f00-3c4d5e6f7a8b" }) }),
+    params: z.object({ id: z.string({ error: "id must be a generated id (a UUID), of at most 100 characters." }).max(100).openapi({ param: { name: "id", in: "path" }, example: "019a8f3e-7c1d-7b2a-9f00-3c4d5e6f7a8b" }) }),
   },
   responses: { 200: json(RequestIdSchema, "The id and its purpose.") },
 });

@@ -16,7 +16,7 @@ const list = apiRoute({
   operationId: "listSubscriptions",
   summary: "List subscriptions",
   scope: "subscriptions:read",
-  request: { query: listQuery.extend(ListSubscriptionsQuery.shape) },
+  request: { query: listQuery.extend(ListSubscriptionsQuery) },
   responses: { 200: json(listSchema(SubscriptionSchema, "SubscriptionList"), "A page of subscriptions, newest first.") },
 });
 

@@ -3,35 +3,28 @@ import { subscriptions } from "../../db/schema";
 import { rowAnswer } from "../../middleware/stored-answers";
 import { CardFields, CardSummarySchema, OptionalCardFields } from "../../payments/card-input";
 import { cardOf } from "../../payments/serialize";
-import { timestamp } from "../shared";
+import { booleanField, bodyObject, closedSet, closedSetFilter, idField, queryObject, timestamp, wholeNumber } from "../shared";
 
-const quantity = z
-  .number()
-  .int()
-  .min(1)
-  .max(1_000_000)
-  .openapi({ description: "Units subscribed to: tiered plans price by it; a fixed plan charges its price times the quantity.", example: 1 });
-const id = (example: string) => z.string().max(100).openapi({ example });
+const quantity = wholeNumber("quantity", 1, 1_000_000).openapi({ description: "Units subscribed to: tiered plans price by it; a fixed plan charges its price times the quantity.", example: 1 });
+const userId = idField("user_id", "a user", "usr_01jd2x4k5m6n7p8q9r0s1t2v3w");
+const planId = idField("plan_id", "a plan", "plan_01jd2x4k5m6n7p8q9r0s1t2v3w");
 
-export const CreateSubscriptionBody = z
-  .object({
-    user_id: id("usr_01jd2x4k5m6n7p8q9r0s1t2v3w"),
-    plan_id: id("plan_01jd2x4k5m6n7p8q9r0s1t2v3w"),
-    quantity: quantity.default(1),
-    ...CardFields,
-  })
-  .openapi("SubscriptionRequest");
+export const CreateSubscriptionBody = bodyObject({
+  user_id: userId,
+  plan_id: planId,
+  quantity: quantity.default(1),
+  ...CardFields,
+}).openapi("SubscriptionRequest");
 
-export const UpdateSubscriptionBody = z
-  .object({
-    ...OptionalCardFields,
-    plan_id: id("plan_01jd2x4k5m6n7p8q9r0s1t2v3w").optional().openapi({ description: "A plan with the same currency and interval; it prices the next period on." }),
-    quantity: quantity.optional().openapi({ description: "Takes effect from the next period, without proration." }),
-    cancel_at_period_end: z.boolean().optional().openapi({ description: "true cancels when the current period ends; false undoes that." }),
-  })
-  .openapi("SubscriptionUpdateRequest");
+export const UpdateSubscriptionBody = bodyObject({
+  ...OptionalCardFields,
+  plan_id: planId.optional().openapi({ description: "A plan with the same currency and interval; it prices the next period on." }),
+  quantity: quantity.optional().openapi({ description: "Takes effect from the next period, without proration." }),
+  cancel_at_period_end: booleanField("cancel_at_period_end").optional().openapi({ description: "true cancels when the current period ends; false undoes that." }),
+}).openapi("SubscriptionUpdateRequest");
 
-export const SubscriptionStatus = z.enum(["incomplete", "active", "past_due", "canceled"]);
+export const SUBSCRIPTION_STATUSES = ["incomplete", "active", "past_due", "canceled"] as const;
+export const SubscriptionStatus = z.enum(SUBSCRIPTION_STATUSES);
 
 export const SubscriptionSchema = z
   .object({
@@ -72,14 +65,13 @@ export function serializeSubscription(row: typeof subscriptions.$inferSelect): S
   };
 }
 
-export const ListSubscriptionsQuery = z.object({
-  user_id: z.string().max(100).optional().openapi({ description: "Only this user's subscriptions." }),
-  status: SubscriptionStatus.optional().openapi({ description: "Only subscriptions in this status." }),
-});
+export const ListSubscriptionsQuery = {
+  user_id: userId.optional().openapi({ description: "Only this user's subscriptions." }),
+  status: closedSetFilter("status", SUBSCRIPTION_STATUSES, "Only subscriptions in this status."),
+};
 
-export const CancelQuery = z.object({
-  at_period_end: z
-    .enum(["true", "false"])
+export const CancelQuery = queryObject({
+  at_period_end: closedSet("at_period_end", ["true", "false"])
     .optional()
     .openapi({ description: "true: keep the subscription active until the current period ends, then cancel instead of renewing." }),
 });

@@ -1,21 +1,19 @@
 import { z } from "@hono/zod-openapi";
 import type { testClocks } from "../../db/schema";
-import { timestamp } from "../shared";
+import { bodyObject, textField, timestamp } from "../shared";
 
 const frozenTime = z.iso
-  .datetime({ offset: true })
+  .datetime({ offset: true, error: "frozen_time must be an ISO 8601 date-time with a time zone, such as 2028-01-31T12:00:00.000Z." })
   .openapi({ description: "ISO 8601 date-time. Subscriptions of the clock's users bill as if this were now.", example: "2028-01-31T12:00:00.000Z" });
 
-export const CreateTestClockBody = z
-  .object({
-    frozen_time: frozenTime,
-    name: z.string().trim().min(1).max(200).optional().openapi({ example: "Leap-year renewals" }),
-  })
-  .openapi("TestClockRequest");
+export const CreateTestClockBody = bodyObject({
+  frozen_time: frozenTime,
+  name: textField("name", 200, { min: 1, trim: true }).optional().openapi({ example: "Leap-year renewals" }),
+}).openapi("TestClockRequest");
 
-export const AdvanceTestClockBody = z
-  .object({ frozen_time: frozenTime.openapi({ description: "The new time; it must be after the current frozen_time. Any distance is allowed." }) })
-  .openapi("TestClockAdvanceRequest");
+export const AdvanceTestClockBody = bodyObject({
+  frozen_time: frozenTime.openapi({ description: "The new time: after the current frozen_time, and at most two intervals of the shortest subscription on the clock later (any distance for a clock without subscriptions)." }),
+}).openapi("TestClockAdvanceRequest");
 
 export const TestClockSchema = z
   .object({

@@ -1,16 +1,18 @@
 import { z } from "@hono/zod-openapi";
 import { sql } from "drizzle-orm";
 import { users } from "../../db/schema";
-import { emailField, nameField, timestamp } from "../shared";
+import { bodyObject, emailField, idField, nameField, timestamp } from "../shared";
 
-export const UserBody = z.object({ name: nameField, email: emailField }).openapi("UserRequest");
+export const UserBody = bodyObject({ name: nameField, email: emailField }).openapi("UserRequest");
 
-export const CreateUserBody = UserBody.extend({
-  test_clock: z
-    .string()
-    .max(100)
+// Not UserBody.extend(): the document would say allOf [UserRequest, {test_clock}], and with
+// additionalProperties: false on both, no body could match.
+export const CreateUserBody = bodyObject({
+  name: nameField,
+  email: emailField,
+  test_clock: idField("test_clock", "a test clock", "clock_01jd2x4k5m6n7p8q9r0s1t2v3w")
     .optional()
-    .openapi({ description: "Test mode only: a test clock of this account; the user's subscriptions then bill by the clock's time.", example: "clock_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
+    .openapi({ description: "Test mode only: a test clock of this account; the user's subscriptions then bill by the clock's time." }),
 }).openapi("CreateUserRequest");
 
 export const UserSchema = z

@@ -1,5 +1,5 @@
 // GET /api/webhooks, GET /api/webhooks/{id}, and an endpoint's deliveries with their attempts.
-import { type OpenAPIHono, z } from "@hono/zod-openapi";
+import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../../context";
 import { inArray } from "drizzle-orm";
 import { deliveryAttempts, webhookDeliveries, webhookEndpoints } from "../../db/schema";
@@ -8,7 +8,7 @@ import { apiRoute, json } from "../openapi";
 import { listQuery, listSchema } from "../pagination";
 import { listOwned } from "../reads";
 import { loadEndpoint, tags, webhookId } from "./common";
-import { DeliverySchema, WebhookSchema, serializeDelivery, serializeWebhook } from "./schema";
+import { DeliveryListQuery, DeliverySchema, WebhookSchema, serializeDelivery, serializeWebhook } from "./schema";
 
 const list = apiRoute({
   method: "get",
@@ -38,7 +38,7 @@ const deliveries = apiRoute({
   summary: "List an endpoint's deliveries",
   description: "Each delivery with its attempts: time, status code, duration and the first 1 KB of the answer.",
   scope: "webhooks:read",
-  request: { params: webhookId, query: listQuery.extend({ status: z.enum(["pending", "delivered", "failed"]).optional() }) },
+  request: { params: webhookId, query: listQuery.extend(DeliveryListQuery) },
   responses: { 200: json(listSchema(DeliverySchema, "WebhookDeliveryList"), "A page of deliveries, newest first.") },
 });
 

@@ -3,39 +3,55 @@ import { sql } from "drizzle-orm";
 import { type deliveryAttempts, type webhookDeliveries, webhookEndpoints } from "../../db/schema";
 import { ALL_EVENTS, EVENT_TYPES, isEventType } from "../../webhooks/catalog";
 import { isoTime } from "../../lib/clock";
-import { timestamp } from "../shared";
+import { bodyObject, closedSet, closedSetFilter, quoted, timestamp } from "../shared";
+
+const eventType = z
+  .string({ error: 'Each item of events must be an event type, such as "payment.completed".' })
+  .refine((t) => t === ALL_EVENTS || isEventType(t), {
+    error: (issue) => `events must list event types from GET /api/event-types, or "${ALL_EVENTS}" for all; ${quoted(issue.input)} is not one.`,
+  });
 
 const eventList = z
-  .array(z.string().refine((t) => t === ALL_EVENTS || isEventType(t), { message: `unknown event type; see GET /api/event-types` }))
+  .array(eventType, { error: `events must be a list of 1 to ${EVENT_TYPES.length + 1} event types, or ["${ALL_EVENTS}"] for all.` })
   .min(1)
   .max(EVENT_TYPES.length + 1)
   .openapi({ description: `Event types to receive, or "${ALL_EVENTS}" for all.`, example: ["customer.created", "payment.completed"] });
 
-const ordering = z.enum(["none", "per_object"]).openapi({
+const ordering = closedSet("ordering", ["none", "per_object"]).openapi({
   description:
     "none (the default, fastest): deliveries go out as they come. per_object: a delivery about an object is not sent while an earlier delivery about the same object is pending for this endpoint (it shows waiting_for); a failing delivery holds back only that object's later ones, and once it ends failed after its 24-hour window the next goes out.",
   example: "per_object",
 });
 
-export const CreateWebhookBody = z
-  .object({
-    url: z.string().min(1).max(2048).openapi({ example: "https://example.com/webhooks/tender" }),
-    events: eventList,
-    ordering: ordering.default("none"),
-  })
-  .openapi("CreateWebhookRequest");
+const URL_MAX = 2048;
+const url = z
+  .string({ error: `url must be an HTTPS URL of at most ${URL_MAX} characters, such as "https://example.com/webhooks".` })
+  .min(1)
+  .max(URL_MAX);
 
-export const UpdateWebhookBody = z
-  .object({
-    url: z.string().min(1).max(2048).optional(),
-    events: eventList.optional(),
-    status: z.enum(["active", "disabled"]).optional(),
-    ordering: ordering.optional(),
-  })
+export const ENDPOINT_STATUSES = ["active", "disabled"] as const;
+export const DELIVERY_STATUSES = ["pending", "delivered", "failed"] as const;
+
+export const CreateWebhookBody = bodyObject({
+  url: url.openapi({ example: "https://example.com/webhooks/tender" }),
+  events: eventList,
+  ordering: ordering.default("none"),
+}).openapi("CreateWebhookRequest");
+
+export const UpdateWebhookBody = bodyObject({
+  url: url.optional(),
+  events: eventList.optional(),
+  status: closedSet("status", ENDPOINT_STATUSES).optional(),
+  ordering: ordering.optional(),
+})
   .refine((b) => b.url !== undefined || b.events !== undefined || b.status !== undefined || b.ordering !== undefined, {
-    message: "send at least one of url, events, status, ordering",
+    error: "Send at least one of url, events, status or ordering.",
   })
   .openapi("UpdateWebhookRequest");
+
+export const DeliveryListQuery = {
+  status: closedSetFilter("status", DELIVERY_STATUSES, "Only deliveries in this status."),
+};
 
 export const WebhookSchema = z
   .object({
@@ -43,7 +59,7 @@ export const WebhookSchema = z
     object: z.literal("webhook_endpoint"),
     url: z.string(),
     events: z.array(z.string()),
-    status: z.enum(["active", "disabled"]),
+    status: z.enum(ENDPOINT_STATUSES),
     disabled_reason: z.string().nullable(),
     ordering,
     created_at: timestamp("When the endpoint was registered."),
@@ -76,7 +92,7 @@ export const DeliverySchema = z
     object: z.literal("webhook_delivery"),
     event_id: z.string(),
     endpoint_id: z.string(),
-    status: z.enum(["pending", "delivered", "failed"]),
+    status: z.enum(DELIVERY_STATUSES),
     attempt_count: z.number().int(),
     next_attempt_at: z.string().nullable(),
     last_status_code: z.number().int().nullable(),
