@@ -5,7 +5,7 @@ import type { MiddlewareHandler } from "hono";
 import { authenticated, requireScope } from "../middleware/auth";
 import { idempotency } from "../middleware/idempotency";
 import { apiVersion } from "../middleware/version";
-import { jsonBody } from "../middleware/body";
+import { documentedCardFields, jsonBody } from "../middleware/body";
 import type { Scope } from "../auth/scopes";
 
 export const ErrorSchema = z
@@ -107,7 +107,7 @@ export function apiRoute<R extends Options>(options: R) {
   const middleware = [
     ...(isPublic ? [] : [authenticated, apiVersion]),
     ...(scope ? [requireScope(scope)] : []),
-    ...(write ? [jsonBody({ allowForm: acceptForm })] : []),
+    ...(write ? [jsonBody({ allowForm: acceptForm, cardFields: documentedCardFields(config.request?.body) })] : []),
     ...(write && !isPublic ? [idempotency({ claimFirst })] : []),
     ...((config.middleware as MiddlewareHandler[] | undefined) ?? []),
   ];
