@@ -74,8 +74,9 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
           ],
           returning: db
             .update(subscriptions)
-            // Canceled at billing time: the user's test clock when one is attached (billingNow).
-            .set({ status: "canceled", canceledAt: billingNowSql(subscriptions.userId, realNow), dueAt: null, updatedAt: isoTime(realNow) })
+            // Canceled at billing time: the user's test clock when one is attached (billingNow). A
+            // canceled subscription has nothing left to cancel at its period's end (as Stripe's).
+            .set({ status: "canceled", canceledAt: billingNowSql(subscriptions.userId, realNow), cancelAtPeriodEnd: false, dueAt: null, updatedAt: isoTime(realNow) })
             .where(match)
             .returning(),
           events: [emitEvent(db, auth.accountId, { type: "subscription_canceled", subscriptionId: id, status: "canceled" }, realNow)],

@@ -65,7 +65,8 @@ export function serializeSubscription(row: typeof subscriptions.$inferSelect): S
     start_date: row.startDate,
     current_period_start: row.currentPeriodStart,
     next_billing_date: row.status === "canceled" ? null : row.nextBillingDate,
-    cancel_at_period_end: row.cancelAtPeriodEnd,
+    // Once canceled, nothing is left to cancel at the period's end (rows canceled before this rule included).
+    cancel_at_period_end: row.status !== "canceled" && row.cancelAtPeriodEnd,
     canceled_at: row.canceledAt,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
