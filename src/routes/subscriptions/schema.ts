@@ -45,7 +45,7 @@ export const SubscriptionSchema = z
     start_date: timestamp("When the subscription started."),
     current_period_start: timestamp("Start of the last paid period."),
     next_billing_date: z.string().nullable().openapi({ description: "When the next period is charged (null once canceled). ISO 8601 UTC." }),
-    cancel_at_period_end: z.boolean(),
+    cancel_at_period_end: z.boolean().openapi({ description: "true while the subscription is set to cancel when the current period ends; false once it is canceled." }),
     canceled_at: z.string().nullable(),
     created_at: timestamp("When the subscription was created."),
     updated_at: timestamp("When the subscription last changed."),

@@ -42,7 +42,7 @@ const update = apiRoute({
   operationId: "updateSubscription",
   summary: "Replace payment details, or change plan or quantity",
   description:
-    "New card details replace the stored ones (the card is vaulted, not charged). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due. plan_id and quantity take effect from the next period, without proration. Emits subscription_updated.",
+    "New card details replace the stored ones (the card is vaulted, not charged). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity take effect from the next period, without proration. Answers the subscription as the change committed it. Emits subscription_updated.",
   scope: "subscriptions:write",
   request: { params: subscriptionId, ...jsonBodyOf(UpdateSubscriptionBody) },
   responses: { 200: json(SubscriptionSchema, "The updated subscription.") },
