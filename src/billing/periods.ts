@@ -80,8 +80,8 @@ export const stillAsRead = (sub: SubscriptionRow, dueBy?: number) => sql`EXISTS 
 /**
  * SQL: a charge claimed for the subscription's open period has not settled, so it may be at the
  * processor now, or may have moved money whose outcome is not known yet (a claim older than
- * CLAIM_STALE_MS is taken over by the renewal run, which charges the same reference and records
- * it). A cancel must not pass under it, however old it is.
+ * CLAIM_STALE_MS is taken over by the cron, src/billing/claims.ts, which sends the same reference
+ * with the same card and records it, due or not). A cancel must not pass under it, however old.
  */
 export const chargeInFlight = (subscriptionId: string, _realNow?: number) => sql`EXISTS (SELECT 1 FROM subscription_periods AS p
   JOIN subscriptions AS s ON s.id = p.subscription_id
