@@ -162,6 +162,28 @@ describe("a past-due card update whose processor call never answers", () => {
     });
   });
 
+  it("once the subscription is due, the renewal run's takeover charges the card update's card with its reference, never the old card", async () => {
+    await withLedger(async (ledger) => {
+      const acct = await signup();
+      const sub = await pastDue(acct);
+      const since = await mark(ledger);
+      timesOutFor(ledger, sub.id);
+      const put = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: cardFields(CARDS.mastercard) });
+      expect(put.status, put.text).toBe(500);
+      ledger.inject();
+      // The dunning retry falls due; the renewal run, not the claim settlement, takes the claim over.
+      await env.DB.prepare("UPDATE subscription_periods SET updated_at = ? WHERE subscription_id = ? AND status = 'open'").bind(new Date(Date.now() - LEASE - MINUTE).toISOString(), sub.id).run();
+      await makeDue(sub.id);
+      await renewChunk(env, [sub.id]);
+      await ledger.idle();
+      expect(await subscriptionRow(sub.id)).toMatchObject({ status: "active", periods_billed: 2, card_last4: "4444" });
+      await invariants("renewal takeover of a card update", [
+        () => paymentsEqualCharges(ledger, { since }),
+        () => atMostOneProcessorCallPer(ledger, "period_attempt", { since }),
+      ]);
+    });
+  });
+
   it("the cron leaves a claim alone while its lease runs: a card update still at the processor is never overlapped", async () => {
     await withLedger(async (ledger) => {
       const acct = await signup();
