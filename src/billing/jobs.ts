@@ -2,6 +2,7 @@
 import type { Bindings } from "../env";
 import { fanOutRenewals, type RenewalFanoutMessage, renewChunk, type RenewalJobMessage, startRenewalFanout } from "./renewals";
 import { continueTestClock, resumeTestClocks, type TestClockJobMessage } from "./test-clocks";
+import { settleStaleClaims } from "./claims";
 
 export type BillingJobMessage = RenewalJobMessage | RenewalFanoutMessage | TestClockJobMessage;
 
@@ -25,4 +26,9 @@ export async function renewalsTask(env: Bindings, scheduledTime: number): Promis
 /** Cron task: resume test clocks whose advance did not finish (a continuation that died). */
 export async function testClocksTask(env: Bindings): Promise<void> {
   await resumeTestClocks(env);
+}
+
+/** Cron task: settle the period charges claimed and never settled, once their lease ran out (src/billing/claims.ts). */
+export async function staleClaimsTask(env: Bindings): Promise<void> {
+  await settleStaleClaims(env);
 }

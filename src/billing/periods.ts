@@ -8,20 +8,23 @@
 //      re-checks that the subscription is still in the state that was read (status, period,
 //      attempts, cancel_at_period_end). Whoever loses the claim charges nothing.
 //   2. charge: the processor is called with the reference `<sub>:period:<n>:attempt:<k>`, fixed
-//      for that attempt, so a retried call is the same charge to the processor.
+//      for that attempt, and the card the claim names (the subscription's vaulted card, or the new
+//      card of a past-due card update, vaulted before its claim and kept on it as `claim_card`),
+//      so a retried call, by the same worker or by one that took the claim over, is the same
+//      charge to the processor.
 //   3. settle, in one batch: the payment (unique on its charge reference, so a claim taken over
 //      after a crash cannot record the same processor charge twice), the period, the
 //      subscription (advanced, past_due with its next retry, or canceled) and the events.
 import { type SQL, and, eq, inArray, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { guard, rawStatement, type Statement } from "../db/batch";
-import { plans, subscriptionPeriods, subscriptions, users } from "../db/schema";
+import { type ClaimCard, plans, subscriptionPeriods, subscriptions, users } from "../db/schema";
 import { newId } from "../domain/ids";
 import { isoTime } from "../lib/clock";
 import { charge, type ChargeResult } from "../payments/charge";
 import { cardOf } from "../payments/serialize";
-import type { CardDetails, Processor } from "../processor/types";
 import type { CardSummary } from "../domain/cards";
+import type { Processor } from "../processor/types";
 import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { nextRetryAt, periodStartMs } from "../domain/billing-calendar";
 import { type PlanRow, periodAmount } from "./pricing";
@@ -77,8 +80,8 @@ export const stillAsRead = (sub: SubscriptionRow, dueBy?: number) => sql`EXISTS 
 /**
  * SQL: a charge claimed for the subscription's open period has not settled, so it may be at the
  * processor now, or may have moved money whose outcome is not known yet (a claim older than
- * CLAIM_STALE_MS is taken over by the renewal run, which charges the same reference and records
- * it). A cancel must not pass under it, however old it is.
+ * CLAIM_STALE_MS is taken over by the cron, src/billing/claims.ts, which sends the same reference
+ * with the same card and records it, due or not). A cancel must not pass under it, however old.
  */
 export const chargeInFlight = (subscriptionId: string, _realNow?: number) => sql`EXISTS (SELECT 1 FROM subscription_periods AS p
   JOIN subscriptions AS s ON s.id = p.subscription_id
@@ -93,14 +96,25 @@ export interface PeriodClaim {
   attempts: number;
   amount: number;
   currency: string;
+  /** The card the attempt charges when it is not the subscription's: a past-due card update's. */
+  card: ClaimCard | null;
 }
 
-export const claimOf = (result: unknown): PeriodClaim | null => (result as { results?: PeriodClaim[] }).results?.[0] ?? null;
+/** What a claim statement returns. */
+const CLAIM_RETURNING = sql`RETURNING attempts, amount, currency, claim_card`;
+
+export function claimOf(result: unknown): PeriodClaim | null {
+  const row = (result as { results?: (Omit<PeriodClaim, "card"> & { claim_card: string | null })[] }).results?.[0];
+  if (!row) return null;
+  return { attempts: row.attempts, amount: row.amount, currency: row.currency, card: row.claim_card === null ? null : (JSON.parse(row.claim_card) as ClaimCard) };
+}
 
 /**
  * The claim of the next attempt at the open period, as one statement returning the claim (or
  * nothing when lost). `renewal` claims a due subscription (and may take over a stale claim);
- * `card_update` claims the next attempt of a past_due one, due or not.
+ * `card_update` claims the next attempt of a past_due one, due or not, for `card` (vaulted);
+ * `takeover` takes over a stale, unsettled claim, due or not (the cron's settlement of claims
+ * whose lease ran out, and a renewal run's at a cancel at period end).
  */
 export function claimPeriod(
   db: Db,
@@ -108,21 +122,23 @@ export function claimPeriod(
   kind: "renewal" | "card_update" | "takeover",
   at: number,
   realNow: number,
+  card?: ClaimCard,
 ): Statement {
   const { sub, plan } = row;
   const n = sub.periodsBilled;
   const nowIso = isoTime(realNow);
   const staleIso = isoTime(realNow - CLAIM_STALE_MS);
   if (kind === "takeover") {
-    // Only a stale, unsettled claim of this period: charged again with the same reference.
+    // Only a stale, unsettled claim of this period: charged again with the same reference and card.
     return rawStatement(
       db,
       sql`UPDATE subscription_periods SET updated_at = ${nowIso}
         WHERE subscription_id = ${sub.id} AND period_index = ${n} AND status = 'open'
-          AND attempts > ${sub.dunningAttempts} AND updated_at < ${staleIso} AND ${stillAsRead(sub, at)}
-        RETURNING attempts, amount, currency`,
+          AND attempts > ${sub.dunningAttempts} AND updated_at < ${staleIso} AND ${stillAsRead(sub)}
+        ${CLAIM_RETURNING}`,
     );
   }
+  if (kind === "card_update" && !card) throw new Error("a card update claims the period for a vaulted card");
   const asRead = stillAsRead(sub, kind === "renewal" ? at : undefined);
   if (sub.status === "active") {
     const start = isoTime(periodStartMs(sub.billingAnchor, plan.interval, n));
@@ -133,19 +149,68 @@ export function claimPeriod(
         WHERE ${asRead} AND NOT ${sql.raw(sub.cancelAtPeriodEnd ? "1" : "0")}
         ON CONFLICT (subscription_id, period_index) DO UPDATE SET updated_at = excluded.updated_at
           WHERE subscription_periods.status = 'open' AND subscription_periods.attempts = 1 AND subscription_periods.updated_at < ${staleIso}
-        RETURNING attempts, amount, currency`,
+        ${CLAIM_RETURNING}`,
     );
   }
   const k = sub.dunningAttempts;
   const takeover = kind === "renewal" ? sql`OR (attempts = ${k + 1} AND updated_at < ${staleIso})` : sql``;
+  // A new attempt charges the card it names (a renewal's: the subscription's, so none); a stale
+  // claim taken over keeps the card it was claimed for.
+  const claimCard = kind === "card_update" ? sql`${JSON.stringify(card)}` : sql`CASE WHEN attempts = ${k} THEN NULL ELSE claim_card END`;
   return rawStatement(
     db,
-    sql`UPDATE subscription_periods SET attempts = ${k + 1}, updated_at = ${nowIso}
+    sql`UPDATE subscription_periods SET attempts = ${k + 1}, updated_at = ${nowIso}, claim_card = ${claimCard}
       WHERE subscription_id = ${sub.id} AND period_index = ${n} AND status = 'open'
         AND (attempts = ${k} ${takeover}) AND ${asRead}
-      RETURNING attempts, amount, currency`,
+      ${CLAIM_RETURNING}`,
   );
 }
+
+/**
+ * The claim of the open period's next attempt that holds `card`, if the claim statement of a card
+ * update committed: its commit answer was lost, and a token is vaulted once, so a claim holding it
+ * is this request's. Null when it did not commit.
+ */
+export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard): Promise<PeriodClaim | null> {
+  const [row] = await db
+    .select({ attempts: subscriptionPeriods.attempts, amount: subscriptionPeriods.amount, currency: subscriptionPeriods.currency, card: subscriptionPeriods.claimCard })
+    .from(subscriptionPeriods)
+    .where(
+      and(
+        eq(subscriptionPeriods.subscriptionId, sub.id),
+        eq(subscriptionPeriods.periodIndex, sub.periodsBilled),
+        eq(subscriptionPeriods.attempts, sub.dunningAttempts + 1),
+        sql`json_extract(${subscriptionPeriods.claimCard}, '$.token') = ${card.token}`,
+      ),
+    );
+  return row ? { ...row, card: row.card ?? null } : null;
+}
+
+/**
+ * Gives a request's claim back at once, when the outcome of its charge is unknown (the processor
+ * never answered, or the settlement's commit answer was lost): the cron's next run then sends the
+ * same reference again and records what it answers, instead of waiting for the lease to run out.
+ * Only the claim as this request made it (not taken over since, not settled) is given back.
+ */
+export function releaseClaim(db: Db, sub: SubscriptionRow, claim: PeriodClaim, claimedAt: number): Statement {
+  return rawStatement(
+    db,
+    sql`UPDATE subscription_periods SET updated_at = ${isoTime(claimedAt - CLAIM_STALE_MS - 1)}
+      WHERE subscription_id = ${sub.id} AND period_index = ${sub.periodsBilled} AND status = 'open'
+        AND attempts = ${claim.attempts} AND attempts > (SELECT dunning_attempts FROM subscriptions WHERE id = ${sub.id})
+        AND updated_at = ${isoTime(claimedAt)}`,
+  );
+}
+
+/** The columns a charged card writes on its subscription: the token renewals charge, and what answers show. */
+export const claimCardColumns = (card: ClaimCard): Partial<SubscriptionRow> => ({
+  processorToken: card.token,
+  cardBrand: card.brand,
+  cardLast4: card.last4,
+  cardExpMonth: card.exp_month,
+  cardExpYear: card.exp_year,
+  cardFingerprint: card.fingerprint,
+});
 
 /** The conditional match of a settlement: the subscription as the claim saw it. */
 const asClaimed = (sub: SubscriptionRow) =>
@@ -167,20 +232,22 @@ export interface PeriodSettlement {
 export interface PeriodCharge {
   processor: Processor;
   row: Pick<BillableRow, "sub" | "plan" | "user">;
+  /**
+   * The claimed attempt. It names the card charged: the subscription's vaulted card (a renewal or
+   * dunning retry: a decline dunns, past_due with the next retry or canceled when the retries are
+   * used up), or a past-due card update's new card (success makes it the subscription's card; a
+   * decline counts the attempt and keeps the retry scheduled).
+   */
   claim: PeriodClaim;
-  /** The vaulted card (renewals), or new card details (a past-due card update). */
-  source: { token: string } | { card: CardDetails; summary: CardSummary; fingerprint: string };
   /** Billing time (a test clock's, or the wall clock) and the wall clock. */
   at: number;
   realNow: number;
-  /**
-   * A decline during a renewal dunns (past_due with the next retry, or canceled when the retries
-   * are used up); a decline of new card details counts the attempt and keeps the retry scheduled.
-   */
-  onDecline: "dun" | "count_attempt";
-  /** Further column changes made with the settlement (a card update's plan, quantity or card). */
+  /** Further column changes made with a success (a card update's plan, quantity or cancel_at_period_end). */
   changes?: Partial<SubscriptionRow>;
 }
+
+/** The token of the card a claim charges: its own (a card update's), else the subscription's. */
+export const chargedToken = (sub: SubscriptionRow, claim: PeriodClaim) => claim.card?.token ?? sub.processorToken;
 
 /** Charges a claimed period and builds, without committing, the batch that settles it. */
 export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSettlement> {
@@ -188,7 +255,7 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
   const { claim, at, realNow } = args;
   const n = sub.periodsBilled;
   const reference = periodReference(sub.id, n, claim.attempts);
-  const newCard = "card" in args.source ? args.source : null;
+  const newCard = claim.card;
   const result = await charge({
     db,
     processor: args.processor,
@@ -197,8 +264,8 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
     subscriptionId: sub.id,
     amount: claim.amount,
     currency: claim.currency,
-    source: newCard ? { card: newCard.card } : { token: sub.processorToken },
-    summary: newCard ? newCard.summary : cardOf(sub),
+    source: { token: chargedToken(sub, claim) },
+    summary: newCard ? { brand: newCard.brand as CardSummary["brand"], last4: newCard.last4, exp_month: newCard.exp_month, exp_year: newCard.exp_year } : cardOf(sub),
     fingerprint: newCard ? newCard.fingerprint : sub.cardFingerprint,
     at: realNow,
     processorReference: reference,
@@ -220,7 +287,7 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
     const next = periodStartMs(sub.billingAnchor, plan.interval, n + 1);
     subscriptionChanges = {
       ...args.changes,
-      ...(newCard && result.token ? { processorToken: result.token } : {}),
+      ...(newCard ? claimCardColumns(newCard) : {}),
       status: "active",
       periodsBilled: n + 1,
       currentPeriodStart: isoTime(periodStartMs(sub.billingAnchor, plan.interval, n)),
@@ -234,9 +301,9 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
       db.update(subscriptions).set(subscriptionChanges).where(asClaimed(sub)),
     );
     notify("subscription_renewal", "success");
-    if (args.onDecline === "count_attempt") notify("subscription_updated", "active");
+    if (newCard) notify("subscription_updated", "active");
     outcome = "renewed";
-  } else if (args.onDecline === "count_attempt") {
+  } else if (newCard) {
     // The new card was declined: the attempt counts, the scheduled retry stands, nothing else changes.
     statements.push(
       db.update(subscriptionPeriods).set({ updatedAt }).where(period),
@@ -258,7 +325,7 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
         db.update(subscriptionPeriods).set({ status: "uncollectible", updatedAt }).where(period),
         db
           .update(subscriptions)
-          .set({ status: "canceled", canceledAt: isoTime(at), dueAt: null, dunningAttempts: failedAttempts, updatedAt })
+          .set({ status: "canceled", canceledAt: isoTime(at), cancelAtPeriodEnd: false, dueAt: null, dunningAttempts: failedAttempts, updatedAt })
           .where(asClaimed(sub)),
       );
       notify("subscription_canceled", "canceled");
@@ -286,7 +353,7 @@ export function cancelAtPeriodEndWrites(db: Db, sub: SubscriptionRow, at: number
       db
         .update(subscriptions)
         // An active subscription ends exactly at its period end; a past_due one when its retry was due.
-        .set({ status: "canceled", canceledAt: sub.status === "active" ? sub.nextBillingDate : isoTime(at), dueAt: null, updatedAt })
+        .set({ status: "canceled", canceledAt: sub.status === "active" ? sub.nextBillingDate : isoTime(at), cancelAtPeriodEnd: false, dueAt: null, updatedAt })
         .where(eq(subscriptions.id, sub.id)),
       db
         .update(subscriptionPeriods)

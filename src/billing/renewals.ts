@@ -15,11 +15,13 @@ import {
   type BillableRow,
   CANCEL_AT_PERIOD_END_STALE,
   PERIOD_ALREADY_SETTLED,
+  type PeriodClaim,
   type PeriodOutcome,
   type PeriodSettlement,
   RENEWING,
   cancelAtPeriodEndWrites,
   chargePeriod,
+  chargedToken,
   claimOf,
   claimPeriod,
   hasUnsettledClaim,
@@ -124,38 +126,63 @@ export async function renewSubscriptions(
   );
   const claimed = toCharge.flatMap((i, j) => {
     const claim = claimOf(claims[j]);
-    return claim ? [{ i, claim }] : [];
+    return claim ? [{ i, row: rows[i], claim, at: atOf(rows[i]) }] : [];
   });
 
+  const charged = await chargeAndSettle(env, db, claimed, realNow);
+  charged.outcomes.forEach((outcome, j) => (outcomes[claimed[j].i] = outcome));
+  await eachLimited(toCancel, CHARGE_CONCURRENCY, async (i) => {
+    outcomes[i] = await cancelAtPeriodEnd(env, db, rows[i], atOf(rows[i]), realNow);
+  });
+  if (charged.chargeError) throw charged.chargeError;
+  return outcomes;
+}
+
+/** A claimed attempt to charge: the row as the claim saw it, the claim, and the billing time. */
+export interface ClaimedPeriod {
+  row: BillableRow;
+  claim: PeriodClaim;
+  at: number;
+}
+
+/**
+ * Charges each claimed attempt, with its card and reference (at most CHARGE_CONCURRENCY at once),
+ * and commits their settlements: what was charged is settled even when another charge failed.
+ * Returns each claim's outcome, and the first charge that failed (for the caller to throw once
+ * its other work is done: its claim stays, for a retry or the cron to send again).
+ */
+export async function chargeAndSettle(
+  env: Bindings,
+  db: Db,
+  claimed: ClaimedPeriod[],
+  realNow: number,
+): Promise<{ outcomes: PeriodOutcome[]; chargeError: unknown }> {
+  const outcomes: PeriodOutcome[] = claimed.map(() => "skipped");
   const settlements: PeriodSettlement[] = [];
   const indexOf = new Map<PeriodSettlement, number>();
   let chargeError: unknown = null;
   try {
-    await eachLimited(claimed, CHARGE_CONCURRENCY, async ({ i, claim }) => {
-      const row = rows[i];
-      const settlement = await chargePeriod(db, {
-        processor: processorOfReference(env, row.sub.processorToken),
-        row,
-        claim,
-        source: { token: row.sub.processorToken },
-        at: atOf(row),
-        realNow,
-        onDecline: "dun",
-      });
-      settlements.push(settlement);
-      indexOf.set(settlement, i);
-    });
+    await eachLimited(
+      claimed.map((c, j) => ({ ...c, j })),
+      CHARGE_CONCURRENCY,
+      async ({ row, claim, at, j }) => {
+        const settlement = await chargePeriod(db, {
+          processor: processorOfReference(env, chargedToken(row.sub, claim)),
+          row,
+          claim,
+          at,
+          realNow,
+        });
+        settlements.push(settlement);
+        indexOf.set(settlement, j);
+      },
+    );
   } catch (error) {
     chargeError = error;
   }
-  // What was charged is settled even when another charge of the chunk failed.
   await commitSettlements(env, db, settlements);
   for (const settlement of settlements) outcomes[indexOf.get(settlement) as number] = settlement.outcome;
-  await eachLimited(toCancel, CHARGE_CONCURRENCY, async (i) => {
-    outcomes[i] = await cancelAtPeriodEnd(env, db, rows[i], atOf(rows[i]), realNow);
-  });
-  if (chargeError) throw chargeError;
-  return outcomes;
+  return { outcomes, chargeError };
 }
 
 /** Subscriptions whose users follow a test clock renew when their clock advances, never by the wall clock. */

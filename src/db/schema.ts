@@ -360,11 +360,28 @@ export const subscriptionPeriods = sqliteTable(
     status: text("status", { enum: ["open", "paid", "uncollectible"] }).notNull(),
     attempts: integer("attempts").notNull().default(0),
     paymentId: text("payment_id"),
+    /**
+     * What the claimed attempt charges, when it is not the subscription's vaulted card: the new card
+     * of a past-due card update, vaulted before the claim (its processor token, the card's summary
+     * and fingerprint; never the PAN). Null for a renewal or dunning attempt. The cron settles a
+     * claim whose lease ran out by sending the same reference with this same token.
+     */
+    claimCard: text("claim_card", { mode: "json" }).$type<ClaimCard>(),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
-  (t) => [uniqueIndex("subscription_periods_once").on(t.subscriptionId, t.periodIndex)],
+  (t) => [uniqueIndex("subscription_periods_once").on(t.subscriptionId, t.periodIndex), index("subscription_periods_status").on(t.status, t.updatedAt)],
 );
+
+/** A card a period attempt charges, vaulted at the processor: see subscriptionPeriods.claimCard. */
+export interface ClaimCard {
+  token: string;
+  brand: string;
+  last4: string;
+  exp_month: number;
+  exp_year: number;
+  fingerprint: string;
+}
 
 // Background work is at-least-once: a job records its key here in the same batch as its effect,
 // so a second run of the same job is refused by the unique key.

@@ -17,12 +17,22 @@ export interface ApiVersion {
   downgrade?: (body: Json) => Json;
 }
 
-/** Applies `change` to every object in `body` whose `object` field is `kind`. */
-function eachObject(body: Json, kind: string, change: (object: Record<string, Json>) => Record<string, Json>): Json {
-  if (Array.isArray(body)) return body.map((item) => eachObject(item, kind, change));
-  if (typeof body !== "object" || body === null) return body;
-  const walked = Object.fromEntries(Object.entries(body).map(([key, value]) => [key, eachObject(value, kind, change)]));
-  return walked.object === kind ? change(walked) : walked;
+type JsonObject = Record<string, Json>;
+const isObject = (value: Json): value is JsonObject => typeof value === "object" && value !== null && !Array.isArray(value);
+
+/**
+ * Applies `change` to the answer's own objects of `kind`: the answer itself, or each item of a list
+ * answer (`{ object: "list", data: [...] }`). Those are the positions the API's schema gives its
+ * objects; nothing inside them is walked, so a caller's metadata, an event's `data` or its
+ * delivered `payload` is never reshaped, however much it looks like an object of `kind`.
+ */
+function eachObject(body: Json, kind: string, change: (object: JsonObject) => JsonObject): Json {
+  if (!isObject(body)) return body;
+  if (body.object === kind) return change(body);
+  if (body.object === "list" && Array.isArray(body.data)) {
+    return { ...body, data: body.data.map((item) => (isObject(item) && item.object === kind ? change(item) : item)) };
+  }
+  return body;
 }
 
 export const API_VERSIONS: readonly ApiVersion[] = [

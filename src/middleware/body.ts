@@ -3,7 +3,8 @@
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../context";
 import { ApiError, invalidRequest } from "../lib/errors";
-import { decimalLiteral, parseJson } from "../lib/json";
+import { z } from "@hono/zod-openapi";
+import { decimalLiteral, numberSource, parseJson } from "../lib/json";
 import { CURRENCY_EXPONENTS, normalizeCurrency, suggestMinorUnits } from "../domain/money";
 import { containsCardNumber } from "../domain/cards";
 
@@ -89,48 +90,71 @@ function refuseDecimalAmounts(body: unknown) {
   }
 }
 
-/** Fields whose job is to carry card data: exempt from the free-text card scan, at any depth. */
-const CARD_FIELDS = new Set(["card_number", "cvv"]);
+/** The fields whose job is to carry card data, exempt from the card scan where a route documents them. */
+const CARD_FIELDS = ["card_number", "cvv"] as const;
 const CARD_IN_TEXT = "looks like a card number. Card numbers are accepted only in card_number; never put one in free text.";
 
 /**
- * Refuses a body in which any string or whole-number value, or any object key, other than the
- * card fields holds a card number: free text (a purpose, a description, a name, metadata) is stored in clear. Runs
- * before the route's handler, so nothing is written. The error names the field by its path (the
- * way validation errors join zod paths) and never echoes the value. The body nests at most
- * MAX_JSON_DEPTH levels, so the recursion stays shallow.
+ * The card fields a route's request body documents at its top level (none for a route that takes
+ * no card): the only places a card number is accepted. Pass the route's `request.body`.
  */
-function refuseCardNumbersInText(value: unknown, path: string[] = []) {
-  // A JSON number is stored as its digits too (metadata values may be numbers); amounts are
-  // bounded elsewhere and are not cards.
-  const number = typeof value === "number" && Number.isSafeInteger(value) && !MINOR_UNIT_FIELDS.includes(path[path.length - 1] ?? "");
-  if (typeof value === "string" || number) {
-    if (containsCardNumber(String(value))) {
-      const param = path.join(".");
-      throw invalidRequest("card_number_in_text", param ? `${param}: ${CARD_IN_TEXT}` : `The request body ${CARD_IN_TEXT}`, param || undefined);
-    }
-    return;
-  }
+export function documentedCardFields(body: unknown): ReadonlySet<string> {
+  const schema = (body as { content?: Record<string, { schema?: unknown }> } | undefined)?.content?.["application/json"]?.schema;
+  const shape: Record<string, unknown> = schema instanceof z.ZodObject ? schema.shape : {};
+  return new Set(CARD_FIELDS.filter((field) => field in shape));
+}
+
+/**
+ * The texts a value would be stored as, or was sent as: a string itself; a JSON number as its
+ * digits and as its source text (a 19-digit number is past 2^53, and `4.2e15` is stored as digits).
+ */
+function textsOf(value: unknown, holder: unknown, key: string | number | undefined): string[] {
+  if (typeof value === "string") return [value];
+  if (typeof value !== "number") return [];
+  const source = key === undefined ? undefined : numberSource(holder, key);
+  return source === undefined ? [String(value)] : [String(value), source];
+}
+
+/** The 400 for a card number in the value at `path`, or (`inKey`) in a field name of the object there. */
+function refused(path: (string | number)[], inKey: boolean) {
+  const param = path.join(".");
+  const subject = inKey ? (param ? `${param}: a field name` : "A field name in the request body") : param ? `${param}:` : "The request body";
+  return invalidRequest("card_number_in_text", `${subject} ${CARD_IN_TEXT}`, param || undefined);
+}
+
+/**
+ * Refuses a body in which any value (a string, or a JSON number), or any object key, holds a card
+ * number anywhere but in the route's documented card fields at the top level of the body: free
+ * text (a purpose, a description, a name, metadata) is stored in clear, and a key named like a card
+ * field below the top level (`metadata.card_number`) or an `amount` is no exception (no valid
+ * amount has the 13 digits of a card number: amounts stop at 11). Runs before the route's handler,
+ * so nothing is written, and before the idempotency middleware, so no record is kept. The error
+ * names the field by its path (the way validation errors join zod paths) and never echoes the
+ * value. The body nests at most MAX_JSON_DEPTH levels, so the recursion stays shallow.
+ */
+function refuseCardNumbersInText(
+  value: unknown,
+  cardFields: ReadonlySet<string>,
+  path: (string | number)[] = [],
+  holder?: unknown,
+  key?: string | number,
+) {
+  if (textsOf(value, holder, key).some(containsCardNumber)) throw refused(path, false);
   if (typeof value !== "object" || value === null) return;
   if (Array.isArray(value)) {
-    value.forEach((item, index) => refuseCardNumbersInText(item, [...path, String(index)]));
+    value.forEach((item, index) => refuseCardNumbersInText(item, cardFields, [...path, index], value, index));
     return;
   }
-  for (const key of Object.keys(value)) {
-    if (containsCardNumber(key)) {
-      const param = path.join(".");
-      throw invalidRequest(
-        "card_number_in_text",
-        param ? `${param}: a field name ${CARD_IN_TEXT}` : `A field name in the request body ${CARD_IN_TEXT}`,
-        param || undefined,
-      );
-    }
-    if (CARD_FIELDS.has(key)) continue;
-    refuseCardNumbersInText((value as Record<string, unknown>)[key], [...path, key]);
+  for (const [field, item] of Object.entries(value)) {
+    if (containsCardNumber(field)) throw refused(path, true);
+    // A card field of the top-level body, holding what a card field holds (text or a number).
+    if (path.length === 0 && cardFields.has(field) && (typeof item === "string" || typeof item === "number")) continue;
+    refuseCardNumbersInText(item, cardFields, [...path, field], value, field);
   }
 }
 
-export const jsonBody = (options: { allowForm?: boolean } = {}) =>
+/** `cardFields`: the top-level card fields the route's body documents (documentedCardFields). */
+export const jsonBody = (options: { allowForm?: boolean; cardFields?: ReadonlySet<string> } = {}) =>
   createMiddleware<AppEnv>(async (c, next) => {
     if (c.req.method === "GET" || c.req.method === "HEAD" || c.req.method === "OPTIONS") return next();
     const text = await readLimited(c.req.raw);
@@ -159,7 +183,7 @@ export const jsonBody = (options: { allowForm?: boolean } = {}) =>
         } catch {
           throw invalidRequest("invalid_json", "The request body is not valid JSON.");
         }
-        refuseCardNumbersInText(body);
+        refuseCardNumbersInText(body, options.cardFields ?? new Set());
         refuseDecimalAmounts(body);
       }
     }

@@ -10,7 +10,7 @@ import { containsCardNumber } from "../domain/cards";
 import { authenticated, requireScope } from "../middleware/auth";
 import { idempotency } from "../middleware/idempotency";
 import { apiVersion } from "../middleware/version";
-import { jsonBody } from "../middleware/body";
+import { documentedCardFields, jsonBody } from "../middleware/body";
 import type { Scope } from "../auth/scopes";
 import { queryObject } from "./shared";
 
@@ -165,7 +165,7 @@ export function apiRoute<R extends Options>(options: R) {
   const middleware = [
     ...(isPublic ? [] : [authenticated, apiVersion]),
     ...(scope ? [requireScope(scope)] : []),
-    ...(write ? [jsonBody({ allowForm: acceptForm })] : []),
+    ...(write ? [jsonBody({ allowForm: acceptForm, cardFields: documentedCardFields(config.request?.body) })] : []),
     ...(write && !config.request?.body && !ignoreUnknownParameters ? [noBody] : []),
     ...(write && !isPublic ? [idempotency({ claimFirst })] : []),
     ...((config.middleware as MiddlewareHandler[] | undefined) ?? []),

@@ -263,7 +263,7 @@ describe("DELETE /subscriptions/{id}", () => {
     await runJobs({ kind: "billing.renew", subscriptionIds: [sub.id] });
     await runJobs({ kind: "billing.renew", subscriptionIds: [sub.id] });
     const canceled = await getSubscription(acct, sub.id);
-    expect(canceled).toMatchObject({ status: "canceled", cancel_at_period_end: true, canceled_at: sub.next_billing_date });
+    expect(canceled).toMatchObject({ status: "canceled", cancel_at_period_end: false, canceled_at: sub.next_billing_date });
     expect(await paymentsOf(acct.id)).toHaveLength(1);
     expect(await notificationsOf(acct.id, sub.id)).toEqual([
       "subscription_created:active",

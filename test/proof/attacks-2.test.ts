@@ -213,7 +213,8 @@ describe("past-due card update whose charge stays unknown", () => {
   it("the same request retried after the lock gets 409 subscription_changed and frees the key; the charge stays unrecorded", async () => {
     const { acct, user, plan } = await setup();
     const sub = await pastDue(acct, user.id, plan.id);
-    const ledger = ledgerProcessor([{ kind: "timeout_after_success", method: "chargeCard" }]);
+    // The card update charges the new card once vaulted (chargeToken), under the period's reference.
+    const ledger = ledgerProcessor([{ kind: "timeout_after_success", method: ["chargeCard", "chargeToken"] }]);
     ledger.install();
     const body = cardFields(CARDS.visa);
     const first = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body, idempotencyKey: "pd-unknown" });

@@ -445,7 +445,8 @@ describe("past-due card update: the processor times out after charging the new c
     const ledger = ledgerProcessor();
     ledger.install();
     try {
-      ledger.inject({ kind: "timeout_after_success", method: "chargeCard", times: 1 });
+      // The card update charges the new card once vaulted (chargeToken), under the period's reference.
+      ledger.inject({ kind: "timeout_after_success", method: ["chargeCard", "chargeToken"], times: 1 });
       const body = cardFields(CARDS.visa);
       const first = await call(`/subscriptions/${sub.id}`, { method: "PUT", key: acct.key, body, idempotencyKey: "pd-timeout-1" });
       // The request calls the processor again with the same reference (which answers with the

@@ -554,6 +554,98 @@ describe("dunning retry", () => {
   for (const fault of PERIOD_FAULTS) matrixCase(`renewChunk (dunning retry): ${fault.name}, then redelivered`, () => periodCase("dunning", fault));
 });
 
+// --- past-due card update -------------------------------------------------------------------
+// PUT /subscriptions/{id} with a new card on a past_due subscription: the card is vaulted, the
+// period's next attempt claimed for it, charged, and settled. Whatever fails, the claim is settled
+// within its 10-minute lease by the cron (src/billing/claims.ts), due or not, and a cancel then
+// goes through.
+
+interface CardUpdateFault {
+  name: string;
+  d1?: D1FaultRule[];
+  /** Every try of the charge times out after the processor charged (or only the first). */
+  processor?: "every_try" | "first_try";
+  /** The first answer: 200, or 500 outcome_unknown (the key kept), or 500 with nothing kept. */
+  first: 200 | "outcome_unknown" | "nothing_kept";
+  /** The processor is legitimately sent the same reference again. */
+  resends?: boolean;
+}
+
+const CARD_UPDATE_FAULTS: CardUpdateFault[] = [
+  { name: "the processor times out after it charged, on every try", processor: "every_try", first: "outcome_unknown", resends: true },
+  { name: "the processor times out after it charged, once", processor: "first_try", first: 200, resends: true },
+  { name: "D1 fails before the claim commits", d1: [{ kind: "fail_before_commit", when: claimBatch }], first: "nothing_kept" },
+  { name: "D1 commits the claim and the answer is lost", d1: [{ kind: "commit_then_throw", when: claimBatch }], first: 200 },
+  {
+    name: "D1 commits the claim, the answer is lost, and the read-back fails",
+    d1: [
+      { kind: "commit_then_throw", when: claimBatch },
+      { kind: "fail_before_commit", on: "statement", when: (o) => sqlMatches(o, /from\s+"subscription_periods"/i), times: 5 },
+    ],
+    first: "outcome_unknown",
+  },
+  { name: "D1 commits the settle batch and the answer is lost", d1: [{ kind: "commit_then_throw", when: settleBatch }], first: 200 },
+  { name: "D1 fails before the settle batch commits, every try", d1: [{ kind: "fail_before_commit", when: settleBatch, times: 3 }], first: "outcome_unknown", resends: true },
+];
+
+async function cardUpdateCase(fault: CardUpdateFault) {
+  const { id } = await pastDueSubscription();
+  const context = `card update: ${fault.name}`;
+  const since = await mark(ledger);
+  const key = `card-update-${uid()}`;
+  const body = cardFields(PROOF_CARD.pan, PROOF_CARD.cvv);
+  const put = (DB?: D1Database) =>
+    fetchWith({ ...(DB ? { DB } : {}), JOB_QUEUE: recordingQueue(), DELIVERY_QUEUE: recordingQueue() }, `/subscriptions/${id}`, {
+      method: "PUT",
+      key: bg.key,
+      json: body,
+      headers: { "idempotency-key": key },
+    });
+  if (fault.processor) {
+    ledger.inject({ kind: "timeout_after_success", method: "chargeToken", when: (c) => c.reference.startsWith(`${id}:`), ...(fault.processor === "first_try" ? { times: 1 } : {}) });
+  }
+  const faulty = faultyD1(env.DB, fault.d1 ?? []);
+  const first = await put(faulty);
+  ledger.inject();
+  if (fault.d1) expect(faulty.fired.length, `${context}: the fault fired`).toBeGreaterThan(0);
+  expectClean(first, `${context} first answer`);
+  if (fault.first === 200) expect.soft(first.status, `${context}: ${first.text.slice(0, 200)}`).toBe(200);
+  else {
+    expect.soft(first.status, `${context}: ${first.text.slice(0, 200)}`).toBe(500);
+    expect.soft(first.body?.error?.code, context).toBe(fault.first === "outcome_unknown" ? "outcome_unknown" : "internal_error");
+    const record = await env.DB.prepare("SELECT status FROM idempotency_keys WHERE account_id = ? AND key = ?").bind(bg.id, key).first<{ status: string }>();
+    expect.soft(record?.status ?? null, `${context}: the key is kept only when the outcome is unknown`).toBe(fault.first === "outcome_unknown" ? "in_flight" : null);
+  }
+
+  // The cron, once the claim's lease has run out; then the client's retry (after the key's lock).
+  const at = Date.now() + claimStaleMs() + 60_000;
+  useClock({ now: () => at });
+  await cronAt(at);
+  useClock();
+  await ledger.idle();
+  await env.DB.prepare("UPDATE idempotency_keys SET locked_at = locked_at - ? WHERE account_id = ? AND key = ?").bind(IDEMPOTENCY_LOCK_MS + 1000, bg.id, key).run();
+  const retry = await put();
+  expectClean(retry, `${context} retry`);
+  expect.soft(retry.status, `${context}: the retry succeeds: ${retry.text.slice(0, 200)}`).toBe(200);
+  if (first.status === 200) expect.soft(retry.headers.get("idempotent-replayed"), `${context}: the retry replays`).toBe("true");
+
+  const sub = await one<{ status: string; periods_billed: number }>("SELECT status, periods_billed FROM subscriptions WHERE id = ?", id);
+  expect.soft(sub, `${context}: the unpaid period is collected`).toMatchObject({ status: "active", periods_billed: 2 });
+  const periodPayments = await countOf("SELECT count(*) AS n FROM payments WHERE subscription_id = ? AND status = 'completed' AND charge_reference LIKE ?", id, `${id}:period:1:%`);
+  expect.soft(periodPayments, `${context}: one completed payment for the period`).toBe(1);
+  const cancel = await fetchWith({ JOB_QUEUE: recordingQueue(), DELIVERY_QUEUE: recordingQueue() }, `/subscriptions/${id}`, { method: "DELETE", key: bg.key });
+  expect.soft(cancel.status, `${context}: a cancel goes through: ${cancel.text.slice(0, 200)}`).toBe(200);
+  await invariants(context, [
+    () => paymentsEqualCharges(ledger, { since }),
+    () => atMostOneProcessorCallPer(ledger, "period_attempt", { since, once: !fault.resends }),
+    () => refundsNeverExceedPayment(),
+  ]);
+}
+
+describe("past-due card update", () => {
+  for (const fault of CARD_UPDATE_FAULTS) matrixCase(`PUT /subscriptions/{id} (past_due, new card): ${fault.name}, then the cron and the retry`, () => cardUpdateCase(fault));
+});
+
 // --- webhook delivery -----------------------------------------------------------------------
 
 /** A delivery of a new customer.created event to the background endpoint, committed but not yet attempted. */
@@ -843,8 +935,8 @@ describe("cron sweeps", () => {
 
 describe("after every case", () => {
   it("ran every registered combination, then the whole database holds the invariants", async () => {
-    // 23 operations × 3 D1 faults × with/without a key, and 39 background-job cases.
-    const EXPECTED = 23 * 3 * 2 + 6 + 6 + 6 + 6 + 7 + 2 + 6;
+    // 23 operations × 3 D1 faults × with/without a key, and 46 background-job cases.
+    const EXPECTED = 23 * 3 * 2 + 6 + 6 + 6 + 6 + 7 + 7 + 2 + 6;
     expect(registered).toBeGreaterThanOrEqual(EXPECTED);
     expect(ran, `cases that did not run: ${registered - ran}`).toBe(registered);
 

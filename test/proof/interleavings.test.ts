@@ -10,6 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Bindings } from "../../src/env";
 import { useClock } from "../../src/lib/clock";
 import { settlePayout } from "../../src/payments/settle-payout";
+import { settleStaleClaims } from "../../src/billing/claims";
 import { useProcessor } from "../../src/processor";
 import { processDelivery } from "../../src/webhooks/consumer";
 import { type Account, type CallResult, call, fetchWith, signup, withEnv } from "../support/http";
@@ -270,6 +271,36 @@ describe("two workers on one object", () => {
       expect(periodPayments, "the unpaid period is paid once").toBe(1);
       expect((await one<{ status: string }>("SELECT status FROM subscriptions WHERE id = ?", id)).status).toBe("active");
       await invariants("dunning retry vs card update", [
+        () => paymentsEqualCharges(ledger, { since }),
+        () => atMostOneProcessorCallPer(ledger, "period_attempt", { since, once: true }),
+        () => chargedPeriodsAdvanced(id),
+      ]);
+    });
+  }, 60_000);
+
+  it("a card update's claim left unknown: the cron's settlement of claims against the due renewal run charge its card once", async () => {
+    await property("claim settlement vs renewal run", async (s) => {
+      const { id } = await pastDueSubscription();
+      // The card update's charge never answers: 500 outcome_unknown, and its claim is given back.
+      ledger.inject({ kind: "timeout_after_success", method: "chargeToken", when: (c) => c.reference.startsWith(`${id}:`) });
+      const put = await fetchWith({ JOB_QUEUE: recordingQueue(), DELIVERY_QUEUE: recordingQueue() }, `/subscriptions/${id}`, { method: "PUT", key: acct.key, json: cardFields("5555555555554444", "739") });
+      expect(put.status, put.text).toBe(500);
+      ledger.inject();
+      await env.DB.prepare("UPDATE subscriptions SET due_at = ? WHERE id = ?").bind(Date.now() - 1000, id).run();
+      const since = await mark(ledger);
+      const at = Date.now() + 11 * 60_000;
+      useClock({ now: () => at });
+      scheduleProcessor(s);
+      const [cron, renewal] = await s.waitFor(
+        Promise.all([settled(settleStaleClaims(workerEnv(s, "cron", { DELIVERY_QUEUE: recordingQueue() }), at)), settled(renewChunk(workerEnv(s, "renewal", { DELIVERY_QUEUE: recordingQueue() }), [id], at))]),
+      );
+      ledger.install();
+      await ledger.idle();
+      expect([cron.error, renewal.error].filter(Boolean), "neither worker fails").toEqual([]);
+      const periodPayments = await countOf("SELECT count(*) AS n FROM payments WHERE subscription_id = ? AND status = 'completed' AND charge_reference LIKE ?", id, `${id}:period:1:%`);
+      expect(periodPayments, "the unpaid period is paid once, by the card update's charge").toBe(1);
+      expect(await one<{ status: string; card_last4: string }>("SELECT status, card_last4 FROM subscriptions WHERE id = ?", id)).toMatchObject({ status: "active", card_last4: "4444" });
+      await invariants("claim settlement vs renewal run", [
         () => paymentsEqualCharges(ledger, { since }),
         () => atMostOneProcessorCallPer(ledger, "period_attempt", { since, once: true }),
         () => chargedPeriodsAdvanced(id),

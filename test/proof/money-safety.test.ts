@@ -366,7 +366,8 @@ describe("periods: one charge recorded per processor charge, no charge after a c
     await makeDue(sub.id);
     expect(await renewChunk(env, [sub.id])).toEqual(["past_due"]);
     const held = gate();
-    recordingProcessor((method) => (method === "chargeCard" ? held.opened : undefined));
+    // The card update charges the new card once vaulted: held at that charge.
+    recordingProcessor((method) => (method === "chargeToken" ? held.opened : undefined));
     const update = call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: cardFields(CARDS.visa) });
     await new Promise((resolve) => setTimeout(resolve, 80));
     const quantity = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { quantity: 3 } });

@@ -17,6 +17,7 @@ import { enqueueRefundSettlements } from "../../payments/settle-refund";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { CreateRefundBody, RefundListQuery, RefundSchema } from "./schema";
 import { clock } from "../../lib/clock";
+import { hasScope } from "../../auth/scopes";
 
 const tags = ["Refunds"];
 
@@ -77,13 +78,18 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
           [REFUND_FAILURES.paymentRefunded]: () => conflict("payment_already_refunded", `Payment '${paymentId}' has already been fully refunded.`),
           [REFUND_FAILURES.exceedsPayment]: () => {
             exceeded = true;
-            return invalidRequest("refund_exceeds_payment", "The refund is larger than what remains refundable on the payment.", "amount");
+            return invalidRequest(
+              "refund_exceeds_payment",
+              `A refund of ${body.amount} is more than payment '${paymentId}' has left to refund. A key with payments:read can read what remains (amount less amount_refunded).`,
+              "amount",
+            );
           },
         },
       }));
     } catch (error) {
-      if (exceeded) {
-        // Name what can still be refunded; this read happens only on the error path.
+      // Name what can still be refunded, to a caller that may read the payment: the amounts are
+      // the payment's (payments:read), which refunds:write does not grant. Read only on this path.
+      if (exceeded && hasScope(auth.scopes, "payments:read")) {
         const payment = await db.query.payments.findFirst({ where: owned(payments, auth, eq(payments.id, paymentId)) });
         if (payment) {
           const remaining = payment.amount - payment.amountRefunded;

@@ -23,7 +23,7 @@ const cancel = apiRoute({
   operationId: "cancelSubscription",
   summary: "Cancel a subscription",
   description:
-    "Cancels now (status canceled, canceled_at set, subscription_canceled emitted), or with at_period_end=true at the end of the current period: the subscription stays active and the renewal run cancels it instead of charging. While a charge for the current period is at the processor, either kind of cancel answers 409 charge_in_progress: retry in a few seconds.",
+    "Cancels now (status canceled, canceled_at set, subscription_canceled emitted), or with at_period_end=true at the end of the current period: the subscription stays active and the renewal run cancels it instead of charging. While a charge for the current period is at the processor, either kind of cancel answers 409 charge_in_progress: retry in a few seconds (a charge whose outcome is unknown is settled by Tender within 10 minutes). A canceled subscription shows cancel_at_period_end false.",
   scope: "subscriptions:write",
   request: { params: subscriptionId, query: CancelQuery },
   responses: { 200: json(SubscriptionSchema, "The canceled (or cancel-scheduled) subscription.") },
@@ -74,8 +74,9 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
           ],
           returning: db
             .update(subscriptions)
-            // Canceled at billing time: the user's test clock when one is attached (billingNow).
-            .set({ status: "canceled", canceledAt: billingNowSql(subscriptions.userId, realNow), dueAt: null, updatedAt: isoTime(realNow) })
+            // Canceled at billing time: the user's test clock when one is attached (billingNow). A
+            // canceled subscription has nothing left to cancel at its period's end (as Stripe's).
+            .set({ status: "canceled", canceledAt: billingNowSql(subscriptions.userId, realNow), cancelAtPeriodEnd: false, dueAt: null, updatedAt: isoTime(realNow) })
             .where(match)
             .returning(),
           events: [emitEvent(db, auth.accountId, { type: "subscription_canceled", subscriptionId: id, status: "canceled" }, realNow)],

@@ -38,7 +38,7 @@ export const SubscriptionSchema = z
     start_date: timestamp("When the subscription started."),
     current_period_start: timestamp("Start of the last paid period."),
     next_billing_date: z.string().nullable().openapi({ description: "When the next period is charged (null once canceled). ISO 8601 UTC." }),
-    cancel_at_period_end: z.boolean(),
+    cancel_at_period_end: z.boolean().openapi({ description: "true while the subscription is set to cancel when the current period ends; false once it is canceled." }),
     canceled_at: z.string().nullable(),
     created_at: timestamp("When the subscription was created."),
     updated_at: timestamp("When the subscription last changed."),
@@ -58,7 +58,8 @@ export function serializeSubscription(row: typeof subscriptions.$inferSelect): S
     start_date: row.startDate,
     current_period_start: row.currentPeriodStart,
     next_billing_date: row.status === "canceled" ? null : row.nextBillingDate,
-    cancel_at_period_end: row.cancelAtPeriodEnd,
+    // Once canceled, nothing is left to cancel at the period's end (rows canceled before this rule included).
+    cancel_at_period_end: row.status !== "canceled" && row.cancelAtPeriodEnd,
     canceled_at: row.canceledAt,
     created_at: row.createdAt,
     updated_at: row.updatedAt,

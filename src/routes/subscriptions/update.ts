@@ -3,23 +3,36 @@
 // past_due subscription new card details are charged at once for the unpaid period, through
 // src/billing/periods.ts exactly as a dunning retry is (one claim, one reference, one settlement).
 import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import { and, eq, inArray, sql } from "drizzle-orm";
-import { PERIOD_ALREADY_SETTLED, chargeInFlight, chargePeriod, claimOf, claimPeriod, hasUnsettledClaim } from "../../billing/periods";
+import {
+  type BillableRow,
+  PERIOD_ALREADY_SETTLED,
+  type PeriodClaim,
+  chargeInFlight,
+  chargePeriod,
+  claimCardColumns,
+  claimOf,
+  claimPeriod,
+  hasUnsettledClaim,
+  ownCardClaim,
+  releaseClaim,
+} from "../../billing/periods";
 import { chargeableAmount, type PlanRow } from "../../billing/pricing";
 import { processorForRequest } from "../../processor";
 import { guard, runBatch } from "../../db/batch";
-import { plans, subscriptions } from "../../db/schema";
+import { type ClaimCard, plans, subscriptions } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
-import { invalidRequest } from "../../lib/errors";
+import { ApiError, invalidRequest } from "../../lib/errors";
 import { readById } from "../reads";
-import { assertKeyClaimedFirst, commitAndRespond, outcomeTracked } from "../write-path";
-import { cardInBody, readCard } from "../../payments/card-input";
+import { assertKeyClaimedFirst, commit, commitAndAnswerRow, outcomeTracked } from "../write-path";
+import { type CardInput, cardInBody, readCard } from "../../payments/card-input";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
-import { alreadyCanceled, answerDecline, chargeInProgress, cardColumns, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags } from "./common";
-import { SubscriptionSchema, serializeSubscription, UpdateSubscriptionBody } from "./schema";
+import { alreadyCanceled, answerDecline, chargeInProgress, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags } from "./common";
+import { SubscriptionSchema, serializeSubscription, subscriptionAnswer, UpdateSubscriptionBody } from "./schema";
 
 const update = apiRoute({
   method: "put",
@@ -29,7 +42,7 @@ const update = apiRoute({
   operationId: "updateSubscription",
   summary: "Replace payment details, or change plan or quantity",
   description:
-    "New card details replace the stored ones (the card is vaulted, not charged). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due. plan_id and quantity take effect from the next period, without proration. Emits subscription_updated.",
+    "New card details replace the stored ones (the card is vaulted, not charged). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity take effect from the next period, without proration. Answers the subscription as the change committed it. Emits subscription_updated.",
   scope: "subscriptions:write",
   request: { params: subscriptionId, ...jsonBodyOf(UpdateSubscriptionBody) },
   responses: { 200: json(SubscriptionSchema, "The updated subscription.") },
@@ -76,48 +89,53 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     if (body.cancel_at_period_end !== undefined) changes.cancelAtPeriodEnd = body.cancel_at_period_end;
     const card = newCard ? await readCard(c.env, newCard, realNow) : null;
     const processor = card ? processorForRequest(c.env, auth.mode) : null;
+    // Every new card is vaulted first (no money moves): the token is what a charge, a retry of it
+    // and the next renewals send, so the card itself is needed only here, and never kept.
+    const vaulted: ClaimCard | null = card && processor ? { token: await processor.tokenizeDestination(card.card), ...cardSummary(card) } : null;
 
-    if (card && processor && sub.status === "past_due") {
+    if (vaulted && processor && sub.status === "past_due") {
       // The unpaid period is charged to the new card at once, claimed as the next attempt of the
-      // period exactly as a dunning retry claims it, so the two can never both charge.
-      const [claimResult] = await runBatch(db, [claimPeriod(db, current, "card_update", realNow, realNow)]);
-      const claim = claimOf(claimResult);
+      // period exactly as a dunning retry claims it, so the two can never both charge. The claim
+      // names the vaulted card, so whoever settles it (this request, or the cron once its lease
+      // ran out) sends the same reference with the same card.
+      const claim = await claimForCard(c, current, vaulted, realNow);
       if (!claim) {
         // This request took its own stale Idempotency-Key claim over, and the period's next attempt
         // is claimed and unsettled: that may be this request's earlier run, whose charge's outcome
-        // is unknown. The key is not freed (500 outcome_unknown; the renewal run takes the stale
-        // charge over and records it); any other request is told the subscription changed.
+        // is unknown. The key is not freed (500 outcome_unknown; the cron settles the stale claim
+        // with its own card and reference); any other request is told the subscription changed.
         if (c.var.idempotency?.takeover && current.period && hasUnsettledClaim(current)) {
           await outcomeTracked(c, () => Promise.reject(new Error(`card update of ${sub.id}: an earlier run's charge is unsettled`)));
         }
         throw changedMeanwhile();
       }
       // A processor call that still threw after its retries may have moved money: the outcome is
-      // unknown, so the Idempotency-Key stays claimed.
+      // unknown, so the Idempotency-Key stays claimed, and the claim is given back for the cron.
       assertKeyClaimedFirst(c);
-      const settlement = await outcomeTracked(c, () => chargePeriod(db, {
-        processor,
-        row: current,
-        claim,
-        source: { card: card.card, summary: card.summary, fingerprint: card.fingerprint },
-        at: realNow,
-        realNow,
-        onDecline: "count_attempt",
-        changes: { ...changes, ...cardColumns(card) },
-      }));
-      // Money moved: the settlement commits whatever became of the caller's key or claim meanwhile.
-      const options = { moneyMoved: { paymentId: settlement.charge.payment.id }, claimGuard: false, failures: { [PERIOD_ALREADY_SETTLED]: changedMeanwhile } };
-      if (settlement.outcome !== "renewed") return answerDecline(c, settlement.charge, settlement.writes, options);
-      const renewed: SubscriptionRow = { ...sub, ...settlement.subscriptionChanges };
-      return commitAndRespond(c, settlement.writes, 200, serializeSubscription(renewed), options);
+      try {
+        const settlement = await outcomeTracked(c, () => chargePeriod(db, { processor, row: current, claim, at: realNow, realNow, changes }));
+        // Money moved: the settlement commits whatever became of the caller's key or claim meanwhile.
+        const options = { moneyMoved: { paymentId: settlement.charge.payment.id }, claimGuard: false, failures: { [PERIOD_ALREADY_SETTLED]: changedMeanwhile } };
+        if (settlement.outcome !== "renewed") return await answerDecline(c, settlement.charge, settlement.writes, options);
+        // The answer is the row as the settlement committed it (a concurrent change included).
+        const where = eq(subscriptions.id, sub.id);
+        const { returned } = await commit(c, { ...settlement.writes, returning: db.select().from(subscriptions).where(where) }, 200, null, {
+          ...options,
+          storedBody: subscriptionAnswer.stored(where),
+        });
+        // An earlier try of the settlement committed and its answer was lost: read the row it wrote.
+        const row = (returned[0] as SubscriptionRow | undefined) ?? (await db.select().from(subscriptions).where(where))[0];
+        return c.json(serializeSubscription(row), 200);
+      } catch (error) {
+        if (!(error instanceof ApiError)) await runBatch(db, [releaseClaim(db, sub, claim, realNow)]).catch(() => undefined);
+        throw error;
+      }
     }
 
-    if (card && processor) {
-      // Replacing the card of a subscription in good standing vaults it without charging;
-      // the next renewal charges the new token.
-      Object.assign(changes, cardColumns(card), { processorToken: await processor.tokenizeDestination(card.card) });
-    }
-    return commitAndRespond(
+    // Replacing the card of a subscription in good standing vaults it without charging; the next
+    // renewal charges the new token.
+    if (vaulted) Object.assign(changes, claimCardColumns(vaulted));
+    return commitAndAnswerRow(
       c,
       {
         statements: [
@@ -125,13 +143,49 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           // Setting cancel at period end under a charge already at the processor would answer that
           // a period will not be charged while it is being charged (as DELETE ?at_period_end=true).
           ...(body.cancel_at_period_end === true ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`)] : []),
-          db.update(subscriptions).set(changes).where(and(owned(subscriptions, auth, eq(subscriptions.id, sub.id)), inArray(subscriptions.status, ["active", "past_due"]))),
         ],
-        events: [emitEvent(db, auth.accountId, { type: "subscription_updated", subscriptionId: sub.id, status: sub.status }, realNow)],
+        // Only the fields sent are written; the answer is the row as this batch committed it, so a
+        // renewal that committed since the read above shows in it (and in the stored answer).
+        returning: db
+          .update(subscriptions)
+          .set(changes)
+          .where(and(owned(subscriptions, auth, eq(subscriptions.id, sub.id)), inArray(subscriptions.status, ["active", "past_due"])))
+          .returning(),
+        events: [
+          emitEvent(db, auth.accountId, { type: "subscription_updated", subscriptionId: sub.id, status: sql`(SELECT status FROM subscriptions WHERE id = ${sub.id})` }, realNow),
+        ],
       },
-      200,
-      serializeSubscription({ ...sub, ...changes }),
+      subscriptionAnswer,
+      eq(subscriptions.id, sub.id),
       { failures: { [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id), [CHARGE_IN_FLIGHT]: chargeInProgress } },
     );
   });
+}
+
+/** What a subscription shows of a card, and its fingerprint: kept with a vaulted card's token. */
+const cardSummary = (card: CardInput) => ({
+  brand: card.summary.brand,
+  last4: card.summary.last4,
+  exp_month: card.summary.exp_month,
+  exp_year: card.summary.exp_year,
+  fingerprint: card.fingerprint,
+});
+
+/**
+ * Claims the open period's next attempt for the vaulted card, or null when another worker holds
+ * it. Should the claim's commit answer be lost, the period row says whether it committed (the
+ * token is new, so a claim holding it is this one); if even that cannot be read, the outcome is
+ * unknown and the key stays claimed (a claim that did commit is settled by the cron).
+ */
+async function claimForCard(c: Context<AppEnv>, current: Pick<BillableRow, "sub" | "plan">, card: ClaimCard, realNow: number): Promise<PeriodClaim | null> {
+  const { db } = c.var;
+  try {
+    const [claimed] = await runBatch(db, [claimPeriod(db, current, "card_update", realNow, realNow, card)]);
+    return claimOf(claimed);
+  } catch (error) {
+    if (error instanceof ApiError) throw error;
+    const own = await outcomeTracked(c, () => ownCardClaim(db, current.sub, card));
+    if (own) return own;
+    throw error;
+  }
 }
