@@ -7,6 +7,7 @@ import { requestContext, REQUEST_ID_HEADER } from "./middleware/request";
 import { registerRoutes } from "./routes";
 import { registerDashboard } from "./dashboard";
 import { docsPage } from "./routes/docs-page";
+import { favicon } from "./routes/favicon";
 import { CURRENT_API_VERSION } from "./domain/api-versions";
 
 /** Turns a zod issue path into the `param` of the error, e.g. `tiers.1.up_to`. */
@@ -81,6 +82,7 @@ export function newApp() {
     servers: [{ url: "http://127.0.0.1:8787", description: "Local (wrangler dev)" }],
   });
   app.get("/docs", docsPage);
+  app.get("/favicon.ico", favicon);
   // HTML pages for people (src/dashboard/), outside the OpenAPI document.
   registerDashboard(app);
   return app;
