@@ -7,7 +7,7 @@ import { act, apiErrorPage, field, fields, redirectWithNotice, refuse } from "..
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
 import { Time } from "../format";
-import { Empty, FormFields, Pager, SecretOnce, StatusBadge, can, render } from "../layout";
+import { Empty, FormFields, Pager, SecretOnce, StatusBadge, TableWrap, can, render } from "../layout";
 import { apiQuery, listQuery } from "../lists";
 
 interface ApiKey {
@@ -40,6 +40,7 @@ async function listPage(c: Context<DashEnv>) {
           {page.data.length === 0 ? (
             <Empty title="No keys to show" />
           ) : (
+            <TableWrap>
             <table>
               <thead>
                 <tr>
@@ -62,7 +63,7 @@ async function listPage(c: Context<DashEnv>) {
                     <td>
                       {k.kind} · {k.mode}
                     </td>
-                    <td class="mono">{k.scopes.join(", ")}</td>
+                    <td class="mono scope-list">{k.scopes.join(", ")}</td>
                     <td>{k.revoked_at ? <StatusBadge status="revoked" /> : <StatusBadge status="active" />}</td>
                     <td>
                       <Time iso={k.created_at} />
@@ -86,6 +87,7 @@ async function listPage(c: Context<DashEnv>) {
                 ))}
               </tbody>
             </table>
+            </TableWrap>
           )}
           <Pager page={page} query={query} base={BACK} />
         </section>

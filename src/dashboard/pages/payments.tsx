@@ -4,9 +4,10 @@ import type { Context, Hono } from "hono";
 import { act, apiErrorPage, field, redirectWithNotice, refuse } from "../actions";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
-import { Money, Time, currencyDecimals, majorToMinor } from "../format";
-import { Empty, FormFields, Pager, StatusBadge, can, render } from "../layout";
+import { Id, Money, Time, currencyDecimals, majorToMinor } from "../format";
+import { Empty, FormFields, Pager, StatusBadge, TableWrap, can, render } from "../layout";
 import { apiQuery, listQuery } from "../lists";
+import { UserRef, namesFor } from "../names";
 
 interface Payment {
   id: string;
@@ -31,6 +32,7 @@ async function listPage(c: Context<DashEnv>) {
   if (!answer.ok) return apiErrorPage(c, answer, "read payments", "/dashboard");
   const page = answer.body;
   const refund = can(session, "refunds:write");
+  const names = await namesFor(c.var.db, session.auth, { users: page.data.map((p) => p.user_id) });
   return render(c, 200, {
     title: "Payments",
     active: BACK,
@@ -39,12 +41,13 @@ async function listPage(c: Context<DashEnv>) {
         {page.data.length === 0 ? (
           <Empty title="No payments yet">A payment is recorded each time a subscription is charged.</Empty>
         ) : (
+          <TableWrap>
           <table>
             <thead>
               <tr>
                 <th>Payment</th>
+                <th>Customer</th>
                 <th class="num">Amount</th>
-                <th class="num">Refunded</th>
                 <th>Status</th>
                 <th>Card</th>
                 <th>Created</th>
@@ -54,21 +57,30 @@ async function listPage(c: Context<DashEnv>) {
             <tbody>
               {page.data.map((p) => (
                 <tr data-payment={p.id}>
-                  <td class="mono">
-                    {p.id}
-                    {p.subscription_id ? <div class="muted">{p.subscription_id}</div> : null}
+                  <td>
+                    <Id id={p.id} />
+                    {p.subscription_id ? (
+                      <div class="muted">
+                        <Id id={p.subscription_id} />
+                      </div>
+                    ) : null}
+                  </td>
+                  <td>
+                    <UserRef id={p.user_id} names={names} />
                   </td>
                   <td class="num">
                     <Money minor={p.amount} currency={p.currency} />
-                  </td>
-                  <td class="num">
-                    <Money minor={p.amount_refunded} currency={p.currency} />
+                    {p.amount_refunded > 0 ? (
+                      <div class="muted">
+                        <Money minor={p.amount_refunded} currency={p.currency} /> refunded
+                      </div>
+                    ) : null}
                   </td>
                   <td>
                     <StatusBadge status={p.status} />
                     {p.failure_code ? <div class="muted mono">{p.failure_code}</div> : null}
                   </td>
-                  <td>
+                  <td class="nowrap">
                     {p.card.brand} •••• {p.card.last4}
                   </td>
                   <td>
@@ -96,6 +108,7 @@ async function listPage(c: Context<DashEnv>) {
               ))}
             </tbody>
           </table>
+          </TableWrap>
         )}
         <Pager page={page} query={query} base={BACK} />
       </section>

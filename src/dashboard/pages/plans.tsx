@@ -4,8 +4,8 @@ import type { Context, Hono } from "hono";
 import { act, apiErrorPage, field, fields, redirectWithNotice, refuse } from "../actions";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
-import { Money, Time } from "../format";
-import { Empty, FormFields, Pager, StatusBadge, can, render } from "../layout";
+import { Id, Money, Time } from "../format";
+import { Empty, FormFields, Pager, StatusBadge, TableWrap, can, render } from "../layout";
 import { apiQuery, listQuery } from "../lists";
 
 interface Tier {
@@ -138,6 +138,7 @@ async function listPage(c: Context<DashEnv>) {
           {page.data.length === 0 ? (
             <Empty title="No plans yet">Create a fixed or tiered plan below.</Empty>
           ) : (
+            <TableWrap>
             <table>
               <thead>
                 <tr>
@@ -152,8 +153,10 @@ async function listPage(c: Context<DashEnv>) {
                 {page.data.map((p) => (
                   <tr data-plan={p.id}>
                     <td>
-                      {p.name}
-                      <div class="muted mono">{p.id}</div>
+                      <span class="wrap">{p.name}</span>
+                      <div class="muted">
+                        <Id id={p.id} />
+                      </div>
                     </td>
                     <td>{p.pricing_model}</td>
                     <td>
@@ -169,6 +172,7 @@ async function listPage(c: Context<DashEnv>) {
                 ))}
               </tbody>
             </table>
+            </TableWrap>
           )}
           <Pager page={page} query={query} base={BACK} />
         </section>

@@ -5,8 +5,8 @@ import type { Context, Hono } from "hono";
 import { act, apiErrorPage, field, redirectWithNotice, refuse } from "../actions";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
-import { Time } from "../format";
-import { Empty, FormFields, Pager, StatusBadge, can, render } from "../layout";
+import { Id, Time } from "../format";
+import { Empty, FormFields, Pager, StatusBadge, TableWrap, can, render } from "../layout";
 import { apiQuery, listQuery } from "../lists";
 
 interface TestClock {
@@ -60,6 +60,7 @@ async function listPage(c: Context<DashEnv>) {
           {page.data.length === 0 ? (
             <Empty title="No test clocks yet">A clock lets subscriptions of its users renew as if time had passed.</Empty>
           ) : (
+            <TableWrap>
             <table>
               <thead>
                 <tr>
@@ -74,7 +75,9 @@ async function listPage(c: Context<DashEnv>) {
                   <tr data-clock={clock.id}>
                     <td>
                       {clock.name ?? <span class="muted">unnamed</span>}
-                      <div class="muted mono">{clock.id}</div>
+                      <div class="muted">
+                        <Id id={clock.id} />
+                      </div>
                     </td>
                     <td>
                       <Time iso={clock.frozen_time} />
@@ -97,6 +100,7 @@ async function listPage(c: Context<DashEnv>) {
                 ))}
               </tbody>
             </table>
+            </TableWrap>
           )}
           <Pager page={page} query={query} base={BACK} />
         </section>

@@ -7,8 +7,8 @@ import { clock } from "../../lib/clock";
 import { act, apiErrorPage, field, fields, redirectWithNotice, refuse } from "../actions";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
-import { Time } from "../format";
-import { Empty, FormFields, Pager, SecretOnce, StatusBadge, can, render, StatusFilter } from "../layout";
+import { Id, Time } from "../format";
+import { Empty, FormFields, Pager, SecretOnce, StatusBadge, StatusFilter, TableWrap, can, render } from "../layout";
 import { ID_PATTERN, apiQuery, listQuery } from "../lists";
 import { endpointSuccessRates } from "../stats";
 
@@ -51,6 +51,8 @@ interface EventType {
 }
 
 const BACK = "/dashboard/webhooks";
+/** A delivery id is dlv_, its event's time-ordered part, then its endpoint's (the same on one endpoint's page). */
+const DELIVERY_DISTINCT = "dlv_".length + 26;
 
 function CreateEndpointForm({ c, types }: { c: Context<DashEnv>; types: EventType[] | null }) {
   const session = c.var.session!;
@@ -132,6 +134,7 @@ async function listPage(c: Context<DashEnv>) {
           {page.data.length === 0 ? (
             <Empty title="No webhook endpoints yet">Register one below: Tender signs every delivery and retries for 24 hours.</Empty>
           ) : (
+            <TableWrap>
             <table>
               <thead>
                 <tr>
@@ -146,12 +149,14 @@ async function listPage(c: Context<DashEnv>) {
                 {page.data.map((e) => (
                   <tr>
                     <td>
-                      <a href={`/dashboard/webhooks/${e.id}`} class="mono">
+                      <a href={`/dashboard/webhooks/${e.id}`} class="mono wrap">
                         {e.url}
                       </a>
-                      <div class="muted mono">{e.id}</div>
+                      <div class="muted">
+                        <Id id={e.id} />
+                      </div>
                     </td>
-                    <td class="mono">{e.events.join(", ")}</td>
+                    <td class="mono scope-list">{e.events.join(", ")}</td>
                     <td>
                       <StatusBadge status={e.status} />
                     </td>
@@ -163,6 +168,7 @@ async function listPage(c: Context<DashEnv>) {
                 ))}
               </tbody>
             </table>
+            </TableWrap>
           )}
           <Pager page={page} query={query} base={BACK} />
         </section>
@@ -199,7 +205,7 @@ function secretPage(c: Context<DashEnv>, endpoint: Endpoint, title: string) {
     children: (
       <section class="panel">
         <p>
-          Endpoint <span class="mono">{endpoint.id}</span> → <span class="mono">{endpoint.url}</span>
+          Endpoint <span class="mono wrap">{endpoint.id}</span> → <span class="mono wrap">{endpoint.url}</span>
         </p>
         <SecretOnce label="signing secret" secret={endpoint.secret ?? null} />
         <p>
@@ -238,7 +244,7 @@ function AttemptsTable({ attempts }: { attempts: Attempt[] }) {
               )}
             </td>
             <td class="num">{a.duration_ms} ms</td>
-            <td class="mono">{a.error ? `${a.error}${a.response_excerpt ? ` — ${a.response_excerpt}` : ""}` : (a.response_excerpt ?? "")}</td>
+            <td class="mono wrap excerpt">{a.error ? `${a.error}${a.response_excerpt ? ` — ${a.response_excerpt}` : ""}` : (a.response_excerpt ?? "")}</td>
           </tr>
         ))}
       </tbody>
@@ -271,12 +277,13 @@ async function endpointPage(c: Context<DashEnv>) {
     children: (
       <>
         <section class="panel">
-          <h2 class="mono">{e.url}</h2>
+          <h2 class="mono wrap">{e.url}</h2>
+          <TableWrap>
           <table>
             <tbody>
               <tr>
                 <th>Id</th>
-                <td class="mono">
+                <td class="mono wrap">
                   {e.id}{" "}
                   <button type="button" class="small" data-copy={e.id}>
                     Copy
@@ -291,7 +298,7 @@ async function endpointPage(c: Context<DashEnv>) {
               </tr>
               <tr>
                 <th>Events</th>
-                <td class="mono">{e.events.join(", ")}</td>
+                <td class="mono scope-list">{e.events.join(", ")}</td>
               </tr>
               <tr>
                 <th>Ordering</th>
@@ -305,6 +312,7 @@ async function endpointPage(c: Context<DashEnv>) {
               </tr>
             </tbody>
           </table>
+          </TableWrap>
           {write ? (
             <div class="actions">
               <form method="post" action={`${base}/test`} class="inline">
@@ -348,6 +356,7 @@ async function endpointPage(c: Context<DashEnv>) {
               {write && e.status === "active" ? "Send a test event to see one." : "Deliveries appear when events of the endpoint's types happen."}
             </Empty>
           ) : (
+            <TableWrap>
             <table>
               <thead>
                 <tr>
@@ -364,8 +373,10 @@ async function endpointPage(c: Context<DashEnv>) {
                 {page.data.map((d) => (
                   <>
                     <tr data-delivery={d.id} data-status={d.status}>
-                      <td class="mono">{d.id}</td>
-                      <td class="mono">{can(session, "events:read") ? <a href={`/dashboard/events/${d.event_id}`}>{d.event_id}</a> : d.event_id}</td>
+                      <td>
+                        <Id id={d.id} distinctEnd={DELIVERY_DISTINCT} />
+                      </td>
+                      <td>{can(session, "events:read") ? <Id id={d.event_id} href={`/dashboard/events/${d.event_id}`} /> : <Id id={d.event_id} />}</td>
                       <td>
                         <StatusBadge status={d.status} />
                         {d.waiting_for ? <div class="muted">waiting for {d.waiting_for}</div> : null}
@@ -396,6 +407,7 @@ async function endpointPage(c: Context<DashEnv>) {
                 ))}
               </tbody>
             </table>
+            </TableWrap>
           )}
           <Pager page={page} query={query} base={base} />
         </section>
