@@ -116,6 +116,12 @@ time span { white-space: nowrap; }
 .error dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 8px 0 0; font-size: 12.5px; }
 .error dt { font-weight: 600; }
 .error dd { margin: 0; }
+.form-problems { background: var(--bad-bg); color: var(--bad); border: 1px solid #f5c2bd; border-radius: 8px; padding: 8px 14px; margin-bottom: 12px; }
+.form-problems p { margin: 4px 0; }
+.form-problems .error { border: 0; padding: 4px 0; margin: 0; }
+.field-error { color: var(--bad); font-size: 12px; max-width: 40ch; }
+[aria-invalid="true"] { border-color: var(--bad); outline: 1px solid var(--bad); }
+fieldset[aria-invalid="true"] { outline: 0; }
 .empty { text-align: center; padding: 28px 12px; color: var(--muted); }
 .empty strong { display: block; color: var(--ink); margin-bottom: 4px; }
 .secret { background: var(--info-bg); border-radius: 8px; padding: 14px; margin: 10px 0; display: flex; gap: 10px; align-items: center; }

@@ -66,7 +66,7 @@ describe("names, not ids", () => {
   it("reads the names of a whole page in one batch of two queries, scoped to the account", async () => {
     const other = await signup("Dash Names Other");
     const stranger = await createUser(other, { name: "Someone Else", email: "else@example.com" });
-    const users = [];
+    const users: { id: string }[] = [];
     for (let i = 0; i < 5; i++) users.push(await createUser(acct, { name: `Batch User ${i}`, email: `batch${i}@example.com` }));
     const plan = await createPlan(acct, { name: "Batch Plan" });
     const keys = await call("/api/keys?limit=100", { key: acct.key });
