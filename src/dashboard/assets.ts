@@ -119,7 +119,9 @@ time span { white-space: nowrap; }
 .form-problems { background: var(--bad-bg); color: var(--bad); border: 1px solid #f5c2bd; border-radius: 8px; padding: 8px 14px; margin-bottom: 12px; }
 .form-problems p { margin: 4px 0; }
 .form-problems .error { border: 0; padding: 4px 0; margin: 0; }
-.field-error { color: var(--bad); font-size: 12px; max-width: 40ch; }
+.field-error { color: var(--bad); font-size: 12px; max-width: 32ch; }
+.row > label > input, .row > label > select { align-self: flex-start; }
+form:has(.field-error) .row { align-items: flex-start; }
 [aria-invalid="true"] { border-color: var(--bad); outline: 1px solid var(--bad); }
 fieldset[aria-invalid="true"] { outline: 0; }
 .empty { text-align: center; padding: 28px 12px; color: var(--muted); }

@@ -109,6 +109,30 @@ describe.skipIf(!chromiumPath)("dashboard layout in Chromium", () => {
     await measure("/dashboard/no-such-page", 404);
   });
 
+  it("a form drawn again with its problems fits at 1280 and 390 px", async () => {
+    await signedIn();
+    const lines: string[] = [];
+    for (const viewport of [DESKTOP, PHONE]) {
+      await page.setViewportSize(viewport);
+      await page.goto(`${worker.origin}/dashboard/plans`);
+      const before = problems.length;
+      const form = page.locator('form[action="/dashboard/plans"]');
+      await form.locator('input[name="name"]').fill("A plan name long enough to wrap on a phone, with more words");
+      await form.locator('input[name="currency"]').fill("zzz");
+      await form.locator('input[name="price"]').fill("not a price at all, really not");
+      await form.locator('input[name="tier_up_to"]').first().fill("seven");
+      await Promise.all([page.waitForResponse((r) => r.url().endsWith("/dashboard/plans") && r.request().method() === "POST"), form.locator('button[type="submit"]').click()]);
+      await page.waitForLoadState("load");
+      expect(await page.locator("[data-problem]").count()).toBe(3);
+      const size = await page.evaluate<Measured>(MEASURE);
+      const logged = problems.slice(before).filter((p) => !p.text.includes("Failed to load resource: the server responded with a status of 400"));
+      lines.push(`POST /dashboard/plans (3 problems) @${viewport.width}: document ${size.scrollWidth}/${size.clientWidth} px, console problems: ${logged.length}`);
+      expect.soft(size.scrollWidth).toBeLessThanOrEqual(size.clientWidth);
+      expect.soft(logged.map((p) => p.text)).toEqual([]);
+    }
+    console.log(lines.join("\n"));
+  });
+
   it("lists show the user's name and email and the plan's name, the id on hover", async () => {
     await signedIn();
     await page.setViewportSize(DESKTOP);
