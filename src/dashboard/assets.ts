@@ -69,8 +69,7 @@ a:hover { text-decoration: underline; }
 .sidebar nav a:hover { background: #1f2937; text-decoration: none; }
 .sidebar nav a.active { background: #374151; color: #fff; }
 .sidebar form { margin: 18px 8px 0; }
-.menu-toggle { position: absolute; width: 1px; height: 1px; margin: -1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; border: 0; padding: 0; }
-.menu-button { display: none; }
+.menu-toggle, .menu-button { display: none; }
 .main { padding: 24px 32px; max-width: 1200px; min-width: 0; }
 .topbar { display: flex; align-items: center; gap: 12px; margin-bottom: 18px; }
 .topbar h1 { font-size: 22px; margin: 0; flex: 1; min-width: 0; overflow-wrap: anywhere; }
@@ -161,6 +160,8 @@ legend { font-size: 12px; color: var(--muted); }
   .shell { display: block; }
   .sidebar { padding: 10px 12px; }
   .brand { margin: 0; }
+  /* Visually hidden but focusable: a keyboard opens the menu with the space bar. */
+  .menu-toggle { display: block; position: absolute; width: 1px; height: 1px; margin: -1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; border: 0; padding: 0; }
   .menu-button { display: inline-flex; flex-direction: row; align-items: center; gap: 8px; color: #d1d5db; font-size: 14px; font-weight: 500; border: 1px solid #374151; border-radius: 6px; padding: 5px 10px; cursor: pointer; }
   .menu-button .bars { display: inline-block; width: 14px; height: 2px; background: currentColor; box-shadow: 0 -4px 0 currentColor, 0 4px 0 currentColor; }
   .menu-toggle:focus-visible + .brand .menu-button { outline: 2px solid #818cf8; outline-offset: 2px; }

@@ -268,7 +268,7 @@ async function createPlan(c: Context<DashEnv>) {
     if (!price) addProblem(state, "price", "Enter the price per interval, such as 19.99.");
     else {
       const value = readPrice(state, "price", price, currency, "The price");
-      if (value !== undefined && value === 0) addProblem(state, "price", "A fixed plan must charge more than zero.");
+      if (value === 0) addProblem(state, "price", "A fixed plan must charge more than zero.");
       if (value !== undefined) body.price = value;
     }
     if (rows.length) addProblem(state, "tiers", "Tiers are for volume and graduated plans: pick one of those as the pricing, or clear the tiers.");
