@@ -8,6 +8,7 @@ import { registerRoutes } from "./routes";
 import { validationHook } from "./routes/openapi";
 import { registerDashboard } from "./dashboard";
 import { docsPage } from "./routes/docs-page";
+import { favicon } from "./routes/favicon";
 import { CURRENT_API_VERSION } from "./domain/api-versions";
 
 export function newApp() {
@@ -66,6 +67,7 @@ export function newApp() {
     servers: [{ url: "http://127.0.0.1:8787", description: "Local (wrangler dev)" }],
   });
   app.get("/docs", docsPage);
+  app.get("/favicon.ico", favicon);
   // HTML pages for people (src/dashboard/), outside the OpenAPI document.
   registerDashboard(app);
   return app;

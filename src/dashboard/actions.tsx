@@ -68,12 +68,14 @@ export async function act<T>(
     back: string;
     send: (idempotencyKey: string) => Promise<ApiAnswer<T>>;
     done: (body: T) => Response | Promise<Response>;
+    /** The page for the API's refusal; by default an error page with a way back. A form draws itself again with the problem beside its field. */
+    failed?: (answer: Extract<ApiAnswer<T>, { ok: false }>) => Response | Promise<Response>;
   },
 ): Promise<Response> {
   const key = idempotencyKeyOf(c);
   if (!key) return refuse(c, 400, "This form has no valid idempotency key. Reload the page and submit the form again.", options.back, "idempotency_key_missing");
   const answer = await options.send(key);
-  if (!answer.ok) return apiErrorPage(c, answer, options.what, options.back);
+  if (!answer.ok) return options.failed ? options.failed(answer) : apiErrorPage(c, answer, options.what, options.back);
   return options.done(answer.body);
 }
 

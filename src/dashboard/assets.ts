@@ -59,18 +59,20 @@ export const DASHBOARD_STYLES = `:root {
 body { margin: 0; }
 a { color: var(--accent); text-decoration: none; }
 a:hover { text-decoration: underline; }
-.shell { display: grid; grid-template-columns: 220px 1fr; min-height: 100vh; }
+/* The main column may shrink below its content's width (minmax(0, 1fr)): wide tables scroll in
+   their card (.table-wrap), the page never scrolls sideways. */
+.shell { display: grid; grid-template-columns: 220px minmax(0, 1fr); min-height: 100vh; }
 .sidebar { background: #111827; color: #d1d5db; padding: 20px 14px; }
-.brand { color: #fff; font-weight: 700; font-size: 18px; margin: 0 8px 4px; }
-.account { font-size: 12px; color: #9ca3af; margin: 0 8px 16px; word-break: break-all; }
+.brand { color: #fff; font-weight: 700; font-size: 18px; margin: 0 8px 4px; display: flex; align-items: center; justify-content: space-between; }
+.account { font-size: 12px; color: #9ca3af; margin: 0 8px 16px; overflow-wrap: anywhere; }
 .sidebar nav a { display: block; color: #d1d5db; padding: 7px 10px; border-radius: 6px; margin-bottom: 2px; }
 .sidebar nav a:hover { background: #1f2937; text-decoration: none; }
 .sidebar nav a.active { background: #374151; color: #fff; }
-.sidebar nav .locked { display: block; color: #6b7280; padding: 7px 10px; font-size: 13px; }
 .sidebar form { margin: 18px 8px 0; }
-.main { padding: 24px 32px; max-width: 1200px; }
+.menu-toggle, .menu-button { display: none; }
+.main { padding: 24px 32px; max-width: 1200px; min-width: 0; }
 .topbar { display: flex; align-items: center; gap: 12px; margin-bottom: 18px; }
-.topbar h1 { font-size: 22px; margin: 0; flex: 1; }
+.topbar h1 { font-size: 22px; margin: 0; flex: 1; min-width: 0; overflow-wrap: anywhere; }
 .mode { font-size: 11px; font-weight: 700; letter-spacing: .04em; padding: 3px 8px; border-radius: 999px; }
 .mode-test { background: var(--warn-bg); color: var(--warn); }
 .mode-live { background: var(--ok-bg); color: var(--ok); }
@@ -81,8 +83,19 @@ a:hover { text-decoration: underline; }
 .card .label { color: var(--muted); font-size: 12px; }
 .card .value { font-size: 24px; font-weight: 650; margin-top: 4px; }
 .card .sub { color: var(--muted); font-size: 12px; margin-top: 2px; }
+.table-wrap { overflow-x: auto; max-width: 100%; }
 table { width: 100%; border-collapse: collapse; }
-th, td { text-align: left; padding: 8px 10px; border-bottom: 1px solid var(--line); vertical-align: top; }
+th, td { text-align: left; padding: 8px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
+td.num > .money, .money, .nowrap { white-space: nowrap; }
+/* An id cut in the middle (start…end); the full id is its title and its selectable text. */
+.id { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12.5px; white-space: nowrap; }
+.id-head { display: inline-block; max-width: 10ch; overflow: hidden; text-overflow: ellipsis; vertical-align: bottom; }
+.id-rest { display: inline-block; width: 0; overflow: hidden; vertical-align: bottom; }
+.wrap { overflow-wrap: anywhere; }
+/* A name or an email may break anywhere, but its column keeps room for a word. */
+.ref, td.wrap, .ref-col { min-width: 14ch; }
+.scope-list { min-width: 14ch; overflow-wrap: anywhere; }
+.excerpt { max-width: 40ch; }
 th { font-size: 12px; color: var(--muted); font-weight: 600; }
 td.num, th.num { text-align: right; }
 tr.sub-row td { background: #fafbfc; padding-top: 0; }
@@ -95,13 +108,21 @@ pre { background: #0f172a; color: #e2e8f0; padding: 12px; border-radius: 8px; ov
 .badge.warn { background: var(--warn-bg); color: var(--warn); }
 .badge.bad { background: var(--bad-bg); color: var(--bad); }
 .muted { color: var(--muted); }
-time { white-space: nowrap; }
+time span { white-space: nowrap; }
 .notice { background: var(--ok-bg); color: var(--ok); border-radius: 8px; padding: 10px 14px; margin-bottom: 16px; }
 .error { background: var(--bad-bg); color: var(--bad); border: 1px solid #f5c2bd; border-radius: 8px; padding: 12px 16px; margin-bottom: 16px; }
 .error h2 { font-size: 15px; margin: 0 0 6px; }
 .error dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 8px 0 0; font-size: 12.5px; }
 .error dt { font-weight: 600; }
 .error dd { margin: 0; }
+.form-problems { background: var(--bad-bg); color: var(--bad); border: 1px solid #f5c2bd; border-radius: 8px; padding: 8px 14px; margin-bottom: 12px; }
+.form-problems p { margin: 4px 0; }
+.form-problems .error { border: 0; padding: 4px 0; margin: 0; }
+.field-error { color: var(--bad); font-size: 12px; max-width: 32ch; }
+.row > label > input, .row > label > select { align-self: flex-start; }
+form:has(.field-error) .row { align-items: flex-start; }
+[aria-invalid="true"] { border-color: var(--bad); outline: 1px solid var(--bad); }
+fieldset[aria-invalid="true"] { outline: 0; }
 .empty { text-align: center; padding: 28px 12px; color: var(--muted); }
 .empty strong { display: block; color: var(--ink); margin-bottom: 4px; }
 .secret { background: var(--info-bg); border-radius: 8px; padding: 14px; margin: 10px 0; display: flex; gap: 10px; align-items: center; }
@@ -111,9 +132,9 @@ form.inline { display: inline; }
 .row { display: flex; gap: 12px; flex-wrap: wrap; align-items: flex-end; }
 label { display: flex; flex-direction: column; gap: 4px; font-size: 12px; color: var(--muted); }
 label.check { flex-direction: row; align-items: center; color: var(--ink); font-size: 13px; }
-input, select, textarea { font: inherit; padding: 6px 8px; border: 1px solid #cbd0d6; border-radius: 6px; background: #fff; color: var(--ink); }
+input, select, textarea { font: inherit; padding: 6px 8px; border: 1px solid #cbd0d6; border-radius: 6px; background: #fff; color: var(--ink); max-width: 100%; }
 input[type=checkbox] { padding: 0; }
-button { font: inherit; padding: 6px 12px; border-radius: 6px; border: 1px solid #c7cbd1; background: #fff; cursor: pointer; color: var(--ink); }
+button { white-space: nowrap; font: inherit; padding: 6px 12px; border-radius: 6px; border: 1px solid #c7cbd1; background: #fff; cursor: pointer; color: var(--ink); }
 button:hover { background: #f2f3f5; }
 button.primary { background: var(--accent); color: #fff; border-color: var(--accent); }
 button.danger { color: var(--bad); border-color: #efb7b2; }
@@ -132,6 +153,26 @@ button.small { padding: 3px 9px; font-size: 12px; }
 .signin { max-width: 440px; margin: 12vh auto; }
 .signin input { width: 100%; }
 .live { font-size: 12px; }
-fieldset { border: 1px solid var(--line); border-radius: 8px; margin: 10px 0; padding: 10px 12px; }
+fieldset { border: 1px solid var(--line); border-radius: 8px; margin: 10px 0; padding: 10px 12px; min-width: 0; }
 legend { font-size: 12px; color: var(--muted); }
+/* A phone: the sidebar becomes a bar with the brand and a Menu button that unfolds the menu. */
+@media (max-width: 760px) {
+  .shell { display: block; }
+  .sidebar { padding: 10px 12px; }
+  .brand { margin: 0; }
+  /* Visually hidden but focusable: a keyboard opens the menu with the space bar. */
+  .menu-toggle { display: block; position: absolute; width: 1px; height: 1px; margin: -1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; border: 0; padding: 0; }
+  .menu-button { display: inline-flex; flex-direction: row; align-items: center; gap: 8px; color: #d1d5db; font-size: 14px; font-weight: 500; border: 1px solid #374151; border-radius: 6px; padding: 5px 10px; cursor: pointer; }
+  .menu-button .bars { display: inline-block; width: 14px; height: 2px; background: currentColor; box-shadow: 0 -4px 0 currentColor, 0 4px 0 currentColor; }
+  .menu-toggle:focus-visible + .brand .menu-button { outline: 2px solid #818cf8; outline-offset: 2px; }
+  .menu-toggle:not(:checked) ~ .menu { display: none; }
+  .menu { padding-top: 10px; }
+  .main { padding: 14px 12px; }
+  .topbar { flex-wrap: wrap; margin-bottom: 12px; }
+  .topbar h1 { font-size: 19px; }
+  .panel { padding: 12px; }
+  .cards { grid-template-columns: repeat(2, minmax(0, 1fr)); }
+  .card .value { font-size: 20px; }
+  .signin { margin: 6vh 12px; }
+}
 `;

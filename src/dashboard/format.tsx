@@ -50,12 +50,20 @@ export function formatUtc(iso: string): string {
   return `${new Date(ms).toISOString().slice(0, 19).replace("T", " ")} UTC`;
 }
 
-/** A time in UTC; the local time appears on hover. */
+/** A time in UTC; the local time appears on hover. In a narrow column the time of day wraps under the date. */
 export function Time({ iso }: { iso: string | null | undefined }) {
   if (!iso) return <span class="muted">—</span>;
+  const text = formatUtc(iso);
+  const space = text.indexOf(" ");
   return (
     <time datetime={iso} title={iso}>
-      {formatUtc(iso)}
+      {space < 0 ? (
+        text
+      ) : (
+        <>
+          <span>{text.slice(0, space)}</span> <span>{text.slice(space + 1)}</span>
+        </>
+      )}
     </time>
   );
 }
@@ -65,6 +73,41 @@ export function Money({ minor, currency }: { minor: number; currency: string }) 
   return (
     <span class="money" title={`${minor} (${currency.toLowerCase()}, minor units)`}>
       {formatMoney(minor, currency)}
+    </span>
+  );
+}
+
+/** How many characters of an id's end stay visible when it is cut short. */
+const ID_TAIL = 6;
+/** Ids up to this length are shown whole. */
+const ID_WHOLE = 18;
+
+/**
+ * An object's id, cut short in the middle when long: its start, an ellipsis, and its last
+ * characters (ids made in the same millisecond share their start and differ at the end). The full
+ * id is the element's title (on hover) and its text, so selecting or double-clicking it copies it
+ * whole. `distinctEnd` says where the part that tells ids apart ends, when the rest is shared by
+ * every row (a delivery id ends with its endpoint's id): that rest is kept in the text but not shown.
+ */
+export function Id({ id, href, distinctEnd }: { id: string; href?: string; distinctEnd?: number }) {
+  const end = Math.min(distinctEnd ?? id.length, id.length);
+  const body =
+    id.length <= ID_WHOLE ? (
+      id
+    ) : (
+      <>
+        <span class="id-head">{id.slice(0, end - ID_TAIL)}</span>
+        <span class="id-tail">{id.slice(end - ID_TAIL, end)}</span>
+        {end < id.length ? <span class="id-rest">{id.slice(end)}</span> : null}
+      </>
+    );
+  return href ? (
+    <a href={href} class="id" title={id}>
+      {body}
+    </a>
+  ) : (
+    <span class="id" title={id}>
+      {body}
     </span>
   );
 }

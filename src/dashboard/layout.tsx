@@ -1,5 +1,5 @@
 // The page frame and the pieces every page shares: navigation (only the pages the session's scopes
-// can read), the signed-in key and its mode, the notice after an action, the API error panel
+// can read; the others are left out, not greyed), the signed-in key and its mode, the notice after an action, the API error panel
 // (message, code, request id), empty states, cursor pagination links, and the hidden fields every
 // form carries (the session's CSRF token and an Idempotency-Key made when the page was rendered).
 import type { Context } from "hono";
@@ -52,6 +52,10 @@ export const NOTICES: Record<string, (id: string) => string> = {
 
 export const can = (session: DashboardSession, scope: Scope) => hasScope(session.auth.scopes, scope);
 
+/** The menu: the pages this session's key can read (test clocks in test mode only); the others are not shown. */
+export const visibleNav = (session: DashboardSession) =>
+  NAV.filter((item) => (!item.testOnly || session.auth.mode === "test") && (!item.scope || can(session, item.scope)));
+
 export function Layout(props: { title: string; session?: DashboardSession; active?: string; notice?: string; children?: Child }) {
   const { session } = props;
   return (
@@ -61,6 +65,7 @@ export function Layout(props: { title: string; session?: DashboardSession; activ
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <meta name="referrer" content="same-origin" />
         <title>{`${props.title} · Tender dashboard`}</title>
+        <link rel="icon" href="/favicon.ico" />
         <link rel="stylesheet" href={STYLES_PATH} />
         <script src={SCRIPT_PATH} defer></script>
       </head>
@@ -68,30 +73,34 @@ export function Layout(props: { title: string; session?: DashboardSession; activ
         {session ? (
           <div class="shell">
             <aside class="sidebar">
-              <div class="brand">Tender</div>
-              <div class="account">
-                {session.accountName}
-                <br />
-                <span class="mono">{session.keyPrefix}</span>
-                {session.auth.credential === "restricted_key" ? " (restricted)" : ""}
+              {/* Below 760 px the menu folds under a "Menu" button: a checkbox and its label, so it works without the script. */}
+              <input type="checkbox" id="menu-toggle" class="menu-toggle" aria-label="Show the menu" />
+              <div class="brand">
+                Tender
+                <label for="menu-toggle" class="menu-button" aria-hidden="true">
+                  <span class="bars"></span>
+                  Menu
+                </label>
               </div>
-              <nav aria-label="Dashboard">
-                {NAV.filter((item) => !item.testOnly || session.auth.mode === "test").map((item) =>
-                  !item.scope || can(session, item.scope) ? (
-                    <a href={item.path} class={props.active === item.path ? "active" : undefined}>
+              <div class="menu">
+                <div class="account">
+                  {session.accountName}
+                  <br />
+                  <span class="mono">{session.keyPrefix}</span>
+                  {session.auth.credential === "restricted_key" ? " (restricted)" : ""}
+                </div>
+                <nav aria-label="Dashboard">
+                  {visibleNav(session).map((item) => (
+                    <a href={item.path} class={props.active === item.path ? "active" : undefined} aria-current={props.active === item.path ? "page" : undefined}>
                       {item.label}
                     </a>
-                  ) : (
-                    <span class="locked" title={`This key cannot read ${item.label.toLowerCase()} (needs ${item.scope})`}>
-                      {item.label} 🔒
-                    </span>
-                  ),
-                )}
-              </nav>
-              <form method="post" action="/dashboard/sign-out">
-                <input type="hidden" name="csrf_token" value={session.csrfToken} />
-                <button type="submit">Sign out</button>
-              </form>
+                  ))}
+                </nav>
+                <form method="post" action="/dashboard/sign-out">
+                  <input type="hidden" name="csrf_token" value={session.csrfToken} />
+                  <button type="submit">Sign out</button>
+                </form>
+              </div>
             </aside>
             <main class="main">
               <div class="topbar">
@@ -153,6 +162,11 @@ export function errorTitle(status: number, what: string): string {
   if (status === 409) return `Could not ${what}: the object's state does not allow it`;
   if (status === 401) return "Your key is no longer valid";
   return `Could not ${what}`;
+}
+
+/** A table that scrolls inside its card when it is wider than the card (a phone), never the page. */
+export function TableWrap({ children }: { children?: Child }) {
+  return <div class="table-wrap">{children}</div>;
 }
 
 export function Empty({ title, children }: { title: string; children?: Child }) {

@@ -19,8 +19,22 @@ export const DOCS_CSP = [
   "frame-ancestors 'none'",
 ].join("; ");
 
-// No fonts from Scalar's servers, no proxy for "try it" (requests go to this origin), no telemetry.
-const configuration = { url: "/openapi.json", withDefaultFonts: false, hideClientButton: true, telemetry: false };
+// Scalar's hosted features are off: they need scalar.com (which the CSP refuses) or make no sense
+// for a payments API: the AI agent ("Ask AI"), "Generate MCP", the developer toolbar (Configure,
+// Share, Deploy, shown on localhost by default), the "open in the desktop client" button. No fonts
+// from Scalar's servers, no request proxy ("Test Request" calls this origin directly), no telemetry.
+// The browser test (test/browser/docs.test.ts) proves the page logs no error and makes no request to
+// another origin.
+export const DOCS_CONFIGURATION = {
+  url: "/openapi.json",
+  withDefaultFonts: false,
+  hideClientButton: true,
+  showDeveloperTools: "never",
+  agent: { disabled: true },
+  mcp: { disabled: true },
+  telemetry: false,
+  favicon: "/favicon.ico",
+};
 
 const page = `<!doctype html>
 <html lang="en">
@@ -30,7 +44,7 @@ const page = `<!doctype html>
 <title>Tender API reference</title>
 </head>
 <body>
-<script id="api-reference" data-url="/openapi.json" data-configuration="${JSON.stringify(configuration).replaceAll('"', "&quot;")}"></script>
+<script id="api-reference" data-url="/openapi.json" data-configuration="${JSON.stringify(DOCS_CONFIGURATION).replaceAll('"', "&quot;")}"></script>
 <script src="${DOCS_SCRIPT_PATH}"></script>
 </body>
 </html>

@@ -1,8 +1,10 @@
 // The dashboard in a real browser: headless Chromium (Debian's, through playwright-core) against
 // the Worker under `wrangler dev`. A new user signs in with the key from sign-up, registers an
 // endpoint at a local receiver, sees the failed delivery with its attempts, redelivers it from the
-// page and sees it delivered; cancels a payout, refunds a payment, cancels a subscription; a
-// restricted key cannot see or do what its scopes lack; a form without its CSRF token is refused.
+// page and sees it delivered; cancels a payout, refunds a payment, cancels a subscription; a plan
+// form with several bad fields comes back with each problem beside its field; a restricted key
+// cannot see or do what its scopes lack (its menu lists only what it can read); a form without its
+// CSRF token is refused.
 // Screenshots of the overview and the deliveries page are written to test/browser/screenshots/
 // (not tracked); with UPDATE_SCREENSHOTS=1 they are written to docs/, where the README shows them.
 // Skipped, with a plain message, when no Chromium is found (/usr/bin/chromium or CHROMIUM_PATH).
@@ -168,6 +170,35 @@ describe.skipIf(!chromiumPath)("dashboard in Chromium", () => {
     await page.screenshot({ path: screenshotPath("dashboard-overview.png"), fullPage: true });
   });
 
+  it("a plan form with several bad fields comes back with each problem beside its field and what was typed kept", async () => {
+    await page.goto(`${origin}/dashboard/plans`);
+    const form = page.locator('form[action="/dashboard/plans"]');
+    await form.locator('input[name="name"]').fill("Half-typed plan");
+    await form.locator('input[name="currency"]').fill("zzz");
+    await form.locator('input[name="price"]').fill("abc");
+    await form.locator('input[name="tier_unit_price"]').first().fill("5");
+    const [response] = await Promise.all([page.waitForResponse((r) => r.url().endsWith("/dashboard/plans") && r.request().method() === "POST"), form.locator('button[type="submit"]').click()]);
+    expect(response.status()).toBe(400);
+    expect(await text("h1")).toBe("Plans");
+    const again = page.locator('form[action="/dashboard/plans"]');
+    expect(await again.locator(".form-problems").innerText()).toContain("3 fields need a change");
+    const problems = await again.locator("[data-problem]").evaluateAll((els) => els.map((el) => el.getAttribute("data-problem")));
+    expect(problems.sort()).toEqual(["currency", "price", "tiers"]);
+    // Each problem sits beside its field and describes it.
+    for (const name of ["currency", "price"]) {
+      const input = again.locator(`input[name="${name}"]`);
+      expect(await input.getAttribute("aria-invalid")).toBe("true");
+      const described = await input.getAttribute("aria-describedby");
+      expect(await page.locator(`#${described}`).getAttribute("data-problem")).toBe(name);
+    }
+    expect(await again.locator('input[name="name"]').inputValue()).toBe("Half-typed plan");
+    expect(await again.locator('input[name="currency"]').inputValue()).toBe("zzz");
+    expect(await again.locator('input[name="price"]').inputValue()).toBe("abc");
+    expect(await again.locator('input[name="tier_unit_price"]').first().inputValue()).toBe("5");
+    const plans = await api(origin, "/subscription-plans?limit=100", key);
+    expect(plans.body.data.map((p: { name: string }) => p.name)).not.toContain("Half-typed plan");
+  });
+
   it("refuses a form posted without its CSRF token with a 403 page", async () => {
     await page.goto(`${origin}/dashboard/plans`);
     const form = page.locator('form[action="/dashboard/plans"]');
@@ -190,6 +221,8 @@ describe.skipIf(!chromiumPath)("dashboard in Chromium", () => {
     await page.click('button[type="submit"]');
     await page.waitForURL(`${origin}/dashboard`);
     expect(await text(".sidebar")).toContain("(restricted)");
+    // The menu lists the pages this key can read, and nothing else (no greyed-out entries).
+    expect(await page.locator("nav").innerText()).toBe("Overview\nPayouts\nUsers");
     expect(await page.locator('nav a[href="/dashboard/webhooks"]').count()).toBe(0);
     expect(await page.locator('nav a[href="/dashboard/users"]').count()).toBe(1);
 

@@ -83,6 +83,10 @@ describe("a restricted key's session", () => {
     expect(overview.html).toContain('href="/dashboard/users"');
     expect(overview.html).not.toContain('href="/dashboard/webhooks"');
     expect(overview.html).not.toContain('href="/dashboard/keys"');
+    // Pages it cannot read are not in the menu at all (no greyed-out entry, no lock glyph).
+    const nav = /<nav aria-label="Dashboard"[^>]*>([\s\S]*?)<\/nav>/.exec(overview.html)![1];
+    expect(textOf(nav)).toBe("Overview Payouts Users");
+    expect(overview.html).not.toContain("🔒");
     expect(textOf(overview.html)).toContain("This key cannot read payments");
     expect(textOf(overview.html)).toContain("(restricted)");
 

@@ -4,8 +4,8 @@ import type { Context, Hono } from "hono";
 import { apiErrorPage, refuse } from "../actions";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
-import { Time } from "../format";
-import { Empty, Pager, render } from "../layout";
+import { Id, Time } from "../format";
+import { Empty, Pager, TableWrap, render } from "../layout";
 import { ID_PATTERN, apiQuery, listQuery } from "../lists";
 
 interface EventItem {
@@ -74,6 +74,7 @@ async function feedPage(c: Context<DashEnv>) {
             Events are recorded when users, payouts, payments, refunds and subscriptions change.
           </Empty>
         ) : (
+          <TableWrap>
           <table>
             <thead>
               <tr>
@@ -86,12 +87,20 @@ async function feedPage(c: Context<DashEnv>) {
             <tbody>
               {page.data.map((e) => (
                 <tr>
-                  <td class="mono">
-                    <a href={`${BACK}/${e.id}`}>{e.id}</a>
+                  <td>
+                    <Id id={e.id} href={`${BACK}/${e.id}`} />
                     <Payload event={e} />
                   </td>
                   <td class="mono">{e.type}</td>
-                  <td class="mono">{e.object_id ? `${e.object_id} #${e.sequence}` : <span class="muted">—</span>}</td>
+                  <td class="nowrap">
+                    {e.object_id ? (
+                      <>
+                        <Id id={e.object_id} href={`${BACK}?object_id=${e.object_id}`} /> <span class="muted">#{e.sequence}</span>
+                      </>
+                    ) : (
+                      <span class="muted">—</span>
+                    )}
+                  </td>
                   <td>
                     <Time iso={e.created_at} />
                   </td>
@@ -99,6 +108,7 @@ async function feedPage(c: Context<DashEnv>) {
               ))}
             </tbody>
           </table>
+          </TableWrap>
         )}
         <Pager page={page} query={query} base={BACK} />
       </section>
@@ -118,11 +128,12 @@ async function eventPage(c: Context<DashEnv>) {
     active: BACK,
     children: (
       <section class="panel">
+        <TableWrap>
         <table>
           <tbody>
             <tr>
               <th>Id</th>
-              <td class="mono">{e.id}</td>
+              <td class="mono wrap">{e.id}</td>
             </tr>
             <tr>
               <th>Type</th>
@@ -130,7 +141,7 @@ async function eventPage(c: Context<DashEnv>) {
             </tr>
             <tr>
               <th>Object</th>
-              <td class="mono">{e.object_id ? <a href={`${BACK}?object_id=${e.object_id}`}>{`${e.object_id} #${e.sequence}`}</a> : "—"}</td>
+              <td class="mono wrap">{e.object_id ? <a href={`${BACK}?object_id=${e.object_id}`}>{`${e.object_id} #${e.sequence}`}</a> : "—"}</td>
             </tr>
             <tr>
               <th>Created</th>
@@ -140,6 +151,7 @@ async function eventPage(c: Context<DashEnv>) {
             </tr>
           </tbody>
         </table>
+        </TableWrap>
         <h2>The exact JSON body delivered</h2>
         <pre class="json" data-event={e.id}>
           {body}

@@ -3,11 +3,13 @@
 // Revoking the key this session was opened with ends the session.
 import type { Context, Hono } from "hono";
 import { SCOPES } from "../../auth/scopes";
-import { act, apiErrorPage, field, fields, redirectWithNotice, refuse } from "../actions";
+import { CreateKeyBody } from "../../routes/keys/schema";
+import { act, apiErrorPage, field, fields, redirectWithNotice } from "../actions";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
+import { type FormState, FormSummary, Problems, addApiError, addProblem, checkWithSchema, checked, formStatus, hasProblems, invalid, newFormState, valueOf } from "../form-state";
 import { Time } from "../format";
-import { Empty, FormFields, Pager, SecretOnce, StatusBadge, can, render } from "../layout";
+import { Empty, FormFields, Pager, SecretOnce, StatusBadge, TableWrap, can, render } from "../layout";
 import { apiQuery, listQuery } from "../lists";
 
 interface ApiKey {
@@ -24,14 +26,14 @@ interface ApiKey {
 
 const BACK = "/dashboard/keys";
 
-async function listPage(c: Context<DashEnv>) {
+async function listPage(c: Context<DashEnv>, state?: FormState) {
   const session = c.var.session!;
   const query = listQuery(c);
   const answer = await c.var.api<Page<ApiKey>>("/api/keys", { query: apiQuery(query) });
   if (!answer.ok) return apiErrorPage(c, answer, "read API keys", "/dashboard");
   const page = answer.body;
   const write = can(session, "keys:write");
-  return render(c, 200, {
+  return render(c, state ? formStatus(state) : 200, {
     title: "API keys",
     active: BACK,
     children: (
@@ -40,6 +42,7 @@ async function listPage(c: Context<DashEnv>) {
           {page.data.length === 0 ? (
             <Empty title="No keys to show" />
           ) : (
+            <TableWrap>
             <table>
               <thead>
                 <tr>
@@ -62,7 +65,7 @@ async function listPage(c: Context<DashEnv>) {
                     <td>
                       {k.kind} · {k.mode}
                     </td>
-                    <td class="mono">{k.scopes.join(", ")}</td>
+                    <td class="mono scope-list">{k.scopes.join(", ")}</td>
                     <td>{k.revoked_at ? <StatusBadge status="revoked" /> : <StatusBadge status="active" />}</td>
                     <td>
                       <Time iso={k.created_at} />
@@ -86,6 +89,7 @@ async function listPage(c: Context<DashEnv>) {
                 ))}
               </tbody>
             </table>
+            </TableWrap>
           )}
           <Pager page={page} query={query} base={BACK} />
         </section>
@@ -94,16 +98,19 @@ async function listPage(c: Context<DashEnv>) {
             <h2>Create a restricted key</h2>
             <form method="post" action={BACK}>
               <FormFields session={session} />
+              <FormSummary state={state} />
               <label>
                 Name
-                <input name="name" maxlength={200} placeholder="reporting" />
+                <input name="name" maxlength={200} placeholder="reporting" value={valueOf(state, "name")} {...invalid(state, "name")} />
+                <Problems state={state} field="name" />
               </label>
-              <fieldset>
+              <fieldset {...invalid(state, "scopes")}>
                 <legend>Scopes (write implies read)</legend>
+                <Problems state={state} field="scopes" />
                 <div class="scopes">
                   {SCOPES.map((scope) => (
                     <label class="check">
-                      <input type="checkbox" name="scopes" value={scope} /> {scope}
+                      <input type="checkbox" name="scopes" value={scope} checked={checked(state, "scopes", scope)} /> {scope}
                     </label>
                   ))}
                 </div>
@@ -121,14 +128,25 @@ async function listPage(c: Context<DashEnv>) {
   });
 }
 
+/** Where a problem with a path of the API's body is shown in the form. */
+const keyField = (path: string) => (path.startsWith("scopes") ? "scopes" : path === "name" ? "name" : undefined);
+
 async function createKey(c: Context<DashEnv>) {
+  const state = newFormState(BACK, c.var.form);
   const scopes = fields(c, "scopes");
-  if (scopes.length === 0) return refuse(c, 400, "Tick at least one scope for the new key.", BACK, "parameter_missing", "scopes");
+  if (scopes.length === 0) addProblem(state, "scopes", "Tick at least one scope for the new key.");
   const name = field(c, "name").trim();
+  const body = { ...(name ? { name } : {}), scopes };
+  checkWithSchema(state, CreateKeyBody, body, keyField);
+  if (hasProblems(state)) return listPage(c, state);
   return act<ApiKey>(c, {
     what: "create this key",
     back: BACK,
-    send: (key) => c.var.api("/api/keys", { body: { ...(name ? { name } : {}), scopes }, idempotencyKey: key }),
+    send: (key) => c.var.api("/api/keys", { body, idempotencyKey: key }),
+    failed: (answer) => {
+      addApiError(state, answer.status, answer.error, "create this key", keyField);
+      return listPage(c, state);
+    },
     done: (created) => {
       c.header("Cache-Control", "no-store");
       return render(c, 200, {
@@ -151,7 +169,7 @@ async function createKey(c: Context<DashEnv>) {
 }
 
 export function registerKeyPages(dash: Hono<DashEnv>) {
-  dash.get("/keys", listPage);
+  dash.get("/keys", (c) => listPage(c));
   dash.post("/keys", createKey);
   dash.post("/keys/:id/revoke", (c) => {
     const id = c.req.param("id");

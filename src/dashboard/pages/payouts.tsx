@@ -4,9 +4,10 @@ import type { Context, Hono } from "hono";
 import { act, apiErrorPage, redirectWithNotice } from "../actions";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
-import { Money, Time } from "../format";
-import { Empty, FormFields, Pager, StatusBadge, can, render, StatusFilter } from "../layout";
+import { Id, Money, Time } from "../format";
+import { Empty, FormFields, Pager, StatusBadge, TableWrap, can, render, StatusFilter } from "../layout";
 import { apiQuery, listQuery } from "../lists";
+import { UserRef, namesFor } from "../names";
 
 interface Payout {
   id: string;
@@ -31,6 +32,7 @@ async function listPage(c: Context<DashEnv>) {
   if (!answer.ok) return apiErrorPage(c, answer, "read payouts", "/dashboard");
   const page = answer.body;
   const write = can(session, "payouts:write");
+  const names = await namesFor(c.var.db, session.auth, { users: page.data.map((p) => p.recipient_id) });
   return render(c, 200, {
     title: "Payouts",
     active: BACK,
@@ -42,6 +44,7 @@ async function listPage(c: Context<DashEnv>) {
         {page.data.length === 0 ? (
           <Empty title={query.status ? `No ${query.status} payouts` : "No payouts yet"}>Payouts are made with POST /payout; a new one can be canceled for its first 5 seconds.</Empty>
         ) : (
+          <TableWrap>
           <table>
             <thead>
               <tr>
@@ -57,9 +60,9 @@ async function listPage(c: Context<DashEnv>) {
             <tbody>
               {page.data.map((p) => (
                 <tr data-payout={p.id}>
-                  <td class="mono">
-                    {p.id}
-                    {p.description ? <div class="muted">{p.description}</div> : null}
+                  <td>
+                    <Id id={p.id} />
+                    {p.description ? <div class="muted wrap">{p.description}</div> : null}
                   </td>
                   <td class="num">
                     <Money minor={p.amount} currency={p.currency} />
@@ -68,8 +71,10 @@ async function listPage(c: Context<DashEnv>) {
                     <StatusBadge status={p.status} />
                     {p.failure_code ? <div class="muted mono">{p.failure_code}</div> : null}
                   </td>
-                  <td class="mono">{p.recipient_id ?? <span class="muted">—</span>}</td>
                   <td>
+                    <UserRef id={p.recipient_id} names={names} />
+                  </td>
+                  <td class="nowrap">
                     {p.card.brand} •••• {p.card.last4}
                   </td>
                   <td>
@@ -89,6 +94,7 @@ async function listPage(c: Context<DashEnv>) {
               ))}
             </tbody>
           </table>
+          </TableWrap>
         )}
         <Pager page={page} query={query} base={BACK} />
       </section>

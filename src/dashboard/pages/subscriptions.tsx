@@ -4,9 +4,10 @@ import type { Context, Hono } from "hono";
 import { act, apiErrorPage, field, redirectWithNotice, refuse } from "../actions";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
-import { Time } from "../format";
-import { Empty, FormFields, Pager, StatusBadge, can, render, StatusFilter } from "../layout";
+import { Id, Time } from "../format";
+import { Empty, FormFields, Pager, StatusBadge, TableWrap, can, render, StatusFilter } from "../layout";
 import { apiQuery, listQuery } from "../lists";
+import { PlanRef, UserRef, namesFor } from "../names";
 
 interface Subscription {
   id: string;
@@ -31,6 +32,7 @@ async function listPage(c: Context<DashEnv>) {
   if (!answer.ok) return apiErrorPage(c, answer, "read subscriptions", "/dashboard");
   const page = answer.body;
   const write = can(session, "subscriptions:write");
+  const names = await namesFor(c.var.db, session.auth, { users: page.data.map((s) => s.user_id), plans: page.data.map((s) => s.plan_id) });
   return render(c, 200, {
     title: "Subscriptions",
     active: BACK,
@@ -42,11 +44,13 @@ async function listPage(c: Context<DashEnv>) {
         {page.data.length === 0 ? (
           <Empty title={query.status ? `No ${query.status} subscriptions` : "No subscriptions yet"}>Subscriptions are created with POST /subscriptions.</Empty>
         ) : (
+          <TableWrap>
           <table>
             <thead>
               <tr>
                 <th>Subscription</th>
-                <th>User / plan</th>
+                <th>Customer</th>
+                <th>Plan</th>
                 <th>Status</th>
                 <th class="num">Qty</th>
                 <th>Next billing</th>
@@ -57,10 +61,14 @@ async function listPage(c: Context<DashEnv>) {
             <tbody>
               {page.data.map((s) => (
                 <tr data-subscription={s.id}>
-                  <td class="mono">{s.id}</td>
-                  <td class="mono">
-                    {s.user_id}
-                    <div class="muted">{s.plan_id}</div>
+                  <td>
+                    <Id id={s.id} />
+                  </td>
+                  <td>
+                    <UserRef id={s.user_id} names={names} />
+                  </td>
+                  <td>
+                    <PlanRef id={s.plan_id} names={names} />
                   </td>
                   <td>
                     <StatusBadge status={s.status} />
@@ -75,7 +83,7 @@ async function listPage(c: Context<DashEnv>) {
                   <td>
                     <Time iso={s.next_billing_date} />
                   </td>
-                  <td>
+                  <td class="nowrap">
                     {s.card.brand} •••• {s.card.last4}
                   </td>
                   <td>
@@ -104,6 +112,7 @@ async function listPage(c: Context<DashEnv>) {
               ))}
             </tbody>
           </table>
+          </TableWrap>
         )}
         <Pager page={page} query={query} base={BACK} />
       </section>

@@ -2,11 +2,13 @@
 // typed in UTC. A live-mode session is told that clocks exist in test mode only; the API's 403
 // would say the same.
 import type { Context, Hono } from "hono";
-import { act, apiErrorPage, field, redirectWithNotice, refuse } from "../actions";
+import { CreateTestClockBody } from "../../routes/test-clocks/schema";
+import { act, apiErrorPage, field, redirectWithNotice } from "../actions";
+import { type FormState, FormSummary, Problems, addApiError, addProblem, checkWithSchema, formStatus, hasProblems, invalid, newFormState, stateFor, valueOf } from "../form-state";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
-import { Time } from "../format";
-import { Empty, FormFields, Pager, StatusBadge, can, render } from "../layout";
+import { Id, Time } from "../format";
+import { Empty, FormFields, Pager, StatusBadge, TableWrap, can, render } from "../layout";
 import { apiQuery, listQuery } from "../lists";
 
 interface TestClock {
@@ -33,7 +35,7 @@ export function utcInput(text: string): string | undefined {
 
 const inputValue = (iso: string) => iso.slice(0, 19);
 
-async function listPage(c: Context<DashEnv>) {
+async function listPage(c: Context<DashEnv>, state?: FormState) {
   const session = c.var.session!;
   if (session.auth.mode === "live") {
     return render(c, 403, {
@@ -51,15 +53,18 @@ async function listPage(c: Context<DashEnv>) {
   if (!answer.ok) return apiErrorPage(c, answer, "read test clocks", "/dashboard");
   const page = answer.body;
   const write = can(session, "test_clocks:write");
-  return render(c, 200, {
+  return render(c, state ? formStatus(state) : 200, {
     title: "Test clocks",
     active: BACK,
     children: (
       <>
+        {/* A row's form (advance) is summed up above the list; its problem is also beside its field. */}
+        {state && state.action !== BACK ? <FormSummary state={state} /> : null}
         <section class="panel">
           {page.data.length === 0 ? (
             <Empty title="No test clocks yet">A clock lets subscriptions of its users renew as if time had passed.</Empty>
           ) : (
+            <TableWrap>
             <table>
               <thead>
                 <tr>
@@ -74,7 +79,9 @@ async function listPage(c: Context<DashEnv>) {
                   <tr data-clock={clock.id}>
                     <td>
                       {clock.name ?? <span class="muted">unnamed</span>}
-                      <div class="muted mono">{clock.id}</div>
+                      <div class="muted">
+                        <Id id={clock.id} />
+                      </div>
                     </td>
                     <td>
                       <Time iso={clock.frozen_time} />
@@ -84,34 +91,39 @@ async function listPage(c: Context<DashEnv>) {
                     </td>
                     <td>
                       {write ? (
-                        <form method="post" action={`${BACK}/${clock.id}/advance`} class="row">
-                          <FormFields session={session} />
-                          <input type="datetime-local" step="1" name="frozen_time" required value={inputValue(clock.frozen_time)} aria-label="New frozen time (UTC)" />
-                          <button type="submit" class="small">
-                            Advance
-                          </button>
-                        </form>
+                        <AdvanceForm c={c} clock={clock} state={stateFor(state, `${BACK}/${clock.id}/advance`)} />
                       ) : null}
                     </td>
                   </tr>
                 ))}
               </tbody>
             </table>
+            </TableWrap>
           )}
           <Pager page={page} query={query} base={BACK} />
         </section>
         {write ? (
           <section class="panel">
             <h2>Create a test clock</h2>
+            <FormSummary state={stateFor(state, BACK)} />
             <form method="post" action={BACK} class="row">
               <FormFields session={session} />
               <label>
                 Frozen time (UTC)
-                <input type="datetime-local" step="1" name="frozen_time" required value={inputValue(new Date().toISOString())} />
+                <input
+                  type="datetime-local"
+                  step="1"
+                  name="frozen_time"
+                  required
+                  value={valueOf(stateFor(state, BACK), "frozen_time", inputValue(new Date().toISOString()))}
+                  {...invalid(stateFor(state, BACK), "frozen_time")}
+                />
+                <Problems state={stateFor(state, BACK)} field="frozen_time" />
               </label>
               <label>
                 Name
-                <input name="name" maxlength={200} placeholder="Leap-year renewals" />
+                <input name="name" maxlength={200} placeholder="Leap-year renewals" value={valueOf(stateFor(state, BACK), "name")} {...invalid(stateFor(state, BACK), "name")} />
+                <Problems state={stateFor(state, BACK)} field="name" />
               </label>
               <button class="primary" type="submit">
                 Create clock
@@ -126,28 +138,66 @@ async function listPage(c: Context<DashEnv>) {
   });
 }
 
+function AdvanceForm({ c, clock, state }: { c: Context<DashEnv>; clock: TestClock; state?: FormState }) {
+  return (
+    <form method="post" action={`${BACK}/${clock.id}/advance`} class="row">
+      <FormFields session={c.var.session!} />
+      <input
+        type="datetime-local"
+        step="1"
+        name="frozen_time"
+        required
+        value={valueOf(state, "frozen_time", inputValue(clock.frozen_time))}
+        aria-label="New frozen time (UTC)"
+        {...invalid(state, "frozen_time")}
+      />
+      <button type="submit" class="small">
+        Advance
+      </button>
+      <Problems state={state} field="frozen_time" />
+    </form>
+  );
+}
+
+/** Where a problem with a path of the API's body is shown in the form. */
+const clockField = (path: string) => (path === "frozen_time" || path === "name" ? path : undefined);
+
 export function registerTestClockPages(dash: Hono<DashEnv>) {
-  dash.get("/test-clocks", listPage);
+  dash.get("/test-clocks", (c) => listPage(c));
   dash.post("/test-clocks", (c) => {
+    const state = newFormState(BACK, c.var.form);
     const frozen = utcInput(field(c, "frozen_time"));
-    if (!frozen) return refuse(c, 400, "Enter the clock's time as a UTC date and time, such as 2026-01-31T12:00.", BACK, "parameter_invalid", "frozen_time");
+    if (!frozen) addProblem(state, "frozen_time", "Enter the clock's time as a UTC date and time, such as 2026-01-31T12:00.");
     const name = field(c, "name").trim();
+    const body = { frozen_time: frozen, ...(name ? { name } : {}) };
+    checkWithSchema(state, CreateTestClockBody, body, clockField);
+    if (hasProblems(state)) return listPage(c, state);
     return act<TestClock>(c, {
       what: "create this test clock",
       back: BACK,
-      send: (key) => c.var.api("/api/test-clocks", { body: { frozen_time: frozen, ...(name ? { name } : {}) }, idempotencyKey: key }),
+      send: (key) => c.var.api("/api/test-clocks", { body, idempotencyKey: key }),
       done: (clock) => redirectWithNotice(c, BACK, "clock_created", clock.id),
+      failed: (answer) => {
+        addApiError(state, answer.status, answer.error, "create this test clock", clockField);
+        return listPage(c, state);
+      },
     });
   });
   dash.post("/test-clocks/:id/advance", (c) => {
     const id = c.req.param("id");
+    const state = newFormState(`${BACK}/${id}/advance`, c.var.form);
     const frozen = utcInput(field(c, "frozen_time"));
-    if (!frozen) return refuse(c, 400, "Enter the new time as a UTC date and time, such as 2026-02-28T12:00.", BACK, "parameter_invalid", "frozen_time");
+    if (!frozen) addProblem(state, "frozen_time", "Enter the new time as a UTC date and time, such as 2026-02-28T12:00.");
+    if (hasProblems(state)) return listPage(c, state);
     return act<TestClock>(c, {
       what: "advance this test clock",
       back: BACK,
       send: (key) => c.var.api(`/api/test-clocks/${encodeURIComponent(id)}/advance`, { body: { frozen_time: frozen }, idempotencyKey: key }),
       done: (clock) => redirectWithNotice(c, BACK, "clock_advanced", clock.id),
+      failed: (answer) => {
+        addApiError(state, answer.status, answer.error, "advance this test clock", clockField);
+        return listPage(c, state);
+      },
     });
   });
 }

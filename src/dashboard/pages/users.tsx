@@ -3,8 +3,8 @@ import type { Context, Hono } from "hono";
 import { apiErrorPage } from "../actions";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
-import { Time } from "../format";
-import { Empty, Pager, render } from "../layout";
+import { Id, Time } from "../format";
+import { Empty, Pager, TableWrap, render } from "../layout";
 import { apiQuery, listQuery } from "../lists";
 
 interface User {
@@ -31,6 +31,7 @@ async function listPage(c: Context<DashEnv>) {
         {page.data.length === 0 ? (
           <Empty title="No users yet">Users are created with POST /api/users.</Empty>
         ) : (
+          <TableWrap>
           <table>
             <thead>
               <tr>
@@ -45,11 +46,13 @@ async function listPage(c: Context<DashEnv>) {
               {page.data.map((u) => (
                 <tr data-user={u.id}>
                   <td>
-                    {u.name}
-                    <div class="muted mono">{u.id}</div>
+                    <span class="wrap">{u.name}</span>
+                    <div class="muted">
+                      <Id id={u.id} />
+                    </div>
                   </td>
-                  <td>{u.email}</td>
-                  <td class="mono">{u.test_clock ?? <span class="muted">—</span>}</td>
+                  <td class="wrap">{u.email}</td>
+                  <td>{u.test_clock ? <Id id={u.test_clock} /> : <span class="muted">—</span>}</td>
                   <td>
                     <Time iso={u.created_at} />
                   </td>
@@ -60,6 +63,7 @@ async function listPage(c: Context<DashEnv>) {
               ))}
             </tbody>
           </table>
+          </TableWrap>
         )}
         <Pager page={page} query={query} base={BACK} />
       </section>

@@ -4,11 +4,15 @@
 // once), disable / enable, delete, and redeliver a delivery that has not been delivered.
 import type { Context, Hono } from "hono";
 import { clock } from "../../lib/clock";
+import { isDevelopment } from "../../env";
+import { CreateWebhookBody } from "../../routes/webhooks/schema";
+import { checkWebhookUrl } from "../../webhooks/url-policy";
 import { act, apiErrorPage, field, fields, redirectWithNotice, refuse } from "../actions";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
-import { Time } from "../format";
-import { Empty, FormFields, Pager, SecretOnce, StatusBadge, can, render, StatusFilter } from "../layout";
+import { type FormState, FormSummary, Problems, addApiError, addProblem, checkWithSchema, checked, formStatus, hasProblems, invalid, newFormState, valueOf } from "../form-state";
+import { Id, Time } from "../format";
+import { Empty, FormFields, Pager, SecretOnce, StatusBadge, StatusFilter, TableWrap, can, render } from "../layout";
 import { ID_PATTERN, apiQuery, listQuery } from "../lists";
 import { endpointSuccessRates } from "../stats";
 
@@ -51,37 +55,48 @@ interface EventType {
 }
 
 const BACK = "/dashboard/webhooks";
+/** A delivery id is dlv_, its event's time-ordered part, then its endpoint's (the same on one endpoint's page). */
+const DELIVERY_DISTINCT = "dlv_".length + 26;
 
-function CreateEndpointForm({ c, types }: { c: Context<DashEnv>; types: EventType[] | null }) {
+function CreateEndpointForm({ c, types, state }: { c: Context<DashEnv>; types: EventType[] | null; state?: FormState }) {
   const session = c.var.session!;
+  const ordering = valueOf(state, "ordering", "none");
   return (
-    <section class="panel">
+    <section class="panel" id="register-endpoint">
       <h2>Register an endpoint</h2>
       <form method="post" action="/dashboard/webhooks">
         <FormFields session={session} />
+        <FormSummary state={state} />
         <div class="row">
           <label>
             URL
-            <input name="url" type="url" required size={50} placeholder="https://example.com/webhooks/tender" />
+            <input name="url" type="url" required size={50} placeholder="https://example.com/webhooks/tender" value={valueOf(state, "url")} {...invalid(state, "url")} />
+            <Problems state={state} field="url" />
           </label>
           <label>
             Ordering
-            <select name="ordering">
-              <option value="none">none (fastest)</option>
-              <option value="per_object">per_object (one object's events in order)</option>
+            <select name="ordering" {...invalid(state, "ordering")}>
+              <option value="none" selected={ordering === "none"}>
+                none (fastest)
+              </option>
+              <option value="per_object" selected={ordering === "per_object"}>
+                per_object (one object's events in order)
+              </option>
             </select>
+            <Problems state={state} field="ordering" />
           </label>
         </div>
         {types ? (
-          <fieldset>
+          <fieldset {...invalid(state, "events")}>
             <legend>Events</legend>
+            <Problems state={state} field="events" />
             <div class="scopes">
               <label class="check">
-                <input type="checkbox" name="events" value="*" /> every event (*)
+                <input type="checkbox" name="events" value="*" checked={checked(state, "events", "*")} /> every event (*)
               </label>
               {types.map((t) => (
                 <label class="check" title={t.description}>
-                  <input type="checkbox" name="events" value={t.type} /> {t.type}
+                  <input type="checkbox" name="events" value={t.type} checked={checked(state, "events", t.type)} /> {t.type}
                 </label>
               ))}
             </div>
@@ -89,7 +104,8 @@ function CreateEndpointForm({ c, types }: { c: Context<DashEnv>; types: EventTyp
         ) : (
           <label>
             Events (comma separated, or *)
-            <input name="events_text" size={60} placeholder="customer.created, payment.completed" />
+            <input name="events_text" size={60} placeholder="customer.created, payment.completed" value={valueOf(state, "events_text")} {...invalid(state, "events")} />
+            <Problems state={state} field="events" />
           </label>
         )}
         <button class="primary" type="submit">
@@ -110,7 +126,7 @@ function rateText(rate: { succeeded: number; attempts: number } | undefined) {
   );
 }
 
-async function listPage(c: Context<DashEnv>) {
+async function listPage(c: Context<DashEnv>, state?: FormState) {
   const session = c.var.session!;
   const query = listQuery(c);
   const answer = await c.var.api<Page<Endpoint>>("/api/webhooks", { query: apiQuery(query) });
@@ -122,7 +138,7 @@ async function listPage(c: Context<DashEnv>) {
     const catalog = await c.var.api<Page<EventType>>("/api/event-types");
     if (catalog.ok) types = catalog.body.data;
   }
-  return render(c, 200, {
+  return render(c, state ? formStatus(state) : 200, {
     title: "Webhooks",
     active: BACK,
     children: (
@@ -132,6 +148,7 @@ async function listPage(c: Context<DashEnv>) {
           {page.data.length === 0 ? (
             <Empty title="No webhook endpoints yet">Register one below: Tender signs every delivery and retries for 24 hours.</Empty>
           ) : (
+            <TableWrap>
             <table>
               <thead>
                 <tr>
@@ -146,12 +163,14 @@ async function listPage(c: Context<DashEnv>) {
                 {page.data.map((e) => (
                   <tr>
                     <td>
-                      <a href={`/dashboard/webhooks/${e.id}`} class="mono">
+                      <a href={`/dashboard/webhooks/${e.id}`} class="mono wrap">
                         {e.url}
                       </a>
-                      <div class="muted mono">{e.id}</div>
+                      <div class="muted">
+                        <Id id={e.id} />
+                      </div>
                     </td>
-                    <td class="mono">{e.events.join(", ")}</td>
+                    <td class="mono scope-list">{e.events.join(", ")}</td>
                     <td>
                       <StatusBadge status={e.status} />
                     </td>
@@ -163,14 +182,18 @@ async function listPage(c: Context<DashEnv>) {
                 ))}
               </tbody>
             </table>
+            </TableWrap>
           )}
           <Pager page={page} query={query} base={BACK} />
         </section>
-        {can(session, "webhooks:write") ? <CreateEndpointForm c={c} types={types} /> : <p class="muted">This key cannot register endpoints (it needs webhooks:write).</p>}
+        {can(session, "webhooks:write") ? <CreateEndpointForm c={c} types={types} state={state} /> : <p class="muted">This key cannot register endpoints (it needs webhooks:write).</p>}
       </>
     ),
   });
 }
+
+/** Where a problem with a path of the API's body is shown in the form. */
+const endpointField = (path: string) => (path.startsWith("events") ? "events" : path === "url" || path === "ordering" ? path : undefined);
 
 async function createEndpoint(c: Context<DashEnv>) {
   const url = field(c, "url").trim();
@@ -180,13 +203,26 @@ async function createEndpoint(c: Context<DashEnv>) {
     .map((t) => t.trim())
     .filter(Boolean);
   const events = [...new Set([...picked, ...typed])];
-  if (!url) return refuse(c, 400, "Enter the URL that should receive the events.", BACK, "parameter_missing", "url");
-  if (events.length === 0) return refuse(c, 400, "Pick at least one event type (or * for every event).", BACK, "parameter_missing", "events");
+  const state = newFormState(BACK, c.var.form);
+  if (!url) addProblem(state, "url", "Enter the URL that should receive the events.");
+  else {
+    // The API's own URL policy (https, no credentials, no private hosts outside development).
+    const policy = checkWebhookUrl(url, isDevelopment(c.env));
+    if (!policy.ok) addProblem(state, "url", policy.message);
+  }
+  if (events.length === 0) addProblem(state, "events", "Pick at least one event type (or * for every event).");
   const ordering = field(c, "ordering") || "none";
+  const body = { url, events, ordering };
+  checkWithSchema(state, CreateWebhookBody, body, endpointField);
+  if (hasProblems(state)) return listPage(c, state);
   return act<Endpoint>(c, {
     what: "register this endpoint",
     back: BACK,
-    send: (key) => c.var.api("/api/webhooks", { body: { url, events, ordering }, idempotencyKey: key }),
+    send: (key) => c.var.api("/api/webhooks", { body, idempotencyKey: key }),
+    failed: (answer) => {
+      addApiError(state, answer.status, answer.error, "register this endpoint", endpointField);
+      return listPage(c, state);
+    },
     done: (endpoint) => secretPage(c, endpoint, "Endpoint registered"),
   });
 }
@@ -199,7 +235,7 @@ function secretPage(c: Context<DashEnv>, endpoint: Endpoint, title: string) {
     children: (
       <section class="panel">
         <p>
-          Endpoint <span class="mono">{endpoint.id}</span> → <span class="mono">{endpoint.url}</span>
+          Endpoint <span class="mono wrap">{endpoint.id}</span> → <span class="mono wrap">{endpoint.url}</span>
         </p>
         <SecretOnce label="signing secret" secret={endpoint.secret ?? null} />
         <p>
@@ -238,7 +274,7 @@ function AttemptsTable({ attempts }: { attempts: Attempt[] }) {
               )}
             </td>
             <td class="num">{a.duration_ms} ms</td>
-            <td class="mono">{a.error ? `${a.error}${a.response_excerpt ? ` — ${a.response_excerpt}` : ""}` : (a.response_excerpt ?? "")}</td>
+            <td class="mono wrap excerpt">{a.error ? `${a.error}${a.response_excerpt ? ` — ${a.response_excerpt}` : ""}` : (a.response_excerpt ?? "")}</td>
           </tr>
         ))}
       </tbody>
@@ -271,12 +307,13 @@ async function endpointPage(c: Context<DashEnv>) {
     children: (
       <>
         <section class="panel">
-          <h2 class="mono">{e.url}</h2>
+          <h2 class="mono wrap">{e.url}</h2>
+          <TableWrap>
           <table>
             <tbody>
               <tr>
                 <th>Id</th>
-                <td class="mono">
+                <td class="mono wrap">
                   {e.id}{" "}
                   <button type="button" class="small" data-copy={e.id}>
                     Copy
@@ -291,7 +328,7 @@ async function endpointPage(c: Context<DashEnv>) {
               </tr>
               <tr>
                 <th>Events</th>
-                <td class="mono">{e.events.join(", ")}</td>
+                <td class="mono scope-list">{e.events.join(", ")}</td>
               </tr>
               <tr>
                 <th>Ordering</th>
@@ -305,6 +342,7 @@ async function endpointPage(c: Context<DashEnv>) {
               </tr>
             </tbody>
           </table>
+          </TableWrap>
           {write ? (
             <div class="actions">
               <form method="post" action={`${base}/test`} class="inline">
@@ -348,6 +386,7 @@ async function endpointPage(c: Context<DashEnv>) {
               {write && e.status === "active" ? "Send a test event to see one." : "Deliveries appear when events of the endpoint's types happen."}
             </Empty>
           ) : (
+            <TableWrap>
             <table>
               <thead>
                 <tr>
@@ -364,8 +403,10 @@ async function endpointPage(c: Context<DashEnv>) {
                 {page.data.map((d) => (
                   <>
                     <tr data-delivery={d.id} data-status={d.status}>
-                      <td class="mono">{d.id}</td>
-                      <td class="mono">{can(session, "events:read") ? <a href={`/dashboard/events/${d.event_id}`}>{d.event_id}</a> : d.event_id}</td>
+                      <td>
+                        <Id id={d.id} distinctEnd={DELIVERY_DISTINCT} />
+                      </td>
+                      <td>{can(session, "events:read") ? <Id id={d.event_id} href={`/dashboard/events/${d.event_id}`} /> : <Id id={d.event_id} />}</td>
                       <td>
                         <StatusBadge status={d.status} />
                         {d.waiting_for ? <div class="muted">waiting for {d.waiting_for}</div> : null}
@@ -396,6 +437,7 @@ async function endpointPage(c: Context<DashEnv>) {
                 ))}
               </tbody>
             </table>
+            </TableWrap>
           )}
           <Pager page={page} query={query} base={base} />
         </section>
@@ -405,7 +447,7 @@ async function endpointPage(c: Context<DashEnv>) {
 }
 
 export function registerWebhookPages(dash: Hono<DashEnv>) {
-  dash.get("/webhooks", listPage);
+  dash.get("/webhooks", (c) => listPage(c));
   dash.post("/webhooks", createEndpoint);
   dash.get("/webhooks/:id", endpointPage);
   dash.post("/webhooks/:id/test", (c) => {
