@@ -64,7 +64,7 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
     const paymentId = body.payment_id;
     if (!hasPrefix(paymentId, "payment")) throw notFound("payment", paymentId, "payment_id");
     const refundId = newId("refund", now);
-    const writes = refundWrites(db, { accountId: auth.accountId, paymentId, refundId, amount: body.amount, reason: body.reason ?? null, at: now });
+    const writes = refundWrites(db, { accountId: auth.accountId, livemode: auth.livemode, paymentId, refundId, amount: body.amount, reason: body.reason ?? null, at: now });
 
     let exceeded = false;
     let returned: unknown[];

@@ -127,7 +127,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           ...(body.cancel_at_period_end === true ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`)] : []),
           db.update(subscriptions).set(changes).where(and(owned(subscriptions, auth, eq(subscriptions.id, sub.id)), inArray(subscriptions.status, ["active", "past_due"]))),
         ],
-        events: [emitEvent(db, auth.accountId, { type: "subscription_updated", subscriptionId: sub.id, status: sub.status }, realNow)],
+        events: [emitEvent(db, auth, { type: "subscription_updated", subscriptionId: sub.id, status: sub.status }, realNow)],
       },
       200,
       serializeSubscription({ ...sub, ...changes }),
