@@ -42,7 +42,7 @@ export function registerCreateAccount(app: OpenAPIHono<AppEnv>) {
     const accountId = newId("account", now);
     const apiKey = generateApiKey("secret", "test");
     const liveApiKey = generateApiKey("secret", "live");
-    const secretKey = async (secret: string, mode: "test" | "live", name: string) =>
+    const secretKey = (secret: string, hash: string, mode: "test" | "live", name: string) =>
       c.var.db.insert(apiKeys).values({
         id: newId("apiKey", now),
         accountId,
@@ -50,14 +50,15 @@ export function registerCreateAccount(app: OpenAPIHono<AppEnv>) {
         kind: "secret",
         mode,
         prefix: displayPrefix(secret),
-        hash: await sha256Hex(secret),
+        hash,
         scopes: [ALL_SCOPES],
         createdAt: isoTime(now),
       });
+    const [testHash, liveHash] = await Promise.all([sha256Hex(apiKey), sha256Hex(liveApiKey)]);
     await runBatch(c.var.db, [
       c.var.db.insert(accounts).values({ id: accountId, name: body.name, email: body.email, apiVersion: CURRENT_API_VERSION, createdAt: isoTime(now) }),
-      await secretKey(apiKey, "test", "Default secret key"),
-      await secretKey(liveApiKey, "live", "Default live secret key"),
+      secretKey(apiKey, testHash, "test", "Default secret key"),
+      secretKey(liveApiKey, liveHash, "live", "Default live secret key"),
     ]);
     return c.json(
       { id: accountId, object: "account" as const, name: body.name, email: body.email, created_at: isoTime(now), api_key: apiKey, live_api_key: liveApiKey },
