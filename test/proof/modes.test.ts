@@ -21,6 +21,9 @@ import { authenticate } from "../../src/auth/credentials";
 import { overviewStats } from "../../src/dashboard/stats";
 import { processDelivery } from "../../src/webhooks/consumer";
 import { withoutSecrets } from "../../src/middleware/stored-answers";
+import { firstChargeReference } from "../../src/routes/write-path";
+import type { AppEnv } from "../../src/context";
+import type { Context } from "hono";
 import { type CallResult, call, expectErrorShape, signup } from "../support/http";
 import { type Fixtures, createKey, createPlan, createUser, mintToken, payoutWithoutSettlement, subscribed } from "../support/fixtures";
 import { changes, countOf, quiesce, snapshot } from "../support/db";
@@ -483,5 +486,19 @@ describe("keys by mode", () => {
       expect(stats.counts.find((c) => c.label === "Users")?.value, `${mode}-mode users`).toBe(1);
       expect(stats.counts.find((c) => c.label === "Events, 30 days")?.value, `${mode}-mode events`).toBe(1);
     }
+  });
+});
+
+describe("a first charge's processor reference", () => {
+  it("differs between the modes for one Idempotency-Key, and keeps its test-mode form", () => {
+    const since = "2026-11-23T12:00:00.000Z";
+    const referenceIn = (livemode: boolean) =>
+      firstChargeReference({
+        var: { auth: { accountId: "acct_1", livemode }, idempotency: { key: "order-1", since, mode: "claimed" } },
+        req: { method: "POST", routePath: "/subscriptions" },
+      } as unknown as Context<AppEnv>);
+    // The form test-mode references had before modes existed: a retry of an older claim charges the same one.
+    expect(referenceIn(false)).toBe(`acct_1:idempotency:order-1:${since}`);
+    expect(referenceIn(true)).toBe(`acct_1:live:idempotency:order-1:${since}`);
   });
 });
