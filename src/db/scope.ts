@@ -35,9 +35,6 @@ export const callerPlaceholders: CallerSlots = {
 // The mode is bound as SQLite stores it (drizzle binds a placeholder compared with eq() as given).
 export const callerValues = (auth: Caller) => ({ accountId: auth.accountId, livemode: auth.livemode ? 1 : 0, keyId: auth.keyId });
 
-/** Only the tenant of a caller or a row: what a write copies into the rows it inserts. */
-export const tenantOf = (owner: Tenant): Tenant => ({ accountId: owner.accountId, livemode: owner.livemode });
-
 /** A table of an account's objects: every one has both columns. */
 export type TenantColumns = { accountId: SQLiteColumn; livemode: SQLiteColumn };
 

@@ -1,9 +1,10 @@
 // One idempotency mechanism for every POST, PUT, PATCH and DELETE. The key is claimed with an
 // INSERT guarded by the (account, mode, key) primary key, never read-then-write: the same key used
-// in test and in live mode is two keys, and neither mode ever replays the other's answer. The route's own write
-// batch completes the record (src/lib/respond.ts), so a committed change and its stored answer
-// cannot disagree. Answers that certainly changed nothing (validation, auth, conflicts, a refused
-// guard) release the claim, so a corrected retry with the same key can go through, as Stripe does.
+// in test and in live mode is two keys, and neither mode ever replays the other's answer. The
+// route's own write batch completes the record (src/lib/respond.ts), so a committed change and its
+// stored answer cannot disagree. Answers that certainly changed nothing (validation, auth,
+// conflicts, a refused guard) release the claim, so a corrected retry with the same key can go
+// through, as Stripe does.
 //
 // An unknown outcome never frees the key. When the write batch failed without saying whether it
 // committed (the connection dropped after the commit), the record is read again: completed by

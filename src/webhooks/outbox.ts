@@ -118,16 +118,7 @@ const eventInsert = (id: SQL | string, accountId: SQL | string, livemode: SQL | 
 
 // The common event (an envelope with its data as JSON, about an object), prepared once per isolate.
 const preparedEnvelopeInsert = preparedRaw(() =>
-  eventInsert(
-    p("id"),
-    p("accountId"),
-    p("livemode"),
-    p("type"),
-    envelopeSql(p("id"), p("type"), sql`json(${p("data")})`, p("createdAt"), nextSequence(p("objectId")), livemodeJsonSql(p("livemode"))),
-    p("objectId"),
-    nextSequence(p("objectId")),
-    p("createdAt"),
-  ),
+  eventInsert(p("id"), p("accountId"), p("livemode"), p("type"), envelopeSql(p("id"), p("type"), sql`json(${p("data")})`, p("createdAt"), nextSequence(p("objectId")), livemodeJsonSql(p("livemode"))), p("objectId"), nextSequence(p("objectId")), p("createdAt")),
 );
 
 /** An event of `tenant` (the caller, or the row the change is about: its account and mode). */
