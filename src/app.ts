@@ -62,7 +62,7 @@ export function newApp() {
       // The API version this document describes (src/domain/api-versions.ts); the client pins it.
       version: CURRENT_API_VERSION,
       description:
-        "Payments API: request ids, user profiles, payouts, payments and refunds, subscription plans and subscriptions, signed webhooks. Amounts are integers in the currency's smallest unit. Errors share one shape: { error: { type, code, message, param?, request_id } }.",
+        "Payments API: request ids, user profiles, payouts, payments and refunds, subscription plans and subscriptions, signed webhooks. Every object belongs to test mode or live mode (its livemode): a test key (sk_test_…) sees and touches test-mode objects only, a live key (sk_live_…) live-mode objects only. Amounts are integers in the currency's smallest unit. Errors share one shape: { error: { type, code, message, param?, request_id } }.",
     },
     servers: [{ url: "http://127.0.0.1:8787", description: "Local (wrangler dev)" }],
   });

@@ -6,6 +6,8 @@ export interface Auth {
   /** The API key behind the credential; access tokens carry the key they were minted from. */
   keyId: string;
   mode: "test" | "live";
+  /** `mode === "live"`, as rows store it: the caller is a tenant (src/db/scope.ts) of this account and mode. */
+  livemode: boolean;
   scopes: string[];
   credential: "secret_key" | "restricted_key" | "access_token";
   /** The API version the account is pinned to; a request's Tender-Version header may ask for another. */

@@ -68,21 +68,29 @@ const tokenByHash = prepared((db) =>
     .limit(1),
 );
 
+/**
+ * The caller an API key acts as: its account, its mode and its scopes. A dashboard session acts as
+ * the key it was opened with through this too (src/dashboard/session.ts).
+ */
+export function keyAuth(key: typeof apiKeys.$inferSelect, apiVersion: string): Auth {
+  return {
+    accountId: key.accountId,
+    keyId: key.id,
+    mode: key.mode,
+    livemode: key.mode === "live",
+    scopes: key.scopes,
+    credential: key.kind === "secret" ? "secret_key" : "restricted_key",
+    apiVersion,
+  };
+}
+
 async function load(db: Db, credential: string, hash: string): Promise<CacheEntry | null> {
   if (KEY_PATTERN.test(credential)) {
     const [found] = await keyByHash(db).execute({ hash });
     if (!found || !timingSafeEqual(found.key.hash, hash)) return null;
-    const row = found.key;
     return {
       hash,
-      auth: {
-        accountId: row.accountId,
-        keyId: row.id,
-        mode: row.mode,
-        scopes: row.scopes,
-        credential: row.kind === "secret" ? "secret_key" : "restricted_key",
-        apiVersion: found.apiVersion,
-      },
+      auth: keyAuth(found.key, found.apiVersion),
       expiresAt: null,
       cachedAt: clock.now(),
     };
@@ -95,7 +103,9 @@ async function load(db: Db, credential: string, hash: string): Promise<CacheEntr
       auth: {
         accountId: row.token.accountId,
         keyId: row.token.keyId,
+        // An access token acts in its key's mode.
         mode: row.mode,
+        livemode: row.mode === "live",
         scopes: row.token.scopes,
         credential: "access_token",
         apiVersion: row.apiVersion,

@@ -144,8 +144,8 @@ export function claimPeriod(
     const start = isoTime(periodStartMs(sub.billingAnchor, plan.interval, n));
     return rawStatement(
       db,
-      sql`INSERT INTO subscription_periods (id, account_id, subscription_id, period_index, period_start, amount, currency, status, attempts, created_at, updated_at)
-        SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.id}, ${n}, ${start}, ${periodAmount(plan, sub.quantity)}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
+      sql`INSERT INTO subscription_periods (id, account_id, livemode, subscription_id, period_index, period_start, amount, currency, status, attempts, created_at, updated_at)
+        SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.livemode ? 1 : 0}, ${sub.id}, ${n}, ${start}, ${periodAmount(plan, sub.quantity)}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
         WHERE ${asRead} AND NOT ${sql.raw(sub.cancelAtPeriodEnd ? "1" : "0")}
         ON CONFLICT (subscription_id, period_index) DO UPDATE SET updated_at = excluded.updated_at
           WHERE subscription_periods.status = 'open' AND subscription_periods.attempts = 1 AND subscription_periods.updated_at < ${staleIso}
@@ -260,6 +260,7 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
     db,
     processor: args.processor,
     accountId: sub.accountId,
+    livemode: sub.livemode,
     customer: { id: user.id, email: user.email },
     subscriptionId: sub.id,
     amount: claim.amount,
@@ -278,7 +279,7 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
   ];
   const events: EmittedEvent[] = [...result.events];
   const notify = (type: "subscription_renewal" | "subscription_canceled" | "subscription_updated", status: string) =>
-    events.push(emitEvent(db, sub.accountId, { type, subscriptionId: sub.id, status }, realNow));
+    events.push(emitEvent(db, sub, { type, subscriptionId: sub.id, status }, realNow));
   const updatedAt = isoTime(realNow);
   let outcome: PeriodOutcome;
   let subscriptionChanges: Partial<SubscriptionRow> = {};
@@ -360,6 +361,6 @@ export function cancelAtPeriodEndWrites(db: Db, sub: SubscriptionRow, at: number
         .set({ status: "uncollectible", updatedAt })
         .where(and(eq(subscriptionPeriods.subscriptionId, sub.id), eq(subscriptionPeriods.status, "open"))),
     ],
-    events: [emitEvent(db, sub.accountId, { type: "subscription_canceled", subscriptionId: sub.id, status: "canceled" }, realNow)],
+    events: [emitEvent(db, sub, { type: "subscription_canceled", subscriptionId: sub.id, status: "canceled" }, realNow)],
   };
 }

@@ -9,6 +9,7 @@
 import { and, asc, eq, inArray, lte, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { createDb } from "../db/client";
+import { type Tenant, ownedBy } from "../db/scope";
 import { plans, subscriptions, testClocks, users } from "../db/schema";
 import { addIntervals, type BillingInterval } from "../domain/billing-calendar";
 import type { Bindings } from "../env";
@@ -28,11 +29,12 @@ export interface TestClockJobMessage {
   testClockId: string;
 }
 
-type ClockRef = { id: string; accountId: string; frozenTime: string };
+/** A clock, and the tenant (account and mode) whose users it holds. */
+type ClockRef = Tenant & { id: string; frozenTime: string };
 
-const dueOnClock = (clock: { id: string; accountId: string }, frozenMs: number) =>
+const dueOnClock = (clock: Tenant & { id: string }, frozenMs: number) =>
   and(
-    eq(users.accountId, clock.accountId),
+    ownedBy(users, clock),
     eq(users.testClockId, clock.id),
     inArray(subscriptions.status, [...RENEWING]),
     lte(subscriptions.dueAt, frozenMs),
@@ -59,7 +61,7 @@ export async function maxAdvanceTime(db: Db, clock: ClockRef): Promise<number | 
     .from(subscriptions)
     .innerJoin(users, eq(users.id, subscriptions.userId))
     .innerJoin(plans, eq(plans.id, subscriptions.planId))
-    .where(and(eq(users.accountId, clock.accountId), eq(users.testClockId, clock.id), inArray(subscriptions.status, [...RENEWING])));
+    .where(and(ownedBy(users, clock), eq(users.testClockId, clock.id), inArray(subscriptions.status, [...RENEWING])));
   if (rows.length === 0) return null;
   const shortest: BillingInterval = rows.some((r) => r.interval === "month") ? "month" : "year";
   return addIntervals(new Date(clock.frozenTime), shortest, MAX_ADVANCE_INTERVALS).getTime();

@@ -7,7 +7,7 @@
 import type { Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { and, eq, gt, isNull, lte, or } from "drizzle-orm";
-import { authenticate } from "../auth/credentials";
+import { authenticate, keyAuth } from "../auth/credentials";
 import type { Auth } from "../context";
 import { accounts, apiKeys, dashboardSessions } from "../db/schema";
 import { isDevelopment } from "../env";
@@ -92,14 +92,8 @@ export async function loadSession(c: Context<DashEnv>): Promise<DashboardSession
   }
   return {
     tokenHash,
-    auth: {
-      accountId: row.key.accountId,
-      keyId: row.key.id,
-      mode: row.key.mode,
-      scopes: row.key.scopes,
-      credential: row.key.kind === "secret" ? "secret_key" : "restricted_key",
-      apiVersion: row.apiVersion,
-    },
+    // The session acts as its key, in the key's mode.
+    auth: keyAuth(row.key, row.apiVersion),
     accountName: row.accountName,
     keyName: row.key.name,
     keyPrefix: row.key.prefix,

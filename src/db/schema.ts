@@ -4,6 +4,10 @@ import { sql } from "drizzle-orm";
 import { check, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 const createdAt = () => text("created_at").notNull();
+// Test or live: every object belongs to one account AND one mode. Each mode's queries filter on
+// it (src/db/scope.ts), and the indexes lead with (account_id, livemode), so neither mode reads the
+// other's rows. Rows from before modes existed are test-mode rows (migration 0009).
+const livemode = () => integer("livemode", { mode: "boolean" }).notNull().default(false);
 
 export const accounts = sqliteTable("accounts", {
   id: text("id").primaryKey(),
@@ -22,6 +26,8 @@ export const apiKeys = sqliteTable(
     name: text("name"),
     kind: text("kind", { enum: ["secret", "restricted"] }).notNull(),
     mode: text("mode", { enum: ["test", "live"] }).notNull(),
+    // The key's mode as every other table stores it, derived from `mode`: never written, never out of step.
+    livemode: integer("livemode", { mode: "boolean" }).notNull().generatedAlwaysAs(sql`mode = 'live'`, { mode: "virtual" }),
     // The first characters of the key, shown so a user can tell keys apart. Never enough to use.
     prefix: text("prefix").notNull(),
     // SHA-256 of the whole key, hex. The key itself is never stored.
@@ -30,7 +36,7 @@ export const apiKeys = sqliteTable(
     createdAt: createdAt(),
     revokedAt: text("revoked_at"),
   },
-  (t) => [uniqueIndex("api_keys_hash").on(t.hash), index("api_keys_account").on(t.accountId, t.id)],
+  (t) => [uniqueIndex("api_keys_hash").on(t.hash), index("api_keys_account").on(t.accountId, t.livemode, t.id)],
 );
 
 export const accessTokens = sqliteTable(
@@ -51,6 +57,7 @@ export const idempotencyKeys = sqliteTable(
   "idempotency_keys",
   {
     accountId: text("account_id").notNull(),
+    livemode: livemode(),
     key: text("key").notNull(),
     // SHA-256 over method, path and body, with card fields replaced by their keyed hash first.
     requestHash: text("request_hash").notNull(),
@@ -63,7 +70,7 @@ export const idempotencyKeys = sqliteTable(
     lockedAt: integer("locked_at").notNull(),
     expiresAt: integer("expires_at").notNull(),
   },
-  (t) => [primaryKey({ columns: [t.accountId, t.key] }), index("idempotency_keys_expiry").on(t.expiresAt)],
+  (t) => [primaryKey({ columns: [t.accountId, t.livemode, t.key] }), index("idempotency_keys_expiry").on(t.expiresAt)],
 );
 
 // Statements placed in a D1 batch to abort it when a precondition fails. A trigger (see the
@@ -77,11 +84,12 @@ export const requestIds = sqliteTable(
   {
     id: text("id").primaryKey(),
     accountId: text("account_id").notNull(),
+    livemode: livemode(),
     purpose: text("purpose").notNull(),
     metadata: text("metadata", { mode: "json" }).$type<Record<string, unknown>>(),
     createdAt: createdAt(),
   },
-  (t) => [index("request_ids_account").on(t.accountId, t.id)],
+  (t) => [index("request_ids_account").on(t.accountId, t.livemode, t.id)],
 );
 
 export const testClocks = sqliteTable(
@@ -89,11 +97,12 @@ export const testClocks = sqliteTable(
   {
     id: text("id").primaryKey(),
     accountId: text("account_id").notNull(),
+    livemode: livemode(),
     name: text("name"),
     frozenTime: text("frozen_time").notNull(),
     createdAt: createdAt(),
   },
-  (t) => [index("test_clocks_account").on(t.accountId, t.id)],
+  (t) => [index("test_clocks_account").on(t.accountId, t.livemode, t.id)],
 );
 
 export const users = sqliteTable(
@@ -101,13 +110,14 @@ export const users = sqliteTable(
   {
     id: text("id").primaryKey(),
     accountId: text("account_id").notNull(),
+    livemode: livemode(),
     name: text("name").notNull(),
     email: text("email").notNull(),
     testClockId: text("test_clock_id"),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
-  (t) => [index("users_account").on(t.accountId, t.id), index("users_test_clock").on(t.testClockId)],
+  (t) => [index("users_account").on(t.accountId, t.livemode, t.id), index("users_test_clock").on(t.testClockId)],
 );
 
 export const events = sqliteTable(
@@ -115,6 +125,7 @@ export const events = sqliteTable(
   {
     id: text("id").primaryKey(),
     accountId: text("account_id").notNull(),
+    livemode: livemode(),
     type: text("type").notNull(),
     // The exact JSON body delivered to endpoints, built once when the event is emitted.
     payload: text("payload").notNull(),
@@ -126,8 +137,8 @@ export const events = sqliteTable(
     createdAt: createdAt(),
   },
   (t) => [
-    index("events_account").on(t.accountId, t.id),
-    index("events_account_type").on(t.accountId, t.type, t.id),
+    index("events_account").on(t.accountId, t.livemode, t.id),
+    index("events_account_type").on(t.accountId, t.livemode, t.type, t.id),
     uniqueIndex("events_object_sequence").on(t.objectId, t.sequence),
   ],
 );
@@ -137,6 +148,7 @@ export const webhookEndpoints = sqliteTable(
   {
     id: text("id").primaryKey(),
     accountId: text("account_id").notNull(),
+    livemode: livemode(),
     url: text("url").notNull(),
     events: text("events", { mode: "json" }).$type<string[]>().notNull(),
     status: text("status", { enum: ["active", "disabled"] }).notNull(),
@@ -150,7 +162,7 @@ export const webhookEndpoints = sqliteTable(
     updatedAt: text("updated_at").notNull(),
     deletedAt: text("deleted_at"),
   },
-  (t) => [index("webhook_endpoints_account").on(t.accountId, t.id)],
+  (t) => [index("webhook_endpoints_account").on(t.accountId, t.livemode, t.id)],
 );
 
 export const webhookDeliveries = sqliteTable(
@@ -158,6 +170,7 @@ export const webhookDeliveries = sqliteTable(
   {
     id: text("id").primaryKey(),
     accountId: text("account_id").notNull(),
+    livemode: livemode(),
     eventId: text("event_id").notNull(),
     endpointId: text("endpoint_id").notNull(),
     status: text("status", { enum: ["pending", "delivered", "failed"] }).notNull(),
@@ -179,6 +192,7 @@ export const webhookDeliveries = sqliteTable(
     uniqueIndex("webhook_deliveries_event_endpoint").on(t.eventId, t.endpointId),
     index("webhook_deliveries_endpoint").on(t.endpointId, t.id),
     index("webhook_deliveries_pending").on(t.status, t.updatedAt),
+    index("webhook_deliveries_account").on(t.accountId, t.livemode, t.status),
   ],
 );
 
@@ -188,6 +202,7 @@ export const deliveryAttempts = sqliteTable(
     id: text("id").primaryKey(),
     deliveryId: text("delivery_id").notNull(),
     accountId: text("account_id").notNull(),
+    livemode: livemode(),
     attemptNumber: integer("attempt_number").notNull(),
     attemptedAt: text("attempted_at").notNull(),
     statusCode: integer("status_code"),
@@ -196,7 +211,10 @@ export const deliveryAttempts = sqliteTable(
     error: text("error"),
   },
   // A redelivered queue message cannot record the same attempt twice.
-  (t) => [uniqueIndex("delivery_attempts_delivery_number").on(t.deliveryId, t.attemptNumber)],
+  (t) => [
+    uniqueIndex("delivery_attempts_delivery_number").on(t.deliveryId, t.attemptNumber),
+    index("delivery_attempts_account").on(t.accountId, t.livemode, t.attemptedAt),
+  ],
 );
 
 const cardColumns = {
@@ -213,6 +231,7 @@ export const payouts = sqliteTable(
   {
     id: text("id").primaryKey(),
     accountId: text("account_id").notNull(),
+    livemode: livemode(),
     recipientId: text("recipient_id"),
     amount: integer("amount").notNull(),
     currency: text("currency").notNull(),
@@ -228,7 +247,7 @@ export const payouts = sqliteTable(
     updatedAt: text("updated_at").notNull(),
   },
   (t) => [
-    index("payouts_account").on(t.accountId, t.id),
+    index("payouts_account").on(t.accountId, t.livemode, t.id),
     // The settlement sweep looks for payouts left pending.
     index("payouts_status").on(t.status, t.createdAt),
     check("payouts_amount_positive", sql`${t.amount} > 0`),
@@ -240,6 +259,7 @@ export const payments = sqliteTable(
   {
     id: text("id").primaryKey(),
     accountId: text("account_id").notNull(),
+    livemode: livemode(),
     userId: text("user_id"),
     subscriptionId: text("subscription_id"),
     amount: integer("amount").notNull(),
@@ -258,9 +278,9 @@ export const payments = sqliteTable(
   },
   (t) => [
     uniqueIndex("payments_charge_reference").on(t.chargeReference),
-    index("payments_account").on(t.accountId, t.id),
-    index("payments_subscription").on(t.subscriptionId, t.id),
-    index("payments_user").on(t.userId, t.id),
+    index("payments_account").on(t.accountId, t.livemode, t.id),
+    index("payments_subscription").on(t.accountId, t.livemode, t.subscriptionId, t.id),
+    index("payments_user").on(t.accountId, t.livemode, t.userId, t.id),
     check("payments_amount_positive", sql`${t.amount} > 0`),
     // The refunded total can never pass what was charged, whatever the concurrency.
     check("payments_refund_within_amount", sql`${t.amountRefunded} >= 0 AND ${t.amountRefunded} <= ${t.amount}`),
@@ -272,6 +292,7 @@ export const refunds = sqliteTable(
   {
     id: text("id").primaryKey(),
     accountId: text("account_id").notNull(),
+    livemode: livemode(),
     paymentId: text("payment_id").notNull(),
     amount: integer("amount").notNull(),
     currency: text("currency").notNull(),
@@ -281,8 +302,8 @@ export const refunds = sqliteTable(
     completedAt: text("completed_at"),
   },
   (t) => [
-    index("refunds_account").on(t.accountId, t.id),
-    index("refunds_payment").on(t.paymentId),
+    index("refunds_account").on(t.accountId, t.livemode, t.id),
+    index("refunds_payment").on(t.accountId, t.livemode, t.paymentId, t.id),
     index("refunds_status").on(t.status, t.createdAt),
     check("refunds_amount_positive", sql`${t.amount} > 0`),
   ],
@@ -293,6 +314,7 @@ export const plans = sqliteTable(
   {
     id: text("id").primaryKey(),
     accountId: text("account_id").notNull(),
+    livemode: livemode(),
     name: text("name").notNull(),
     description: text("description"),
     currency: text("currency").notNull(),
@@ -306,7 +328,7 @@ export const plans = sqliteTable(
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
-  (t) => [index("plans_account").on(t.accountId, t.id)],
+  (t) => [index("plans_account").on(t.accountId, t.livemode, t.id)],
 );
 
 export const subscriptions = sqliteTable(
@@ -314,6 +336,7 @@ export const subscriptions = sqliteTable(
   {
     id: text("id").primaryKey(),
     accountId: text("account_id").notNull(),
+    livemode: livemode(),
     userId: text("user_id").notNull(),
     planId: text("plan_id").notNull(),
     status: text("status", { enum: ["incomplete", "active", "past_due", "canceled"] }).notNull(),
@@ -338,8 +361,10 @@ export const subscriptions = sqliteTable(
     updatedAt: text("updated_at").notNull(),
   },
   (t) => [
-    index("subscriptions_account").on(t.accountId, t.id),
+    index("subscriptions_account").on(t.accountId, t.livemode, t.id),
+    // A user's subscriptions, for the test clocks' joins from a user (whose mode they share).
     index("subscriptions_user").on(t.userId, t.id),
+    index("subscriptions_account_user").on(t.accountId, t.livemode, t.userId, t.id),
     index("subscriptions_due").on(t.dueAt),
     check("subscriptions_quantity_positive", sql`${t.quantity} > 0`),
   ],
@@ -352,6 +377,7 @@ export const subscriptionPeriods = sqliteTable(
   {
     id: text("id").primaryKey(),
     accountId: text("account_id").notNull(),
+    livemode: livemode(),
     subscriptionId: text("subscription_id").notNull(),
     periodIndex: integer("period_index").notNull(),
     periodStart: text("period_start").notNull(),

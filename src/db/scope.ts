@@ -1,7 +1,8 @@
-// Tenant scoping. Every query filters on the caller's account, and carries a check that the
-// caller's key is still live, so a revoked key fails at once even when its lookup was cached,
-// at no extra round trip. An empty answer is then told apart from revocation by keyIsLive()
-// (src/auth/credentials.ts turns a dead key into the 401).
+// Tenant scoping. Every query filters on the caller's account and mode (test or live: each mode
+// sees only its own objects, so the other mode's id answers 404 as another account's does), and
+// carries a check that the caller's key is still live, so a revoked key fails at once even when
+// its lookup was cached, at no extra round trip. An empty answer is then told apart from
+// revocation by keyIsLive() (src/auth/credentials.ts turns a dead key into the 401).
 import { type SQL, type Placeholder, and, eq, isNull, sql } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import type { Db } from "./client";
@@ -9,23 +10,47 @@ import { apiKeys } from "./schema";
 import { BATCH_GUARD_SQL, type Statement } from "./batch";
 import { prepared, preparedRaw } from "./prepared";
 
-/** Who is asking: the account, and the API key behind the credential. */
-export interface Caller {
+/**
+ * Whose objects these are: an account, in one mode. A request's caller is one; so is every row
+ * (`accountId`, `livemode`), which is how background work writes in the mode of what it handles.
+ */
+export interface Tenant {
   accountId: string;
+  /** true: live mode; false: test mode. */
+  livemode: boolean;
+}
+
+/** Who is asking: the account and mode, and the API key behind the credential. */
+export interface Caller extends Tenant {
   keyId: string;
 }
 
 /** A caller as a prepared statement's placeholders (src/db/prepared.ts), given by `callerValues`. */
 export type CallerSlots = { [K in keyof Caller]: Caller[K] | Placeholder };
-export const callerPlaceholders: CallerSlots = { accountId: sql.placeholder("accountId"), keyId: sql.placeholder("keyId") };
-export const callerValues = (auth: Caller) => ({ accountId: auth.accountId, keyId: auth.keyId });
+export const callerPlaceholders: CallerSlots = {
+  accountId: sql.placeholder("accountId"),
+  livemode: sql.placeholder("livemode"),
+  keyId: sql.placeholder("keyId"),
+};
+// The mode is bound as SQLite stores it (drizzle binds a placeholder compared with eq() as given).
+export const callerValues = (auth: Caller) => ({ accountId: auth.accountId, livemode: auth.livemode ? 1 : 0, keyId: auth.keyId });
+
+/** A table of an account's objects: every one has both columns. */
+export type TenantColumns = { accountId: SQLiteColumn; livemode: SQLiteColumn };
+
+/** SQL: the row of `table` belongs to this account and mode (no key check: background work, guards). */
+export const ownedBy = (table: TenantColumns, tenant: Tenant | CallerSlots): SQL =>
+  and(eq(table.accountId, tenant.accountId), eq(table.livemode, tenant.livemode)) as SQL;
 
 // Written with plain names: drizzle's relational queries re-alias interpolated columns.
 export const liveCredential = (auth: CallerSlots): SQL =>
   sql`EXISTS (SELECT 1 FROM api_keys AS live_key WHERE live_key.id = ${auth.keyId} AND live_key.revoked_at IS NULL)`;
 
-export function owned(table: { accountId: SQLiteColumn }, auth: CallerSlots, ...conditions: (SQL | undefined)[]): SQL {
-  return and(eq(table.accountId, auth.accountId), liveCredential(auth), ...conditions) as SQL;
+/** SQL: the `livemode` column as a JSON boolean, for answers and event data built in SQL (json_object). */
+export const livemodeJsonSql = (column: SQLiteColumn | SQL = sql.raw("livemode")): SQL => sql`json(CASE WHEN ${column} THEN 'true' ELSE 'false' END)`;
+
+export function owned(table: TenantColumns, auth: CallerSlots, ...conditions: (SQL | undefined)[]): SQL {
+  return and(eq(table.accountId, auth.accountId), eq(table.livemode, auth.livemode), liveCredential(auth), ...conditions) as SQL;
 }
 
 export const CREDENTIAL_REVOKED = "credential_revoked";

@@ -1,8 +1,10 @@
 // One idempotency mechanism for every POST, PUT, PATCH and DELETE. The key is claimed with an
-// INSERT guarded by the (account, key) primary key, never read-then-write. The route's own write
-// batch completes the record (src/lib/respond.ts), so a committed change and its stored answer
-// cannot disagree. Answers that certainly changed nothing (validation, auth, conflicts, a refused
-// guard) release the claim, so a corrected retry with the same key can go through, as Stripe does.
+// INSERT guarded by the (account, mode, key) primary key, never read-then-write: the same key used
+// in test and in live mode is two keys, and neither mode ever replays the other's answer. The
+// route's own write batch completes the record (src/lib/respond.ts), so a committed change and its
+// stored answer cannot disagree. Answers that certainly changed nothing (validation, auth,
+// conflicts, a refused guard) release the claim, so a corrected retry with the same key can go
+// through, as Stripe does.
 //
 // An unknown outcome never frees the key. When the write batch failed without saying whether it
 // committed (the connection dropped after the commit), the record is read again: completed by
@@ -18,7 +20,7 @@ import type { Db } from "../db/client";
 import { idempotencyKeys } from "../db/schema";
 import { BATCH_GUARD_SQL, type Statement } from "../db/batch";
 import { prepared, preparedRaw } from "../db/prepared";
-import { liveCredential } from "../db/scope";
+import { type Tenant, liveCredential } from "../db/scope";
 import { forgetKey, revokedCredential } from "../auth/credentials";
 import type { AppEnv, IdempotencyClaim } from "../context";
 import { hmacSha256Hex, randomToken, sha256Hex } from "../lib/crypto";
@@ -65,13 +67,19 @@ async function canonical(value: unknown, secret: string): Promise<string> {
 /** What the record stores: the answer as JSON with every secret field set to null, or an SQL expression. */
 const storedAnswer = (body: unknown) => (body instanceof SQL ? body : JSON.stringify(withoutSecrets(body)));
 
-/** The record as this request holds it: the account's key, with this request's claim token. */
-const heldBy = (accountId: Slot<string>, claim: { key: Slot<string>; claimToken: Slot<string> }) =>
-  and(eq(idempotencyKeys.accountId, accountId), eq(idempotencyKeys.key, claim.key), eq(idempotencyKeys.claimToken, claim.claimToken));
+/** The record as this request holds it: the account's key in the caller's mode, with this request's claim token. */
+const heldBy = (tenant: { accountId: Slot<string>; livemode: Slot<boolean> }, claim: { key: Slot<string>; claimToken: Slot<string> }) =>
+  and(
+    eq(idempotencyKeys.accountId, tenant.accountId),
+    eq(idempotencyKeys.livemode, tenant.livemode),
+    eq(idempotencyKeys.key, claim.key),
+    eq(idempotencyKeys.claimToken, claim.claimToken),
+  );
 
 /** What a completed record is written with. */
 type CompletedRecord = {
   accountId: string;
+  livemode: boolean;
   key: string;
   requestHash: string;
   claimToken: string;
@@ -83,10 +91,10 @@ type CompletedRecord = {
   expiresAt: number;
 };
 
-function completedRecord(accountId: string, claim: IdempotencyClaim, responseStatus: number, responseBody: string | SQL): CompletedRecord {
+function completedRecord(tenant: Tenant, claim: IdempotencyClaim, responseStatus: number, responseBody: string | SQL): CompletedRecord {
   const now = Date.parse(claim.since);
   const { key, requestHash, claimToken } = claim;
-  return { accountId, key, requestHash, claimToken, responseStatus, responseBody, createdAt: claim.since, now, staleBefore: now - IDEMPOTENCY_LOCK_MS, expiresAt: now + IDEMPOTENCY_TTL_MS };
+  return { accountId: tenant.accountId, livemode: tenant.livemode, key, requestHash, claimToken, responseStatus, responseBody, createdAt: claim.since, now, staleBefore: now - IDEMPOTENCY_LOCK_MS, expiresAt: now + IDEMPOTENCY_TTL_MS };
 }
 
 /**
@@ -100,6 +108,7 @@ function upsertCompletedRecord(db: Db, v: { [K in keyof CompletedRecord]: Slot<C
     .insert(idempotencyKeys)
     .values({
       accountId: v.accountId,
+      livemode: v.livemode,
       key: v.key,
       requestHash: v.requestHash,
       claimToken: v.claimToken,
@@ -111,7 +120,7 @@ function upsertCompletedRecord(db: Db, v: { [K in keyof CompletedRecord]: Slot<C
       expiresAt: v.expiresAt,
     })
     .onConflictDoUpdate({
-      target: [idempotencyKeys.accountId, idempotencyKeys.key],
+      target: [idempotencyKeys.accountId, idempotencyKeys.livemode, idempotencyKeys.key],
       // The replacing record is the one just offered.
       set: {
         requestHash: sql`excluded.request_hash`,
@@ -132,6 +141,7 @@ const slot = sql.placeholder;
 const preparedCompletedRecord = prepared((db) =>
   upsertCompletedRecord(db, {
     accountId: slot("accountId"),
+    livemode: slot("livemode"),
     key: slot("key"),
     requestHash: slot("requestHash"),
     claimToken: slot("claimToken"),
@@ -144,7 +154,10 @@ const preparedCompletedRecord = prepared((db) =>
   }),
 );
 const preparedHeldGuard = preparedRaw(() =>
-  BATCH_GUARD_SQL(IDEMPOTENCY_CLAIM_LOST, sql`EXISTS (SELECT 1 FROM ${idempotencyKeys} WHERE ${heldBy(slot("accountId"), { key: slot("key"), claimToken: slot("claimToken") })})`),
+  BATCH_GUARD_SQL(
+    IDEMPOTENCY_CLAIM_LOST,
+    sql`EXISTS (SELECT 1 FROM ${idempotencyKeys} WHERE ${heldBy({ accountId: slot("accountId"), livemode: slot("livemode") }, { key: slot("key"), claimToken: slot("claimToken") })})`,
+  ),
 );
 
 /**
@@ -155,17 +168,18 @@ const preparedHeldGuard = preparedRaw(() =>
  */
 export function completeIdempotency(
   db: Db,
-  accountId: string,
+  tenant: Tenant,
   claim: IdempotencyClaim,
   status: number,
   body: unknown,
   options: { guard: boolean } = { guard: true },
 ): Statement[] {
-  const match = heldBy(accountId, claim);
-  const held = preparedHeldGuard(db).with({ accountId, key: claim.key, claimToken: claim.claimToken });
+  const match = heldBy(tenant, claim);
+  // A placeholder compared with eq() is bound as given: the mode as SQLite stores it.
+  const held = preparedHeldGuard(db).with({ accountId: tenant.accountId, livemode: tenant.livemode ? 1 : 0, key: claim.key, claimToken: claim.claimToken });
   if (claim.mode === "in_batch" && claim.state === "open") {
     const answer = storedAnswer(body);
-    const record = completedRecord(accountId, claim, status, answer);
+    const record = completedRecord(tenant, claim, status, answer);
     return [typeof answer === "string" ? preparedCompletedRecord(db).with(record) : upsertCompletedRecord(db, record), held];
   }
   const complete = db
@@ -218,14 +232,13 @@ type Next = () => Promise<void>;
 
 /** The record is written by the route's own batch; nothing is read or written before the route runs. */
 async function recordInBatch(c: Context<AppEnv>, next: Next, key: string, requestHash: string, now: number) {
-  const { db } = c.var;
-  const { accountId } = c.var.auth;
+  const { db, auth } = c.var;
   const claimToken = randomToken(24);
   const claim: IdempotencyClaim = { key, claimToken, mode: "in_batch", requestHash, state: "open", since: new Date(now).toISOString(), takeover: false };
   c.set("idempotency", claim);
   await next();
   if (claim.state === "completed") return;
-  const match = heldBy(accountId, claim);
+  const match = heldBy(auth, claim);
   if (claim.state === "unknown") {
     // The record and the change share one batch: either both committed or neither did, so the
     // record says which, and a retry is safe either way.
@@ -235,7 +248,7 @@ async function recordInBatch(c: Context<AppEnv>, next: Next, key: string, reques
   if (c.res.status >= 200 && c.res.status < 300) {
     // A route that answered without a write batch of its own: store its answer now, unless an
     // earlier request holds the key (then that request's answer is the one to give).
-    const stored = await upsertCompletedRecord(db, completedRecord(accountId, claim, c.res.status, await storableText(c.res))).returning({
+    const stored = await upsertCompletedRecord(db, completedRecord(auth, claim, c.res.status, await storableText(c.res))).returning({
       claimToken: idempotencyKeys.claimToken,
     });
     if (stored[0]?.claimToken === claimToken) return;
@@ -276,7 +289,7 @@ async function earlierUse(c: Context<AppEnv>, key: string, requestHash: string, 
     .from(sql`(SELECT 1) AS one`)
     .leftJoin(
       idempotencyKeys,
-      and(eq(idempotencyKeys.accountId, auth.accountId), eq(idempotencyKeys.key, key), sql`NOT ${completedAndExpired(now)}`),
+      and(eq(idempotencyKeys.accountId, auth.accountId), eq(idempotencyKeys.livemode, auth.livemode), eq(idempotencyKeys.key, key), sql`NOT ${completedAndExpired(now)}`),
     );
   if (!row?.live) {
     forgetKey(auth.keyId);
@@ -302,13 +315,13 @@ async function earlierUse(c: Context<AppEnv>, key: string, requestHash: string, 
 
 /** The key is claimed (`in_flight`) before the route runs, and the route's batch completes it. */
 async function claimFirst(c: Context<AppEnv>, next: Next, key: string, requestHash: string, now: number) {
-  const db = c.var.db;
-  const { accountId } = c.var.auth;
+  const { db, auth } = c.var;
   const claimToken = randomToken(24);
   const claimed = await db
     .insert(idempotencyKeys)
     .values({
-      accountId,
+      accountId: auth.accountId,
+      livemode: auth.livemode,
       key,
       requestHash,
       claimToken,
@@ -318,7 +331,7 @@ async function claimFirst(c: Context<AppEnv>, next: Next, key: string, requestHa
       expiresAt: now + IDEMPOTENCY_TTL_MS,
     })
     .onConflictDoUpdate({
-      target: [idempotencyKeys.accountId, idempotencyKeys.key],
+      target: [idempotencyKeys.accountId, idempotencyKeys.livemode, idempotencyKeys.key],
       set: {
         requestHash,
         claimToken,
@@ -349,7 +362,7 @@ async function claimFirst(c: Context<AppEnv>, next: Next, key: string, requestHa
   c.set("idempotency", claim);
   await next();
   if (claim.state === "completed") return;
-  const match = heldBy(accountId, claim);
+  const match = heldBy(auth, claim);
   if (claim.state === "unknown") {
     c.res = await settleUnknownOutcome(db, match, c.var.requestId, "claimed");
     return;

@@ -10,7 +10,7 @@ import { type SQL, getTableColumns, sql } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 
 /** Fields that show a secret once; a stored answer keeps them as null. */
-const SECRET_FIELDS = new Set(["secret", "api_key", "access_token"]);
+const SECRET_FIELDS = new Set(["secret", "api_key", "live_api_key", "access_token"]);
 
 /** The answer as stored for replays: the same JSON with every secret field set to null. */
 export function withoutSecrets(value: unknown): unknown {

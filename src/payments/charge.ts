@@ -16,6 +16,8 @@ export interface ChargeArgs {
   db: Db;
   processor: Processor;
   accountId: string;
+  /** The mode of the charge: the caller's (a first charge) or the subscription's (a renewal). */
+  livemode: boolean;
   customer: { id: string; email: string } | null;
   subscriptionId: string | null;
   amount: number;
@@ -95,6 +97,7 @@ export async function charge(args: ChargeArgs): Promise<ChargeResult> {
   const payment: PaymentRow = {
     id,
     accountId: args.accountId,
+    livemode: args.livemode,
     userId: args.customer?.id ?? null,
     subscriptionId: args.subscriptionId,
     amount: args.amount,
@@ -122,7 +125,7 @@ export async function charge(args: ChargeArgs): Promise<ChargeResult> {
     events: [
       emitEvent(
         args.db,
-        args.accountId,
+        { accountId: args.accountId, livemode: args.livemode },
         { type: succeeded ? "payment.completed" : "payment.failed", data: paymentEventData(payment, args.customer) },
         args.at,
       ),

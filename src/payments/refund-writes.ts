@@ -6,6 +6,7 @@ import { type SQL, and, eq, sql } from "drizzle-orm";
 import { guard, rawStatement, type Statement } from "../db/batch";
 import type { Db } from "../db/client";
 import { payments, refunds } from "../db/schema";
+import { ownedBy } from "../db/scope";
 import { isoTime } from "../lib/clock";
 import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { refundJsonSql } from "./serialize";
@@ -20,6 +21,8 @@ export const REFUND_FAILURES = {
 
 export interface NewRefund {
   accountId: string;
+  /** The caller's mode: only a payment of that mode is found, and the refund is of it. */
+  livemode: boolean;
   paymentId: string;
   refundId: string;
   /** Minor units; undefined refunds everything not yet refunded. */
@@ -29,7 +32,7 @@ export interface NewRefund {
 }
 
 export function refundWrites(db: Db, refund: NewRefund): { statements: Statement[]; returning: Statement; events: EmittedEvent[] } {
-  const mine = and(eq(payments.accountId, refund.accountId), eq(payments.id, refund.paymentId));
+  const mine = and(ownedBy(payments, refund), eq(payments.id, refund.paymentId));
   const paymentIs = (condition: SQL) => sql`EXISTS (SELECT 1 FROM ${payments} WHERE ${mine} AND ${condition})`;
   const refundAmount = sql`(SELECT ${refunds.amount} FROM ${refunds} WHERE ${refunds.id} = ${refund.refundId})`;
   const amount = refund.amount ?? sql`${payments.amount} - ${payments.amountRefunded}`;
@@ -39,8 +42,8 @@ export function refundWrites(db: Db, refund: NewRefund): { statements: Statement
     guard(db, REFUND_FAILURES.paymentRefunded, paymentIs(sql`${payments.status} <> 'refunded'`)),
     rawStatement(
       db,
-      sql`INSERT INTO ${refunds} (id, account_id, payment_id, amount, currency, reason, status, created_at, completed_at)
-        SELECT ${refund.refundId}, ${refund.accountId}, ${payments.id}, ${amount}, ${payments.currency}, ${refund.reason}, 'pending', ${isoTime(refund.at)}, NULL
+      sql`INSERT INTO ${refunds} (id, account_id, livemode, payment_id, amount, currency, reason, status, created_at, completed_at)
+        SELECT ${refund.refundId}, ${payments.accountId}, ${payments.livemode}, ${payments.id}, ${amount}, ${payments.currency}, ${refund.reason}, 'pending', ${isoTime(refund.at)}, NULL
         FROM ${payments} WHERE ${mine}`,
     ),
     db
@@ -54,6 +57,6 @@ export function refundWrites(db: Db, refund: NewRefund): { statements: Statement
   return {
     statements,
     returning: db.select().from(refunds).where(eq(refunds.id, refund.refundId)),
-    events: [emitEvent(db, refund.accountId, { type: "refund.initiated", dataSql: refundJsonSql(refund.refundId), objectId: refund.refundId }, refund.at)],
+    events: [emitEvent(db, refund, { type: "refund.initiated", dataSql: refundJsonSql(refund.refundId), objectId: refund.refundId }, refund.at)],
   };
 }

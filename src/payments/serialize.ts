@@ -3,6 +3,7 @@
 // event data and stored idempotent answers built inside a batch.
 import { type SQL, sql } from "drizzle-orm";
 import { payments, payouts, refunds } from "../db/schema";
+import { livemodeJsonSql } from "../db/scope";
 import type { CardSummary } from "../domain/cards";
 
 export type PaymentRow = typeof payments.$inferSelect;
@@ -18,6 +19,7 @@ export function cardOf(row: CardColumns): CardSummary {
 export interface PaymentJson {
   id: string;
   object: "payment";
+  livemode: boolean;
   subscription_id: string | null;
   user_id: string | null;
   amount: number;
@@ -34,6 +36,7 @@ export function serializePayment(row: PaymentRow): PaymentJson {
   return {
     id: row.id,
     object: "payment",
+    livemode: row.livemode,
     subscription_id: row.subscriptionId,
     user_id: row.userId,
     amount: row.amount,
@@ -50,6 +53,7 @@ export function serializePayment(row: PaymentRow): PaymentJson {
 export interface PayoutJson {
   id: string;
   object: "payout";
+  livemode: boolean;
   recipient_id: string | null;
   amount: number;
   currency: string;
@@ -67,6 +71,7 @@ export function serializePayout(row: PayoutRow): PayoutJson {
   return {
     id: row.id,
     object: "payout",
+    livemode: row.livemode,
     recipient_id: row.recipientId,
     amount: row.amount,
     currency: row.currency,
@@ -84,6 +89,7 @@ export function serializePayout(row: PayoutRow): PayoutJson {
 export interface RefundJson {
   id: string;
   object: "refund";
+  livemode: boolean;
   payment_id: string;
   amount: number;
   currency: string;
@@ -97,6 +103,7 @@ export function serializeRefund(row: RefundRow): RefundJson {
   return {
     id: row.id,
     object: "refund",
+    livemode: row.livemode,
     payment_id: row.paymentId,
     amount: row.amount,
     currency: row.currency,
@@ -114,13 +121,13 @@ const cardJsonSql = sql.raw(
 
 /** The payout as committed, as JSON text, read inside the batch. */
 export const payoutJsonSql = (id: string): SQL => sql`(SELECT json_object(
-  'id', id, 'object', 'payout', 'recipient_id', recipient_id, 'amount', amount, 'currency', currency,
+  'id', id, 'object', 'payout', 'livemode', ${livemodeJsonSql()}, 'recipient_id', recipient_id, 'amount', amount, 'currency', currency,
   'description', description, 'status', status, 'date', date, 'card', ${cardJsonSql},
   'failure_code', failure_code, 'failure_message', failure_message, 'created_at', created_at, 'updated_at', updated_at
 ) FROM ${payouts} WHERE id = ${id})`;
 
 /** The refund as committed, as JSON text, read inside the batch. */
 export const refundJsonSql = (id: string): SQL => sql`(SELECT json_object(
-  'id', id, 'object', 'refund', 'payment_id', payment_id, 'amount', amount, 'currency', currency,
+  'id', id, 'object', 'refund', 'livemode', ${livemodeJsonSql()}, 'payment_id', payment_id, 'amount', amount, 'currency', currency,
   'reason', reason, 'status', status, 'created_at', created_at, 'completed_at', completed_at
 ) FROM ${refunds} WHERE id = ${id})`;

@@ -98,7 +98,7 @@ export async function settlePayout(job: SettlePayoutJob, env: Bindings, processo
             .where(and(eq(payouts.id, payout.id), eq(payouts.status, "pending"))),
         ],
         events: [
-          emitEvent(db, payout.accountId, { type: status === "paid" ? "payout.paid" : "payout.failed", dataSql: payoutJsonSql(payout.id), objectId: payout.id }, now),
+          emitEvent(db, payout, { type: status === "paid" ? "payout.paid" : "payout.failed", dataSql: payoutJsonSql(payout.id), objectId: payout.id }, now),
         ],
       },
     );

@@ -70,7 +70,7 @@ export async function settleRefund(job: SettleRefundJob, env: Bindings, processo
         { db, queue: env.DELIVERY_QUEUE },
         {
           statements: [stillPending, db.update(refunds).set({ status: "succeeded", completedAt: isoTime(now) }).where(pending)],
-          events: [emitEvent(db, refund.accountId, { type: "refund.completed", dataSql: refundJsonSql(refund.id), objectId: refund.id }, now)],
+          events: [emitEvent(db, refund, { type: "refund.completed", dataSql: refundJsonSql(refund.id), objectId: refund.id }, now)],
         },
       );
       return "succeeded";

@@ -45,7 +45,7 @@ export const ERRORS = {
   401: errorContent("Missing, malformed, expired or revoked credential. Carries WWW-Authenticate: Bearer."),
   402: errorContent("The card was declined."),
   403: errorContent("The credential lacks the scope this operation needs."),
-  404: errorContent("No such object in this account."),
+  404: errorContent("No such object in this account and mode (another account's id, or the other mode's, answers 404 too)."),
   409: errorContent("Conflict with the object's state, or the same Idempotency-Key is still in flight."),
   413: errorContent("Body larger than 1 MB."),
   415: errorContent("Body is not JSON."),
@@ -69,7 +69,7 @@ export const idempotencyHeader = z.object({
     .string({ error: "Idempotency-Key must be at most 255 characters." })
     .max(255)
     .optional()
-    .openapi({ description: "Makes the request safe to retry for 24 hours: a retry replays the first answer." }),
+    .openapi({ description: "Makes the request safe to retry for 24 hours: a retry replays the first answer. Keys are per mode: the same key in test and live mode is two keys." }),
 });
 
 /** Reads accept the bookmark of an earlier answer (src/middleware/request.ts checks its form). */

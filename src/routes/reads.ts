@@ -1,7 +1,8 @@
-// Tenant-scoped reads. The scope check rides in each query (src/db/scope.ts), and the read runs in
-// one batch with a check that the caller's key is live, so a 404 or an empty list costs one round
-// trip too and is told apart from "your key was just revoked". `found` is for rows read otherwise
-// (a join, which drizzle cannot map inside a batch): only its empty answer costs a second query.
+// Tenant-scoped reads (the caller's account, in the caller's mode). The scope check rides in each
+// query (src/db/scope.ts), and the read runs in one batch with a check that the caller's key is
+// live, so a 404 or an empty list costs one round trip too and is told apart from "your key was
+// just revoked". `found` is for rows read otherwise (a join, which drizzle cannot map inside a
+// batch): only its empty answer costs a second query.
 //
 // A read by id and a list page are prepared statements (src/db/prepared.ts), one per table and
 // shape of filters, built once per isolate.
@@ -17,8 +18,8 @@ import type { AppEnv } from "../context";
 import { notFound } from "../lib/errors";
 import { type ListQuery, type Page, type PageDirection, paginate } from "./pagination";
 
-/** A table of an account's objects, with time-ordered ids. */
-export type OwnedTable = SQLiteTable & { id: SQLiteColumn; accountId: SQLiteColumn };
+/** A table of an account's objects (in one mode each), with time-ordered ids. */
+export type OwnedTable = SQLiteTable & { id: SQLiteColumn; accountId: SQLiteColumn; livemode: SQLiteColumn };
 
 export async function found<T>(c: Context<AppEnv>, row: T | undefined, resource: string, id: string, param = "id"): Promise<T> {
   if (row !== undefined) return row;

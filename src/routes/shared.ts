@@ -103,6 +103,11 @@ export const booleanField = (field: string) => z.boolean({ error: `${field} must
 export const wholeNumber = (field: string, min: number, max: number) =>
   z.number({ error: `${field} must be a whole number from ${min} to ${max}.` }).int().min(min).max(max);
 
+/** Every object's mode: true in live mode, false in test mode. */
+export const livemodeField = z
+  .boolean()
+  .openapi({ description: "true for an object of live mode, false for test mode. Each mode sees only its own objects.", example: false });
+
 export const nameField = textField("name", 200, { min: 1, trim: true }).openapi({ example: "Ada Lovelace" });
 
 const EMAIL = "email must be an e-mail address such as ada@example.com, of at most 254 characters.";

@@ -52,11 +52,16 @@ export function assertKeyClaimedFirst(c: Context<AppEnv>): void {
   if (claim && claim.mode !== "claimed") throw new Error(`${c.req.method} ${c.req.routePath} moves money before its commit and must declare claimFirst`);
 }
 
-/** The processor reference of a first charge made under the request's Idempotency-Key. */
+/**
+ * The processor reference of a first charge made under the request's Idempotency-Key. Keys are
+ * scoped to the mode, so a live charge's reference names the mode too (a test-mode reference
+ * keeps the form it had before modes existed, so a retry of an older claim reaches the same one).
+ */
 export function firstChargeReference(c: Context<AppEnv>): string | undefined {
   assertKeyClaimedFirst(c);
   const claim = c.var.idempotency;
-  return claim ? `${c.var.auth.accountId}:idempotency:${claim.key}:${claim.since}` : undefined;
+  const { accountId, livemode } = c.var.auth;
+  return claim ? `${accountId}${livemode ? ":live" : ""}:idempotency:${claim.key}:${claim.since}` : undefined;
 }
 
 /** Tries of a batch that records money the processor already moved, before the outcome is left unknown. */
@@ -117,7 +122,7 @@ export async function commit(
       trailing: [
         ...(writes.trailing ?? []),
         ...(idempotency
-          ? completeIdempotency(db, auth.accountId, idempotency, status, options.storedBody ?? body, { guard: options.claimGuard ?? true })
+          ? completeIdempotency(db, auth, idempotency, status, options.storedBody ?? body, { guard: options.claimGuard ?? true })
           : []),
       ],
     },
@@ -171,7 +176,7 @@ export async function commitAndAnswerRow<Row, Json extends object, C extends Con
 export async function restoreAnswer(c: Context<AppEnv>, status: number, body: unknown): Promise<void> {
   const { db, auth, idempotency } = c.var;
   if (!idempotency) return;
-  await runBatch(db, completeIdempotency(db, auth.accountId, idempotency, status, body, { guard: false })).catch((error) => {
+  await runBatch(db, completeIdempotency(db, auth, idempotency, status, body, { guard: false })).catch((error) => {
     console.error(JSON.stringify({ request_id: c.var.requestId, message: "stored answer not updated", error: String(error) }));
   });
 }

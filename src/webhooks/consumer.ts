@@ -83,10 +83,13 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   // runs out and the sweeper sends the delivery again).
   if (delivery.leaseUntil !== null && delivery.leaseUntil > now) return "leased";
 
-  if (endpoint.status !== "active" || endpoint.deletedAt) {
+  // Deliveries are made only to endpoints of the event's account and mode (src/webhooks/outbox.ts);
+  // should a row ever pair them otherwise, the event is not sent to another tenant or mode.
+  const foreign = endpoint.accountId !== event.accountId || endpoint.livemode !== event.livemode;
+  if (foreign || endpoint.status !== "active" || endpoint.deletedAt) {
     await db
       .update(webhookDeliveries)
-      .set({ status: "failed", lastError: "endpoint_disabled", nextAttemptAt: null, waitingFor: null, updatedAt: now })
+      .set({ status: "failed", lastError: foreign ? "endpoint_mismatch" : "endpoint_disabled", nextAttemptAt: null, waitingFor: null, updatedAt: now })
       .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending")));
     // An end like any other: the deliveries waiting for it are woken (and end the same way while
     // the endpoint stays disabled), rather than waiting for the sweeper.
@@ -198,6 +201,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
         id: newId("attempt", now),
         deliveryId,
         accountId: delivery.accountId,
+        livemode: delivery.livemode,
         attemptNumber,
         attemptedAt: isoTime(now),
         statusCode: status,

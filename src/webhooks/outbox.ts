@@ -1,11 +1,14 @@
 // The transactional outbox. An event row, and one delivery row per matching active endpoint,
 // join the same D1 batch as the state change that caused them. After the batch commits, the new
 // delivery ids are enqueued; the sweeper (src/webhooks/sweeper.ts) re-enqueues any that the
-// enqueue missed, so no event is lost between the commit and the queue.
+// enqueue missed, so no event is lost between the commit and the queue. An event belongs to the
+// account and mode of the change that caused it, and reaches only endpoints of that account AND
+// mode: a test event never goes to a live endpoint, nor a live event to a test one.
 import { type SQL, and, eq, isNotNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { type FailureMap, rawStatement, runBatch, type Statement } from "../db/batch";
 import { preparedRaw, preparedRawBy } from "../db/prepared";
+import { type Tenant, livemodeJsonSql, ownedBy } from "../db/scope";
 import { events, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { newId } from "../domain/ids";
 import { isoTime } from "../lib/clock";
@@ -50,17 +53,18 @@ const nextSequence = (objectId: SQL | string) => sql`(SELECT COALESCE(MAX(sequen
  * carries the event's `sequence` among its object's events; a notification keeps the document's
  * shape (its sequence travels in the Tender-Sequence header).
  */
-function eventPayload(id: string, spec: EventSpec, at: number, sequence: SQL | null): SQL {
+function eventPayload(id: string, spec: EventSpec, at: number, sequence: SQL | null, livemode: boolean): SQL {
+  const mode = livemodeJsonSql(sql.raw(livemode ? "1" : "0"));
   if ("subscriptionId" in spec) {
-    return sql`json_object('id', ${id}, 'event', ${spec.type}, 'subscription_id', ${spec.subscriptionId}, 'status', ${spec.status}, 'timestamp', ${isoTime(at)})`;
+    return sql`json_object('id', ${id}, 'event', ${spec.type}, 'subscription_id', ${spec.subscriptionId}, 'status', ${spec.status}, 'timestamp', ${isoTime(at)}, 'livemode', ${mode})`;
   }
   const data = "dataSql" in spec ? sql`json(${spec.dataSql})` : sql`json(${JSON.stringify(spec.data ?? null)})`;
-  return envelopeSql(id, spec.type, data, isoTime(at), sequence);
+  return envelopeSql(id, spec.type, data, isoTime(at), sequence, mode);
 }
 
-/** The standard envelope, as SQL: `data` is JSON. */
-const envelopeSql = (id: SQL | string, type: SQL | string, data: SQL, createdAt: SQL | string, sequence: SQL | null) =>
-  sql`json_object('id', ${id}, 'type', ${type}, 'data', ${data}, 'created_at', ${createdAt}, 'sequence', ${sequence ?? sql`NULL`})`;
+/** The standard envelope, as SQL: `data` is JSON; `livemode` the event's mode, as Stripe's envelope carries it. */
+const envelopeSql = (id: SQL | string, type: SQL | string, data: SQL, createdAt: SQL | string, sequence: SQL | null, livemode: SQL) =>
+  sql`json_object('id', ${id}, 'type', ${type}, 'data', ${data}, 'created_at', ${createdAt}, 'sequence', ${sequence ?? sql`NULL`}, 'livemode', ${livemode})`;
 
 /**
  * A delivery's id is derived from its event and endpoint (`dlv_` + both ids' time-ordered parts),
@@ -70,60 +74,66 @@ export const deliveryIdOf = (eventId: string, endpointId: string) => `dlv_${even
 export const deliveryIdSql = (eventId: SQL, endpointId: SQL) => sql`'dlv_' || substr(${eventId}, 5) || substr(${endpointId}, 5)`;
 
 /**
- * The deliveries of a new event: one per active endpoint of the account subscribed to its type,
- * or to the one endpoint named. Prepared once per isolate for each of the two forms.
+ * The deliveries of a new event: one per active endpoint of the account and mode subscribed to its
+ * type, or to the one endpoint named (if it is of that account and mode). Prepared once per
+ * isolate for each of the two forms.
  */
 const preparedDeliveries = preparedRawBy((to: "subscribed" | "endpoint") => sql`
-    INSERT INTO ${webhookDeliveries} (id, account_id, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
-    SELECT ${deliveryIdSql(p("eventId"), sql`e.id`)}, ${p("accountId")}, ${p("eventId")}, e.id, 'pending', 0, ${p("createdAt")}, ${p("at")}
+    INSERT INTO ${webhookDeliveries} (id, account_id, livemode, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+    SELECT ${deliveryIdSql(p("eventId"), sql`e.id`)}, ${p("accountId")}, ${p("livemode")}, ${p("eventId")}, e.id, 'pending', 0, ${p("createdAt")}, ${p("at")}
     FROM ${webhookEndpoints} e
-    WHERE e.account_id = ${p("accountId")} AND e.status = 'active' AND e.deleted_at IS NULL
+    WHERE e.account_id = ${p("accountId")} AND e.livemode = ${p("livemode")} AND e.status = 'active' AND e.deleted_at IS NULL
       AND ${to === "subscribed" ? sql`EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (${p("type")}, ${ALL_EVENTS}))` : sql`e.id = ${p("endpointId")}`}
     ON CONFLICT (event_id, endpoint_id) DO NOTHING
     RETURNING id`);
 
-export function deliveriesFor(db: Db, accountId: string, eventId: string, type: string, at: number, endpointId?: string): Statement {
-  const values = { eventId, accountId, createdAt: isoTime(at), at };
+export function deliveriesFor(db: Db, tenant: Tenant, eventId: string, type: string, at: number, endpointId?: string): Statement {
+  const values = { eventId, accountId: tenant.accountId, livemode: tenant.livemode ? 1 : 0, createdAt: isoTime(at), at };
   return endpointId === undefined ? preparedDeliveries(db, "subscribed").with({ ...values, type }) : preparedDeliveries(db, "endpoint").with({ ...values, endpointId });
 }
 
 /**
  * A redelivery of an event: one delivery per target endpoint (the one named, or every active one
- * subscribed to the event's type), new, or an existing one back to pending with a fresh 24-hour
- * window. Its attempt count carries on, so attempt numbers stay unique. RETURNING the ids.
+ * subscribed to the event's type; of the event's account and mode either way), new, or an existing
+ * one back to pending with a fresh 24-hour window. Its attempt count carries on, so attempt
+ * numbers stay unique. RETURNING the ids.
  */
-export function redeliveriesFor(db: Db, accountId: string, eventId: string, at: number, endpointId?: string): Statement {
+export function redeliveriesFor(db: Db, tenant: Tenant, eventId: string, at: number, endpointId?: string): Statement {
   const endpointFilter = endpointId
     ? sql`e.id = ${endpointId}`
     : sql`EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (ev.type, ${ALL_EVENTS}))`;
   return rawStatement(db, sql`
-    INSERT INTO ${webhookDeliveries} (id, account_id, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
-    SELECT ${deliveryIdSql(sql`ev.id`, sql`e.id`)}, ev.account_id, ev.id, e.id, 'pending', 0, ${isoTime(at)}, ${at}
-    FROM ${events} ev JOIN ${webhookEndpoints} e ON e.account_id = ev.account_id
-    WHERE ev.id = ${eventId} AND ev.account_id = ${accountId} AND e.status = 'active' AND e.deleted_at IS NULL AND ${endpointFilter}
+    INSERT INTO ${webhookDeliveries} (id, account_id, livemode, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+    SELECT ${deliveryIdSql(sql`ev.id`, sql`e.id`)}, ev.account_id, ev.livemode, ev.id, e.id, 'pending', 0, ${isoTime(at)}, ${at}
+    FROM ${events} ev JOIN ${webhookEndpoints} e ON e.account_id = ev.account_id AND e.livemode = ev.livemode
+    WHERE ev.id = ${eventId} AND ev.account_id = ${tenant.accountId} AND ev.livemode = ${tenant.livemode ? 1 : 0}
+      AND e.status = 'active' AND e.deleted_at IS NULL AND ${endpointFilter}
     ON CONFLICT (event_id, endpoint_id) DO UPDATE SET status = 'pending', first_attempt_at = NULL, next_attempt_at = NULL, waiting_for = NULL, updated_at = ${at}
     RETURNING id`);
 }
 
-const eventInsert = (id: SQL | string, accountId: SQL | string, type: SQL | string, payload: SQL, objectId: SQL | string | null, sequence: SQL | null, createdAt: SQL | string) =>
-  sql`INSERT INTO ${events} (id, account_id, type, payload, object_id, sequence, created_at)
-    VALUES (${id}, ${accountId}, ${type}, ${payload}, ${objectId}, ${sequence ?? sql`NULL`}, ${createdAt})`;
+const eventInsert = (id: SQL | string, accountId: SQL | string, livemode: SQL | number, type: SQL | string, payload: SQL, objectId: SQL | string | null, sequence: SQL | null, createdAt: SQL | string) =>
+  sql`INSERT INTO ${events} (id, account_id, livemode, type, payload, object_id, sequence, created_at)
+    VALUES (${id}, ${accountId}, ${livemode}, ${type}, ${payload}, ${objectId}, ${sequence ?? sql`NULL`}, ${createdAt})`;
 
 // The common event (an envelope with its data as JSON, about an object), prepared once per isolate.
 const preparedEnvelopeInsert = preparedRaw(() =>
-  eventInsert(p("id"), p("accountId"), p("type"), envelopeSql(p("id"), p("type"), sql`json(${p("data")})`, p("createdAt"), nextSequence(p("objectId"))), p("objectId"), nextSequence(p("objectId")), p("createdAt")),
+  eventInsert(p("id"), p("accountId"), p("livemode"), p("type"), envelopeSql(p("id"), p("type"), sql`json(${p("data")})`, p("createdAt"), nextSequence(p("objectId")), livemodeJsonSql(p("livemode"))), p("objectId"), nextSequence(p("objectId")), p("createdAt")),
 );
 
-export function emitEvent(db: Db, accountId: string, spec: EventSpec, at: number): EmittedEvent {
+/** An event of `tenant` (the caller, or the row the change is about: its account and mode). */
+export function emitEvent(db: Db, tenant: Tenant, spec: EventSpec, at: number): EmittedEvent {
   const id = newId("event", at);
+  const { accountId } = tenant;
+  const livemode = tenant.livemode ? 1 : 0;
   const objectId = objectIdOf(spec);
   const createdAt = isoTime(at);
   const sequence = objectId === null ? null : nextSequence(objectId);
   const insert =
     "data" in spec && objectId !== null
-      ? preparedEnvelopeInsert(db).with({ id, accountId, type: spec.type, data: JSON.stringify(spec.data ?? null), createdAt, objectId })
-      : rawStatement(db, eventInsert(id, accountId, spec.type, eventPayload(id, spec, at, sequence), objectId, sequence, createdAt));
-  return { id, statements: [insert, deliveriesFor(db, accountId, id, spec.type, at)], deliveriesAt: 1 };
+      ? preparedEnvelopeInsert(db).with({ id, accountId, livemode, type: spec.type, data: JSON.stringify(spec.data ?? null), createdAt, objectId })
+      : rawStatement(db, eventInsert(id, accountId, livemode, spec.type, eventPayload(id, spec, at, sequence, tenant.livemode), objectId, sequence, createdAt));
+  return { id, statements: [insert, deliveriesFor(db, tenant, id, spec.type, at)], deliveriesAt: 1 };
 }
 
 export interface DeliveryMessage {
@@ -139,12 +149,12 @@ export async function enqueueDeliveries(queue: Queue, deliveryIds: string[]): Pr
  * rather than at the sweeper's next run. A lost enqueue is not lost work: the sweeper re-enqueues
  * pending deliveries.
  */
-export async function releaseHeldDeliveries(db: Db, queue: Queue, accountId: string, endpointId: string): Promise<void> {
+export async function releaseHeldDeliveries(db: Db, queue: Queue, tenant: Tenant, endpointId: string): Promise<void> {
   const released = await db
     .update(webhookDeliveries)
     .set({ waitingFor: null })
     .where(
-      and(eq(webhookDeliveries.accountId, accountId), eq(webhookDeliveries.endpointId, endpointId), eq(webhookDeliveries.status, "pending"), isNotNull(webhookDeliveries.waitingFor)),
+      and(ownedBy(webhookDeliveries, tenant), eq(webhookDeliveries.endpointId, endpointId), eq(webhookDeliveries.status, "pending"), isNotNull(webhookDeliveries.waitingFor)),
     )
     .returning({ id: webhookDeliveries.id });
   if (released.length === 0) return;

@@ -174,9 +174,10 @@ describe("POST /subscriptions", () => {
 
   it("answers 400 livemode_unavailable to a live key, which has no card processor yet", async () => {
     const acct = await signup();
-    const user = await createUser(acct);
-    const plan = await createPlan(acct);
     const live = await liveKey(acct.id);
+    // The live key's own user and plan: a test-mode user or plan is not found in live mode.
+    const user = await createUser({ id: acct.id, key: live });
+    const plan = await createPlan({ id: acct.id, key: live });
     const res = await call("/subscriptions", { key: live, body: { user_id: user.id, plan_id: plan.id, ...card() } });
     expectError(res, 400, "invalid_request_error", "livemode_unavailable");
     expect(await paymentsOf(acct.id)).toEqual([]);

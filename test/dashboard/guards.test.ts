@@ -131,7 +131,7 @@ describe("the internal principal", () => {
     const other = await signup("Dash Other Tenant");
     const otherUser = await createUser(other, { name: "Other", email: "other@example.com" });
     const key = await createKey(acct, ["users:read"], "principal");
-    const auth: Auth = { accountId: acct.id, keyId: key.id, mode: "test", scopes: ["users:read"], credential: "restricted_key", apiVersion: "2026-11-01" };
+    const auth: Auth = { accountId: acct.id, keyId: key.id, mode: "test", livemode: false, scopes: ["users:read"], credential: "restricted_key", apiVersion: "2026-11-01" };
     expect((await asPrincipal(auth, "/api/users")).status).toBe(200);
     expect((await asPrincipal(auth, "/payouts")).status).toBe(403);
     expect((await asPrincipal(auth, `/api/users/${otherUser.id}`)).status).toBe(404);

@@ -11,6 +11,7 @@ describe("POST /api/request-id", () => {
     expect(res.body).toEqual({
       id: expect.stringMatching(UUID_V7),
       object: "request_id",
+      livemode: false,
       purpose: "checkout",
       metadata: { order: "A-1001", attempt: 2, test: true, note: null },
       timestamp: expect.stringMatching(ISO_MS),

@@ -49,6 +49,7 @@ describe("charges through the sandbox", () => {
       expect(res.body).toEqual({
         id: result.payment.id,
         object: "payment",
+        livemode: false,
         subscription_id: "sub_01m7z2d8n7zgev6x3n0epk9rxn",
         user_id: customer.id,
         amount: 1999,

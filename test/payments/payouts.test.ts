@@ -45,6 +45,7 @@ describe("POST /payout", () => {
     expect(res.body).toEqual({
       id: expect.stringMatching(/^po_[0-9a-z]{26}$/),
       object: "payout",
+      livemode: false,
       recipient_id: null,
       amount: 2500,
       currency: "usd",
@@ -66,7 +67,7 @@ describe("POST /payout", () => {
 
     const [created] = await eventsFor(acct.id, res.body.id);
     expect(created.type).toBe("payout.created");
-    expect(created.body).toEqual({ id: created.id, type: "payout.created", data: res.body, created_at: res.body.created_at, sequence: 1 });
+    expect(created.body).toEqual({ id: created.id, type: "payout.created", data: res.body, created_at: res.body.created_at, sequence: 1, livemode: false });
   });
 
   it("pays a recipient who is a user of the account", async () => {

@@ -44,6 +44,7 @@ describe("POST /refunds", () => {
     expect(res.body).toEqual({
       id: expect.stringMatching(/^re_[0-9a-z]{26}$/),
       object: "refund",
+      livemode: false,
       payment_id: charged.id,
       amount: 10_000,
       currency: "usd",
@@ -56,7 +57,7 @@ describe("POST /refunds", () => {
     expect((await call(`/refunds/${res.body.id}`, { key: acct.key })).body).toEqual(res.body);
 
     const [initiated] = await eventsFor(acct.id, res.body.id);
-    expect(initiated.body).toEqual({ id: initiated.id, type: "refund.initiated", data: res.body, created_at: res.body.created_at, sequence: 1 });
+    expect(initiated.body).toEqual({ id: initiated.id, type: "refund.initiated", data: res.body, created_at: res.body.created_at, sequence: 1, livemode: false });
 
     const result = await settle(res.body.id);
     expect(result.explicitAcks).toHaveLength(1);

@@ -501,7 +501,7 @@ describe("a route that answers 2xx without a batch of its own", () => {
     app.use(async (c, next) => {
       c.set("db", createDb(c.env.DB));
       c.set("requestId", "req_test");
-      c.set("auth", { accountId: acct.id, keyId, mode: "test", scopes: ["*"], credential: "secret_key", apiVersion: "2026-11-22" });
+      c.set("auth", { accountId: acct.id, keyId, mode: "test", livemode: false, scopes: ["*"], credential: "secret_key", apiVersion: "2026-11-22" });
       c.set("jsonBody", await c.req.json().catch(() => null));
       await next();
     });

@@ -169,6 +169,7 @@ export async function chargeCard(acct: Account, customer: { id: string; email: s
     db,
     processor: sandboxProcessor,
     accountId: acct.id,
+    livemode: false,
     customer,
     subscriptionId: options.subscriptionId ?? null,
     amount: options.amount ?? 4000,

@@ -51,15 +51,17 @@ export async function call<T = any>(path: string, options: CallOptions = {}): Pr
 
 export interface Account {
   id: string;
+  /** A key of the account: the test-mode secret key sign-up answered, unless a test says otherwise. */
   key: string;
 }
 
 let signups = 0;
-export async function signup(name = "Acme"): Promise<Account> {
+/** Signs up; `key` is the test-mode secret key, `liveKey` the live-mode one. */
+export async function signup(name = "Acme"): Promise<Account & { liveKey: string }> {
   signups++;
   const res = await call("/api/accounts", { body: { name, email: `owner${signups}@acme.test` } });
   expect(res.status).toBe(201);
-  return { id: res.body.id, key: res.body.api_key };
+  return { id: res.body.id, key: res.body.api_key, liveKey: res.body.live_api_key };
 }
 
 /** The Worker's environment with `overrides` (a failing D1, a recording queue, ...). */

@@ -260,12 +260,12 @@ export interface CardsUsed {
   cvvs: Iterable<string>;
 }
 
-const SECRET_PATTERN = /(whsec_[A-Za-z0-9+/=]{8,}|sk_test_[A-Za-z0-9]{8,}|rk_test_[A-Za-z0-9]{8,}|sk_live_[A-Za-z0-9]{8,})/;
+const SECRET_PATTERN = /(whsec_[A-Za-z0-9+/=]{8,}|sk_test_[A-Za-z0-9]{8,}|rk_test_[A-Za-z0-9]{8,}|sk_live_[A-Za-z0-9]{8,}|rk_live_[A-Za-z0-9]{8,})/;
 const tokenOf = (value: string) => new RegExp(`(^|[^0-9A-Za-z])${value}([^0-9A-Za-z]|$)`);
 
 /**
  * No PAN (nor its first 12 digits) and no CVV anywhere in the database, no stored "card_number"
- * or "cvv" field, and no secret (whsec_, sk_test_, rk_test_, sk_live_) in a stored idempotent
+ * or "cvv" field, and no secret (whsec_, sk_test_, rk_test_, sk_live_, rk_live_) in a stored idempotent
  * answer or an event payload.
  */
 export async function noSecretOrCardAtRest(cards: CardsUsed) {

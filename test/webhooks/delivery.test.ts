@@ -326,7 +326,7 @@ describe("management", () => {
     expect(delivered).toMatchObject({ id: test.body.event_id, type: "webhook.test" });
     // The catch-up feed shows the same event: data as in the envelope, payload as delivered.
     const fromFeed = await call(`/api/events/${test.body.event_id}`, { key: acct.key });
-    expect(fromFeed.body).toEqual({ id: delivered.id, object: "event", type: "webhook.test", created_at: delivered.created_at, object_id: null, sequence: null, data: delivered.data, payload: delivered });
+    expect(fromFeed.body).toEqual({ id: delivered.id, object: "event", livemode: false, type: "webhook.test", created_at: delivered.created_at, object_id: null, sequence: null, data: delivered.data, payload: delivered });
 
     const patched = await call(`/api/webhooks/${hook.id}`, { method: "PATCH", key: acct.key, body: { events: ["customer.updated"], status: "disabled" } });
     expect(patched.body).toMatchObject({ events: ["customer.updated"], status: "disabled" });
@@ -334,7 +334,7 @@ describe("management", () => {
     expect(types.body.data.map((t: any) => t.type)).toEqual(expect.arrayContaining(["payment.completed", "payout.paid", "subscription_renewal"]));
 
     const removed = await call(`/api/webhooks/${hook.id}`, { method: "DELETE", key: acct.key });
-    expect(removed.body).toEqual({ id: hook.id, object: "webhook_endpoint", deleted: true });
+    expect(removed.body).toEqual({ id: hook.id, object: "webhook_endpoint", livemode: false, deleted: true });
     expectError(await call(`/api/webhooks/${hook.id}`, { key: acct.key }), 404, "not_found_error", "resource_missing");
   });
 

@@ -37,7 +37,7 @@ export interface EnvelopeEventData {
 
 export type EnvelopeEventType = keyof EnvelopeEventData;
 
-/** The standard envelope: `{ id, type, data, created_at, sequence }`. */
+/** The standard envelope: `{ id, type, data, created_at, sequence, livemode }`. */
 export type EnvelopeEvent = {
   [T in EnvelopeEventType]: {
     /** The event id (evt_…), also sent as `webhook-id`: use it to drop duplicates. */
@@ -47,6 +47,8 @@ export type EnvelopeEvent = {
     created_at: string;
     /** The event's place among its object's events (null for webhook.test). */
     sequence?: number | null;
+    /** The event's mode: true for live-mode objects, false for test mode. */
+    livemode: boolean;
   };
 }[EnvelopeEventType];
 
@@ -60,7 +62,7 @@ export interface NotificationStatus {
 
 export type NotificationEventType = keyof NotificationStatus;
 
-/** A subscription notification: `{ id, event, subscription_id, status, timestamp }`. */
+/** A subscription notification: `{ id, event, subscription_id, status, timestamp, livemode }`. */
 export type NotificationEvent = {
   [T in NotificationEventType]: {
     id: string;
@@ -68,6 +70,8 @@ export type NotificationEvent = {
     subscription_id: string;
     status: NotificationStatus[T];
     timestamp: string;
+    /** The event's mode: true for live-mode objects, false for test mode. */
+    livemode: boolean;
   };
 }[NotificationEventType];
 

@@ -1,5 +1,5 @@
 // POST /api/accounts: sign-up. Open in development, behind ADMIN_TOKEN elsewhere; the answer shows
-// the account's test-mode secret key once.
+// the account's two secret keys once: the test-mode one and the live-mode one.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { generateApiKey, displayPrefix } from "../../auth/credentials";
 import { ALL_SCOPES } from "../../auth/scopes";
@@ -23,10 +23,10 @@ const route = apiRoute({
   operationId: "createAccount",
   summary: "Sign up",
   description:
-    "Creates an account and returns its first test-mode secret key, shown once. Open in development; elsewhere it needs 'Authorization: Bearer <ADMIN_TOKEN>'. Idempotency-Key does not apply: there is no account to scope it to yet.",
+    "Creates an account and returns its two secret keys, each shown once: `api_key` (test mode, sk_test_…) and `live_api_key` (live mode, sk_live_…). Each mode sees only its own objects. Open in development; elsewhere it needs 'Authorization: Bearer <ADMIN_TOKEN>'. Idempotency-Key does not apply: there is no account to scope it to yet.",
   public: true,
   request: jsonBodyOf(SignupBody),
-  responses: { 201: json(AccountSchema, "The account, with its API key.") },
+  responses: { 201: json(AccountSchema, "The account, with its test and live secret keys.") },
 });
 
 export function registerCreateAccount(app: OpenAPIHono<AppEnv>) {
@@ -41,22 +41,27 @@ export function registerCreateAccount(app: OpenAPIHono<AppEnv>) {
     const now = clock.now();
     const accountId = newId("account", now);
     const apiKey = generateApiKey("secret", "test");
-    await runBatch(c.var.db, [
-      c.var.db.insert(accounts).values({ id: accountId, name: body.name, email: body.email, apiVersion: CURRENT_API_VERSION, createdAt: isoTime(now) }),
+    const liveApiKey = generateApiKey("secret", "live");
+    const secretKey = (secret: string, hash: string, mode: "test" | "live", name: string) =>
       c.var.db.insert(apiKeys).values({
         id: newId("apiKey", now),
         accountId,
-        name: "Default secret key",
+        name,
         kind: "secret",
-        mode: "test",
-        prefix: displayPrefix(apiKey),
-        hash: await sha256Hex(apiKey),
+        mode,
+        prefix: displayPrefix(secret),
+        hash,
         scopes: [ALL_SCOPES],
         createdAt: isoTime(now),
-      }),
+      });
+    const [testHash, liveHash] = await Promise.all([sha256Hex(apiKey), sha256Hex(liveApiKey)]);
+    await runBatch(c.var.db, [
+      c.var.db.insert(accounts).values({ id: accountId, name: body.name, email: body.email, apiVersion: CURRENT_API_VERSION, createdAt: isoTime(now) }),
+      secretKey(apiKey, testHash, "test", "Default secret key"),
+      secretKey(liveApiKey, liveHash, "live", "Default live secret key"),
     ]);
     return c.json(
-      { id: accountId, object: "account" as const, name: body.name, email: body.email, created_at: isoTime(now), api_key: apiKey },
+      { id: accountId, object: "account" as const, name: body.name, email: body.email, created_at: isoTime(now), api_key: apiKey, live_api_key: liveApiKey },
       201,
     );
   });

@@ -10,6 +10,10 @@ export const AccountSchema = z
     name: z.string(),
     email: z.string(),
     created_at: timestamp("When the account was created."),
-    api_key: z.string().openapi({ description: "A test-mode secret key, sk_test_…. Shown once: store it now.", example: "sk_test_…" }),
+    api_key: z.string().openapi({ description: "A test-mode secret key, sk_test_…: it sees and touches test-mode objects only. Shown once: store it now.", example: "sk_test_…" }),
+    live_api_key: z.string().openapi({
+      description: "A live-mode secret key, sk_live_…: it sees and touches live-mode objects only, and alone creates live restricted keys. Shown once: store it now.",
+      example: "sk_live_…",
+    }),
   })
   .openapi("Account");

@@ -4,7 +4,7 @@ import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import { and, eq, isNull, sql } from "drizzle-orm";
 import { guardExists } from "../../db/batch";
 import { events, webhookDeliveries, webhookEndpoints } from "../../db/schema";
-import { owned } from "../../db/scope";
+import { livemodeJsonSql, owned } from "../../db/scope";
 import { ensureLive } from "../../auth/credentials";
 import { hasPrefix } from "../../domain/ids";
 import { clock } from "../../lib/clock";
@@ -16,7 +16,7 @@ import { commit } from "../write-path";
 import { EVENT_TYPES, TEST_EVENT_TYPE, describeEventTypes } from "../../webhooks/catalog";
 import { redeliveriesFor } from "../../webhooks/outbox";
 import { apiRoute, idParam, json } from "../openapi";
-import { bodyObject, closedSetFilter, idField, timestamp } from "../shared";
+import { bodyObject, closedSetFilter, idField, livemodeField, timestamp } from "../shared";
 
 const tags = ["Events"];
 
@@ -24,12 +24,13 @@ const EventSchema = z
   .object({
     id: z.string().openapi({ example: "evt_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
     object: z.literal("event"),
+    livemode: livemodeField,
     type: z.string(),
     created_at: timestamp("When the event happened."),
     object_id: z.string().nullable().openapi({ description: "The object the event is about: the user, payout, payment, refund or subscription.", example: "po_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
     sequence: z.number().int().nullable().openapi({ description: "The event's place among its object's events: 1 for the first, +1 for each later one, in commit order and without gaps. Deliveries carry it as Tender-Sequence: <object_id>/<sequence>.", example: 2 }),
-    data: z.unknown().openapi({ description: "The event's data, as in the webhook envelope: the resource for customer.*, payout.*, refund.*; the payment summary for payment.*; subscription_id, status and timestamp for subscription notifications." }),
-    payload: z.record(z.string(), z.unknown()).openapi({ description: "The exact body delivered to endpoints: the standard envelope, or a subscription notification." }),
+    data: z.unknown().openapi({ description: "The event's data, as in the webhook envelope: the resource (as the API returns it, livemode included) for customer.*, payout.*, refund.*; the payment summary for payment.*; subscription_id, status and timestamp for subscription notifications." }),
+    payload: z.record(z.string(), z.unknown()).openapi({ description: "The exact body delivered to endpoints: the standard envelope, or a subscription notification; both carry the event's livemode." }),
   })
   .openapi("Event");
 
@@ -52,7 +53,7 @@ const RedeliverBody = bodyObject({
 const FEED_TYPES: [string, ...string[]] = [EVENT_TYPES[0], ...EVENT_TYPES.slice(1), TEST_EVENT_TYPE];
 
 const RedeliverySchema = z
-  .object({ object: z.literal("redelivery"), event_id: z.string(), deliveries: z.array(z.string()) })
+  .object({ object: z.literal("redelivery"), livemode: livemodeField, event_id: z.string(), deliveries: z.array(z.string()) })
   .openapi("Redelivery");
 
 /**
@@ -61,9 +62,9 @@ const RedeliverySchema = z
  */
 function serializeEvent(row: typeof events.$inferSelect) {
   const payload = JSON.parse(row.payload) as Record<string, unknown>;
-  const { id: _id, type: _type, event: _event, created_at: _created, ...notification } = payload;
+  const { id: _id, type: _type, event: _event, created_at: _created, livemode: _livemode, ...notification } = payload;
   const data = "data" in payload ? payload.data : notification;
-  return { id: row.id, object: "event" as const, type: row.type, created_at: row.createdAt, object_id: row.objectId, sequence: row.sequence, data, payload };
+  return { id: row.id, object: "event" as const, livemode: row.livemode, type: row.type, created_at: row.createdAt, object_id: row.objectId, sequence: row.sequence, data, payload };
 }
 
 const types = apiRoute({
@@ -82,7 +83,7 @@ const list = apiRoute({
   tags,
   operationId: "listEvents",
   summary: "List events (catch-up feed)",
-  description: "Every event of the account, newest first; filter by type. Use it to catch up on anything a receiver missed.",
+  description: "Every event of the account in the key's mode (test or live), newest first; filter by type. Use it to catch up on anything a receiver missed.",
   scope: "events:read",
   request: {
     query: listQuery.extend({
@@ -111,7 +112,7 @@ const redeliver = apiRoute({
   operationId: "redeliverEvent",
   summary: "Redeliver an event",
   description:
-    "Sends the event again, with the same webhook-id, to one named endpoint or to every active endpoint subscribed to its type. A failed delivery starts a fresh 24-hour retry window.",
+    "Sends the event again, with the same webhook-id, to one named endpoint or to every active endpoint subscribed to its type, of the event's mode only. A failed delivery starts a fresh 24-hour retry window.",
   scope: "events:write",
   request: {
     params: idParam("event", "evt_01jd2x4k5m6n7p8q9r0s1t2v3w"),
@@ -160,14 +161,14 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
       ...(endpointId
         ? [guardExists(db, ENDPOINT_MISSING, webhookEndpoints, owned(webhookEndpoints, auth, and(eq(webhookEndpoints.id, endpointId), isNull(webhookEndpoints.deletedAt), eq(webhookEndpoints.status, "active"))))]
         : []),
-      redeliveriesFor(db, auth.accountId, id, now, endpointId),
+      redeliveriesFor(db, auth, id, now, endpointId),
     ];
     const { deliveryIds } = await commit(
       c,
       { statements: [], events: [{ id, statements, deliveriesAt: statements.length - 1 }] },
       202,
       // The stored answer lists the same deliveries, read inside the batch.
-      sql`json_object('object', 'redelivery', 'event_id', ${id}, 'deliveries', (SELECT json_group_array(id) FROM ${webhookDeliveries} WHERE event_id = ${id} AND updated_at = ${now}))`,
+      sql`json_object('object', 'redelivery', 'livemode', ${livemodeJsonSql(sql.raw(auth.livemode ? "1" : "0"))}, 'event_id', ${id}, 'deliveries', (SELECT json_group_array(id) FROM ${webhookDeliveries} WHERE event_id = ${id} AND updated_at = ${now}))`,
       {
         failures: {
           [EVENT_MISSING]: () => notFound("event", id, "id"),
@@ -175,6 +176,6 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
         },
       },
     );
-    return c.json({ object: "redelivery" as const, event_id: id, deliveries: deliveryIds }, 202);
+    return c.json({ object: "redelivery" as const, livemode: auth.livemode, event_id: id, deliveries: deliveryIds }, 202);
   });
 }

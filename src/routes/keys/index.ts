@@ -1,5 +1,7 @@
 // API keys: create a restricted key within the caller's scopes (its secret shown once), list, read,
-// and revoke a key whose scopes the caller holds.
+// and revoke a key whose scopes the caller holds. Keys belong to a mode as every object does: a
+// key is created in its creator's mode, and sees, lists and revokes keys of its own mode only;
+// only a live secret key creates live keys.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq, sql } from "drizzle-orm";
 import { displayPrefix, forgetKey, generateApiKey } from "../../auth/credentials";
@@ -28,7 +30,8 @@ const create = apiRoute({
   tags,
   operationId: "createKey",
   summary: "Create a restricted key",
-  description: "Creates a restricted key (rk_test_…) with the given scopes, which must lie within the caller's own.",
+  description:
+    "Creates a restricted key in the caller's mode (rk_test_… with a test key, rk_live_… with a live one) with the given scopes, which must lie within the caller's own. Only a live secret key (sk_live_…) creates live keys: a live restricted key or access token answers 403 live_key_requires_secret_key.",
   scope: "keys:write",
   request: jsonBodyOf(CreateKeyBody),
   responses: { 201: json(CreatedKeySchema, "The key, with its secret shown once.") },
@@ -40,6 +43,7 @@ const list = apiRoute({
   tags,
   operationId: "listKeys",
   summary: "List API keys",
+  description: "The keys of the caller's mode: a test key lists test keys, a live key live keys.",
   scope: "keys:read",
   request: { query: listQuery },
   responses: { 200: json(listSchema(KeySchema, "ApiKeyList"), "A page of keys, newest first.") },
@@ -73,6 +77,14 @@ export function registerKeys(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async function createKey(c) {
     const { auth, db } = c.var;
     const body = c.req.valid("json");
+    if (auth.mode === "live" && auth.credential !== "secret_key") {
+      throw new ApiError(
+        403,
+        "permission_error",
+        "live_key_requires_secret_key",
+        "Only the live secret key (sk_live_…) creates live keys; use it, not a restricted key or an access token.",
+      );
+    }
     if (!scopesWithin(auth.scopes, body.scopes)) {
       throw new ApiError(403, "permission_error", "scope_exceeds_caller", "A key cannot be given scopes its creator does not hold.", "scopes");
     }

@@ -2,7 +2,8 @@ import { z } from "@hono/zod-openapi";
 import { sql } from "drizzle-orm";
 import { SCOPES } from "../../auth/scopes";
 import { apiKeys } from "../../db/schema";
-import { bodyObject, listOf, quoted, textField, timestamp } from "../shared";
+import { livemodeJsonSql } from "../../db/scope";
+import { bodyObject, listOf, livemodeField, quoted, textField, timestamp } from "../shared";
 
 const scope = z.enum(SCOPES, { error: (issue) => `Each item of scopes must be one of ${listOf(SCOPES, "or")}; ${quoted(issue.input)} is not one.` });
 
@@ -19,6 +20,7 @@ export const KeySchema = z
   .object({
     id: z.string().openapi({ example: "key_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
     object: z.literal("api_key"),
+    livemode: livemodeField,
     name: z.string().nullable(),
     kind: z.enum(["secret", "restricted"]),
     mode: z.enum(["test", "live"]),
@@ -30,13 +32,14 @@ export const KeySchema = z
   .openapi("ApiKey");
 
 export const CreatedKeySchema = KeySchema.extend({
-  secret: z.string().nullable().openapi({ description: "The key itself, rk_test_…: shown in this answer only (null in an idempotent replay)." }),
+  secret: z.string().nullable().openapi({ description: "The key itself, rk_test_… or rk_live_…: shown in this answer only (null in an idempotent replay)." }),
 }).openapi("CreatedApiKey");
 
-export function serializeKey(row: typeof apiKeys.$inferSelect) {
+export function serializeKey(row: Omit<typeof apiKeys.$inferSelect, "livemode">) {
   return {
     id: row.id,
     object: "api_key" as const,
+    livemode: row.mode === "live",
     name: row.name,
     kind: row.kind,
     mode: row.mode,
@@ -49,6 +52,6 @@ export function serializeKey(row: typeof apiKeys.$inferSelect) {
 
 /** serializeKey inside SQL, for the stored answer built within a batch (the row as committed). */
 export const keyJsonSql = (id: string) => sql`(SELECT json_object(
-  'id', ${apiKeys.id}, 'object', 'api_key', 'name', ${apiKeys.name}, 'kind', ${apiKeys.kind}, 'mode', ${apiKeys.mode},
+  'id', ${apiKeys.id}, 'object', 'api_key', 'livemode', ${livemodeJsonSql(apiKeys.livemode)}, 'name', ${apiKeys.name}, 'kind', ${apiKeys.kind}, 'mode', ${apiKeys.mode},
   'prefix', ${apiKeys.prefix}, 'scopes', json(${apiKeys.scopes}), 'created_at', ${apiKeys.createdAt}, 'revoked_at', ${apiKeys.revokedAt}
 ) FROM ${apiKeys} WHERE ${apiKeys.id} = ${id})`;

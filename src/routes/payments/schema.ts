@@ -1,12 +1,13 @@
 import { z } from "@hono/zod-openapi";
 import { listQuery } from "../pagination";
 import { CardSummarySchema } from "../../payments/card-input";
-import { idField, timestamp } from "../shared";
+import { idField, livemodeField, timestamp } from "../shared";
 
 export const PaymentSchema = z
   .object({
     id: z.string().openapi({ example: "pay_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
     object: z.literal("payment"),
+    livemode: livemodeField,
     subscription_id: z.string().nullable().openapi({ description: "The subscription this payment was charged for." }),
     user_id: z.string().nullable(),
     amount: z.number().int().openapi({ description: "In the currency's smallest unit.", example: 1999 }),

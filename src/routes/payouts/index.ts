@@ -5,6 +5,7 @@ import { and, eq, sql } from "drizzle-orm";
 import { guard, guardExists, type Statement } from "../../db/batch";
 import { insertRow } from "../../db/prepared";
 import { payouts, users } from "../../db/schema";
+import { ownedBy } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
 import { clock, isoDate, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
@@ -94,6 +95,7 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
     const row: PayoutRow = {
       id: newId("payout", now),
       accountId: auth.accountId,
+      livemode: auth.livemode,
       recipientId,
       amount: body.amount,
       currency,
@@ -116,13 +118,13 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
     // The recipient is checked inside the batch: no extra round trip, and no gap to race.
     if (recipientId !== null) {
       statements.push(
-        guardExists(db, RECIPIENT_MISSING, users, and(eq(users.accountId, auth.accountId), eq(users.id, recipientId))),
+        guardExists(db, RECIPIENT_MISSING, users, and(ownedBy(users, auth), eq(users.id, recipientId))),
       );
     }
     statements.push(insertRow(db, payouts, row));
     await commit(
       c,
-      { statements, events: [emitEvent(db, auth.accountId, { type: "payout.created", data: payout }, now)] },
+      { statements, events: [emitEvent(db, auth, { type: "payout.created", data: payout }, now)] },
       201,
       payout,
       { failures: { [RECIPIENT_MISSING]: recipientMissing } },
@@ -161,7 +163,7 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const now = clock.now();
-    const mine = and(eq(payouts.accountId, auth.accountId), eq(payouts.id, id));
+    const mine = and(ownedBy(payouts, auth), eq(payouts.id, id));
     let returned: unknown[];
     let notPending = false;
     try {
@@ -179,7 +181,7 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
             .set({ status: "canceled", updatedAt: isoTime(now) })
             .where(and(mine, eq(payouts.status, "pending")))
             .returning(),
-          events: [emitEvent(db, auth.accountId, { type: "payout.canceled", dataSql: payoutJsonSql(id), objectId: id }, now)],
+          events: [emitEvent(db, auth, { type: "payout.canceled", dataSql: payoutJsonSql(id), objectId: id }, now)],
         },
         200,
         payoutJsonSql(id),

@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { CardFields, CardSummarySchema } from "../../payments/card-input";
 import { AmountField, CurrencyField } from "../../payments/money-input";
 import { listQuery } from "../pagination";
-import { bodyObject, closedSetFilter, idField, textField, timestamp } from "../shared";
+import { bodyObject, closedSetFilter, idField, livemodeField, textField, timestamp } from "../shared";
 
 export const PAYOUT_STATUSES = ["pending", "paid", "failed", "canceled"] as const;
 
@@ -20,6 +20,7 @@ export const PayoutSchema = z
   .object({
     id: z.string().openapi({ example: "po_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
     object: z.literal("payout"),
+    livemode: livemodeField,
     recipient_id: z.string().nullable(),
     amount: z.number().int().openapi({ description: "In the currency's smallest unit.", example: 1000 }),
     currency: z.string().openapi({ example: "usd" }),

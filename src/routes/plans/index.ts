@@ -142,6 +142,7 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
     const row: typeof plans.$inferInsert & typeof plans.$inferSelect = {
       id: newId("plan", now),
       accountId: auth.accountId,
+      livemode: auth.livemode,
       name: body.name,
       description: body.description ?? null,
       currency,

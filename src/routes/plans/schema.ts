@@ -3,7 +3,7 @@ import { plans } from "../../db/schema";
 import { CURRENCY_EXPONENTS, formatMinor } from "../../domain/money";
 import { MAX_TIERS } from "../../domain/pricing";
 import { CurrencyField } from "../../payments/money-input";
-import { booleanField, bodyObject, closedSet, textField, timestamp } from "../shared";
+import { bodyObject, booleanField, closedSet, livemodeField, textField, timestamp } from "../shared";
 import { rowAnswer } from "../../middleware/stored-answers";
 
 /** A price in major units; its decimals are checked against the currency by the handler. */
@@ -66,6 +66,7 @@ export const PlanSchema = z
   .object({
     id: z.string().openapi({ example: "plan_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
     object: z.literal("plan"),
+    livemode: livemodeField,
     name: z.string(),
     price: z.number().nullable().openapi({ description: "The charge per interval in major units (null for tiered plans).", example: 19.99 }),
     unit_amount: z.number().int().nullable().openapi({ description: "The charge per interval in minor units (null for tiered plans).", example: 1999 }),
@@ -89,6 +90,7 @@ export function serializePlan(row: typeof plans.$inferSelect): PlanJson {
   return {
     id: row.id,
     object: "plan",
+    livemode: row.livemode,
     name: row.name,
     price: row.unitAmount === null ? null : major(row.unitAmount, exponent),
     unit_amount: row.unitAmount,

@@ -14,6 +14,7 @@ import { commit } from "../write-path";
 import { type RefundRow, refundJsonSql, serializeRefund } from "../../payments/serialize";
 import { REFUND_FAILURES, refundWrites } from "../../payments/refund-writes";
 import { enqueueRefundSettlements } from "../../payments/settle-refund";
+import { processorForRequest } from "../../processor";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { CreateRefundBody, RefundListQuery, RefundSchema } from "./schema";
 import { clock } from "../../lib/clock";
@@ -63,9 +64,11 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
     const body = c.req.valid("json");
     const now = clock.now();
     const paymentId = body.payment_id;
+    // The refund settles at the processor: a mode without one refunds nothing (400 livemode_unavailable).
+    processorForRequest(c.env, auth.mode);
     if (!hasPrefix(paymentId, "payment")) throw notFound("payment", paymentId, "payment_id");
     const refundId = newId("refund", now);
-    const writes = refundWrites(db, { accountId: auth.accountId, paymentId, refundId, amount: body.amount, reason: body.reason ?? null, at: now });
+    const writes = refundWrites(db, { accountId: auth.accountId, livemode: auth.livemode, paymentId, refundId, amount: body.amount, reason: body.reason ?? null, at: now });
 
     let exceeded = false;
     let returned: unknown[];

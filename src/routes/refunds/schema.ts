@@ -1,7 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import { listQuery } from "../pagination";
 import { AmountField } from "../../payments/money-input";
-import { bodyObject, closedSet, idField, timestamp } from "../shared";
+import { bodyObject, closedSet, idField, livemodeField, timestamp } from "../shared";
 
 export const REFUND_REASONS = ["duplicate", "fraudulent", "requested_by_customer"] as const;
 
@@ -18,6 +18,7 @@ export const RefundSchema = z
   .object({
     id: z.string().openapi({ example: "re_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
     object: z.literal("refund"),
+    livemode: livemodeField,
     payment_id: z.string(),
     amount: z.number().int().openapi({ description: "In the currency's smallest unit.", example: 500 }),
     currency: z.string().openapi({ example: "usd" }),

@@ -65,6 +65,7 @@ export function registerRequestIds(app: OpenAPIHono<AppEnv>) {
     const row = {
       id: uuidv7(now),
       accountId: c.var.auth.accountId,
+      livemode: c.var.auth.livemode,
       purpose: body.purpose,
       metadata: body.metadata ?? null,
       createdAt: isoTime(now),

@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import type { requestIds } from "../../db/schema";
-import { bodyObject, textField, timestamp } from "../shared";
+import { bodyObject, livemodeField, textField, timestamp } from "../shared";
 
 export const METADATA_MAX_KEYS = 50;
 export const METADATA_KEY_MAX = 40;
@@ -40,6 +40,7 @@ export const RequestIdSchema = z
   .object({
     id: z.string().uuid().openapi({ description: "A UUID, version 7.", example: "019a8f3e-7c1d-7b2a-9f00-3c4d5e6f7a8b" }),
     object: z.literal("request_id"),
+    livemode: livemodeField,
     purpose: z.string(),
     metadata: z.record(z.string(), z.unknown()).nullable(),
     timestamp: timestamp("When the id was generated."),
@@ -51,6 +52,7 @@ export function serializeRequestId(row: typeof requestIds.$inferSelect) {
   return {
     id: row.id,
     object: "request_id" as const,
+    livemode: row.livemode,
     purpose: row.purpose,
     metadata: row.metadata ?? null,
     timestamp: row.createdAt,

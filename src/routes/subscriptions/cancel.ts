@@ -61,7 +61,7 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
           statements: guards,
           returning: db.update(subscriptions).set({ cancelAtPeriodEnd: true, updatedAt: isoTime(realNow) }).where(match).returning(),
           // The status it keeps, as the batch sees it.
-          events: [emitEvent(db, auth.accountId, { type: "subscription_updated", subscriptionId: id, status: sql`(SELECT status FROM subscriptions WHERE id = ${id})` }, realNow)],
+          events: [emitEvent(db, auth, { type: "subscription_updated", subscriptionId: id, status: sql`(SELECT status FROM subscriptions WHERE id = ${id})` }, realNow)],
         }
       : {
           statements: [
@@ -79,7 +79,7 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
             .set({ status: "canceled", canceledAt: billingNowSql(subscriptions.userId, realNow), cancelAtPeriodEnd: false, dueAt: null, updatedAt: isoTime(realNow) })
             .where(match)
             .returning(),
-          events: [emitEvent(db, auth.accountId, { type: "subscription_canceled", subscriptionId: id, status: "canceled" }, realNow)],
+          events: [emitEvent(db, auth, { type: "subscription_canceled", subscriptionId: id, status: "canceled" }, realNow)],
         };
     return commitAndAnswerRow(c, writes, subscriptionAnswer, eq(subscriptions.id, id), { failures });
   });

@@ -74,6 +74,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
       db,
       processor,
       accountId: auth.accountId,
+      livemode: auth.livemode,
       customer,
       subscriptionId: id,
       amount,
@@ -95,7 +96,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         result,
         {
           statements: [db.insert(payments).values(failed)],
-          events: [emitEvent(db, auth.accountId, { type: "payment.failed", data: paymentEventData(failed, customer) }, realNow)],
+          events: [emitEvent(db, auth, { type: "payment.failed", data: paymentEventData(failed, customer) }, realNow)],
         },
         { failures: { [CHARGE_RECORDED]: idempotencyClaimLost } },
       );
@@ -106,6 +107,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
     const row: SubscriptionRow = {
       id,
       accountId: auth.accountId,
+      livemode: auth.livemode,
       userId: user.id,
       planId: plan.id,
       status: "active",
@@ -132,6 +134,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
           db.insert(subscriptionPeriods).values({
             id: newId("period", realNow),
             accountId: auth.accountId,
+            livemode: auth.livemode,
             subscriptionId: id,
             periodIndex: 0,
             periodStart: isoTime(start),
@@ -145,7 +148,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
           }),
           ...result.statements,
         ],
-        events: [...result.events, emitEvent(db, auth.accountId, { type: "subscription_created", subscriptionId: id, status: "active" }, realNow)],
+        events: [...result.events, emitEvent(db, auth, { type: "subscription_created", subscriptionId: id, status: "active" }, realNow)],
       },
       201,
       serializeSubscription(row),

@@ -3,7 +3,7 @@ import { subscriptions } from "../../db/schema";
 import { rowAnswer } from "../../middleware/stored-answers";
 import { CardFields, CardSummarySchema, OptionalCardFields } from "../../payments/card-input";
 import { cardOf } from "../../payments/serialize";
-import { booleanField, bodyObject, closedSet, closedSetFilter, idField, queryObject, timestamp, wholeNumber } from "../shared";
+import { bodyObject, booleanField, closedSet, closedSetFilter, idField, livemodeField, queryObject, timestamp, wholeNumber } from "../shared";
 
 const quantity = wholeNumber("quantity", 1, 1_000_000).openapi({ description: "Units subscribed to: tiered plans price by it; a fixed plan charges its price times the quantity.", example: 1 });
 const userId = idField("user_id", "a user", "usr_01jd2x4k5m6n7p8q9r0s1t2v3w");
@@ -30,6 +30,7 @@ export const SubscriptionSchema = z
   .object({
     id: z.string().openapi({ example: "sub_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
     object: z.literal("subscription"),
+    livemode: livemodeField,
     user_id: z.string(),
     plan_id: z.string(),
     status: SubscriptionStatus.openapi({ description: "active; past_due while a failed renewal is retried; canceled." }),
@@ -50,6 +51,7 @@ export function serializeSubscription(row: typeof subscriptions.$inferSelect): S
   return {
     id: row.id,
     object: "subscription",
+    livemode: row.livemode,
     user_id: row.userId,
     plan_id: row.planId,
     status: row.status,

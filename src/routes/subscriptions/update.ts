@@ -152,7 +152,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           .where(and(owned(subscriptions, auth, eq(subscriptions.id, sub.id)), inArray(subscriptions.status, ["active", "past_due"])))
           .returning(),
         events: [
-          emitEvent(db, auth.accountId, { type: "subscription_updated", subscriptionId: sub.id, status: sql`(SELECT status FROM subscriptions WHERE id = ${sub.id})` }, realNow),
+          emitEvent(db, auth, { type: "subscription_updated", subscriptionId: sub.id, status: sql`(SELECT status FROM subscriptions WHERE id = ${sub.id})` }, realNow),
         ],
       },
       subscriptionAnswer,

@@ -8,6 +8,7 @@ import { enqueueJobs } from "../../jobs";
 import { MAX_ADVANCE_INTERVALS, maxAdvanceTime, runTestClock, TEST_CLOCK_SYNC_STEPS, testClockHasDueWork } from "../../billing/test-clocks";
 import { guardExists } from "../../db/batch";
 import { testClocks } from "../../db/schema";
+import { ownedBy } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
@@ -91,6 +92,7 @@ export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
     const row = {
       id: newId("testClock", now),
       accountId: auth.accountId,
+      livemode: auth.livemode,
       name: body.name ?? null,
       frozenTime: isoTime(Date.parse(body.frozen_time)),
       createdAt: isoTime(now),
@@ -134,7 +136,7 @@ export function registerTestClocks(app: OpenAPIHono<AppEnv>) {
       );
     }
     const moved = { ...clock, frozenTime: isoTime(target) };
-    const match = and(eq(testClocks.id, id), eq(testClocks.accountId, auth.accountId), eq(testClocks.frozenTime, clock.frozenTime));
+    const match = and(eq(testClocks.id, id), ownedBy(testClocks, auth), eq(testClocks.frozenTime, clock.frozenTime));
     // Compare-and-set on the time read, so two concurrent advances cannot interleave. The batch
     // stores the answer as of the move ("advancing"), so a retry after a lost answer replays it.
     await commit(

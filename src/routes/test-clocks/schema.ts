@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import type { testClocks } from "../../db/schema";
-import { bodyObject, textField, timestamp } from "../shared";
+import { bodyObject, livemodeField, textField, timestamp } from "../shared";
 
 const frozenTime = z.iso
   .datetime({ offset: true, error: "frozen_time must be an ISO 8601 date-time with a time zone, such as 2028-01-31T12:00:00.000Z." })
@@ -19,6 +19,7 @@ export const TestClockSchema = z
   .object({
     id: z.string().openapi({ example: "clock_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
     object: z.literal("test_clock"),
+    livemode: livemodeField,
     name: z.string().nullable(),
     frozen_time: timestamp("The clock's current time."),
     status: z
@@ -30,5 +31,5 @@ export const TestClockSchema = z
 export type TestClockJson = z.infer<typeof TestClockSchema>;
 
 export function serializeTestClock(row: typeof testClocks.$inferSelect, status: "ready" | "advancing"): TestClockJson {
-  return { id: row.id, object: "test_clock", name: row.name, frozen_time: row.frozenTime, status, created_at: row.createdAt };
+  return { id: row.id, object: "test_clock", livemode: row.livemode, name: row.name, frozen_time: row.frozenTime, status, created_at: row.createdAt };
 }

@@ -5,7 +5,7 @@ import { eq, sql } from "drizzle-orm";
 import { guard, guardExists } from "../../db/batch";
 import { insertRow } from "../../db/prepared";
 import { testClocks, users } from "../../db/schema";
-import { owned } from "../../db/scope";
+import { owned, ownedBy } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
@@ -77,6 +77,7 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
     const row = {
       id: newId("user", now),
       accountId: auth.accountId,
+      livemode: auth.livemode,
       name: body.name,
       email: body.email,
       testClockId: body.test_clock ?? null,
@@ -94,10 +95,10 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
         statements: [
           ...(clockId === undefined
             ? []
-            : [guard(db, TEST_CLOCK_MISSING, sql`EXISTS (SELECT 1 FROM ${testClocks} WHERE ${testClocks.id} = ${clockId} AND ${testClocks.accountId} = ${auth.accountId})`)]),
+            : [guard(db, TEST_CLOCK_MISSING, sql`EXISTS (SELECT 1 FROM ${testClocks} WHERE ${testClocks.id} = ${clockId} AND ${ownedBy(testClocks, auth)})`)]),
           insertRow(db, users, row),
         ],
-        events: [emitEvent(db, auth.accountId, { type: "customer.created", data: user }, now)],
+        events: [emitEvent(db, auth, { type: "customer.created", data: user }, now)],
       },
       201,
       user,
@@ -133,7 +134,7 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
       {
         statements: [guardExists(db, USER_MISSING, users, owned(users, auth, eq(users.id, id)))],
         returning: db.update(users).set({ name: body.name, email: body.email, updatedAt: isoTime(now) }).where(owned(users, auth, eq(users.id, id))).returning(),
-        events: [emitEvent(db, auth.accountId, { type: "customer.updated", dataSql: userJsonSql(id), objectId: id }, now)],
+        events: [emitEvent(db, auth, { type: "customer.updated", dataSql: userJsonSql(id), objectId: id }, now)],
       },
       200,
       userJsonSql(id),

@@ -1,7 +1,8 @@
 import { z } from "@hono/zod-openapi";
 import { sql } from "drizzle-orm";
 import { users } from "../../db/schema";
-import { bodyObject, emailField, idField, nameField, timestamp } from "../shared";
+import { livemodeJsonSql } from "../../db/scope";
+import { bodyObject, emailField, idField, livemodeField, nameField, timestamp } from "../shared";
 
 export const UserBody = bodyObject({ name: nameField, email: emailField }).openapi("UserRequest");
 
@@ -19,6 +20,7 @@ export const UserSchema = z
   .object({
     id: z.string().openapi({ example: "usr_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
     object: z.literal("user"),
+    livemode: livemodeField,
     name: z.string(),
     email: z.string(),
     test_clock: z.string().nullable().openapi({ description: "The test clock whose time this user's subscriptions follow, if any." }),
@@ -32,6 +34,7 @@ export function serializeUser(row: typeof users.$inferSelect): UserJson {
   return {
     id: row.id,
     object: "user",
+    livemode: row.livemode,
     name: row.name,
     email: row.email,
     test_clock: row.testClockId ?? null,
@@ -42,6 +45,6 @@ export function serializeUser(row: typeof users.$inferSelect): UserJson {
 
 /** The same serialization inside SQL, for event data and stored answers built within a batch. */
 export const userJsonSql = (id: string) => sql`(SELECT json_object(
-  'id', ${users.id}, 'object', 'user', 'name', ${users.name}, 'email', ${users.email},
+  'id', ${users.id}, 'object', 'user', 'livemode', ${livemodeJsonSql(users.livemode)}, 'name', ${users.name}, 'email', ${users.email},
   'test_clock', ${users.testClockId}, 'created_at', ${users.createdAt}, 'updated_at', ${users.updatedAt}
 ) FROM ${users} WHERE ${users.id} = ${id})`;

@@ -18,7 +18,7 @@ const create = apiRoute({
   operationId: "createWebhook",
   summary: "Register a webhook endpoint",
   description:
-    "Registers an https URL to receive the listed event types. The answer carries the signing secret (whsec_…), shown here and on rotation only. In development, http://localhost and http://127.0.0.1 are accepted too; in production, private and loopback targets are refused.",
+    "Registers an https URL to receive the listed event types of the key's mode: an endpoint registered with a test key receives test events only, one registered with a live key live events only. The answer carries the signing secret (whsec_…), shown here and on rotation only. In development, http://localhost and http://127.0.0.1 are accepted too; in production, private and loopback targets are refused.",
   scope: "webhooks:write",
   request: jsonBodyOf(CreateWebhookBody),
   responses: { 201: json(WebhookWithSecretSchema, "The endpoint, with its secret.") },
@@ -32,6 +32,7 @@ export function registerCreateWebhook(app: OpenAPIHono<AppEnv>) {
     const row = {
       id: newId("webhookEndpoint", now),
       accountId: auth.accountId,
+      livemode: auth.livemode,
       url: checkUrl(body.url, isDevelopment(c.env)),
       events: [...new Set(body.events)],
       status: "active" as const,

@@ -36,7 +36,7 @@ export function registerDeleteWebhook(app: OpenAPIHono<AppEnv>) {
         ],
       },
       200,
-      { id, object: "webhook_endpoint" as const, deleted: true as const },
+      { id, object: "webhook_endpoint" as const, livemode: auth.livemode, deleted: true as const },
       { failures: { [ENDPOINT_MISSING]: endpointMissing(id) } },
     );
   });

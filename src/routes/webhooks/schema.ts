@@ -2,8 +2,9 @@ import { z } from "@hono/zod-openapi";
 import { sql } from "drizzle-orm";
 import { type deliveryAttempts, type webhookDeliveries, webhookEndpoints } from "../../db/schema";
 import { ALL_EVENTS, EVENT_TYPES, isEventType } from "../../webhooks/catalog";
+import { livemodeJsonSql } from "../../db/scope";
 import { isoTime } from "../../lib/clock";
-import { bodyObject, closedSet, closedSetFilter, quoted, timestamp } from "../shared";
+import { bodyObject, closedSet, closedSetFilter, livemodeField, quoted, timestamp } from "../shared";
 
 const eventType = z
   .string({ error: 'Each item of events must be an event type, such as "payment.completed".' })
@@ -57,6 +58,7 @@ export const WebhookSchema = z
   .object({
     id: z.string().openapi({ example: "whk_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
     object: z.literal("webhook_endpoint"),
+    livemode: livemodeField,
     url: z.string(),
     events: z.array(z.string()),
     status: z.enum(ENDPOINT_STATUSES),
@@ -72,7 +74,7 @@ export const WebhookWithSecretSchema = WebhookSchema.extend({
 }).openapi("WebhookEndpointWithSecret");
 
 export const DeletedWebhookSchema = z
-  .object({ id: z.string(), object: z.literal("webhook_endpoint"), deleted: z.literal(true) })
+  .object({ id: z.string(), object: z.literal("webhook_endpoint"), livemode: livemodeField, deleted: z.literal(true) })
   .openapi("DeletedWebhookEndpoint");
 
 export const AttemptSchema = z
@@ -90,6 +92,7 @@ export const DeliverySchema = z
   .object({
     id: z.string(),
     object: z.literal("webhook_delivery"),
+    livemode: livemodeField,
     event_id: z.string(),
     endpoint_id: z.string(),
     status: z.enum(DELIVERY_STATUSES),
@@ -107,6 +110,7 @@ export function serializeWebhook(row: typeof webhookEndpoints.$inferSelect) {
   return {
     id: row.id,
     object: "webhook_endpoint" as const,
+    livemode: row.livemode,
     url: row.url,
     events: row.events,
     status: row.status,
@@ -119,7 +123,7 @@ export function serializeWebhook(row: typeof webhookEndpoints.$inferSelect) {
 
 /** serializeWebhook inside SQL, for stored answers built within a batch (the row as committed). */
 export const webhookJsonSql = (id: string) => sql`(SELECT json_object(
-  'id', ${webhookEndpoints.id}, 'object', 'webhook_endpoint', 'url', ${webhookEndpoints.url}, 'events', json(${webhookEndpoints.events}),
+  'id', ${webhookEndpoints.id}, 'object', 'webhook_endpoint', 'livemode', ${livemodeJsonSql(webhookEndpoints.livemode)}, 'url', ${webhookEndpoints.url}, 'events', json(${webhookEndpoints.events}),
   'status', ${webhookEndpoints.status}, 'disabled_reason', ${webhookEndpoints.disabledReason}, 'ordering', ${webhookEndpoints.ordering},
   'created_at', ${webhookEndpoints.createdAt}, 'updated_at', ${webhookEndpoints.updatedAt}
 ) FROM ${webhookEndpoints} WHERE ${webhookEndpoints.id} = ${id})`;
@@ -128,6 +132,7 @@ export function serializeDelivery(row: typeof webhookDeliveries.$inferSelect, at
   return {
     id: row.id,
     object: "webhook_delivery" as const,
+    livemode: row.livemode,
     event_id: row.eventId,
     endpoint_id: row.endpointId,
     status: row.status,

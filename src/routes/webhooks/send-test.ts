@@ -11,11 +11,12 @@ import { notFound } from "../../lib/errors";
 import { TEST_EVENT_TYPE } from "../../webhooks/catalog";
 import { deliveriesFor, deliveryIdOf } from "../../webhooks/outbox";
 import { apiRoute, json } from "../openapi";
+import { livemodeField } from "../shared";
 import { commit } from "../write-path";
 import { ENDPOINT_MISSING, liveEndpoint, tags, webhookId } from "./common";
 
 const TestResultSchema = z
-  .object({ object: z.literal("webhook_test"), event_id: z.string(), delivery_id: z.string() })
+  .object({ object: z.literal("webhook_test"), livemode: livemodeField, event_id: z.string(), delivery_id: z.string() })
   .openapi("WebhookTest");
 const sendTest = apiRoute({
   method: "post",
@@ -40,6 +41,7 @@ export function registerTestWebhook(app: OpenAPIHono<AppEnv>) {
       type: TEST_EVENT_TYPE,
       data: { endpoint_id: id, message: "A test event from Tender." },
       created_at: isoTime(now),
+      livemode: auth.livemode,
     });
     const deliveryId = deliveryIdOf(eventId, id);
     await commit(
@@ -47,14 +49,14 @@ export function registerTestWebhook(app: OpenAPIHono<AppEnv>) {
       {
         statements: [
           guardExists(db, ENDPOINT_MISSING, webhookEndpoints, owned(webhookEndpoints, auth, liveEndpoint(id), eq(webhookEndpoints.status, "active"))),
-          db.insert(events).values({ id: eventId, accountId: auth.accountId, type: TEST_EVENT_TYPE, payload, createdAt: isoTime(now) }),
+          db.insert(events).values({ id: eventId, accountId: auth.accountId, livemode: auth.livemode, type: TEST_EVENT_TYPE, payload, createdAt: isoTime(now) }),
         ],
-        events: [{ id: eventId, statements: [deliveriesFor(db, auth.accountId, eventId, TEST_EVENT_TYPE, now, id)], deliveriesAt: 0 }],
+        events: [{ id: eventId, statements: [deliveriesFor(db, auth, eventId, TEST_EVENT_TYPE, now, id)], deliveriesAt: 0 }],
       },
       202,
-      { object: "webhook_test", event_id: eventId, delivery_id: deliveryId },
+      { object: "webhook_test", livemode: auth.livemode, event_id: eventId, delivery_id: deliveryId },
       { failures: { [ENDPOINT_MISSING]: () => notFound("active webhook endpoint", id, "id") } },
     );
-    return c.json({ object: "webhook_test" as const, event_id: eventId, delivery_id: deliveryId }, 202);
+    return c.json({ object: "webhook_test" as const, livemode: auth.livemode, event_id: eventId, delivery_id: deliveryId }, 202);
   });
 }

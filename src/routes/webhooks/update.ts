@@ -52,7 +52,7 @@ export function registerUpdateWebhook(app: OpenAPIHono<AppEnv>) {
       { failures: { [ENDPOINT_MISSING]: endpointMissing(id) } },
     );
     const [updated] = returned as (typeof webhookEndpoints.$inferSelect)[];
-    if (body.ordering === "none") await releaseHeldDeliveries(db, c.env.DELIVERY_QUEUE, auth.accountId, id);
+    if (body.ordering === "none") await releaseHeldDeliveries(db, c.env.DELIVERY_QUEUE, auth, id);
     return c.json(serializeWebhook(updated), 200);
   });
 }

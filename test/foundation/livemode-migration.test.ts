@@ -1,0 +1,90 @@
+// Migration 0009 (test and live mode) on a database that holds data: every row written before
+// modes existed becomes a test-mode row, readable by the test key as before, and invisible to a
+// live key. The data is made through the API, then the database is taken back to migration 0007
+// holding the same rows (only the columns 0007 has), and migrated forward again.
+import { applyD1Migrations } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { call, signup } from "../support/http";
+import { createKey, seed } from "../support/fixtures";
+import { PROOF_CARD, payoutBody } from "../support/cards";
+import { countOf, quiesce, tableNames } from "../support/db";
+import { fixtureId, label, operations, pathWith } from "../support/operations";
+
+type Migration = Parameters<typeof applyD1Migrations>[1][number];
+const migrations = (env as unknown as { TEST_MIGRATIONS: Migration[] }).TEST_MIGRATIONS;
+/** Tables whose rows reference accounts or keys: emptied last, filled first. */
+const PARENTS = ["accounts", "api_keys"];
+
+async function columnsOf(table: string): Promise<string[]> {
+  return (await env.DB.prepare(`SELECT name FROM pragma_table_xinfo('${table}') WHERE hidden = 0`).all<{ name: string }>()).results.map((c) => c.name);
+}
+
+describe("migration 0009 on a database with data", () => {
+  it("every existing row becomes a test-mode row: the test key reads it all as before, a live key sees none of it", async () => {
+    const acct = await signup("Before modes");
+    const fx = await seed(acct);
+    const idempotent = await call("/payout", { key: acct.key, body: payoutBody({ amount: 777 }, PROOF_CARD.pan, PROOF_CARD.cvv), idempotencyKey: "made-before-modes" });
+    expect(idempotent.status, idempotent.text).toBe(201);
+    const restricted = await createKey(acct, ["users:read"], "made before modes");
+    await quiesce();
+
+    // The rows as they are, then the database back at migration 0007 with those rows.
+    const tables = (await tableNames()).filter((t) => t !== "d1_migrations");
+    const rows: Record<string, Record<string, unknown>[]> = {};
+    for (const table of tables) rows[table] = (await env.DB.prepare(`SELECT * FROM "${table}"`).all<Record<string, unknown>>()).results;
+    const drop = [...tables.filter((t) => !PARENTS.includes(t)), ...PARENTS.filter((t) => tables.includes(t)).reverse()];
+    await env.DB.batch([...drop.map((t) => env.DB.prepare(`DROP TABLE "${t}"`)), env.DB.prepare("DROP TABLE d1_migrations")]);
+    const upTo0007 = migrations.filter((m) => m.name.localeCompare("0008") < 0);
+    expect(upTo0007.map((m) => m.name.slice(0, 4))).toEqual(["0000", "0001", "0002", "0003", "0004", "0005", "0006", "0007"]);
+    await applyD1Migrations(env.DB, upTo0007);
+    expect(await columnsOf("users")).not.toContain("livemode");
+    for (const table of [...PARENTS, ...tables.filter((t) => !PARENTS.includes(t))]) {
+      const columns = await columnsOf(table);
+      expect(columns.length, `${table} exists at 0007`).toBeGreaterThan(0);
+      for (const row of rows[table]) {
+        const present = columns.filter((c) => c in row);
+        await env.DB.prepare(`INSERT INTO "${table}" (${present.map((c) => `"${c}"`).join(", ")}) VALUES (${present.map(() => "?").join(", ")})`)
+          .bind(...present.map((c) => row[c]))
+          .run();
+      }
+    }
+
+    // Forward again: 0008 onwards.
+    await applyD1Migrations(env.DB, migrations);
+    for (const table of tables) {
+      expect(await countOf(`SELECT count(*) AS n FROM "${table}"`), `${table} keeps its rows`).toBe(rows[table].length);
+      const columns = await columnsOf(table);
+      if (!columns.includes("livemode") || table === "api_keys") continue;
+      expect(await countOf(`SELECT count(*) AS n FROM "${table}" WHERE livemode <> 0`), `${table}: every row is a test-mode row`).toBe(0);
+    }
+    // API keys keep their mode: the account's test keys are test-mode keys, its live secret key a live one.
+    expect(await countOf("SELECT count(*) AS n FROM api_keys WHERE livemode <> (mode = 'live')")).toBe(0);
+    expect(await countOf("SELECT count(*) AS n FROM api_keys WHERE account_id = ? AND livemode = 0", acct.id)).toBe(3);
+
+    // The test key reads every object as before; a live key finds none of them.
+    const ops = (await operations()).filter((op) => op.method === "get" && op.hasId && !op.isPublic);
+    for (const op of ops) {
+      const path = pathWith(op, fixtureId(op, fx));
+      const read = await call(path, { key: acct.key });
+      expect(read.status, `${label(op)}: ${read.text.slice(0, 200)}`).toBe(200);
+      if (read.body.object !== "list") expect(read.body.livemode, label(op)).toBe(false);
+      const live = await call(path, { key: acct.liveKey });
+      expect(live.status, `${label(op)} with the live key`).toBe(op.operationId === "getTestClock" ? 403 : 404);
+    }
+    const users = await call("/api/users", { key: acct.key });
+    expect(users.body.data.map((u: { id: string }) => u.id)).toEqual([fx.user]);
+    expect((await call("/api/users", { key: acct.liveKey })).body.data).toEqual([]);
+    expect((await call("/api/keys/" + restricted.id, { key: acct.key })).body).toMatchObject({ mode: "test", livemode: false });
+    expect((await call("/api/users", { key: restricted.secret })).status).toBe(200);
+
+    // An Idempotency-Key used before the migration still replays in test mode, and is free in live mode.
+    const replay = await call("/payout", { key: acct.key, body: payoutBody({ amount: 777 }, PROOF_CARD.pan, PROOF_CARD.cvv), idempotencyKey: "made-before-modes" });
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(replay.body).toEqual(idempotent.body);
+    const live = await call("/api/users", { key: acct.liveKey, body: { name: "Live", email: "live@example.com" }, idempotencyKey: "made-before-modes" });
+    expect(live.status, live.text).toBe(201);
+    expect(live.headers.get("idempotent-replayed")).toBeNull();
+    expect(live.body.livemode).toBe(true);
+  }, 60_000);
+});

@@ -1,0 +1,78 @@
+// Test mode and live mode side by side in one account: one object of every kind in each mode.
+//
+// Live mode has no card processor yet, so a live key cannot make a payout, a subscription, a
+// payment or a refund through the API (400 livemode_unavailable), and no test clock exists in
+// live mode (403). Those live objects are made here as the processor wiring will make them: rows
+// of the account with livemode = 1, copied from the test-mode fixtures (new ids, the live user
+// and plan). Everything else is made through the API with the live key.
+import { env } from "cloudflare:workers";
+import { expect } from "vitest";
+import { newId, type IdKind } from "../../src/domain/ids";
+import { type Fixtures, createKey, createUser, seed } from "./fixtures";
+import { type Account, call } from "./http";
+import { RECEIVER_ORIGIN } from "./receiver";
+
+export type Mode = "test" | "live";
+
+/** One account's keys and fixtures in both modes. */
+export interface TwoModes {
+  accountId: string;
+  keys: Record<Mode, string>;
+  fixtures: Record<Mode, Fixtures>;
+}
+
+export const other = (mode: Mode): Mode => (mode === "test" ? "live" : "test");
+
+/**
+ * Copies a row of `table` as a live-mode row: a new id of `kind`, livemode 1, and `overrides`.
+ * Returns the new id.
+ */
+export async function copyAsLive(table: string, kind: IdKind, id: string, overrides: Record<string, unknown> = {}): Promise<string> {
+  const row = await env.DB.prepare(`SELECT * FROM "${table}" WHERE id = ?`).bind(id).first<Record<string, unknown>>();
+  expect(row, `${table} ${id}`).not.toBeNull();
+  const copy: Record<string, unknown> = { ...row, id: newId(kind, Date.now()), livemode: 1, ...overrides };
+  const columns = Object.keys(copy);
+  await env.DB.prepare(`INSERT INTO "${table}" (${columns.map((c) => `"${c}"`).join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`)
+    .bind(...columns.map((c) => copy[c]))
+    .run();
+  return copy.id as string;
+}
+
+async function created(path: string, key: string, body: unknown) {
+  const res = await call(path, { key, body });
+  expect(res.status, res.text).toBe(201);
+  expect(res.body.livemode, `${path} in live mode`).toBe(true);
+  return res.body;
+}
+
+/**
+ * One object of every kind in live mode, beside the test-mode `test` fixtures of the same account.
+ * Users, request ids, keys, plans, webhook endpoints and events through the API with the live key;
+ * the rest copied from the test fixtures (see the header).
+ */
+export async function seedLive(account: Account, liveKey: string, test: Fixtures): Promise<Fixtures> {
+  const live = { id: account.id, key: liveKey };
+  const user = await createUser(live, { name: "Live User", email: "live.user@example.com" });
+  const requestId = (await created("/api/request-id", liveKey, { purpose: "live proof" })).id;
+  const key = (await createKey(live, ["users:read"], "live victim")).id;
+  const plan = (await created("/subscription-plans", liveKey, { name: "Live Pro", price: 29.99, currency: "usd", interval: "month" })).id;
+  const subscription = await copyAsLive("subscriptions", "subscription", test.subscription, { user_id: user.id, plan_id: plan });
+  const payment = await copyAsLive("payments", "payment", test.payment, {
+    subscription_id: subscription,
+    user_id: user.id,
+    charge_reference: `live-copy:${subscription}`,
+  });
+  const refund = await copyAsLive("refunds", "refund", test.refund, { payment_id: payment });
+  const payout = await copyAsLive("payouts", "payout", test.payout);
+  const clock = await copyAsLive("test_clocks", "testClock", test.clock);
+  const event = (await call("/api/events?limit=1", { key: liveKey })).body.data[0].id;
+  const webhook = (await created("/api/webhooks", liveKey, { url: `${RECEIVER_ORIGIN}/proof-live`, events: ["payout.paid"] })).id;
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock };
+}
+
+/** An account with one object of every kind in each mode. */
+export async function seedBothModes(account: Account & { liveKey: string }): Promise<TwoModes> {
+  const test = await seed(account);
+  const live = await seedLive(account, account.liveKey, test);
+  return { accountId: account.id, keys: { test: account.key, live: account.liveKey }, fixtures: { test, live } };
+}
