@@ -11,6 +11,8 @@ export default defineConfig(async () => {
     cloudflareTest({
       wrangler: { configPath: "./wrangler.toml" },
       miniflare: {
+        // An empty database for tests of a migration against rows written before it.
+        d1Databases: { MIGRATION_SCRATCH: `migration-scratch-${environment}` },
         bindings: {
           TEST_MIGRATIONS: migrations,
           ENVIRONMENT: environment,

@@ -9,7 +9,7 @@ import { preparedRaw, preparedRawBy } from "../db/prepared";
 import { events, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { newId } from "../domain/ids";
 import { isoTime } from "../lib/clock";
-import { ALL_EVENTS, type EnvelopeEventType, type NotificationEventType } from "./catalog";
+import { ALL_EVENTS, type EnvelopeEventType, type NotificationEventType, TEST_EVENT_TYPE } from "./catalog";
 import { sendInBatches } from "../lib/queue";
 
 export type EventSpec =
@@ -105,9 +105,16 @@ export function redeliveriesFor(db: Db, accountId: string, eventId: string, at: 
     RETURNING id`);
 }
 
+/**
+ * SQL: the event's place in its account's feed, read by the INSERT that takes it. D1 runs one
+ * write at a time, so places are taken in commit order: an event that commits after another
+ * comes after it in the feed, whatever time its id carries (src/routes/events/feed.ts).
+ */
+const nextFeedPosition = (accountId: SQL | string) => sql`(SELECT COALESCE(MAX(feed_position), 0) + 1 FROM ${events} WHERE account_id = ${accountId})`;
+
 const eventInsert = (id: SQL | string, accountId: SQL | string, type: SQL | string, payload: SQL, objectId: SQL | string | null, sequence: SQL | null, createdAt: SQL | string) =>
-  sql`INSERT INTO ${events} (id, account_id, type, payload, object_id, sequence, created_at)
-    VALUES (${id}, ${accountId}, ${type}, ${payload}, ${objectId}, ${sequence ?? sql`NULL`}, ${createdAt})`;
+  sql`INSERT INTO ${events} (id, account_id, type, payload, object_id, sequence, feed_position, created_at)
+    VALUES (${id}, ${accountId}, ${type}, ${payload}, ${objectId}, ${sequence ?? sql`NULL`}, ${nextFeedPosition(accountId)}, ${createdAt})`;
 
 // The common event (an envelope with its data as JSON, about an object), prepared once per isolate.
 const preparedEnvelopeInsert = preparedRaw(() =>
@@ -124,6 +131,15 @@ export function emitEvent(db: Db, accountId: string, spec: EventSpec, at: number
       ? preparedEnvelopeInsert(db).with({ id, accountId, type: spec.type, data: JSON.stringify(spec.data ?? null), createdAt, objectId })
       : rawStatement(db, eventInsert(id, accountId, spec.type, eventPayload(id, spec, at, sequence), objectId, sequence, createdAt));
   return { id, statements: [insert, deliveriesFor(db, accountId, id, spec.type, at)], deliveriesAt: 1 };
+}
+
+/** A `webhook.test` event, about no object, delivered to the one endpoint named only. */
+export function emitTestEvent(db: Db, accountId: string, endpointId: string, at: number): EmittedEvent {
+  const id = newId("event", at);
+  const data = { endpoint_id: endpointId, message: "A test event from Tender." };
+  const payload = envelopeSql(id, TEST_EVENT_TYPE, sql`json(${JSON.stringify(data)})`, isoTime(at), null);
+  const insert = rawStatement(db, eventInsert(id, accountId, TEST_EVENT_TYPE, payload, null, null, isoTime(at)));
+  return { id, statements: [insert, deliveriesFor(db, accountId, id, TEST_EVENT_TYPE, at, endpointId)], deliveriesAt: 1 };
 }
 
 export interface DeliveryMessage {

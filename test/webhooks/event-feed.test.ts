@@ -2,6 +2,7 @@
 // commits (events.feed_position), whatever time its id carries. So a reader that pages with the
 // cursors the feed gave it never skips an event, even one whose work began long before a newer
 // event committed (a slow first charge, a renewal chunk that commits its events at its end).
+import { applyD1Migrations } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { EXIT, main, type CliIo } from "@tender/client/cli";
@@ -152,5 +153,92 @@ describe("a feed ordered by commit", () => {
       stop.abort();
     }
     expect(await listening).toBe(EXIT.ok);
+  });
+});
+
+describe("cursors and places", () => {
+  it("a cursor that names no event of the account answers 400 invalid_cursor, whether it exists elsewhere or nowhere", async () => {
+    const acct = await signup();
+    const other = await signup("Other");
+    await createUser(acct);
+    await createUser(other);
+    const theirs = (await page(other, "limit=1")).data[0].id;
+    for (const [param, cursor] of [
+      ["starting_after", theirs],
+      ["ending_before", theirs],
+      ["starting_after", "evt_00000000000000000000000000"],
+    ]) {
+      const res = await call(`/api/events?${param}=${cursor}`, { key: acct.key });
+      expect(res.status, res.text).toBe(400);
+      expect(res.body.error).toMatchObject({ type: "invalid_request_error", code: "invalid_cursor", param });
+      expect(res.body.error.message).toContain(cursor);
+    }
+    // A cursor filtered out by the page's filter still places the page: it need not match it.
+    const user = await createUser(acct, { name: "Filtered" });
+    const first = (await page(acct, "limit=100")).data.at(-1)!;
+    expect(first.type).toBe("customer.created");
+    const updated = await call(`/api/users/${user.id}`, { key: acct.key, method: "PUT", body: { name: "Filtered Again", email: user.email } });
+    expect(updated.status).toBe(200);
+    expect((await page(acct, `type=customer.updated&ending_before=${first.id}`)).data.map((e) => e.object_id)).toEqual([user.id]);
+  });
+
+  it("concurrent writes take places 1, 2, 3 … in the account's feed, each once, and the feed lists them in that order", async () => {
+    const acct = await signup();
+    await Promise.all(Array.from({ length: 12 }, (_, i) => createUser(acct, { name: `User${i}`, email: `u${i}@example.com` })));
+    const { results } = await env.DB.prepare("SELECT id, feed_position FROM events WHERE account_id = ? ORDER BY feed_position").bind(acct.id).all<{ id: string; feed_position: number }>();
+    expect(results.map((r) => r.feed_position)).toEqual(Array.from({ length: 12 }, (_, i) => i + 1));
+    expect((await page(acct, "limit=100")).data.map((e) => e.id)).toEqual(results.map((r) => r.id).reverse());
+    // Another account counts from 1 on its own.
+    const other = await signup("Other");
+    await createUser(other);
+    expect(await env.DB.prepare("SELECT feed_position FROM events WHERE account_id = ?").bind(other.id).first("feed_position")).toBe(1);
+  });
+
+  it("an event cannot be written without a place, or in a place already taken", async () => {
+    const acct = await signup();
+    await createUser(acct);
+    const insert = (id: string, position: number | null) =>
+      env.DB.prepare("INSERT INTO events (id, account_id, type, payload, feed_position, created_at) VALUES (?, ?, 'customer.created', '{}', ?, ?)")
+        .bind(id, acct.id, position, new Date().toISOString())
+        .run();
+    await expect(insert("evt_00000000000000000000000001", null)).rejects.toThrow(/NOT NULL/);
+    await expect(insert("evt_00000000000000000000000002", 1)).rejects.toThrow(/UNIQUE/);
+  });
+});
+
+describe("migration 0008_event_feed_order", () => {
+  type Migrations = Parameters<typeof applyD1Migrations>[1];
+  const scratch = () => (env as unknown as { MIGRATION_SCRATCH: D1Database }).MIGRATION_SCRATCH;
+  const migrations = () => (env as unknown as { TEST_MIGRATIONS: Migrations }).TEST_MIGRATIONS;
+
+  it("gives the events written before it their places in id order, per account, and keeps every column", async () => {
+    const db = scratch();
+    await applyD1Migrations(db, migrations().filter((m) => m.name < "0008"));
+    // Written out of id order, for two accounts, as the previous schema stored them.
+    const rows = [
+      ["evt_01m80000000000000000000003", "acct_a", 3],
+      ["evt_01m80000000000000000000001", "acct_b", 1],
+      ["evt_01m80000000000000000000001a", "acct_a", null],
+      ["evt_01m80000000000000000000002", "acct_a", 1],
+      ["evt_01m80000000000000000000004", "acct_b", 2],
+    ] as const;
+    for (const [id, account, sequence] of rows) {
+      await db
+        .prepare("INSERT INTO events (id, account_id, type, payload, object_id, sequence, created_at) VALUES (?, ?, 'customer.updated', ?, ?, ?, '2026-11-01T00:00:00.000Z')")
+        .bind(id, account, JSON.stringify({ id }), sequence === null ? null : `usr_${account}`, sequence)
+        .run();
+    }
+    await applyD1Migrations(db, migrations().filter((m) => m.name.startsWith("0008")));
+    const { results } = await db.prepare("SELECT id, account_id, payload, object_id, sequence, feed_position FROM events ORDER BY account_id, feed_position").all();
+    expect(results).toEqual([
+      { id: "evt_01m80000000000000000000001a", account_id: "acct_a", payload: JSON.stringify({ id: "evt_01m80000000000000000000001a" }), object_id: null, sequence: null, feed_position: 1 },
+      { id: "evt_01m80000000000000000000002", account_id: "acct_a", payload: JSON.stringify({ id: "evt_01m80000000000000000000002" }), object_id: "usr_acct_a", sequence: 1, feed_position: 2 },
+      { id: "evt_01m80000000000000000000003", account_id: "acct_a", payload: JSON.stringify({ id: "evt_01m80000000000000000000003" }), object_id: "usr_acct_a", sequence: 3, feed_position: 3 },
+      { id: "evt_01m80000000000000000000001", account_id: "acct_b", payload: JSON.stringify({ id: "evt_01m80000000000000000000001" }), object_id: "usr_acct_b", sequence: 1, feed_position: 1 },
+      { id: "evt_01m80000000000000000000004", account_id: "acct_b", payload: JSON.stringify({ id: "evt_01m80000000000000000000004" }), object_id: "usr_acct_b", sequence: 2, feed_position: 2 },
+    ]);
+    // The indexes came back with the table.
+    const indexes = await db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' AND name NOT LIKE 'sqlite_%' ORDER BY name").all();
+    expect(indexes.results.map((r) => r.name)).toEqual(["events_account_feed", "events_account_type_feed", "events_object_sequence"]);
   });
 });

@@ -26,8 +26,6 @@ export const VERSION = "0.1.0";
 export const DEFAULT_API_URL = "http://127.0.0.1:8787";
 /** The User-Agent of real deliveries (src/webhooks/consumer.ts), which `listen` sends too. */
 export const DELIVERY_USER_AGENT = "Tender-Webhooks/1.0 (+https://tender.dev/docs/webhooks)";
-/** `listen` re-reads this much of the feed's recent past each poll, for events committed late. */
-export const LISTEN_LOOKBACK_MS = 10_000;
 
 export interface CliIo {
   env: Record<string, string | undefined>;
@@ -334,37 +332,20 @@ async function redeliver(tender: Tender, parsed: Parsed, io: CliIo): Promise<num
 // ---------------------------------------------------------------------------------------------
 // listen
 
-const ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
-
-/** The creation time (ms) of a Tender id: its first 10 characters after the prefix, base32. */
-export function idTime(id: string): number {
-  const body = id.slice(id.indexOf("_") + 1, id.indexOf("_") + 11);
-  let ms = 0;
-  for (const char of body) ms = ms * 32 + Math.max(0, ID_ALPHABET.indexOf(char));
-  return ms;
-}
-
-/** The smallest event id of millisecond `ms`: a feed cursor for "after this time". */
-export function eventCursorAt(ms: number): string {
-  let time = "";
-  let rest = Math.max(0, Math.floor(ms));
-  for (let i = 0; i < 10; i++) {
-    time = ID_ALPHABET[rest % 32] + time;
-    rest = Math.floor(rest / 32);
-  }
-  return `evt_${time}${"0".repeat(16)}`;
-}
-
 type FeedEvent = Schemas["Event"];
 
 /**
- * Every event of the feed after `floorMs`, oldest first. Ids are time-ordered, but an event can be
- * committed a little after a newer id was already visible, so callers re-read a window of the
- * recent past (LISTEN_LOOKBACK_MS) and drop the ids they have seen.
+ * Every event that committed after the event `cursor` (an id the feed gave), oldest first. The
+ * feed is in commit order, so this never skips an event that commits late. With no cursor (the
+ * feed was empty when listening began), every event of the feed.
  */
-async function eventsSince(tender: Tender, floorMs: number): Promise<FeedEvent[]> {
+async function eventsAfter(tender: Tender, cursor: string | undefined): Promise<FeedEvent[]> {
   const out: FeedEvent[] = [];
-  let cursor = eventCursorAt(floorMs);
+  if (cursor === undefined) {
+    // From the newest back to the first; what commits meanwhile comes after the newest, next poll.
+    for await (const event of tender.list("/api/events", { limit: 100 })) out.push(event);
+    return out.reverse();
+  }
   for (;;) {
     // ending_before walks toward the newest: each page holds the 100 events right after the cursor.
     const page = await tender.GET("/api/events", { params: { query: { ending_before: cursor, limit: 100 } } });
@@ -405,20 +386,16 @@ async function listen(tender: Tender, parsed: Parsed, io: CliIo): Promise<number
   const interval = (flags.interval as number | undefined) ?? 1000;
   const forward = io.forward ?? ((request: Request) => globalThis.fetch(request));
 
-  // Start from now: what the feed already holds is seen, not forwarded.
-  const seen = new Map<string, number>();
+  // Start from now: what the feed already holds is not forwarded. The cursor is the newest event
+  // read; each poll reads what committed after it.
   const newest = await tender.GET("/api/events", { params: { query: { limit: 1 } } });
-  let high = newest.data[0] ? idTime(newest.data[0].id) : 0;
-  if (newest.data[0]) for (const event of await eventsSince(tender, high - LISTEN_LOOKBACK_MS)) seen.set(event.id, idTime(event.id));
+  let cursor: string | undefined = newest.data[0]?.id;
   io.stderr(`Ready. Forwarding ${types ? [...types].join(", ") : "every event"} to ${url.href}`);
   io.stderr(`Your webhook signing secret is ${secret} (Ctrl-C to stop)`);
 
   while (!io.signal?.aborted) {
-    for (const event of await eventsSince(tender, high - LISTEN_LOOKBACK_MS)) {
-      if (seen.has(event.id)) continue;
-      const at = idTime(event.id);
-      seen.set(event.id, at);
-      high = Math.max(high, at);
+    for (const event of await eventsAfter(tender, cursor)) {
+      cursor = event.id;
       if (types && !types.has(event.type)) continue;
       const outcome = await forwardEvent(forward, url, secret, event);
       if (flags.json) {
@@ -428,7 +405,6 @@ async function listen(tender: Tender, parsed: Parsed, io: CliIo): Promise<number
       }
       if (io.signal?.aborted) break;
     }
-    for (const [id, at] of seen) if (at < high - 2 * LISTEN_LOOKBACK_MS) seen.delete(id);
     await abortableSleep(interval, io.signal);
   }
   io.stderr("Stopped.");

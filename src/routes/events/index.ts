@@ -6,12 +6,12 @@ import { guardExists } from "../../db/batch";
 import { events, webhookDeliveries, webhookEndpoints } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { ensureLive } from "../../auth/credentials";
-import { hasPrefix } from "../../domain/ids";
 import { clock } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { notFound } from "../../lib/errors";
 import { listQuery, listSchema } from "../pagination";
-import { listOwned, readById } from "../reads";
+import { readById } from "../reads";
+import { feedPageOf } from "./feed";
 import { commit } from "../write-path";
 import { describeEventTypes } from "../../webhooks/catalog";
 import { redeliveriesFor } from "../../webhooks/outbox";
@@ -77,7 +77,8 @@ const list = apiRoute({
   tags,
   operationId: "listEvents",
   summary: "List events (catch-up feed)",
-  description: "Every event of the account, newest first; filter by type. Use it to catch up on anything a receiver missed.",
+  description:
+    "Every event of the account, newest first in the order they committed; filter by type or object. Use it to catch up on anything a receiver missed: keep the id of the newest event you have, and page with ending_before=<that id> for what committed after it. An event that commits late (a slow charge) still comes after every event that committed before it, whatever its id, so paging with the cursors the feed gave you never skips one. A cursor must be the id of one of the account's events (else 400 invalid_cursor).",
   scope: "events:read",
   request: {
     query: listQuery.extend({
@@ -125,15 +126,7 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
   });
 
   app.openapi(list, async function listEvents(c) {
-    const query = c.req.valid("query");
-    const page = await listOwned(c, {
-      table: events,
-      query,
-      // An empty value (`?type=`) filters nothing.
-      filters: [[events.type, query.type || undefined], [events.objectId, query.object_id || undefined]],
-      validCursor: (id) => hasPrefix(id, "event"),
-      serialize: serializeEvent,
-    });
+    const page = await feedPageOf(c, c.req.valid("query"), serializeEvent);
     return c.json(page, 200);
   });
 
