@@ -208,7 +208,7 @@ describe("tender listen", () => {
       },
     });
     const listening = main(["listen", "--forward-to", "http://localhost:3000/webhooks", "--events", "customer.created,payout.created", "--interval", "20", "--secret", secret], run.io);
-    await waitFor(() => expect(run.err.join("\n")).toContain(`Your webhook signing secret is ${secret}`), 5000, 10);
+    await waitFor(() => expect(run.err.join("\n")).toContain(`Signing with the secret from --secret (whsec_…${secret.slice(-4)})`), 5000, 10);
 
     const user = await call("/api/users", { key: acct.key, body: { name: "Ada", email: "ada@example.com" } });
     await call(`/api/users/${user.body.id}`, { key: acct.key, method: "PUT", body: { name: "Ada King", email: "ada@example.com" } }); // filtered out
@@ -262,7 +262,7 @@ describe("tender listen", () => {
       },
     });
     const listening = main(["listen", "--forward-to", "http://localhost:3000/webhooks", "--interval", "20", "--json"], run.io);
-    await waitFor(() => expect(run.err.join("\n")).toMatch(/signing secret is whsec_/), 5000, 10);
+    await waitFor(() => expect(run.err.join("\n")).toMatch(/new webhook signing secret is whsec_/), 5000, 10);
     await call("/api/users", { key: acct.key, body: { name: "A", email: "a@example.com" } });
     await call("/api/users", { key: acct.key, body: { name: "B", email: "b@example.com" } });
     await waitFor(() => expect(run.out).toHaveLength(2), 5000, 10);
@@ -270,6 +270,34 @@ describe("tender listen", () => {
     expect(await listening).toBe(0);
     expect(calls).toBe(2);
     expect(JSON.parse(run.out[0])).toMatchObject({ type: "customer.created", status: null, error: "fetch failed" });
+  });
+
+  it("never prints a signing secret it was given (TENDER_WEBHOOK_SECRET or --secret): only where it came from and its last 4 characters; a new one is printed whole", async () => {
+    const acct = await signup();
+    const given = webhooks.newSecret();
+    const runs = [
+      { argv: [], env: { TENDER_WEBHOOK_SECRET: given }, source: "TENDER_WEBHOOK_SECRET" },
+      { argv: ["--secret", given], env: {}, source: "--secret" },
+    ];
+    for (const { argv, env: extraEnv, source } of runs) {
+      const stop = new AbortController();
+      const run = io(acct.key, { signal: stop.signal, forward: async () => new Response(null, { status: 200 }) });
+      run.io.env = { ...run.io.env, ...extraEnv };
+      const listening = main(["listen", "--forward-to", "http://localhost:3000/webhooks", "--interval", "20", ...argv], run.io);
+      await waitFor(() => expect(run.err.join("\n")).toContain("Ctrl-C"), 5000, 10);
+      stop.abort();
+      expect(await listening).toBe(EXIT.ok);
+      const printed = [...run.out, ...run.err].join("\n");
+      expect(printed, source).not.toContain(given);
+      expect(printed, source).not.toContain(given.slice(6, 30));
+      expect(printed).toContain(`Signing with the secret from ${source} (whsec_…${given.slice(-4)})`);
+    }
+    const stop = new AbortController();
+    const fresh = io(acct.key, { signal: stop.signal });
+    const listening = main(["listen", "--forward-to", "http://localhost:3000/webhooks", "--interval", "20"], fresh.io);
+    await waitFor(() => expect(fresh.err.join("\n")).toMatch(/Your new webhook signing secret is whsec_[A-Za-z0-9+/]{43}=/), 5000, 10);
+    stop.abort();
+    expect(await listening).toBe(EXIT.ok);
   });
 
   it("refuses a bad --forward-to, an unknown --events type, or a malformed secret (exit 2)", async () => {

@@ -68,8 +68,9 @@ export const COMMANDS: Record<string, CommandSpec> = {
       "Polls GET /api/events from the newest event on (no inbound connection, no tunnel), prints one",
       "line per event, and POSTs the event's exact body to <url> with the headers of a real delivery",
       "(X-Signature, webhook-id, webhook-timestamp, webhook-signature, Tender-Sequence, …), signed with",
-      "a local secret printed at start: --secret, else TENDER_WEBHOOK_SECRET, else a new one. The",
-      "line ends with the target's status. --events keeps only those types. Ctrl-C stops it (exit 0).",
+      "a local secret: --secret, else TENDER_WEBHOOK_SECRET (neither is ever printed: only where it came",
+      "from and its last 4 characters), else a new one, printed at start. The line ends with the",
+      "target's status. --events keeps only those types. Ctrl-C stops it (exit 0).",
     ].join("\n"),
   },
   trigger: {
@@ -381,6 +382,9 @@ async function listen(tender: Tender, parsed: Parsed, io: CliIo): Promise<number
   const types = flags.events === undefined ? null : new Set(String(flags.events).split(",").map((t) => t.trim()).filter(Boolean));
   const known = new Set<string>([...Object.keys(TRIGGERS), "webhook.test"]);
   for (const type of types ?? []) if (!known.has(type)) throw new UsageError(`unknown event type '${type}' in --events (see tender trigger --list)`);
+  // A secret the user gave is never printed (it may be their real endpoint's): only where it came
+  // from and its last 4 characters. A new one is printed whole: the receiver needs it.
+  const source = flags.secret !== undefined ? "--secret" : io.env.TENDER_WEBHOOK_SECRET !== undefined ? "TENDER_WEBHOOK_SECRET" : undefined;
   const secret = (flags.secret as string | undefined) ?? io.env.TENDER_WEBHOOK_SECRET ?? webhooks.newSecret();
   if (!/^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret)) throw new UsageError("the signing secret must be whsec_ followed by base64");
   const interval = (flags.interval as number | undefined) ?? 1000;
@@ -391,7 +395,7 @@ async function listen(tender: Tender, parsed: Parsed, io: CliIo): Promise<number
   const newest = await tender.GET("/api/events", { params: { query: { limit: 1 } } });
   let cursor: string | undefined = newest.data[0]?.id;
   io.stderr(`Ready. Forwarding ${types ? [...types].join(", ") : "every event"} to ${url.href}`);
-  io.stderr(`Your webhook signing secret is ${secret} (Ctrl-C to stop)`);
+  io.stderr(source ? `Signing with the secret from ${source} (whsec_…${secret.slice(-4)}) (Ctrl-C to stop)` : `Your new webhook signing secret is ${secret} (Ctrl-C to stop)`);
 
   while (!io.signal?.aborted) {
     for (const event of await eventsAfter(tender, cursor)) {
