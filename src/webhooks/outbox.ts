@@ -88,21 +88,47 @@ export function deliveriesFor(db: Db, accountId: string, eventId: string, type: 
 }
 
 /**
- * A redelivery of an event: one delivery per target endpoint (the one named, or every active one
- * subscribed to the event's type), new, or an existing one back to pending with a fresh 24-hour
- * window. Its attempt count carries on, so attempt numbers stay unique. RETURNING the ids.
+ * A redelivery of an event, RETURNING the ids of the deliveries it queued. To the endpoint named:
+ * whatever the state of the event's delivery there (a new one, or the existing one back to pending
+ * now, with a fresh 24-hour window). Without one, only where the event was not delivered: a failed
+ * delivery to an active endpoint still subscribed to its type is sent again, and such an endpoint
+ * that never had one gets one; a delivered delivery, or one still being tried, is left as it is.
+ * Its attempt count carries on, so attempt numbers stay unique.
  */
 export function redeliveriesFor(db: Db, accountId: string, eventId: string, at: number, endpointId?: string): Statement {
-  const endpointFilter = endpointId
+  const targets = endpointId
     ? sql`e.id = ${endpointId}`
-    : sql`EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (ev.type, ${ALL_EVENTS}))`;
+    : sql`EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (ev.type, ${ALL_EVENTS}))
+        AND NOT EXISTS (SELECT 1 FROM ${webhookDeliveries} d WHERE d.event_id = ev.id AND d.endpoint_id = e.id AND d.status <> 'failed')`;
   return rawStatement(db, sql`
     INSERT INTO ${webhookDeliveries} (id, account_id, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
     SELECT ${deliveryIdSql(sql`ev.id`, sql`e.id`)}, ev.account_id, ev.id, e.id, 'pending', 0, ${isoTime(at)}, ${at}
     FROM ${events} ev JOIN ${webhookEndpoints} e ON e.account_id = ev.account_id
-    WHERE ev.id = ${eventId} AND ev.account_id = ${accountId} AND e.status = 'active' AND e.deleted_at IS NULL AND ${endpointFilter}
+    WHERE ev.id = ${eventId} AND ev.account_id = ${accountId} AND e.status = 'active' AND e.deleted_at IS NULL AND ${targets}
     ON CONFLICT (event_id, endpoint_id) DO UPDATE SET status = 'pending', first_attempt_at = NULL, next_attempt_at = NULL, waiting_for = NULL, updated_at = ${at}
     RETURNING id`);
+}
+
+/**
+ * SQL, run in the redelivery's batch after it: the answer `{ object: "redelivery", event_id,
+ * deliveries, skipped }`. `deliveries` are the ids queued (set back to pending, untried, by this
+ * batch: updated at `at`); `skipped`, every other delivery of the event (of the endpoint named,
+ * if one was), with why it was left alone: already_delivered, in_progress (pending: it is being
+ * tried), endpoint_disabled (disabled or deleted) or endpoint_unsubscribed (failed, and its
+ * endpoint no longer takes the type). Both in id order. The live answer and the stored one are
+ * this same SQL.
+ */
+export function redeliveryAnswerSql(accountId: string, eventId: string, at: number, endpointId?: string): SQL {
+  const ofEvent = sql`d.event_id = ${eventId} AND d.account_id = ${accountId}${endpointId ? sql` AND d.endpoint_id = ${endpointId}` : sql``}`;
+  const queued = sql`(d.status = 'pending' AND d.first_attempt_at IS NULL AND d.waiting_for IS NULL AND d.updated_at = ${at})`;
+  const reason = sql`CASE WHEN d.status = 'delivered' THEN 'already_delivered' WHEN d.status = 'pending' THEN 'in_progress'
+    WHEN e.status <> 'active' OR e.deleted_at IS NOT NULL THEN 'endpoint_disabled' ELSE 'endpoint_unsubscribed' END`;
+  return sql`json_object('object', 'redelivery', 'event_id', ${eventId},
+    'deliveries', (SELECT json_group_array(id) FROM (SELECT d.id FROM ${webhookDeliveries} d WHERE ${ofEvent} AND ${queued} ORDER BY d.id)),
+    'skipped', (SELECT json_group_array(json(item)) FROM (
+      SELECT json_object('delivery_id', d.id, 'endpoint_id', d.endpoint_id, 'reason', ${reason}) AS item
+      FROM ${webhookDeliveries} d JOIN ${webhookEndpoints} e ON e.id = d.endpoint_id
+      WHERE ${ofEvent} AND NOT ${queued} ORDER BY d.id)))`;
 }
 
 /**
@@ -187,6 +213,8 @@ export interface WriteSet {
    */
   returning?: Statement;
   events?: EmittedEvent[];
+  /** A read that runs after the events (it sees their rows); its rows come back as `answered`. */
+  answer?: Statement;
   /** Statements that must run last, such as completing the idempotency record. */
   trailing?: Statement[];
 }
@@ -194,13 +222,13 @@ export interface WriteSet {
 /**
  * Commits a write set as one D1 batch, then enqueues the deliveries it created. A failed enqueue
  * is logged, not thrown: the rows are committed and the sweeper will send them.
- * Returns the rows of `returning` and the delivery ids it created.
+ * Returns the rows of `returning` and of `answer`, and the delivery ids it created.
  */
 export async function commitWrites(
   deps: { db: Db; queue: Queue; waitUntil?: (promise: Promise<unknown>) => void },
   writes: WriteSet,
   failures: FailureMap = {},
-): Promise<{ returned: unknown[]; deliveryIds: string[] }> {
+): Promise<CommittedWrites> {
   const all = [...writes.statements];
   const returningAt = writes.returning ? all.push(writes.returning) - 1 : -1;
   const offsets: number[] = [];
@@ -208,6 +236,7 @@ export async function commitWrites(
     offsets.push(all.length + event.deliveriesAt);
     all.push(...event.statements);
   }
+  const answerAt = writes.answer ? all.push(writes.answer) - 1 : -1;
   all.push(...(writes.trailing ?? []));
   const results = await runBatch(deps.db, all, failures);
   const deliveryIds = collectDeliveryIds(results, offsets);
@@ -218,5 +247,15 @@ export async function commitWrites(
     if (deps.waitUntil) deps.waitUntil(send);
     else await send;
   }
-  return { returned: returningAt >= 0 ? (results[returningAt] as unknown[]) : [], deliveryIds };
+  const rowsAt = (at: number) => (at >= 0 ? (results[at] as unknown[]) : []);
+  return { returned: rowsAt(returningAt), answered: rowsAt(answerAt), deliveryIds };
+}
+
+export interface CommittedWrites {
+  /** The rows of `returning`. */
+  returned: unknown[];
+  /** The rows of `answer`. */
+  answered: unknown[];
+  /** The deliveries the batch created (and enqueued). */
+  deliveryIds: string[];
 }

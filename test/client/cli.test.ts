@@ -182,9 +182,15 @@ describe("tender events, deliveries, redeliver", () => {
       const wrongStatus = io(acct.key);
       expect(await main(["deliveries", endpoint.body.id, "--status", "lost"], wrongStatus.io)).toBe(EXIT.usage);
 
+      // Delivered already: nothing to redeliver without --endpoint, and it says why.
+      const nothing = io(acct.key);
+      expect(await main(["redeliver", eventId], nothing.io)).toBe(0);
+      expect(nothing.out).toEqual([]);
+      expect(nothing.err.join("\n")).toContain(`Not redelivered to ${endpoint.body.id}: already delivered`);
+      expect(nothing.err.join("\n")).toContain("Nothing to redeliver: pass --endpoint");
       const again = io(acct.key);
-      expect(await main(["redeliver", eventId, "--json"], again.io)).toBe(0);
-      expect(JSON.parse(again.out[0])).toMatchObject({ object: "redelivery", event_id: eventId, deliveries: [expect.stringMatching(/^dlv_/)] });
+      expect(await main(["redeliver", eventId, "--endpoint", endpoint.body.id, "--json"], again.io)).toBe(0);
+      expect(JSON.parse(again.out[0])).toMatchObject({ object: "redelivery", event_id: eventId, deliveries: [expect.stringMatching(/^dlv_/)], skipped: [] });
       await waitFor(() => expect(receiver.received).toHaveLength(2), 8000, 25);
       expect(receiver.received[1].headers["webhook-id"]).toBe(eventId);
     } finally {

@@ -100,7 +100,7 @@ export const COMMANDS: Record<string, CommandSpec> = {
   redeliver: {
     args: ["event-id"],
     flags: { endpoint: "string", json: "boolean" },
-    summary: "Send an event again (to one endpoint, or every subscribed one)",
+    summary: "Send an event again (where it was not delivered, or to one endpoint whatever its state)",
     usage: "tender redeliver <evt_…> [--endpoint <whk_…>] [--json]",
   },
 };
@@ -325,7 +325,9 @@ async function redeliver(tender: Tender, parsed: Parsed, io: CliIo): Promise<num
     io.stdout(JSON.stringify(result));
   } else {
     for (const delivery of result.deliveries) io.stdout(delivery);
+    for (const skipped of result.skipped) io.stderr(`  Not redelivered to ${skipped.endpoint_id}: ${skipped.reason.replaceAll("_", " ")} (${skipped.delivery_id})`);
     io.stderr(`Redelivering ${id}: ${result.deliveries.length} ${result.deliveries.length === 1 ? "delivery" : "deliveries"} queued.`);
+    if (result.deliveries.length === 0) io.stderr("Nothing to redeliver: pass --endpoint <whk_…> to send it to an endpoint anyway.");
   }
   return EXIT.ok;
 }
@@ -340,16 +342,16 @@ type FeedEvent = Schemas["Event"];
  * feed is in commit order, so this never skips an event that commits late. With no cursor (the
  * feed was empty when listening began), every event of the feed.
  */
-async function eventsAfter(tender: Tender, cursor: string | undefined): Promise<FeedEvent[]> {
+async function eventsAfter(tender: Tender, after: string | undefined): Promise<FeedEvent[]> {
   const out: FeedEvent[] = [];
-  if (cursor === undefined) {
+  if (after === undefined) {
     // From the newest back to the first; what commits meanwhile comes after the newest, next poll.
     for await (const event of tender.list("/api/events", { limit: 100 })) out.push(event);
     return out.reverse();
   }
-  for (;;) {
+  for (let cursor: string = after; ; ) {
     // ending_before walks toward the newest: each page holds the 100 events right after the cursor.
-    const page = await tender.GET("/api/events", { params: { query: { ending_before: cursor, limit: 100 } } });
+    const page: { data: FeedEvent[]; has_more: boolean } = await tender.GET("/api/events", { params: { query: { ending_before: cursor, limit: 100 } } });
     out.push(...[...page.data].reverse());
     if (!page.has_more || page.data.length === 0) return out;
     cursor = page.data[0].id;

@@ -3,7 +3,7 @@
 import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import { and, eq, isNull, sql } from "drizzle-orm";
 import { guardExists } from "../../db/batch";
-import { events, webhookDeliveries, webhookEndpoints } from "../../db/schema";
+import { events, webhookEndpoints } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { ensureLive } from "../../auth/credentials";
 import { clock } from "../../lib/clock";
@@ -14,7 +14,7 @@ import { readById } from "../reads";
 import { feedPageOf } from "./feed";
 import { commit } from "../write-path";
 import { describeEventTypes } from "../../webhooks/catalog";
-import { redeliveriesFor } from "../../webhooks/outbox";
+import { redeliveriesFor, redeliveryAnswerSql } from "../../webhooks/outbox";
 import { apiRoute, idParam, json } from "../openapi";
 import { timestamp } from "../shared";
 
@@ -43,11 +43,33 @@ const EventTypeSchema = z
   .openapi("EventType");
 
 const RedeliverBody = z
-  .object({ endpoint_id: z.string().max(100).optional().openapi({ description: "Only this endpoint; otherwise every active endpoint subscribed to the type." }) })
+  .object({
+    endpoint_id: z
+      .string()
+      .max(100)
+      .optional()
+      .openapi({ description: "Send the event to this endpoint again, whatever the state of its delivery there. Without it, only where the event was not delivered." }),
+  })
   .openapi("RedeliverRequest");
 
 const RedeliverySchema = z
-  .object({ object: z.literal("redelivery"), event_id: z.string(), deliveries: z.array(z.string()) })
+  .object({
+    object: z.literal("redelivery"),
+    event_id: z.string(),
+    deliveries: z.array(z.string()).openapi({ description: "The deliveries queued by this request (their ids), in id order. Empty when there was nothing to redeliver." }),
+    skipped: z
+      .array(
+        z.object({
+          delivery_id: z.string(),
+          endpoint_id: z.string(),
+          reason: z.enum(["already_delivered", "in_progress", "endpoint_disabled", "endpoint_unsubscribed"]).openapi({
+            description:
+              "already_delivered: the endpoint answered 2xx; in_progress: the delivery is still being tried (its retries go on); endpoint_disabled: the endpoint is disabled or deleted; endpoint_unsubscribed: it no longer takes this event type. Send endpoint_id to send it there anyway.",
+          }),
+        }),
+      )
+      .openapi({ description: "The event's other deliveries, left as they are, and why. Always empty when endpoint_id is sent." }),
+  })
   .openapi("Redelivery");
 
 /**
@@ -105,7 +127,7 @@ const redeliver = apiRoute({
   operationId: "redeliverEvent",
   summary: "Redeliver an event",
   description:
-    "Sends the event again, with the same webhook-id, to one named endpoint or to every active endpoint subscribed to its type. A failed delivery starts a fresh 24-hour retry window.",
+    "Sends the event again, with the same webhook-id. Without a body (or without endpoint_id), only where it was not delivered: each failed delivery to an active endpoint still subscribed to its type is sent again, and each such endpoint that never had it gets it; a delivery that was delivered, or is still being tried, is left as it is, and listed under `skipped` with the reason. With endpoint_id, to that endpoint, whatever the state of its delivery there. A redelivered delivery goes out now, with a fresh 24-hour retry window. Nothing to redeliver answers 202 with `deliveries: []`.",
   scope: "events:write",
   request: {
     params: idParam("event", "evt_01jd2x4k5m6n7p8q9r0s1t2v3w"),
@@ -148,12 +170,18 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
         : []),
       redeliveriesFor(db, auth.accountId, id, now, endpointId),
     ];
-    const { deliveryIds } = await commit(
+    // The answer is read in the batch, after the redelivery: the live answer and the stored one
+    // are the same SQL.
+    const answer = redeliveryAnswerSql(auth.accountId, id, now, endpointId);
+    const { answered } = await commit(
       c,
-      { statements: [], events: [{ id, statements, deliveriesAt: statements.length - 1 }] },
+      {
+        statements: [],
+        events: [{ id, statements, deliveriesAt: statements.length - 1 }],
+        answer: db.select({ answer: sql<string>`${answer}` }).from(events).where(eq(events.id, id)),
+      },
       202,
-      // The stored answer lists the same deliveries, read inside the batch.
-      sql`json_object('object', 'redelivery', 'event_id', ${id}, 'deliveries', (SELECT json_group_array(id) FROM ${webhookDeliveries} WHERE event_id = ${id} AND updated_at = ${now}))`,
+      answer,
       {
         failures: {
           [EVENT_MISSING]: () => notFound("event", id, "id"),
@@ -161,6 +189,7 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
         },
       },
     );
-    return c.json({ object: "redelivery" as const, event_id: id, deliveries: deliveryIds }, 202);
+    const [{ answer: body }] = answered as { answer: string }[];
+    return c.json(JSON.parse(body) as z.infer<typeof RedeliverySchema>, 202);
   });
 }
