@@ -6,7 +6,8 @@ import { type SQL, and, eq, isNotNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { type FailureMap, rawStatement, runBatch, type Statement } from "../db/batch";
 import { preparedRaw, preparedRawBy } from "../db/prepared";
-import { events, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import { events, subscriptions, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import { subscriptionAnswer } from "../routes/subscriptions/schema";
 import { newId } from "../domain/ids";
 import { isoTime } from "../lib/clock";
 import { ALL_EVENTS, type EnvelopeEventType, type NotificationEventType, TEST_EVENT_TYPE } from "./catalog";
@@ -14,7 +15,7 @@ import { sendInBatches } from "../lib/queue";
 
 export type EventSpec =
   | { type: EnvelopeEventType; data: unknown; objectId?: string }
-  /** A notification; its status may be read in the batch (SQL). */
+  /** A subscription notification; its status may be read in the batch (SQL); its data is the subscription as committed. */
   | { type: NotificationEventType; subscriptionId: string; status: string | SQL }
   /** An envelope whose data is read in the batch (the row as committed), about `objectId`. */
   | { type: EnvelopeEventType; dataSql: SQL; objectId: string };
@@ -46,21 +47,26 @@ const p = (name: string) => sql`${sql.placeholder(name)}`;
 const nextSequence = (objectId: SQL | string) => sql`(SELECT COALESCE(MAX(sequence), 0) + 1 FROM ${events} WHERE object_id = ${objectId})`;
 
 /**
- * The exact body delivered for an event, built in the batch that writes it. The standard envelope
- * carries the event's `sequence` among its object's events; a notification keeps the document's
- * shape (its sequence travels in the Tender-Sequence header).
+ * The body delivered for an event, built in the batch that writes it: the envelope
+ * `{ id, type, data, created_at, object_id, sequence }`. A subscription notification also keeps
+ * the interface document's fields at the top level (`event` repeating `type`, `subscription_id`,
+ * `status`, `timestamp`), and its `data` is the subscription as the API returns it: stored here as
+ * the row the batch committed, and serialized by the subscription's one serializer when the body
+ * is read (src/webhooks/payload.ts).
  */
-function eventPayload(id: string, spec: EventSpec, at: number, sequence: SQL | null): SQL {
+function eventPayload(id: string, spec: EventSpec, at: number, objectId: string | null, sequence: SQL | null): SQL {
   if ("subscriptionId" in spec) {
-    return sql`json_object('id', ${id}, 'event', ${spec.type}, 'subscription_id', ${spec.subscriptionId}, 'status', ${spec.status}, 'timestamp', ${isoTime(at)})`;
+    const data = sql`json(${subscriptionAnswer.stored(eq(subscriptions.id, spec.subscriptionId))})`;
+    return sql`json_object('id', ${id}, 'type', ${spec.type}, 'data', ${data}, 'created_at', ${isoTime(at)}, 'object_id', ${objectId}, 'sequence', ${sequence ?? sql`NULL`},
+      'event', ${spec.type}, 'subscription_id', ${spec.subscriptionId}, 'status', ${spec.status}, 'timestamp', ${isoTime(at)})`;
   }
   const data = "dataSql" in spec ? sql`json(${spec.dataSql})` : sql`json(${JSON.stringify(spec.data ?? null)})`;
-  return envelopeSql(id, spec.type, data, isoTime(at), sequence);
+  return envelopeSql(id, spec.type, data, isoTime(at), objectId, sequence);
 }
 
-/** The standard envelope, as SQL: `data` is JSON. */
-const envelopeSql = (id: SQL | string, type: SQL | string, data: SQL, createdAt: SQL | string, sequence: SQL | null) =>
-  sql`json_object('id', ${id}, 'type', ${type}, 'data', ${data}, 'created_at', ${createdAt}, 'sequence', ${sequence ?? sql`NULL`})`;
+/** The envelope, as SQL: `data` is JSON. */
+const envelopeSql = (id: SQL | string, type: SQL | string, data: SQL, createdAt: SQL | string, objectId: SQL | string | null, sequence: SQL | null) =>
+  sql`json_object('id', ${id}, 'type', ${type}, 'data', ${data}, 'created_at', ${createdAt}, 'object_id', ${objectId}, 'sequence', ${sequence ?? sql`NULL`})`;
 
 /**
  * A delivery's id is derived from its event and endpoint (`dlv_` + both ids' time-ordered parts),
@@ -144,7 +150,7 @@ const eventInsert = (id: SQL | string, accountId: SQL | string, type: SQL | stri
 
 // The common event (an envelope with its data as JSON, about an object), prepared once per isolate.
 const preparedEnvelopeInsert = preparedRaw(() =>
-  eventInsert(p("id"), p("accountId"), p("type"), envelopeSql(p("id"), p("type"), sql`json(${p("data")})`, p("createdAt"), nextSequence(p("objectId"))), p("objectId"), nextSequence(p("objectId")), p("createdAt")),
+  eventInsert(p("id"), p("accountId"), p("type"), envelopeSql(p("id"), p("type"), sql`json(${p("data")})`, p("createdAt"), p("objectId"), nextSequence(p("objectId"))), p("objectId"), nextSequence(p("objectId")), p("createdAt")),
 );
 
 export function emitEvent(db: Db, accountId: string, spec: EventSpec, at: number): EmittedEvent {
@@ -155,7 +161,7 @@ export function emitEvent(db: Db, accountId: string, spec: EventSpec, at: number
   const insert =
     "data" in spec && objectId !== null
       ? preparedEnvelopeInsert(db).with({ id, accountId, type: spec.type, data: JSON.stringify(spec.data ?? null), createdAt, objectId })
-      : rawStatement(db, eventInsert(id, accountId, spec.type, eventPayload(id, spec, at, sequence), objectId, sequence, createdAt));
+      : rawStatement(db, eventInsert(id, accountId, spec.type, eventPayload(id, spec, at, objectId, sequence), objectId, sequence, createdAt));
   return { id, statements: [insert, deliveriesFor(db, accountId, id, spec.type, at)], deliveriesAt: 1 };
 }
 
@@ -163,7 +169,7 @@ export function emitEvent(db: Db, accountId: string, spec: EventSpec, at: number
 export function emitTestEvent(db: Db, accountId: string, endpointId: string, at: number): EmittedEvent {
   const id = newId("event", at);
   const data = { endpoint_id: endpointId, message: "A test event from Tender." };
-  const payload = envelopeSql(id, TEST_EVENT_TYPE, sql`json(${JSON.stringify(data)})`, isoTime(at), null);
+  const payload = envelopeSql(id, TEST_EVENT_TYPE, sql`json(${JSON.stringify(data)})`, isoTime(at), null, null);
   const insert = rawStatement(db, eventInsert(id, accountId, TEST_EVENT_TYPE, payload, null, null, isoTime(at)));
   return { id, statements: [insert, deliveriesFor(db, accountId, id, TEST_EVENT_TYPE, at, endpointId)], deliveriesAt: 1 };
 }

@@ -15,6 +15,7 @@ import { feedPageOf } from "./feed";
 import { commit } from "../write-path";
 import { describeEventTypes } from "../../webhooks/catalog";
 import { redeliveriesFor, redeliveryAnswerSql } from "../../webhooks/outbox";
+import { deliveredEvent } from "../../webhooks/payload";
 import { apiRoute, idParam, json } from "../openapi";
 import { timestamp } from "../shared";
 
@@ -28,8 +29,8 @@ const EventSchema = z
     created_at: timestamp("When the event happened."),
     object_id: z.string().nullable().openapi({ description: "The object the event is about: the user, payout, payment, refund or subscription.", example: "po_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
     sequence: z.number().int().nullable().openapi({ description: "The event's place among its object's events: 1 for the first, +1 for each later one, in commit order and without gaps. Deliveries carry it as Tender-Sequence: <object_id>/<sequence>.", example: 2 }),
-    data: z.unknown().openapi({ description: "The event's data, as in the webhook envelope: the resource for customer.*, payout.*, refund.*; the payment summary for payment.*; subscription_id, status and timestamp for subscription notifications." }),
-    payload: z.record(z.string(), z.unknown()).openapi({ description: "The exact body delivered to endpoints: the standard envelope, or a subscription notification." }),
+    data: z.unknown().openapi({ description: "The event's data, as in the webhook envelope: the resource for customer.*, payout.*, refund.* and subscription_*; the payment summary for payment.*. See the document's webhooks section for each type's payload." }),
+    payload: z.record(z.string(), z.unknown()).openapi({ description: "The exact body delivered to endpoints: the envelope { id, type, data, created_at, object_id, sequence }, which a subscription notification extends with event, subscription_id, status and timestamp." }),
   })
   .openapi("Event");
 
@@ -73,11 +74,12 @@ const RedeliverySchema = z
   .openapi("Redelivery");
 
 /**
- * An event as the feed shows it: `data` as in the webhook envelope (for subscription
- * notifications, their fields), and `payload`, the exact body that was delivered.
+ * An event as the feed shows it: `data` as in the webhook envelope, and `payload`, the exact body
+ * delivered. (A subscription notification written before the envelope had no `data`: its fields
+ * stand in for it.)
  */
 function serializeEvent(row: typeof events.$inferSelect) {
-  const payload = JSON.parse(row.payload) as Record<string, unknown>;
+  const payload = deliveredEvent(row.payload);
   const { id: _id, type: _type, event: _event, created_at: _created, ...notification } = payload;
   const data = "data" in payload ? payload.data : notification;
   return { id: row.id, object: "event" as const, type: row.type, created_at: row.createdAt, object_id: row.objectId, sequence: row.sequence, data, payload };
