@@ -119,7 +119,9 @@ describe("tender trigger", () => {
     }
     const renewal = runs.find((r) => r.type === "subscription_renewal")!;
     const renewed = JSON.parse(renewal.out[0]);
-    expect((await call(`/api/events/${renewed.event}`, { key: acct.key })).body.data).toMatchObject({ status: "success", subscription_id: renewed.object_id });
+    const renewalEvent = (await call(`/api/events/${renewed.event}`, { key: acct.key })).body;
+    expect(renewalEvent.payload).toMatchObject({ type: "subscription_renewal", status: "success", subscription_id: renewed.object_id });
+    expect(renewalEvent.data).toMatchObject({ object: "subscription", id: renewed.object_id, status: "active" });
     const failed = runs.find((r) => r.type === "payment.failed")!;
     expect((await call(`/api/events/${JSON.parse(failed.out[0]).event}`, { key: acct.key })).body.data).toMatchObject({ status: "failed" });
   });

@@ -12,6 +12,7 @@ import { notFound } from "../../lib/errors";
 import { listQuery, listSchema } from "../pagination";
 import { readById } from "../reads";
 import { feedPageOf } from "./feed";
+import { registerWebhookPayloads } from "./payloads";
 import { commit } from "../write-path";
 import { describeEventTypes } from "../../webhooks/catalog";
 import { redeliveriesFor, redeliveryAnswerSql } from "../../webhooks/outbox";
@@ -142,6 +143,7 @@ const EVENT_MISSING = "event_missing";
 const ENDPOINT_MISSING = "endpoint_missing";
 
 export function registerEvents(app: OpenAPIHono<AppEnv>) {
+  registerWebhookPayloads(app);
   app.openapi(types, async function listEventTypes(c) {
     // The catalog is static, but a key revoked in another isolate (still cached here) must be
     // refused on its next request, as every other route does through its query or batch.
