@@ -39,7 +39,9 @@ const EventTypeSchema = z
   .object({
     type: z.string(),
     description: z.string(),
-    shape: z.enum(["envelope", "notification"]),
+    shape: z.enum(["envelope", "notification"]).openapi({
+      description: "envelope: { id, type, data, created_at, object_id, sequence }; notification: the same envelope, with the interface document's event, subscription_id, status and timestamp at the top level as well.",
+    }),
     object: z.enum(["payment", "refund", "user", "payout", "subscription"]).openapi({ description: "The kind of object the event is about: its events' object_id, and the sequence they count in." }),
   })
   .openapi("EventType");
