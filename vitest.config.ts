@@ -11,6 +11,8 @@ export default defineConfig(async () => {
     cloudflareTest({
       wrangler: { configPath: "./wrangler.toml" },
       miniflare: {
+        // An empty database for tests of a migration against rows written before it.
+        d1Databases: { MIGRATION_SCRATCH: `migration-scratch-${environment}` },
         bindings: {
           TEST_MIGRATIONS: migrations,
           ENVIRONMENT: environment,
@@ -23,7 +25,7 @@ export default defineConfig(async () => {
       projects: [
         {
           plugins: [worker("development")],
-          test: { name: "development", setupFiles: ["./test/setup.ts"], include: ["test/**/*.test.ts"], exclude: ["test/production/**", "test/browser/**"] },
+          test: { name: "development", setupFiles: ["./test/setup.ts"], include: ["test/**/*.test.ts"], exclude: ["test/production/**", "test/browser/**", "test/node/**"] },
         },
         {
           plugins: [worker("production")],
@@ -33,6 +35,11 @@ export default defineConfig(async () => {
         // in workerd. Skipped, with a message, when no Chromium is found (test/browser/harness.ts).
         {
           test: { name: "browser", environment: "node", include: ["test/browser/**/*.test.ts"], testTimeout: 180_000, hookTimeout: 240_000 },
+        },
+        // Tools that run in Node, on what the Worker serves or ships: @redocly/cli's lint of the
+        // served /openapi.json (against `wrangler dev`) and tsc on @tender/client.
+        {
+          test: { name: "node", environment: "node", include: ["test/node/**/*.test.ts"], testTimeout: 120_000, hookTimeout: 240_000 },
         },
       ],
     },

@@ -25,10 +25,9 @@ DROP INDEX `test_clocks_account`;--> statement-breakpoint
 CREATE INDEX `test_clocks_account` ON `test_clocks` (`account_id`,`livemode`,`id`);--> statement-breakpoint
 DROP INDEX `users_account`;--> statement-breakpoint
 CREATE INDEX `users_account` ON `users` (`account_id`,`livemode`,`id`);--> statement-breakpoint
-DROP INDEX `events_account`;--> statement-breakpoint
-CREATE INDEX `events_account` ON `events` (`account_id`,`livemode`,`id`);--> statement-breakpoint
-DROP INDEX `events_account_type`;--> statement-breakpoint
-CREATE INDEX `events_account_type` ON `events` (`account_id`,`livemode`,`type`,`id`);--> statement-breakpoint
+CREATE INDEX `events_account_mode_feed` ON `events` (`account_id`,`livemode`,`feed_position`);--> statement-breakpoint
+DROP INDEX `events_account_type_feed`;--> statement-breakpoint
+CREATE INDEX `events_account_type_feed` ON `events` (`account_id`,`livemode`,`type`,`feed_position`);--> statement-breakpoint
 DROP INDEX `webhook_endpoints_account`;--> statement-breakpoint
 CREATE INDEX `webhook_endpoints_account` ON `webhook_endpoints` (`account_id`,`livemode`,`id`);--> statement-breakpoint
 CREATE INDEX `webhook_deliveries_account` ON `webhook_deliveries` (`account_id`,`livemode`,`status`);--> statement-breakpoint

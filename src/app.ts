@@ -55,7 +55,9 @@ export function newApp() {
   });
   registerRoutes(app);
 
-  app.doc31("/openapi.json", {
+  // The document names the origin that served it as its server (a PORT change, or a deployed
+  // host, shows there), so a client built from it calls the Tender it came from.
+  app.doc31("/openapi.json", (c) => ({
     openapi: "3.1.0",
     info: {
       title: "Tender API",
@@ -64,8 +66,8 @@ export function newApp() {
       description:
         "Payments API: request ids, user profiles, payouts, payments and refunds, subscription plans and subscriptions, signed webhooks. Every object belongs to test mode or live mode (its livemode): a test key (sk_test_…) sees and touches test-mode objects only, a live key (sk_live_…) live-mode objects only. Amounts are integers in the currency's smallest unit. Errors share one shape: { error: { type, code, message, param?, request_id } }.",
     },
-    servers: [{ url: "http://127.0.0.1:8787", description: "Local (wrangler dev)" }],
-  });
+    servers: [{ url: new URL(c.req.url).origin, description: "The Tender that served this document." }],
+  }));
   app.get("/docs", docsPage);
   app.get("/favicon.ico", favicon);
   // HTML pages for people (src/dashboard/), outside the OpenAPI document.

@@ -134,11 +134,17 @@ export const events = sqliteTable(
     // gap-free and in commit order. Unique, so two events can never share a place.
     objectId: text("object_id"),
     sequence: integer("sequence"),
+    // The event's place in its account's feed (GET /api/events): 1, 2, 3 … taken by the INSERT
+    // itself as the account's MAX + 1, so in commit order (D1 has one writer), whatever time the
+    // id carries. The feed orders and pages by it; unique, so two events never share a place.
+    feedPosition: integer("feed_position").notNull(),
     createdAt: createdAt(),
   },
   (t) => [
-    index("events_account").on(t.accountId, t.livemode, t.id),
-    index("events_account_type").on(t.accountId, t.livemode, t.type, t.id),
+    // Unique per account: the feed's place is the account's MAX + 1, whatever the mode.
+    uniqueIndex("events_account_feed").on(t.accountId, t.feedPosition),
+    index("events_account_mode_feed").on(t.accountId, t.livemode, t.feedPosition),
+    index("events_account_type_feed").on(t.accountId, t.livemode, t.type, t.feedPosition),
     uniqueIndex("events_object_sequence").on(t.objectId, t.sequence),
   ],
 );

@@ -5,7 +5,8 @@
 // cancel) stores the object's row instead, as the batch committed it (`rowAnswer`): the replay
 // serializes that row with the same serializer as the live answer, so the answer has one home,
 // and the write needs no read before its batch (one round trip). Columns that are not the
-// caller's to see (a processor token) are left out of the stored row.
+// caller's to see (a processor token) are left out of the stored row. A subscription
+// notification's `data` is kept the same way (src/webhooks/payload.ts serializes it).
 import { type SQL, getTableColumns, sql } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 
@@ -56,16 +57,29 @@ export function rowAnswer<T extends SQLiteTable, Row extends T["$inferSelect"], 
   };
 }
 
-/** The text a replay sends: a stored row serialized as its live answer was, any other answer as stored. */
-export function replayText(stored: string): string {
-  if (!stored.startsWith(ROW_TAG)) return stored;
-  const { $row: kind, row } = JSON.parse(stored) as { $row: string; row: Record<string, unknown> };
+/** A row as `stored` keeps it: `{ "$row": kind, "row": { column: value } }`. */
+export interface StoredRow {
+  $row: string;
+  row: Record<string, unknown>;
+}
+
+export const isStoredRow = (value: unknown): value is StoredRow =>
+  typeof value === "object" && value !== null && typeof (value as StoredRow).$row === "string" && typeof (value as StoredRow).row === "object";
+
+/** A stored row, serialized by its kind's one serializer (its columns decoded as drizzle reads them). */
+export function serializeStoredRow({ $row: kind, row }: StoredRow): unknown {
   const spec = rowAnswers.get(kind);
-  if (!spec) throw new Error(`stored answer of unknown kind ${kind}`);
+  if (!spec) throw new Error(`stored row of unknown kind ${kind}`);
   const decoded: Record<string, unknown> = {};
   for (const [key, column] of Object.entries(getTableColumns(spec.table))) {
     const value = row[key];
     decoded[key] = value === null || value === undefined ? null : column.mapFromDriverValue(value);
   }
-  return JSON.stringify(withoutSecrets(spec.serialize(decoded as never)));
+  return spec.serialize(decoded as never);
+}
+
+/** The text a replay sends: a stored row serialized as its live answer was, any other answer as stored. */
+export function replayText(stored: string): string {
+  if (!stored.startsWith(ROW_TAG)) return stored;
+  return JSON.stringify(withoutSecrets(serializeStoredRow(JSON.parse(stored) as StoredRow)));
 }

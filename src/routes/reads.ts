@@ -35,12 +35,19 @@ type Read<R> = (BatchItem<"sqlite"> & PromiseLike<R>) | (Statement & { readonly 
  * empty answer is already told apart from a revoked key (401).
  */
 export async function withLiveKey<R>(c: Context<AppEnv>, query: Read<R>): Promise<R> {
-  const [result, live] = (await c.var.db.batch([query, liveKeyStatement(c.var.db, c.var.auth.keyId)])) as [R, unknown[]];
+  const [result] = await withLiveKeyAll<[R]>(c, [query]);
+  return result;
+}
+
+/** withLiveKey for several reads, all in the one batch. */
+export async function withLiveKeyAll<R extends unknown[]>(c: Context<AppEnv>, queries: { [K in keyof R]: Read<R[K]> }): Promise<R> {
+  const results = (await c.var.db.batch([...(queries as Read<unknown>[]), liveKeyStatement(c.var.db, c.var.auth.keyId)] as unknown as [Statement])) as unknown[];
+  const live = results.pop() as unknown[];
   if (live.length === 0) {
     forgetKey(c.var.auth.keyId);
     throw revokedCredential();
   }
-  return result;
+  return results as R;
 }
 
 /**

@@ -11,7 +11,7 @@ import { ApiError } from "../lib/errors";
 import { CREDENTIAL_REVOKED, credentialGuard } from "../db/scope";
 import { revokedCredential, forgetKey } from "../auth/credentials";
 import { IDEMPOTENCY_CLAIM_LOST, completeIdempotency, idempotencyClaimLost } from "../middleware/idempotency";
-import { commitWrites, type WriteSet } from "../webhooks/outbox";
+import { type CommittedWrites, commitWrites, type WriteSet } from "../webhooks/outbox";
 import type { AppEnv } from "../context";
 
 export interface CommitOptions {
@@ -77,8 +77,8 @@ const MONEY_RECORD_TRIES = 3;
 async function recordMovedMoney(
   db: Db,
   paymentId: string,
-  attempt: () => Promise<{ returned: unknown[]; deliveryIds: string[] }>,
-) {
+  attempt: () => Promise<CommittedWrites>,
+): Promise<CommittedWrites> {
   let lastError: unknown;
   for (let tries = 0; tries < MONEY_RECORD_TRIES; tries++) {
     try {
@@ -94,7 +94,7 @@ async function recordMovedMoney(
           .where(eq(payments.id, paymentId))
           .then((rows) => rows.length > 0, () => null);
         // An earlier try committed (the sweeper enqueues its deliveries).
-        if (recorded) return { returned: [], deliveryIds: [] };
+        if (recorded) return { returned: [], answered: [], deliveryIds: [] };
         if (recorded === false && error instanceof ApiError) throw error;
       }
     }
@@ -109,7 +109,7 @@ export async function commit(
   status: ContentfulStatusCode,
   body: unknown,
   options: CommitOptions = {},
-): Promise<{ returned: unknown[]; deliveryIds: string[] }> {
+): Promise<CommittedWrites> {
   const { db, auth, idempotency } = c.var;
   const guarded = !options.moneyMoved;
   const attempt = () =>
@@ -119,6 +119,7 @@ export async function commit(
       statements: [guarded ? credentialGuard(db, auth) : noop(db), ...writes.statements],
       returning: writes.returning,
       events: writes.events,
+      answer: writes.answer,
       trailing: [
         ...(writes.trailing ?? []),
         ...(idempotency
@@ -135,9 +136,9 @@ export async function commit(
       ...options.failures,
     },
     );
-  const { returned, deliveryIds } = await outcomeTracked(c, () => (options.moneyMoved ? recordMovedMoney(db, options.moneyMoved.paymentId, attempt) : attempt()));
+  const committed = await outcomeTracked(c, () => (options.moneyMoved ? recordMovedMoney(db, options.moneyMoved.paymentId, attempt) : attempt()));
   if (idempotency) idempotency.state = "completed";
-  return { returned, deliveryIds };
+  return committed;
 }
 
 /** Commits, then answers with `body` as JSON. */

@@ -15,6 +15,7 @@ import { clock, isoTime } from "../lib/clock";
 import { randomUnit } from "../lib/crypto";
 import { type DeliveryMessage, enqueueDeliveries } from "./outbox";
 import { schedulerFor } from "./scheduler";
+import { deliveredBody } from "./payload";
 import { signatureHeaders } from "./signing";
 
 export const DELIVERY_TIMEOUT_MS = 15_000;
@@ -157,7 +158,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   if (claimed.length === 0) return "skipped";
 
   const previousLive = endpoint.previousSecret && endpoint.previousSecretExpiresAt && Date.parse(endpoint.previousSecretExpiresAt) > now;
-  const body = event.payload;
+  const body = deliveredBody(event.payload);
   const headers = {
     "Content-Type": "application/json",
     "User-Agent": USER_AGENT,

@@ -9,15 +9,16 @@ import type { Db } from "../db/client";
 import { type FailureMap, rawStatement, runBatch, type Statement } from "../db/batch";
 import { preparedRaw, preparedRawBy } from "../db/prepared";
 import { type Tenant, livemodeJsonSql, ownedBy } from "../db/scope";
-import { events, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import { events, subscriptions, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import { subscriptionAnswer } from "../routes/subscriptions/schema";
 import { newId } from "../domain/ids";
 import { isoTime } from "../lib/clock";
-import { ALL_EVENTS, type EnvelopeEventType, type NotificationEventType } from "./catalog";
+import { ALL_EVENTS, type EnvelopeEventType, type NotificationEventType, TEST_EVENT_TYPE } from "./catalog";
 import { sendInBatches } from "../lib/queue";
 
 export type EventSpec =
   | { type: EnvelopeEventType; data: unknown; objectId?: string }
-  /** A notification; its status may be read in the batch (SQL). */
+  /** A subscription notification; its status may be read in the batch (SQL); its data is the subscription as committed. */
   | { type: NotificationEventType; subscriptionId: string; status: string | SQL }
   /** An envelope whose data is read in the batch (the row as committed), about `objectId`. */
   | { type: EnvelopeEventType; dataSql: SQL; objectId: string };
@@ -49,22 +50,27 @@ const p = (name: string) => sql`${sql.placeholder(name)}`;
 const nextSequence = (objectId: SQL | string) => sql`(SELECT COALESCE(MAX(sequence), 0) + 1 FROM ${events} WHERE object_id = ${objectId})`;
 
 /**
- * The exact body delivered for an event, built in the batch that writes it. The standard envelope
- * carries the event's `sequence` among its object's events; a notification keeps the document's
- * shape (its sequence travels in the Tender-Sequence header).
+ * The body delivered for an event, built in the batch that writes it: the envelope
+ * `{ id, type, data, created_at, object_id, sequence }`. A subscription notification also keeps
+ * the interface document's fields at the top level (`event` repeating `type`, `subscription_id`,
+ * `status`, `timestamp`), and its `data` is the subscription as the API returns it: stored here as
+ * the row the batch committed, and serialized by the subscription's one serializer when the body
+ * is read (src/webhooks/payload.ts).
  */
-function eventPayload(id: string, spec: EventSpec, at: number, sequence: SQL | null, livemode: boolean): SQL {
+function eventPayload(id: string, spec: EventSpec, at: number, objectId: string | null, sequence: SQL | null, livemode: boolean): SQL {
   const mode = livemodeJsonSql(sql.raw(livemode ? "1" : "0"));
   if ("subscriptionId" in spec) {
-    return sql`json_object('id', ${id}, 'event', ${spec.type}, 'subscription_id', ${spec.subscriptionId}, 'status', ${spec.status}, 'timestamp', ${isoTime(at)}, 'livemode', ${mode})`;
+    const data = sql`json(${subscriptionAnswer.stored(eq(subscriptions.id, spec.subscriptionId))})`;
+    return sql`json_object('id', ${id}, 'type', ${spec.type}, 'data', ${data}, 'created_at', ${isoTime(at)}, 'object_id', ${objectId}, 'sequence', ${sequence ?? sql`NULL`}, 'livemode', ${mode},
+      'event', ${spec.type}, 'subscription_id', ${spec.subscriptionId}, 'status', ${spec.status}, 'timestamp', ${isoTime(at)})`;
   }
   const data = "dataSql" in spec ? sql`json(${spec.dataSql})` : sql`json(${JSON.stringify(spec.data ?? null)})`;
-  return envelopeSql(id, spec.type, data, isoTime(at), sequence, mode);
+  return envelopeSql(id, spec.type, data, isoTime(at), objectId, sequence, mode);
 }
 
-/** The standard envelope, as SQL: `data` is JSON; `livemode` the event's mode, as Stripe's envelope carries it. */
-const envelopeSql = (id: SQL | string, type: SQL | string, data: SQL, createdAt: SQL | string, sequence: SQL | null, livemode: SQL) =>
-  sql`json_object('id', ${id}, 'type', ${type}, 'data', ${data}, 'created_at', ${createdAt}, 'sequence', ${sequence ?? sql`NULL`}, 'livemode', ${livemode})`;
+/** The envelope, as SQL: `data` is JSON; `livemode` the event's mode, as Stripe's envelope carries it. */
+const envelopeSql = (id: SQL | string, type: SQL | string, data: SQL, createdAt: SQL | string, objectId: SQL | string | null, sequence: SQL | null, livemode: SQL) =>
+  sql`json_object('id', ${id}, 'type', ${type}, 'data', ${data}, 'created_at', ${createdAt}, 'object_id', ${objectId}, 'sequence', ${sequence ?? sql`NULL`}, 'livemode', ${livemode})`;
 
 /**
  * A delivery's id is derived from its event and endpoint (`dlv_` + both ids' time-ordered parts),
@@ -93,32 +99,64 @@ export function deliveriesFor(db: Db, tenant: Tenant, eventId: string, type: str
 }
 
 /**
- * A redelivery of an event: one delivery per target endpoint (the one named, or every active one
- * subscribed to the event's type; of the event's account and mode either way), new, or an existing
- * one back to pending with a fresh 24-hour window. Its attempt count carries on, so attempt
- * numbers stay unique. RETURNING the ids.
+ * A redelivery of an event, RETURNING the ids of the deliveries it queued. To the endpoint named:
+ * whatever the state of the event's delivery there (a new one, or the existing one back to pending
+ * now, with a fresh 24-hour window). Without one, only where the event was not delivered: a failed
+ * delivery to an active endpoint still subscribed to its type is sent again, and such an endpoint
+ * that never had one gets one; a delivered delivery, or one still being tried, is left as it is.
+ * Of the event's account and mode either way. Its attempt count carries on, so attempt numbers stay unique.
  */
 export function redeliveriesFor(db: Db, tenant: Tenant, eventId: string, at: number, endpointId?: string): Statement {
-  const endpointFilter = endpointId
+  const targets = endpointId
     ? sql`e.id = ${endpointId}`
-    : sql`EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (ev.type, ${ALL_EVENTS}))`;
+    : sql`EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (ev.type, ${ALL_EVENTS}))
+        AND NOT EXISTS (SELECT 1 FROM ${webhookDeliveries} d WHERE d.event_id = ev.id AND d.endpoint_id = e.id AND d.status <> 'failed')`;
   return rawStatement(db, sql`
     INSERT INTO ${webhookDeliveries} (id, account_id, livemode, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
     SELECT ${deliveryIdSql(sql`ev.id`, sql`e.id`)}, ev.account_id, ev.livemode, ev.id, e.id, 'pending', 0, ${isoTime(at)}, ${at}
     FROM ${events} ev JOIN ${webhookEndpoints} e ON e.account_id = ev.account_id AND e.livemode = ev.livemode
     WHERE ev.id = ${eventId} AND ev.account_id = ${tenant.accountId} AND ev.livemode = ${tenant.livemode ? 1 : 0}
-      AND e.status = 'active' AND e.deleted_at IS NULL AND ${endpointFilter}
+      AND e.status = 'active' AND e.deleted_at IS NULL AND ${targets}
     ON CONFLICT (event_id, endpoint_id) DO UPDATE SET status = 'pending', first_attempt_at = NULL, next_attempt_at = NULL, waiting_for = NULL, updated_at = ${at}
     RETURNING id`);
 }
 
+/**
+ * SQL, run in the redelivery's batch after it: the answer `{ object: "redelivery", event_id,
+ * deliveries, skipped }`. `deliveries` are the ids queued (set back to pending, untried, by this
+ * batch: updated at `at`); `skipped`, every other delivery of the event (of the endpoint named,
+ * if one was), with why it was left alone: already_delivered, in_progress (pending: it is being
+ * tried), endpoint_disabled (disabled or deleted) or endpoint_unsubscribed (failed, and its
+ * endpoint no longer takes the type). Both in id order. The live answer and the stored one are
+ * this same SQL.
+ */
+export function redeliveryAnswerSql(tenant: Tenant, eventId: string, at: number, endpointId?: string): SQL {
+  const ofEvent = sql`d.event_id = ${eventId} AND d.account_id = ${tenant.accountId} AND d.livemode = ${tenant.livemode ? 1 : 0}${endpointId ? sql` AND d.endpoint_id = ${endpointId}` : sql``}`;
+  const queued = sql`(d.status = 'pending' AND d.first_attempt_at IS NULL AND d.waiting_for IS NULL AND d.updated_at = ${at})`;
+  const reason = sql`CASE WHEN d.status = 'delivered' THEN 'already_delivered' WHEN d.status = 'pending' THEN 'in_progress'
+    WHEN e.status <> 'active' OR e.deleted_at IS NOT NULL THEN 'endpoint_disabled' ELSE 'endpoint_unsubscribed' END`;
+  return sql`json_object('object', 'redelivery', 'livemode', ${livemodeJsonSql(sql.raw(tenant.livemode ? "1" : "0"))}, 'event_id', ${eventId},
+    'deliveries', (SELECT json_group_array(id) FROM (SELECT d.id FROM ${webhookDeliveries} d WHERE ${ofEvent} AND ${queued} ORDER BY d.id)),
+    'skipped', (SELECT json_group_array(json(item)) FROM (
+      SELECT json_object('delivery_id', d.id, 'endpoint_id', d.endpoint_id, 'reason', ${reason}) AS item
+      FROM ${webhookDeliveries} d JOIN ${webhookEndpoints} e ON e.id = d.endpoint_id
+      WHERE ${ofEvent} AND NOT ${queued} ORDER BY d.id)))`;
+}
+
+/**
+ * SQL: the event's place in its account's feed, read by the INSERT that takes it. D1 runs one
+ * write at a time, so places are taken in commit order: an event that commits after another
+ * comes after it in the feed, whatever time its id carries (src/routes/events/feed.ts).
+ */
+const nextFeedPosition = (accountId: SQL | string) => sql`(SELECT COALESCE(MAX(feed_position), 0) + 1 FROM ${events} WHERE account_id = ${accountId})`;
+
 const eventInsert = (id: SQL | string, accountId: SQL | string, livemode: SQL | number, type: SQL | string, payload: SQL, objectId: SQL | string | null, sequence: SQL | null, createdAt: SQL | string) =>
-  sql`INSERT INTO ${events} (id, account_id, livemode, type, payload, object_id, sequence, created_at)
-    VALUES (${id}, ${accountId}, ${livemode}, ${type}, ${payload}, ${objectId}, ${sequence ?? sql`NULL`}, ${createdAt})`;
+  sql`INSERT INTO ${events} (id, account_id, livemode, type, payload, object_id, sequence, feed_position, created_at)
+    VALUES (${id}, ${accountId}, ${livemode}, ${type}, ${payload}, ${objectId}, ${sequence ?? sql`NULL`}, ${nextFeedPosition(accountId)}, ${createdAt})`;
 
 // The common event (an envelope with its data as JSON, about an object), prepared once per isolate.
 const preparedEnvelopeInsert = preparedRaw(() =>
-  eventInsert(p("id"), p("accountId"), p("livemode"), p("type"), envelopeSql(p("id"), p("type"), sql`json(${p("data")})`, p("createdAt"), nextSequence(p("objectId")), livemodeJsonSql(p("livemode"))), p("objectId"), nextSequence(p("objectId")), p("createdAt")),
+  eventInsert(p("id"), p("accountId"), p("livemode"), p("type"), envelopeSql(p("id"), p("type"), sql`json(${p("data")})`, p("createdAt"), p("objectId"), nextSequence(p("objectId")), livemodeJsonSql(p("livemode"))), p("objectId"), nextSequence(p("objectId")), p("createdAt")),
 );
 
 /** An event of `tenant` (the caller, or the row the change is about: its account and mode). */
@@ -132,8 +170,17 @@ export function emitEvent(db: Db, tenant: Tenant, spec: EventSpec, at: number): 
   const insert =
     "data" in spec && objectId !== null
       ? preparedEnvelopeInsert(db).with({ id, accountId, livemode, type: spec.type, data: JSON.stringify(spec.data ?? null), createdAt, objectId })
-      : rawStatement(db, eventInsert(id, accountId, livemode, spec.type, eventPayload(id, spec, at, sequence, tenant.livemode), objectId, sequence, createdAt));
+      : rawStatement(db, eventInsert(id, accountId, livemode, spec.type, eventPayload(id, spec, at, objectId, sequence, tenant.livemode), objectId, sequence, createdAt));
   return { id, statements: [insert, deliveriesFor(db, tenant, id, spec.type, at)], deliveriesAt: 1 };
+}
+
+/** A `webhook.test` event, about no object, delivered to the one endpoint named only. */
+export function emitTestEvent(db: Db, tenant: Tenant, endpointId: string, at: number): EmittedEvent {
+  const id = newId("event", at);
+  const data = { endpoint_id: endpointId, message: "A test event from Tender." };
+  const payload = envelopeSql(id, TEST_EVENT_TYPE, sql`json(${JSON.stringify(data)})`, isoTime(at), null, null, livemodeJsonSql(sql.raw(tenant.livemode ? "1" : "0")));
+  const insert = rawStatement(db, eventInsert(id, tenant.accountId, tenant.livemode ? 1 : 0, TEST_EVENT_TYPE, payload, null, null, isoTime(at)));
+  return { id, statements: [insert, deliveriesFor(db, tenant, id, TEST_EVENT_TYPE, at, endpointId)], deliveriesAt: 1 };
 }
 
 export interface DeliveryMessage {
@@ -181,6 +228,8 @@ export interface WriteSet {
    */
   returning?: Statement;
   events?: EmittedEvent[];
+  /** A read that runs after the events (it sees their rows); its rows come back as `answered`. */
+  answer?: Statement;
   /** Statements that must run last, such as completing the idempotency record. */
   trailing?: Statement[];
 }
@@ -188,13 +237,13 @@ export interface WriteSet {
 /**
  * Commits a write set as one D1 batch, then enqueues the deliveries it created. A failed enqueue
  * is logged, not thrown: the rows are committed and the sweeper will send them.
- * Returns the rows of `returning` and the delivery ids it created.
+ * Returns the rows of `returning` and of `answer`, and the delivery ids it created.
  */
 export async function commitWrites(
   deps: { db: Db; queue: Queue; waitUntil?: (promise: Promise<unknown>) => void },
   writes: WriteSet,
   failures: FailureMap = {},
-): Promise<{ returned: unknown[]; deliveryIds: string[] }> {
+): Promise<CommittedWrites> {
   const all = [...writes.statements];
   const returningAt = writes.returning ? all.push(writes.returning) - 1 : -1;
   const offsets: number[] = [];
@@ -202,6 +251,7 @@ export async function commitWrites(
     offsets.push(all.length + event.deliveriesAt);
     all.push(...event.statements);
   }
+  const answerAt = writes.answer ? all.push(writes.answer) - 1 : -1;
   all.push(...(writes.trailing ?? []));
   const results = await runBatch(deps.db, all, failures);
   const deliveryIds = collectDeliveryIds(results, offsets);
@@ -212,5 +262,15 @@ export async function commitWrites(
     if (deps.waitUntil) deps.waitUntil(send);
     else await send;
   }
-  return { returned: returningAt >= 0 ? (results[returningAt] as unknown[]) : [], deliveryIds };
+  const rowsAt = (at: number) => (at >= 0 ? (results[at] as unknown[]) : []);
+  return { returned: rowsAt(returningAt), answered: rowsAt(answerAt), deliveryIds };
+}
+
+export interface CommittedWrites {
+  /** The rows of `returning`. */
+  returned: unknown[];
+  /** The rows of `answer`. */
+  answered: unknown[];
+  /** The deliveries the batch created (and enqueued). */
+  deliveryIds: string[];
 }

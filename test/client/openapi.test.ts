@@ -32,6 +32,17 @@ describe("generated client types", () => {
     expect(API_VERSION, REGENERATE).toBe((JSON.parse(snapshot) as { info: { version: string } }).info.version);
   });
 
+  it("every event type of the document's webhooks section has a generated type", () => {
+    const document = JSON.parse(snapshot) as { webhooks: Record<string, { post: { operationId: string } }> };
+    expect(Object.keys(document.webhooks).length).toBeGreaterThan(0);
+    const generated = schema.slice(schema.indexOf("export interface webhooks {"));
+    for (const [type, { post }] of Object.entries(document.webhooks)) {
+      // openapi-typescript quotes a key only where it must ("payment.completed", not subscription_created).
+      expect(generated, type).toMatch(new RegExp(`\n    "?${type.replace(".", "\\.")}"?: \\{`));
+      expect(schema).toContain(`${post.operationId}: {`);
+    }
+  });
+
   it("every path and operation of the document has a type", () => {
     const document = JSON.parse(snapshot) as { paths: Record<string, Record<string, { operationId?: string }>> };
     for (const [path, operations] of Object.entries(document.paths)) {

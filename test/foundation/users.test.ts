@@ -16,7 +16,7 @@ describe("POST /api/users", () => {
     const events = await eventsOf(acct.id, "customer.created");
     expect(events).toHaveLength(1);
     expect(events[0].id).toMatch(/^evt_/);
-    expect(events[0].body).toEqual({ id: events[0].id, type: "customer.created", data: res.body, created_at: expect.stringMatching(ISO_MS), sequence: 1, livemode: false });
+    expect(events[0].body).toEqual({ id: events[0].id, type: "customer.created", data: res.body, created_at: expect.stringMatching(ISO_MS), object_id: res.body.id, sequence: 1, livemode: false });
   });
 
   it("trims the name and email", async () => {
@@ -75,7 +75,7 @@ describe("PUT /api/users/{id}", () => {
     expect((await call(`/api/users/${created.id}`, { key: acct.key })).body).toEqual(res.body);
     const events = await eventsOf(acct.id, "customer.updated");
     expect(events).toHaveLength(1);
-    expect(events[0].body).toEqual({ id: events[0].id, type: "customer.updated", data: res.body, created_at: expect.stringMatching(ISO_MS), sequence: expect.any(Number), livemode: false });
+    expect(events[0].body).toEqual({ id: events[0].id, type: "customer.updated", data: res.body, created_at: expect.stringMatching(ISO_MS), object_id: res.body.id, sequence: expect.any(Number), livemode: false });
   });
 
   it("needs both fields: a partial body is 400 and changes nothing", async () => {

@@ -67,7 +67,7 @@ describe("POST /payout", () => {
 
     const [created] = await eventsFor(acct.id, res.body.id);
     expect(created.type).toBe("payout.created");
-    expect(created.body).toEqual({ id: created.id, type: "payout.created", data: res.body, created_at: res.body.created_at, sequence: 1, livemode: false });
+    expect(created.body).toEqual({ id: created.id, type: "payout.created", data: res.body, created_at: res.body.created_at, object_id: res.body.id, sequence: 1, livemode: false });
   });
 
   it("pays a recipient who is a user of the account", async () => {

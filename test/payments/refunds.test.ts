@@ -57,7 +57,7 @@ describe("POST /refunds", () => {
     expect((await call(`/refunds/${res.body.id}`, { key: acct.key })).body).toEqual(res.body);
 
     const [initiated] = await eventsFor(acct.id, res.body.id);
-    expect(initiated.body).toEqual({ id: initiated.id, type: "refund.initiated", data: res.body, created_at: res.body.created_at, sequence: 1, livemode: false });
+    expect(initiated.body).toEqual({ id: initiated.id, type: "refund.initiated", data: res.body, created_at: res.body.created_at, object_id: res.body.id, sequence: 1, livemode: false });
 
     const result = await settle(res.body.id);
     expect(result.explicitAcks).toHaveLength(1);

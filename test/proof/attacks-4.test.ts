@@ -613,7 +613,7 @@ describe("PATCH /subscription-plans/{id} and DELETE /subscriptions/{id} with an 
       const body = JSON.parse(r.payload);
       // The same text as JSON.stringify of the same object: key order and formatting as the other notifications.
       expect(JSON.stringify(body)).toBe(r.payload);
-      expect(Object.keys(body)).toEqual(["id", "event", "subscription_id", "status", "timestamp", "livemode"]);
+      expect(Object.keys(body)).toEqual(["id", "type", "data", "created_at", "object_id", "sequence", "livemode", "event", "subscription_id", "status", "timestamp"]);
       expect(typeof body.status).toBe("string");
     }
     expect(rows.map((r) => JSON.parse(r.payload).status)).toEqual(["active", "active", "active", "canceled"]);

@@ -205,7 +205,8 @@ describe("lists show the caller's mode only", () => {
       for (const op of lists) {
         const context = `${label(op)} in ${mode} mode`;
         checks++;
-        const first = await call(`${op.path}?limit=100`, { key });
+        // GET /api/event-types is a static catalog, not paged: it takes no query parameters.
+        const first = await call(op.query.includes("limit") ? `${op.path}?limit=100` : op.path, { key });
         if (isLive(mode) && TEST_ONLY.has(op.operationId)) {
           expect(first.status, context).toBe(403);
           continue;
@@ -357,9 +358,14 @@ describe("events and deliveries stay in their mode", () => {
     expect((await call(`/api/events/${liveEvent.id}/redeliver`, { key: keys.test, body: {} })).status).toBe(404);
     expect((await call(`/api/events/${liveEvent.id}/redeliver`, { key: keys.test, body: { endpoint_id: endpoints.test } })).status).toBe(404);
     expect((await call(`/api/events/${liveEvent.id}/redeliver`, { key: keys.live, body: { endpoint_id: endpoints.test } })).status).toBe(404);
-    const redelivered = await call(`/api/events/${liveEvent.id}/redeliver`, { key: keys.live, body: {} });
+    const redelivered = await call(`/api/events/${liveEvent.id}/redeliver`, { key: keys.live, body: { endpoint_id: endpoints.live } });
     expect(redelivered.status, redelivered.text).toBe(202);
     expect(redelivered.body).toMatchObject({ object: "redelivery", livemode: true, deliveries: [expect.stringMatching(/^dlv_/)] });
+    // Without endpoint_id, only where it was not delivered: the live endpoint has it pending again, so it is skipped, never sent to test.
+    const again = await call(`/api/events/${liveEvent.id}/redeliver`, { key: keys.live, body: {} });
+    expect(again.status, again.text).toBe(202);
+    expect(again.body).toMatchObject({ object: "redelivery", livemode: true, deliveries: [] });
+    expect(again.body.skipped.map((s: { endpoint_id: string }) => s.endpoint_id)).toEqual([endpoints.live]);
 
     // The rows the background work wrote are live-mode rows.
     expect(await countOf("SELECT count(*) AS n FROM payments WHERE subscription_id = ? AND livemode = 1", liveSub)).toBe(1);

@@ -246,7 +246,7 @@ describe("no event is lost, none is double-booked", () => {
     const payload = JSON.stringify({ id: eventId, type: "customer.created", data: { id: "usr_x" }, created_at: new Date(now).toISOString() });
     const deliveryId = `dlv_${eventId.slice(4)}${hook.id.slice(4)}`;
     await env.DB.batch([
-      env.DB.prepare("INSERT INTO events (id, account_id, type, payload, created_at) VALUES (?, ?, 'customer.created', ?, ?)").bind(eventId, acct.id, payload, new Date(now).toISOString()),
+      env.DB.prepare("INSERT INTO events (id, account_id, type, payload, feed_position, created_at) VALUES (?, ?, 'customer.created', ?, 1, ?)").bind(eventId, acct.id, payload, new Date(now).toISOString()),
       env.DB.prepare("INSERT INTO webhook_deliveries (id, account_id, event_id, endpoint_id, status, attempt_count, created_at, updated_at) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?)").bind(deliveryId, acct.id, eventId, hook.id, new Date(now).toISOString(), now),
     ]);
     // A minute later the cron's sweeper finds it.

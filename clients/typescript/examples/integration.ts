@@ -12,6 +12,6 @@ export async function payVendor(options: TenderOptions) {
 export async function onWebhook(request: Request, secret: string): Promise<Response> {
   const event = await webhooks.verify(await request.text(), request.headers, secret).catch(() => null);
   if (!event) return new Response("Invalid signature", { status: 400 });
-  if ("type" in event && event.type === "payout.paid") console.log(`paid ${event.data.amount} ${event.data.currency} to ${event.data.recipient_id}`);
+  if (event.type === "payout.paid") console.log(`paid ${event.data.amount} ${event.data.currency} to ${event.data.recipient_id}`);
   return new Response(null, { status: 204 });
 }

@@ -12,7 +12,7 @@ createServer(async (req, res) => {
   for await (const chunk of req) chunks.push(chunk);
   try {
     const event = await webhooks.verify(Buffer.concat(chunks), req.headers, secret);
-    console.log(`receiver: verified ${"type" in event ? event.type : event.event} ${event.id}`);
+    console.log(`receiver: verified ${event.type} ${event.id}`);
     res.writeHead(200).end("ok");
   } catch (error) {
     console.log(`receiver: refused: ${error.message}`);

@@ -4,6 +4,7 @@
 //   2. writes it to clients/typescript/openapi.json (the committed snapshot),
 //   3. runs openapi-typescript on it into src/schema.d.ts, whose first line records the snapshot's
 //      SHA-256, so test/client/openapi.test.ts can tell when the types are older than the document.
+//      Its `webhooks` interface holds the body of every event type (src/events.ts names them).
 //
 // Where the document comes from:
 //   (default)        starts `wrangler dev` from the repository root on a free port, offline (local
@@ -29,6 +30,8 @@ const root = join(pkg, "..", "..");
 const SNAPSHOT = join(pkg, "openapi.json");
 const SCHEMA = join(pkg, "src", "schema.d.ts");
 const VERSION = join(pkg, "src", "api-version.ts");
+/** `npm run dev`'s origin (the CLI's default TENDER_API_URL). */
+const DEFAULT_ORIGIN = "http://127.0.0.1:8787";
 
 const args = process.argv.slice(2);
 const option = (name) => {
@@ -113,6 +116,10 @@ async function readDocument() {
 
 const document = await readDocument();
 if (typeof document?.openapi !== "string" || typeof document.paths !== "object") throw new Error("not an OpenAPI document");
+if (typeof document.webhooks !== "object" || Object.keys(document.webhooks).length === 0) throw new Error("the document has no webhooks section: the client's event types come from it");
+// The document names the origin that served it; the snapshot names the default local one,
+// whichever port it was read from.
+for (const server of document.servers ?? []) server.url = DEFAULT_ORIGIN;
 const snapshot = `${JSON.stringify(document, null, 2)}\n`;
 const types = astToString(await openapiTS(document, { alphabetize: false, defaultNonNullable: false }));
 const schema = [

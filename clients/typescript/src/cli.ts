@@ -26,8 +26,6 @@ export const VERSION = "0.1.0";
 export const DEFAULT_API_URL = "http://127.0.0.1:8787";
 /** The User-Agent of real deliveries (src/webhooks/consumer.ts), which `listen` sends too. */
 export const DELIVERY_USER_AGENT = "Tender-Webhooks/1.0 (+https://tender.dev/docs/webhooks)";
-/** `listen` re-reads this much of the feed's recent past each poll, for events committed late. */
-export const LISTEN_LOOKBACK_MS = 10_000;
 
 export interface CliIo {
   env: Record<string, string | undefined>;
@@ -70,8 +68,9 @@ export const COMMANDS: Record<string, CommandSpec> = {
       "Polls GET /api/events from the newest event on (no inbound connection, no tunnel), prints one",
       "line per event, and POSTs the event's exact body to <url> with the headers of a real delivery",
       "(X-Signature, webhook-id, webhook-timestamp, webhook-signature, Tender-Sequence, …), signed with",
-      "a local secret printed at start: --secret, else TENDER_WEBHOOK_SECRET, else a new one. The",
-      "line ends with the target's status. --events keeps only those types. Ctrl-C stops it (exit 0).",
+      "a local secret: --secret, else TENDER_WEBHOOK_SECRET (neither is ever printed: only where it came",
+      "from and its last 4 characters), else a new one, printed at start. The line ends with the",
+      "target's status. --events keeps only those types. Ctrl-C stops it (exit 0).",
     ].join("\n"),
   },
   trigger: {
@@ -101,7 +100,7 @@ export const COMMANDS: Record<string, CommandSpec> = {
   redeliver: {
     args: ["event-id"],
     flags: { endpoint: "string", json: "boolean" },
-    summary: "Send an event again (to one endpoint, or every subscribed one)",
+    summary: "Send an event again (where it was not delivered, or to one endpoint whatever its state)",
     usage: "tender redeliver <evt_…> [--endpoint <whk_…>] [--json]",
   },
 };
@@ -326,7 +325,9 @@ async function redeliver(tender: Tender, parsed: Parsed, io: CliIo): Promise<num
     io.stdout(JSON.stringify(result));
   } else {
     for (const delivery of result.deliveries) io.stdout(delivery);
+    for (const skipped of result.skipped) io.stderr(`  Not redelivered to ${skipped.endpoint_id}: ${skipped.reason.replaceAll("_", " ")} (${skipped.delivery_id})`);
     io.stderr(`Redelivering ${id}: ${result.deliveries.length} ${result.deliveries.length === 1 ? "delivery" : "deliveries"} queued.`);
+    if (result.deliveries.length === 0) io.stderr("Nothing to redeliver: pass --endpoint <whk_…> to send it to an endpoint anyway.");
   }
   return EXIT.ok;
 }
@@ -334,40 +335,23 @@ async function redeliver(tender: Tender, parsed: Parsed, io: CliIo): Promise<num
 // ---------------------------------------------------------------------------------------------
 // listen
 
-const ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
-
-/** The creation time (ms) of a Tender id: its first 10 characters after the prefix, base32. */
-export function idTime(id: string): number {
-  const body = id.slice(id.indexOf("_") + 1, id.indexOf("_") + 11);
-  let ms = 0;
-  for (const char of body) ms = ms * 32 + Math.max(0, ID_ALPHABET.indexOf(char));
-  return ms;
-}
-
-/** The smallest event id of millisecond `ms`: a feed cursor for "after this time". */
-export function eventCursorAt(ms: number): string {
-  let time = "";
-  let rest = Math.max(0, Math.floor(ms));
-  for (let i = 0; i < 10; i++) {
-    time = ID_ALPHABET[rest % 32] + time;
-    rest = Math.floor(rest / 32);
-  }
-  return `evt_${time}${"0".repeat(16)}`;
-}
-
 type FeedEvent = Schemas["Event"];
 
 /**
- * Every event of the feed after `floorMs`, oldest first. Ids are time-ordered, but an event can be
- * committed a little after a newer id was already visible, so callers re-read a window of the
- * recent past (LISTEN_LOOKBACK_MS) and drop the ids they have seen.
+ * Every event that committed after the event `cursor` (an id the feed gave), oldest first. The
+ * feed is in commit order, so this never skips an event that commits late. With no cursor (the
+ * feed was empty when listening began), every event of the feed.
  */
-async function eventsSince(tender: Tender, floorMs: number): Promise<FeedEvent[]> {
+async function eventsAfter(tender: Tender, after: string | undefined): Promise<FeedEvent[]> {
   const out: FeedEvent[] = [];
-  let cursor = eventCursorAt(floorMs);
-  for (;;) {
+  if (after === undefined) {
+    // From the newest back to the first; what commits meanwhile comes after the newest, next poll.
+    for await (const event of tender.list("/api/events", { limit: 100 })) out.push(event);
+    return out.reverse();
+  }
+  for (let cursor: string = after; ; ) {
     // ending_before walks toward the newest: each page holds the 100 events right after the cursor.
-    const page = await tender.GET("/api/events", { params: { query: { ending_before: cursor, limit: 100 } } });
+    const page: { data: FeedEvent[]; has_more: boolean } = await tender.GET("/api/events", { params: { query: { ending_before: cursor, limit: 100 } } });
     out.push(...[...page.data].reverse());
     if (!page.has_more || page.data.length === 0) return out;
     cursor = page.data[0].id;
@@ -400,25 +384,24 @@ async function listen(tender: Tender, parsed: Parsed, io: CliIo): Promise<number
   const types = flags.events === undefined ? null : new Set(String(flags.events).split(",").map((t) => t.trim()).filter(Boolean));
   const known = new Set<string>([...Object.keys(TRIGGERS), "webhook.test"]);
   for (const type of types ?? []) if (!known.has(type)) throw new UsageError(`unknown event type '${type}' in --events (see tender trigger --list)`);
+  // A secret the user gave is never printed (it may be their real endpoint's): only where it came
+  // from and its last 4 characters. A new one is printed whole: the receiver needs it.
+  const source = flags.secret !== undefined ? "--secret" : io.env.TENDER_WEBHOOK_SECRET !== undefined ? "TENDER_WEBHOOK_SECRET" : undefined;
   const secret = (flags.secret as string | undefined) ?? io.env.TENDER_WEBHOOK_SECRET ?? webhooks.newSecret();
   if (!/^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret)) throw new UsageError("the signing secret must be whsec_ followed by base64");
   const interval = (flags.interval as number | undefined) ?? 1000;
   const forward = io.forward ?? ((request: Request) => globalThis.fetch(request));
 
-  // Start from now: what the feed already holds is seen, not forwarded.
-  const seen = new Map<string, number>();
+  // Start from now: what the feed already holds is not forwarded. The cursor is the newest event
+  // read; each poll reads what committed after it.
   const newest = await tender.GET("/api/events", { params: { query: { limit: 1 } } });
-  let high = newest.data[0] ? idTime(newest.data[0].id) : 0;
-  if (newest.data[0]) for (const event of await eventsSince(tender, high - LISTEN_LOOKBACK_MS)) seen.set(event.id, idTime(event.id));
+  let cursor: string | undefined = newest.data[0]?.id;
   io.stderr(`Ready. Forwarding ${types ? [...types].join(", ") : "every event"} to ${url.href}`);
-  io.stderr(`Your webhook signing secret is ${secret} (Ctrl-C to stop)`);
+  io.stderr(source ? `Signing with the secret from ${source} (whsec_…${secret.slice(-4)}) (Ctrl-C to stop)` : `Your new webhook signing secret is ${secret} (Ctrl-C to stop)`);
 
   while (!io.signal?.aborted) {
-    for (const event of await eventsSince(tender, high - LISTEN_LOOKBACK_MS)) {
-      if (seen.has(event.id)) continue;
-      const at = idTime(event.id);
-      seen.set(event.id, at);
-      high = Math.max(high, at);
+    for (const event of await eventsAfter(tender, cursor)) {
+      cursor = event.id;
       if (types && !types.has(event.type)) continue;
       const outcome = await forwardEvent(forward, url, secret, event);
       if (flags.json) {
@@ -428,7 +411,6 @@ async function listen(tender: Tender, parsed: Parsed, io: CliIo): Promise<number
       }
       if (io.signal?.aborted) break;
     }
-    for (const [id, at] of seen) if (at < high - 2 * LISTEN_LOOKBACK_MS) seen.delete(id);
     await abortableSleep(interval, io.signal);
   }
   io.stderr("Stopped.");

@@ -18,14 +18,13 @@ import type { WebhookEvent } from "./events";
 
 export type { components, operations, paths } from "./schema";
 export type {
-  EnvelopeEvent,
-  EnvelopeEventData,
-  EnvelopeEventType,
   EventType,
   NotificationEvent,
   NotificationEventType,
-  PaymentEventData,
   WebhookEvent,
+  WebhookEventData,
+  WebhookEventOf,
+  WebhookEventType,
 } from "./events";
 
 export const DEFAULT_BASE_URL = "http://127.0.0.1:8787";

@@ -3,18 +3,20 @@
 import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import { and, eq, isNull, sql } from "drizzle-orm";
 import { guardExists } from "../../db/batch";
-import { events, webhookDeliveries, webhookEndpoints } from "../../db/schema";
-import { livemodeJsonSql, owned } from "../../db/scope";
+import { events, webhookEndpoints } from "../../db/schema";
+import { owned } from "../../db/scope";
 import { ensureLive } from "../../auth/credentials";
-import { hasPrefix } from "../../domain/ids";
 import { clock } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { notFound } from "../../lib/errors";
 import { listQuery, listSchema } from "../pagination";
-import { listOwned, readById } from "../reads";
+import { readById } from "../reads";
+import { feedPageOf } from "./feed";
+import { registerWebhookPayloads } from "./payloads";
 import { commit } from "../write-path";
 import { EVENT_TYPES, TEST_EVENT_TYPE, describeEventTypes } from "../../webhooks/catalog";
-import { redeliveriesFor } from "../../webhooks/outbox";
+import { redeliveriesFor, redeliveryAnswerSql } from "../../webhooks/outbox";
+import { deliveredEvent } from "../../webhooks/payload";
 import { apiRoute, idParam, json } from "../openapi";
 import { bodyObject, closedSetFilter, idField, livemodeField, timestamp } from "../shared";
 
@@ -29,8 +31,8 @@ const EventSchema = z
     created_at: timestamp("When the event happened."),
     object_id: z.string().nullable().openapi({ description: "The object the event is about: the user, payout, payment, refund or subscription.", example: "po_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
     sequence: z.number().int().nullable().openapi({ description: "The event's place among its object's events: 1 for the first, +1 for each later one, in commit order and without gaps. Deliveries carry it as Tender-Sequence: <object_id>/<sequence>.", example: 2 }),
-    data: z.unknown().openapi({ description: "The event's data, as in the webhook envelope: the resource (as the API returns it, livemode included) for customer.*, payout.*, refund.*; the payment summary for payment.*; subscription_id, status and timestamp for subscription notifications." }),
-    payload: z.record(z.string(), z.unknown()).openapi({ description: "The exact body delivered to endpoints: the standard envelope, or a subscription notification; both carry the event's livemode." }),
+    data: z.unknown().openapi({ description: "The event's data, as in the webhook envelope: the resource (as the API returns it, livemode included) for customer.*, payout.*, refund.* and subscription_*; the payment summary for payment.*. See the document's webhooks section for each type's payload." }),
+    payload: z.record(z.string(), z.unknown()).openapi({ description: "The exact body delivered to endpoints: the envelope { id, type, data, created_at, object_id, sequence, livemode }, which a subscription notification extends with event, subscription_id, status and timestamp." }),
   })
   .openapi("Event");
 
@@ -38,7 +40,9 @@ const EventTypeSchema = z
   .object({
     type: z.string(),
     description: z.string(),
-    shape: z.enum(["envelope", "notification"]),
+    shape: z.enum(["envelope", "notification"]).openapi({
+      description: "envelope: { id, type, data, created_at, object_id, sequence }; notification: the same envelope, with the interface document's event, subscription_id, status and timestamp at the top level as well.",
+    }),
     object: z.enum(["payment", "refund", "user", "payout", "subscription"]).openapi({ description: "The kind of object the event is about: its events' object_id, and the sequence they count in." }),
   })
   .openapi("EventType");
@@ -46,22 +50,40 @@ const EventTypeSchema = z
 const RedeliverBody = bodyObject({
   endpoint_id: idField("endpoint_id", "a webhook endpoint", "whk_01jd2x4k5m6n7p8q9r0s1t2v3w")
     .optional()
-    .openapi({ description: "Only this endpoint; otherwise every active endpoint subscribed to the type." }),
+    .openapi({ description: "Send the event to this endpoint again, whatever the state of its delivery there. Without it, only where the event was not delivered." }),
 }).openapi("RedeliverRequest");
 
 /** The feed's types: every type of the catalog, and the test events of POST /api/webhooks/{id}/test. */
 const FEED_TYPES: [string, ...string[]] = [EVENT_TYPES[0], ...EVENT_TYPES.slice(1), TEST_EVENT_TYPE];
 
 const RedeliverySchema = z
-  .object({ object: z.literal("redelivery"), livemode: livemodeField, event_id: z.string(), deliveries: z.array(z.string()) })
+  .object({
+    object: z.literal("redelivery"),
+    livemode: livemodeField,
+    event_id: z.string(),
+    deliveries: z.array(z.string()).openapi({ description: "The deliveries queued by this request (their ids), in id order. Empty when there was nothing to redeliver." }),
+    skipped: z
+      .array(
+        z.object({
+          delivery_id: z.string(),
+          endpoint_id: z.string(),
+          reason: z.enum(["already_delivered", "in_progress", "endpoint_disabled", "endpoint_unsubscribed"]).openapi({
+            description:
+              "already_delivered: the endpoint answered 2xx; in_progress: the delivery is still being tried (its retries go on); endpoint_disabled: the endpoint is disabled or deleted; endpoint_unsubscribed: it no longer takes this event type. Send endpoint_id to send it there anyway.",
+          }),
+        }),
+      )
+      .openapi({ description: "The event's other deliveries, left as they are, and why. Always empty when endpoint_id is sent." }),
+  })
   .openapi("Redelivery");
 
 /**
- * An event as the feed shows it: `data` as in the webhook envelope (for subscription
- * notifications, their fields), and `payload`, the exact body that was delivered.
+ * An event as the feed shows it: `data` as in the webhook envelope, and `payload`, the exact body
+ * delivered. (A subscription notification written before the envelope had no `data`: its fields
+ * stand in for it.)
  */
 function serializeEvent(row: typeof events.$inferSelect) {
-  const payload = JSON.parse(row.payload) as Record<string, unknown>;
+  const payload = deliveredEvent(row.payload);
   const { id: _id, type: _type, event: _event, created_at: _created, livemode: _livemode, ...notification } = payload;
   const data = "data" in payload ? payload.data : notification;
   return { id: row.id, object: "event" as const, livemode: row.livemode, type: row.type, created_at: row.createdAt, object_id: row.objectId, sequence: row.sequence, data, payload };
@@ -83,7 +105,8 @@ const list = apiRoute({
   tags,
   operationId: "listEvents",
   summary: "List events (catch-up feed)",
-  description: "Every event of the account in the key's mode (test or live), newest first; filter by type. Use it to catch up on anything a receiver missed.",
+  description:
+    "Every event of the account in the key's mode (test or live), newest first in the order they committed; filter by type or object. Use it to catch up on anything a receiver missed: keep the id of the newest event you have, and page with ending_before=<that id> for what committed after it. An event that commits late (a slow charge) still comes after every event that committed before it, whatever its id, so paging with the cursors the feed gave you never skips one. A cursor must be the id of one of the account's events in that mode (else 400 invalid_cursor).",
   scope: "events:read",
   request: {
     query: listQuery.extend({
@@ -112,7 +135,7 @@ const redeliver = apiRoute({
   operationId: "redeliverEvent",
   summary: "Redeliver an event",
   description:
-    "Sends the event again, with the same webhook-id, to one named endpoint or to every active endpoint subscribed to its type, of the event's mode only. A failed delivery starts a fresh 24-hour retry window.",
+    "Sends the event again, with the same webhook-id, to endpoints of the event's mode only. Without a body (or without endpoint_id), only where it was not delivered: each failed delivery to an active endpoint still subscribed to its type is sent again, and each such endpoint that never had it gets it; a delivery that was delivered, or is still being tried, is left as it is, and listed under `skipped` with the reason. With endpoint_id, to that endpoint, whatever the state of its delivery there. A redelivered delivery goes out now, with a fresh 24-hour retry window. Nothing to redeliver answers 202 with `deliveries: []`.",
   scope: "events:write",
   request: {
     params: idParam("event", "evt_01jd2x4k5m6n7p8q9r0s1t2v3w"),
@@ -125,6 +148,7 @@ const EVENT_MISSING = "event_missing";
 const ENDPOINT_MISSING = "endpoint_missing";
 
 export function registerEvents(app: OpenAPIHono<AppEnv>) {
+  registerWebhookPayloads(app);
   app.openapi(types, async function listEventTypes(c) {
     // The catalog is static, but a key revoked in another isolate (still cached here) must be
     // refused on its next request, as every other route does through its query or batch.
@@ -133,15 +157,7 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
   });
 
   app.openapi(list, async function listEvents(c) {
-    const query = c.req.valid("query");
-    const page = await listOwned(c, {
-      table: events,
-      query,
-      // An empty value (`?type=`) filters nothing.
-      filters: [[events.type, query.type || undefined], [events.objectId, query.object_id || undefined]],
-      validCursor: (id) => hasPrefix(id, "event"),
-      serialize: serializeEvent,
-    });
+    const page = await feedPageOf(c, c.req.valid("query"), serializeEvent);
     return c.json(page, 200);
   });
 
@@ -163,12 +179,18 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
         : []),
       redeliveriesFor(db, auth, id, now, endpointId),
     ];
-    const { deliveryIds } = await commit(
+    // The answer is read in the batch, after the redelivery: the live answer and the stored one
+    // are the same SQL.
+    const answer = redeliveryAnswerSql(auth, id, now, endpointId);
+    const { answered } = await commit(
       c,
-      { statements: [], events: [{ id, statements, deliveriesAt: statements.length - 1 }] },
+      {
+        statements: [],
+        events: [{ id, statements, deliveriesAt: statements.length - 1 }],
+        answer: db.select({ answer: sql<string>`${answer}` }).from(events).where(eq(events.id, id)),
+      },
       202,
-      // The stored answer lists the same deliveries, read inside the batch.
-      sql`json_object('object', 'redelivery', 'livemode', ${livemodeJsonSql(sql.raw(auth.livemode ? "1" : "0"))}, 'event_id', ${id}, 'deliveries', (SELECT json_group_array(id) FROM ${webhookDeliveries} WHERE event_id = ${id} AND updated_at = ${now}))`,
+      answer,
       {
         failures: {
           [EVENT_MISSING]: () => notFound("event", id, "id"),
@@ -176,6 +198,7 @@ export function registerEvents(app: OpenAPIHono<AppEnv>) {
         },
       },
     );
-    return c.json({ object: "redelivery" as const, livemode: auth.livemode, event_id: id, deliveries: deliveryIds }, 202);
+    const [{ answer: body }] = answered as { answer: string }[];
+    return c.json(JSON.parse(body) as z.infer<typeof RedeliverySchema>, 202);
   });
 }

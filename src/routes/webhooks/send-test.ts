@@ -3,13 +3,12 @@ import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../../context";
 import { eq } from "drizzle-orm";
 import { guardExists } from "../../db/batch";
-import { events, webhookEndpoints } from "../../db/schema";
+import { webhookEndpoints } from "../../db/schema";
 import { owned } from "../../db/scope";
-import { newId } from "../../domain/ids";
-import { clock, isoTime } from "../../lib/clock";
+import { clock } from "../../lib/clock";
 import { notFound } from "../../lib/errors";
 import { TEST_EVENT_TYPE } from "../../webhooks/catalog";
-import { deliveriesFor, deliveryIdOf } from "../../webhooks/outbox";
+import { deliveryIdOf, emitTestEvent } from "../../webhooks/outbox";
 import { apiRoute, json } from "../openapi";
 import { livemodeField } from "../shared";
 import { commit } from "../write-path";
@@ -35,28 +34,18 @@ export function registerTestWebhook(app: OpenAPIHono<AppEnv>) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const now = clock.now();
-    const eventId = newId("event", now);
-    const payload = JSON.stringify({
-      id: eventId,
-      type: TEST_EVENT_TYPE,
-      data: { endpoint_id: id, message: "A test event from Tender." },
-      created_at: isoTime(now),
-      livemode: auth.livemode,
-    });
-    const deliveryId = deliveryIdOf(eventId, id);
+    const event = emitTestEvent(db, auth, id, now);
+    const deliveryId = deliveryIdOf(event.id, id);
     await commit(
       c,
       {
-        statements: [
-          guardExists(db, ENDPOINT_MISSING, webhookEndpoints, owned(webhookEndpoints, auth, liveEndpoint(id), eq(webhookEndpoints.status, "active"))),
-          db.insert(events).values({ id: eventId, accountId: auth.accountId, livemode: auth.livemode, type: TEST_EVENT_TYPE, payload, createdAt: isoTime(now) }),
-        ],
-        events: [{ id: eventId, statements: [deliveriesFor(db, auth, eventId, TEST_EVENT_TYPE, now, id)], deliveriesAt: 0 }],
+        statements: [guardExists(db, ENDPOINT_MISSING, webhookEndpoints, owned(webhookEndpoints, auth, liveEndpoint(id), eq(webhookEndpoints.status, "active")))],
+        events: [event],
       },
       202,
-      { object: "webhook_test", livemode: auth.livemode, event_id: eventId, delivery_id: deliveryId },
+      { object: "webhook_test", livemode: auth.livemode, event_id: event.id, delivery_id: deliveryId },
       { failures: { [ENDPOINT_MISSING]: () => notFound("active webhook endpoint", id, "id") } },
     );
-    return c.json({ object: "webhook_test" as const, livemode: auth.livemode, event_id: eventId, delivery_id: deliveryId }, 202);
+    return c.json({ object: "webhook_test" as const, livemode: auth.livemode, event_id: event.id, delivery_id: deliveryId }, 202);
   });
 }

@@ -1,0 +1,32 @@
+import type { WebhookEvent } from "@tender/client";
+
+// One receiver for every event, by `type`: each case knows its `data` (types generated from /openapi.json).
+export function describeEvent(event: WebhookEvent): string {
+  switch (event.type) {
+    case "payment.completed":
+    case "payment.failed":
+      return `${event.type}: ${event.data.amount} ${event.data.currency} from ${event.data.customer?.email ?? "unknown"} (${event.data.transaction_id})`;
+    case "refund.initiated":
+    case "refund.completed":
+      return `${event.type}: ${event.data.amount} ${event.data.currency} of payment ${event.data.payment_id} (${event.data.status})`;
+    case "customer.created":
+    case "customer.updated":
+      return `${event.type}: ${event.data.name} <${event.data.email}>`;
+    case "payout.created":
+    case "payout.paid":
+    case "payout.failed":
+    case "payout.canceled":
+      return `${event.type}: ${event.data.amount} ${event.data.currency} to ${event.data.recipient_id} (${event.data.status})`;
+    case "subscription_created":
+    case "subscription_renewal":
+    case "subscription_updated":
+    case "subscription_canceled":
+      return `${event.type} (${event.status}): ${event.data.id} is ${event.data.status}, next billing ${event.data.next_billing_date ?? "none"}`;
+    case "webhook.test":
+      return `webhook.test: ${event.data.message}`;
+    default: {
+      const unhandled: never = event; // a new event type fails to compile here until it is handled
+      return `unhandled event ${(unhandled as { type: string }).type}`;
+    }
+  }
+}
