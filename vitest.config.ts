@@ -2,6 +2,17 @@ import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 
+// The workerd projects test @tender/client from its TypeScript source, not from the dist/ build
+// that Node and outside users get (the TypeScript configs say the same with the "tender-source"
+// export condition).
+const clientSource = (file: string) => path.join(import.meta.dirname, "clients", "typescript", "src", file);
+const CLIENT_SOURCE = {
+  alias: [
+    { find: /^@tender\/client$/, replacement: clientSource("index.ts") },
+    { find: /^@tender\/client\/cli$/, replacement: clientSource("cli.ts") },
+  ],
+};
+
 // Two runs of the same Worker: the development configuration (most tests), and production
 // (ENVIRONMENT=production from wrangler.toml) for what only holds there: HTTPS enforcement,
 // HSTS, guarded sign-up, and refusing private webhook targets.
@@ -23,16 +34,24 @@ export default defineConfig(async () => {
       projects: [
         {
           plugins: [worker("development")],
-          test: { name: "development", setupFiles: ["./test/setup.ts"], include: ["test/**/*.test.ts"], exclude: ["test/production/**", "test/browser/**"] },
+          resolve: CLIENT_SOURCE,
+          test: { name: "development", setupFiles: ["./test/setup.ts"], include: ["test/**/*.test.ts"], exclude: ["test/production/**", "test/browser/**", "test/node/**"] },
         },
         {
           plugins: [worker("production")],
+          resolve: CLIENT_SOURCE,
           test: { name: "production", setupFiles: ["./test/setup.ts"], include: ["test/production/**/*.test.ts"] },
         },
         // The dashboard in headless Chromium (playwright-core) against `wrangler dev`: in Node, not
         // in workerd. Skipped, with a message, when no Chromium is found (test/browser/harness.ts).
         {
           test: { name: "browser", environment: "node", include: ["test/browser/**/*.test.ts"], testTimeout: 180_000, hookTimeout: 240_000 },
+        },
+        // What a person runs on their machine, in Node: `npm run dev` (migrations, wrangler dev, the
+        // cron every minute), the README's shell walk-through against it, and @tender/client under the
+        // system's own Node (test/node/).
+        {
+          test: { name: "node", environment: "node", include: ["test/node/**/*.test.ts"], globalSetup: ["./test/node/global-setup.ts"], testTimeout: 180_000, hookTimeout: 180_000 },
         },
       ],
     },
