@@ -2,6 +2,17 @@ import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 
+// The workerd projects test @tender/client from its TypeScript source, not from the dist/ build
+// that Node and outside users get (the TypeScript configs say the same with the "tender-source"
+// export condition).
+const clientSource = (file: string) => path.join(import.meta.dirname, "clients", "typescript", "src", file);
+const CLIENT_SOURCE = {
+  alias: [
+    { find: /^@tender\/client$/, replacement: clientSource("index.ts") },
+    { find: /^@tender\/client\/cli$/, replacement: clientSource("cli.ts") },
+  ],
+};
+
 // Two runs of the same Worker: the development configuration (most tests), and production
 // (ENVIRONMENT=production from wrangler.toml) for what only holds there: HTTPS enforcement,
 // HSTS, guarded sign-up, and refusing private webhook targets.
@@ -25,10 +36,12 @@ export default defineConfig(async () => {
       projects: [
         {
           plugins: [worker("development")],
+          resolve: CLIENT_SOURCE,
           test: { name: "development", setupFiles: ["./test/setup.ts"], include: ["test/**/*.test.ts"], exclude: ["test/production/**", "test/browser/**", "test/node/**"] },
         },
         {
           plugins: [worker("production")],
+          resolve: CLIENT_SOURCE,
           test: { name: "production", setupFiles: ["./test/setup.ts"], include: ["test/production/**/*.test.ts"] },
         },
         // The dashboard in headless Chromium (playwright-core) against `wrangler dev`: in Node, not
@@ -36,10 +49,12 @@ export default defineConfig(async () => {
         {
           test: { name: "browser", environment: "node", include: ["test/browser/**/*.test.ts"], testTimeout: 180_000, hookTimeout: 240_000 },
         },
-        // Tools that run in Node, on what the Worker serves or ships: @redocly/cli's lint of the
-        // served /openapi.json (against `wrangler dev`) and tsc on @tender/client.
+        // What runs in Node, on what the Worker serves or ships: `npm run dev` (migrations, wrangler
+        // dev, the cron every minute), the README's shell walk-through against it, @tender/client
+        // under the system's own Node, @redocly/cli's lint of the served /openapi.json and tsc on
+        // the client (test/node/).
         {
-          test: { name: "node", environment: "node", include: ["test/node/**/*.test.ts"], testTimeout: 120_000, hookTimeout: 240_000 },
+          test: { name: "node", environment: "node", include: ["test/node/**/*.test.ts"], globalSetup: ["./test/node/global-setup.ts"], testTimeout: 180_000, hookTimeout: 240_000 },
         },
       ],
     },

@@ -1,21 +1,19 @@
 #!/usr/bin/env node
-// The `tender` command. The CLI is TypeScript (src/cli.ts, on the typed client), which Node runs
-// with its built-in type stripping: on by default from Node 22.18 / 23.6; on Node 22.12–22.17
-// this launcher starts Node again with --experimental-strip-types.
-import { spawnSync } from "node:child_process";
-import { fileURLToPath } from "node:url";
+// The `tender` command, on Node 20 or newer: it runs the CLI the package ships as JavaScript
+// (dist/cli.js, built from src/cli.ts by `npm run build`, which `npm install` runs).
+import { existsSync } from "node:fs";
 
-const [major, minor] = process.versions.node.split(".").map(Number);
-if (major < 22 || (major === 22 && minor < 12)) {
-  process.stderr.write(`tender: Node 22.12 or newer is needed (this is ${process.version}). From the repository, \`npx tender\` uses the Node it pins.\n`);
+const [major] = process.versions.node.split(".").map(Number);
+if (major < 20) {
+  process.stderr.write(`tender: Node 20 or newer is needed (this is ${process.version}).\n`);
   process.exit(2);
 }
-if (!process.features.typescript) {
-  const again = spawnSync(process.execPath, ["--experimental-strip-types", "--disable-warning=ExperimentalWarning", fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: "inherit" });
-  process.exit(again.status ?? 1);
+if (!existsSync(new URL("../dist/cli.js", import.meta.url))) {
+  process.stderr.write("tender: dist/cli.js is missing; build it with `npm run build -w @tender/client` (npm install does).\n");
+  process.exit(2);
 }
 
-const { main } = await import("../src/cli.ts");
+const { main } = await import("../dist/cli.js");
 const stop = new AbortController();
 let interrupted = false;
 process.on("SIGINT", () => {

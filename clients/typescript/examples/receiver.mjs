@@ -1,6 +1,6 @@
 // A webhook receiver for trying `tender listen` on your machine: it verifies each delivery with
 // the endpoint's secret and prints what it got.
-//   TENDER_WEBHOOK_SECRET=whsec_… node clients/typescript/examples/receiver.mjs   (Node 22.18+)
+//   TENDER_WEBHOOK_SECRET=whsec_… node clients/typescript/examples/receiver.mjs   (Node 20+)
 import { createServer } from "node:http";
 import { webhooks } from "@tender/client";
 

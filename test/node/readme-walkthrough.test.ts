@@ -1,0 +1,184 @@
+// The README's shell walk-through, run as written: every ```sh block after a `<!-- walk-through -->`
+// line, in order, in one bash (`set -euo pipefail`), against `npm run dev` on a free port, with the
+// system's own `node` first on the PATH as in a reader's terminal. Only the addresses change:
+// 127.0.0.1:8787 becomes the dev server's port and the receiver's 4000 a free one. A `curl` function
+// put before the script records each request's arguments, status and body (and otherwise runs curl
+// as asked), so every answer is checked below; the README's own receiver must print the
+// customer.created and customer.updated deliveries it verified.
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type DevProcess, freePort, onlyEnv, ROOT, startDev, untilServing } from "./dev-server";
+
+const README = readFileSync(join(ROOT, "README.md"), "utf8");
+const BLOCKS = [...README.matchAll(/^<!-- walk-through -->\n```sh\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
+
+/** curl, recording each call as $TRACE/<n>.args (NUL-separated), <n>.status and <n>.body. */
+const RECORDING_CURL = `
+curl() {
+  local n; n=$(printf '%03d' "$(find "$TRACE" -name '*.status' | wc -l)")
+  printf '%s\\0' "$@" > "$TRACE/$n.args"
+  local rc=0
+  command curl -o "$TRACE/$n.body" -w '%{http_code}' "$@" > "$TRACE/$n.status" || rc=$?
+  cat "$TRACE/$n.body"
+  return $rc
+}
+`;
+
+interface Call {
+  method: string;
+  path: string;
+  status: number;
+  body: Record<string, any>;
+}
+
+/**
+ * The PATH a reader's terminal has: without the node_modules/.bin directories npm puts first (where
+ * the pinned Node is), so `node` is the system's own; the whole PATH where the system has none.
+ */
+function readersPath(): string {
+  const entries = (process.env.PATH ?? "").split(delimiter);
+  return (systemHasNode() ? entries.filter(outsideNpm) : entries).join(delimiter);
+}
+const outsideNpm = (dir: string) => !dir.includes(join("node_modules", ".bin"));
+const systemHasNode = () => (process.env.PATH ?? "").split(delimiter).filter(outsideNpm).some((dir) => existsSync(join(dir, "node")));
+
+let dev: DevProcess;
+let trace: string;
+let run: { code: number | null; output: string; calls: Call[] };
+let receiverPort: number;
+
+beforeAll(async () => {
+  dev = await startDev();
+  await untilServing(dev);
+  receiverPort = await freePort();
+  trace = mkdtempSync(join(tmpdir(), "tender-readme-"));
+  run = await runWalkThrough();
+}, 150_000);
+
+afterAll(async () => {
+  await dev?.stop();
+  if (trace) rmSync(trace, { recursive: true, force: true });
+});
+
+async function runWalkThrough() {
+  const walkThrough = BLOCKS.join("\n")
+    .replaceAll("127.0.0.1:8787", `127.0.0.1:${dev.port}`)
+    .replaceAll("127.0.0.1:4000", `127.0.0.1:${receiverPort}`)
+    .replaceAll("PORT=4000", `PORT=${receiverPort}`);
+  const script = join(trace, "walk-through.sh");
+  writeFileSync(script, `set -euo pipefail\n${RECORDING_CURL}\n${walkThrough}`);
+  const traceDir = join(trace, "calls");
+  mkdirSync(traceDir);
+  // Its own process group: the README leaves its receiver running in the background.
+  const bash = spawn("bash", [script], {
+    cwd: ROOT,
+    env: onlyEnv({ HOME: process.env.HOME, PATH: readersPath(), TRACE: traceDir, LANG: "C.UTF-8" }),
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  bash.stdout!.on("data", (chunk) => (output += chunk));
+  bash.stderr!.on("data", (chunk) => (output += chunk));
+  const code = await new Promise<number | null>((resolve) => bash.once("exit", resolve));
+  // The receiver prints each delivery it verified: wait for the two the walk-through promises.
+  const deadline = Date.now() + 30_000;
+  while (!(output.includes("customer.created") && output.includes("customer.updated")) && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  try {
+    process.kill(-bash.pid!, "SIGTERM");
+  } catch {
+    // the receiver had already gone
+  }
+  const calls = readdirSync(traceDir)
+    .filter((name) => name.endsWith(".status"))
+    .sort()
+    .map((name) => {
+      const n = name.replace(".status", "");
+      const args = readFileSync(join(traceDir, `${n}.args`), "utf8").split("\0").slice(0, -1);
+      const url = new URL(args.find((arg) => arg.startsWith("http"))!);
+      const method = args.includes("-X") ? args[args.indexOf("-X") + 1] : args.includes("-d") ? "POST" : "GET";
+      const text = readFileSync(join(traceDir, `${n}.body`), "utf8");
+      return { method, path: url.pathname + url.search, status: Number(readFileSync(join(traceDir, name), "utf8")), body: text ? JSON.parse(text) : {} };
+    });
+  return { code, output, calls };
+}
+
+describe("README.md, the shell walk-through", () => {
+  it("has its blocks marked, and names the addresses this test moves", () => {
+    expect(BLOCKS.length).toBeGreaterThanOrEqual(4);
+    const text = BLOCKS.join("\n");
+    expect(text).toContain("127.0.0.1:8787");
+    expect(text).toContain("127.0.0.1:4000");
+    expect(text).toContain("PORT=4000");
+    // Nothing for the reader to fill in.
+    expect(text).not.toMatch(/\b(usr|po|plan|sub|pay|clock|whk|re)_\.\.\.|sk_test_\.\.\./);
+  });
+
+  it("runs to the end under set -euo pipefail with the reader's node", () => {
+    expect(run.code, run.output).toBe(0);
+    const node = spawnSync("bash", ["-c", "command -v node"], { env: onlyEnv({ PATH: readersPath() }), encoding: "utf8" }).stdout.trim();
+    if (systemHasNode()) expect(node).not.toContain(join("node_modules", ".bin"));
+  });
+
+  it("gets the answer each command promises", () => {
+    const { calls } = run;
+    const expected: [method: string, path: RegExp, status: number, check: (body: any) => void][] = [
+      ["POST", /^\/api\/accounts$/, 201, (b) => expect(b.api_key).toMatch(/^sk_test_/)],
+      ["POST", /^\/api\/webhooks$/, 201, (b) => expect(b).toMatchObject({ events: ["customer.created", "customer.updated"], secret: expect.stringMatching(/^whsec_/) })],
+      ["POST", /^\/api\/request-id$/, 201, (b) => expect(b).toMatchObject({ purpose: "checkout", metadata: { order: "A-1001" } })],
+      ["POST", /^\/api\/users$/, 201, (b) => expect(b).toMatchObject({ object: "user", name: "Ada Lovelace" })],
+      ["PUT", /^\/api\/users\/usr_\w+$/, 200, (b) => expect(b).toMatchObject({ id: calls[3].body.id, name: "Ada King" })],
+      ["POST", /^\/api\/keys$/, 201, (b) => expect(b).toMatchObject({ kind: "restricted", scopes: ["users:read"] })],
+      ["POST", /^\/oauth\/token$/, 200, (b) => expect(b).toMatchObject({ token_type: "Bearer", scope: "users:read" })],
+      ["POST", /^\/payout$/, 201, (b) => expect(b).toMatchObject({ status: "pending", amount: 5000, recipient_id: calls[3].body.id })],
+      // Paid after the 5-second cancel window the README sleeps through (pending if settling is late).
+      ["GET", /^\/payouts\/po_\w+$/, 200, (b) => expect(b).toMatchObject({ id: calls[7].body.id, status: expect.stringMatching(/^(paid|pending)$/) })],
+      ["POST", /^\/subscription-plans$/, 201, (b) => expect(b).toMatchObject({ name: "Pro", unit_amount: 1999 })],
+      ["POST", /^\/subscription-plans$/, 201, (b) => expect(b).toMatchObject({ name: "Seats", pricing_model: "volume" })],
+      ["POST", /^\/subscriptions$/, 201, (b) => expect(b).toMatchObject({ status: "active", quantity: 6, plan_id: calls[10].body.id })],
+      ["GET", /^\/payments\?subscription_id=sub_\w+$/, 200, (b) => expect(b.data).toMatchObject([{ subscription_id: calls[11].body.id, amount: 3900, status: "completed" }])],
+      ["POST", /^\/refunds$/, 201, (b) => expect(b).toMatchObject({ payment_id: calls[12].body.data[0].id, amount: 500 })],
+      ["DELETE", /^\/subscriptions\/sub_\w+\?at_period_end=true$/, 200, (b) => expect(b).toMatchObject({ id: calls[11].body.id, status: "active", cancel_at_period_end: true })],
+      ["POST", /^\/api\/test-clocks$/, 201, (b) => expect(b).toMatchObject({ frozen_time: "2026-01-31T12:00:00.000Z" })],
+      ["POST", /^\/api\/users$/, 201, (b) => expect(b).toMatchObject({ name: "Grace", test_clock: calls[15].body.id })],
+      ["POST", /^\/subscriptions$/, 201, (b) => expect(b).toMatchObject({ status: "active", next_billing_date: "2026-02-28T12:00:00.000Z" })],
+      ["POST", /^\/api\/test-clocks\/clock_\w+\/advance$/, 200, (b) => expect(b).toMatchObject({ frozen_time: "2026-03-31T12:00:00.000Z" })],
+      // Declined on February 28, retried March 1, 3 and 5, then canceled: what the README says.
+      ["GET", /^\/subscriptions\/sub_\w+$/, 200, (b) => expect(b).toMatchObject({ id: calls[17].body.id, status: "canceled", canceled_at: "2026-03-05T12:00:00.000Z" })],
+    ];
+    expect(calls.map((c) => `${c.method} ${c.path}`)).toHaveLength(expected.length);
+    expected.forEach(([method, path, status, check], i) => {
+      const call = calls[i];
+      const about = `request ${i + 1}, ${call.method} ${call.path}: ${call.status} ${JSON.stringify(call.body)}`;
+      expect(call.method, about).toBe(method);
+      expect(call.path, about).toMatch(path);
+      expect(call.status, about).toBe(status);
+      check(call.body);
+    });
+  });
+
+  it("delivers customer.created (and customer.updated) to the README's receiver, verified", async () => {
+    expect(run.output).toMatch(/receiver: listening on http:\/\/127\.0\.0\.1:\d+\/webhooks/);
+    expect(run.output).toMatch(/receiver: verified customer\.created evt_\w+/);
+    expect(run.output).toMatch(/receiver: verified customer\.updated evt_\w+/);
+    expect(run.output).not.toContain("receiver: refused");
+  });
+
+  it("sees the payout paid a few seconds later, as the README says", async () => {
+    const payout = run.calls[7].body.id;
+    const key = run.calls[0].body.api_key;
+    const deadline = Date.now() + 30_000;
+    let status = "";
+    while (Date.now() < deadline) {
+      const res = await fetch(`${dev.origin}/payouts/${payout}`, { headers: { authorization: `Bearer ${key}` } });
+      status = ((await res.json()) as { status: string }).status;
+      if (status !== "pending") break;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    expect(status).toBe("paid");
+  });
+});
