@@ -141,6 +141,9 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
       return { intent, outcome: await settledOutcome(intent) };
     } catch (error) {
       if (isCardError(error)) return { intent: (error.payment_intent as Stripe.PaymentIntent | undefined) ?? null, outcome: declined(error) };
+      // Refused before anything was charged (an amount below Stripe's minimum, a customer or
+      // card deleted at Stripe): the payment failed, with Stripe's reason.
+      if (isRefusal(error)) return { intent: null, outcome: refused("payment", error) };
       throw refusedOrRethrown("POST /v1/payment_intents", error);
     }
   }

@@ -4,7 +4,8 @@ import spec from "../fixtures/stripe/openapi.json";
 import fixtures from "../fixtures/stripe/fixtures.json";
 import { createStripeProcessor, type StripeProcessor } from "../../src/processor/stripe";
 import type { StripeClientOptions } from "../../src/processor/stripe-client";
-import { FakeStripe, type FakeStripeOptions, type StripeFixtures } from "./fake-stripe";
+import { expect } from "vitest";
+import { FakeStripe, type FakeStripeOptions, type RecordedRequest, type StripeFixtures } from "./fake-stripe";
 import type { StripeSpec } from "./stripe-spec";
 
 export const stripeSpec = spec as unknown as StripeSpec;
@@ -53,3 +54,16 @@ export const STRIPE_CARDS = {
 } as const;
 
 export const cardOf = (number: string, expYear = 2030) => ({ number, expMonth: 12, expYear, cvv: "123" });
+
+/** Every request the fake saw is an operation of Stripe's document, rightly formed, and so was every answer. */
+export function expectSpecClean(fake: FakeStripe): void {
+  expect(fake.requests.length).toBeGreaterThan(0);
+  expect(fake.requests.filter((r) => r.operation === null).map((r) => `${r.method} ${r.path}`)).toEqual([]);
+  expect(fake.specViolations()).toEqual([]);
+}
+
+/** The requests of one operation (e.g. "POST /v1/transfers"). */
+export const requestsOf = (fake: FakeStripe, operation: string): RecordedRequest[] => fake.requests.filter((r) => r.operation === operation);
+
+/** The operations the fake saw, in order. */
+export const operationsOf = (fake: FakeStripe): string[] => fake.requests.map((r) => r.operation ?? `${r.method} ${r.path}`);

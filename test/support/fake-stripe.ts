@@ -38,7 +38,11 @@ export interface StripeFixtures {
 export interface RecordedRequest {
   seq: number;
   method: string;
+  /** Where the request was sent (host:port). */
+  host: string;
   path: string;
+  /** The `Stripe-Version` header. */
+  apiVersion: string | null;
   /** `POST /v1/payment_intents`, or null when Stripe's document has no such operation. */
   operation: string | null;
   params: Record<string, FormValue>;
@@ -72,7 +76,7 @@ export type FaultRule =
   /** The next charges (PaymentIntents, SetupIntents) behave so, whatever the card. */
   | { kind: "card"; behaviour: CardBehaviour; operation?: string; times?: number }
   /** The next PaymentIntents stay `processing`, and read as `then` afterwards. */
-  | { kind: "processing"; then: "succeeded" | "requires_payment_method"; times?: number }
+  | { kind: "processing"; then: "succeeded" | "requires_payment_method" | "processing"; times?: number }
   /** The next refunds are created `pending`. */
   | { kind: "refund_pending"; times?: number }
   /** The next payouts are refused (400) with this code. */
@@ -422,7 +426,9 @@ export class FakeStripe {
     const record: RecordedRequest = {
       seq: ++this.seq,
       method: request.method,
+      host: url.host,
       path: url.pathname,
+      apiVersion: request.headers.get("Stripe-Version"),
       operation: checked.operation,
       params: checked.params,
       idempotencyKey: request.headers.get("Idempotency-Key"),
@@ -529,10 +535,12 @@ export class FakeStripe {
       case "GET /v1/payment_intents/{intent}": {
         const intent = this.paymentIntents.get(pathParams.intent);
         if (!intent) return missing("payment_intent", pathParams.intent, "intent");
-        if (intent._then) {
-          intent.status = intent._then;
+        if (intent._then && intent._then !== "processing") {
           if (intent._then === "succeeded") this.charge(intent);
-          else intent.last_payment_error = { type: "card_error", ...DECLINES.generic_decline };
+          else {
+            intent.status = intent._then;
+            intent.last_payment_error = { type: "card_error", ...DECLINES.generic_decline };
+          }
           delete intent._then;
         }
         return { status: 200, body: intent };
