@@ -175,7 +175,7 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
 
   /** Reverses what is left of a transfer: the recipient's account gives the money back. */
   async function reverse(transfer: Stripe.Transfer, keys: ReferenceKeys): Promise<Outcome> {
-    if (transfer.amount_reversed >= transfer.amount) return { status: "succeeded", reference: transfer.id };
+    if (transfer.amount_reversed >= transfer.amount) return { status: "succeeded", reference: transfer.reversals?.data?.[0]?.id ?? transfer.id };
     try {
       const reversal = await request("POST /v1/transfers/{id}/reversals", () =>
         stripe.transfers.createReversal(transfer.id, { metadata: { tender_reference: keys.tag } }, { idempotencyKey: keys.key("reversal") }),
