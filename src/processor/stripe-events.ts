@@ -26,7 +26,8 @@ const webhooks = Stripe.webhooks;
 
 /**
  * Verifies a Stripe webhook request: the raw body exactly as received, the `Stripe-Signature`
- * header, and the connection's webhook secret (`whsec_…`). `receivedAt` (seconds) is for tests.
+ * header, and the connection's webhook secret (`whsec_…`). `receivedAt` is when it arrived, in
+ * ms (Tender's clock; the default is Date.now()).
  */
 export async function verifyStripeEvent(args: { rawBody: string; signature: string | null; webhookSecret: string; receivedAt?: number }): Promise<VerifiedEvent> {
   if (!args.signature) return { verified: false, reason: "missing_signature", message: "The Stripe-Signature header is missing." };
