@@ -85,6 +85,3 @@ export function parsePayoutToken(token: string): { account: string; card: string
   if (!match) throw new Error("Not a Stripe payout token (stripe:acct_…:card_…)");
   return { account: match[1], card: match[2] };
 }
-
-/** Whether a token or reference was issued by the Stripe connector (tokens, pi_, po_, re_, seti_). */
-export const isStripeReference = (reference: string) => /^(stripe:|pi_|po_|re_|seti_|trr_)/.test(reference);

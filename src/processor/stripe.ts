@@ -22,6 +22,7 @@ import {
   StripeRequestRefused,
   isStripeError,
   newStripeClient,
+  stripeApiBase,
   stripeRequest,
 } from "./stripe-client";
 import {
@@ -34,7 +35,7 @@ import {
   payoutToken,
   referenceKeys,
 } from "./stripe-keys";
-import { declined, intentOutcome, payoutFailure, payoutOutcome, refundOutcome, refused } from "./stripe-outcomes";
+import { declined, intentOutcome, payoutOutcome, refundOutcome, refused } from "./stripe-outcomes";
 import type { CardDetails, NotPayableReason, Outcome, PayoutDestination, Processor, ProcessorCustomer, SettlementOutcome } from "./types";
 
 /** Within this age an operation's Idempotency-Keys are surely still known to Stripe (24 h, less an hour). */
@@ -440,4 +441,10 @@ export function verifyStripeKey(connection: StripeConnection, options: StripeCli
   return createStripeProcessor(connection, options).verifyKey();
 }
 
-export { payoutFailure };
+/**
+ * The connector for a connection's secret key, pointed at `STRIPE_API_BASE` in development only
+ * (stripeApiBase): what the routes and jobs call once they have read the connection.
+ */
+export function stripeProcessorFor(env: { ENVIRONMENT: string; STRIPE_API_BASE?: string }, secretKey: string, options: StripeClientOptions = {}): StripeProcessor {
+  return createStripeProcessor({ secretKey, apiBase: stripeApiBase(env) }, options);
+}

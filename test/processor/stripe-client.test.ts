@@ -4,7 +4,7 @@
 import Stripe from "stripe";
 import { describe, expect, it } from "vitest";
 import { STRIPE_API_VERSION, StripeOutcomeUnknown, stripeApiBase } from "../../src/processor/stripe-client";
-import { createStripeProcessor } from "../../src/processor/stripe";
+import { createStripeProcessor, stripeProcessorFor } from "../../src/processor/stripe";
 import { sandboxProcessor } from "../../src/processor/sandbox";
 import { STRIPE_CARDS, cardOf, connectToFake, requestsOf, TEST_SECRET_KEY } from "../support/fake-stripe-env";
 
@@ -35,6 +35,17 @@ describe("where the connector sends", () => {
     expect(seen[0].url).toBe("https://api.stripe.com/v1/account");
     expect(seen[0].headers.get("Stripe-Version")).toBe(STRIPE_API_VERSION);
     expect(seen[0].headers.get("Authorization")).toBe(`Bearer ${TEST_SECRET_KEY}`);
+  });
+
+  it("stripeProcessorFor points the connector at STRIPE_API_BASE in development, at Stripe anywhere else", async () => {
+    const hosts: string[] = [];
+    const fetch = async (input: RequestInfo | URL) => {
+      hosts.push(new URL(String(input)).origin);
+      return new Response(JSON.stringify({ id: "acct_1", object: "account" }), { headers: { "Content-Type": "application/json" } });
+    };
+    await stripeProcessorFor({ ENVIRONMENT: "development", STRIPE_API_BASE: "http://127.0.0.1:12111" }, TEST_SECRET_KEY, { fetch }).verifyKey();
+    await stripeProcessorFor({ ENVIRONMENT: "production", STRIPE_API_BASE: "http://127.0.0.1:12111" }, TEST_SECRET_KEY, { fetch }).verifyKey();
+    expect(hosts).toEqual(["http://127.0.0.1:12111", "https://api.stripe.com"]);
   });
 
   it("pins the API version the SDK itself is pinned to", () => {

@@ -4,7 +4,7 @@
 // late, twice and out of order to a receiver that verifies and maps each one.
 import Stripe from "stripe";
 import { describe, expect, it } from "vitest";
-import { STRIPE_CARDS, cardOf, connectToFake, newFakeStripe } from "../support/fake-stripe-env";
+import { STRIPE_CARDS, cardOf, connectToFake, newFakeStripe, referenceOf } from "../support/fake-stripe-env";
 import { settlementOf, verifyStripeEvent } from "../../src/processor/stripe-events";
 import type { ProcessorSettlement } from "../../src/processor/types";
 
@@ -43,7 +43,7 @@ async function withMoneyMoved(deliver?: (url: string, init: RequestInit) => Prom
   const account = fake.createConnectedAccount();
   const destination = await stripe.payoutDestination({ card: cardOf(STRIPE_CARDS.succeeds), currency: "usd", recipient: { id: "usr_r", processorAccount: account } });
   const payout = await stripe.sendPayout({ token: destination.payable ? destination.token : "", amount: 5000, currency: "usd", reference: "po_tender_1" });
-  return { fake, paymentIntent, refund: refund.reference!, payout: payout.reference!, account };
+  return { fake, paymentIntent, refund: referenceOf(refund), payout: referenceOf(payout), account };
 }
 
 describe("verifying a Stripe-Signature", () => {
@@ -195,7 +195,7 @@ describe("events delivered late, twice and out of order", () => {
     const charge = await stripe.chargeCard({ card: cardOf(STRIPE_CARDS.succeeds), amount: 3000, currency: "usd", reference: "c", customer: { id: "usr_1", email: null } });
     fake.inject({ kind: "refund_pending" });
     const refund = await stripe.refund({ chargeReference: charge.outcome.status === "succeeded" ? charge.outcome.reference : "", amount: 1000, currency: "usd", reference: "re_tender_9" });
-    fake.settleRefund(refund.reference!, "succeeded");
+    fake.settleRefund(referenceOf(refund), "succeeded");
     fakeNow.s += 60;
     fake.openDispute(charge.outcome.status === "succeeded" ? charge.outcome.reference : "");
     await fake.deliverEvents({ url, secret: SECRET, reverse: true, timestamp: fakeNow.s });

@@ -9,7 +9,7 @@
 // The late variant: the answer is lost, Stripe forgets its keys (24 hours pass), and the retry must
 // find the object by its metadata and create nothing.
 import { describe, expect, it } from "vitest";
-import { STRIPE_CARDS, cardOf, connectToFake, expectSpecClean } from "../support/fake-stripe-env";
+import { STRIPE_CARDS, cardOf, connectToFake, expectSpecClean, referenceOf } from "../support/fake-stripe-env";
 import type { CardBehaviour, FakeStripe, FaultRule, RecordedRequest } from "../support/fake-stripe";
 import type { StripeProcessor } from "../../src/processor/stripe";
 import { StripeOutcomeUnknown } from "../../src/processor/stripe-client";
@@ -132,7 +132,7 @@ const OPERATIONS: Operation[] = [
       const destination = await stripe.payoutDestination({ card: cardOf(STRIPE_CARDS.succeeds), currency: "usd", recipient: { id: "usr_r", processorAccount: account } });
       const token = destination.payable ? destination.token : "";
       const sent = await stripe.sendPayout({ token, amount: 5000, currency: "usd", reference: REFERENCE });
-      fake.settlePayout(sent.reference!, "failed");
+      fake.settlePayout(referenceOf(sent), "failed");
       return { token };
     },
     call: async ({ stripe, args }) => stripe.reclaimFailedPayout({ token: args.token, reference: REFERENCE }),

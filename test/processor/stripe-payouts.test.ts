@@ -2,7 +2,7 @@
 // connected account linked to the Tender user, then that account's payout to its debit card), and a
 // refund is a Stripe Refund of the payment's PaymentIntent. Checked against Stripe's document.
 import { describe, expect, it } from "vitest";
-import { STRIPE_CARDS, cardOf, connectToFake, expectSpecClean, operationsOf, requestsOf } from "../support/fake-stripe-env";
+import { STRIPE_CARDS, cardOf, connectToFake, expectSpecClean, operationsOf, requestsOf, referenceOf } from "../support/fake-stripe-env";
 import { parsePayoutToken } from "../../src/processor/stripe-keys";
 import type { StripeProcessor } from "../../src/processor/stripe";
 import type { FakeStripe } from "../support/fake-stripe";
@@ -71,7 +71,7 @@ describe("a payout", () => {
 
     const [transfer] = fake.transfers.values();
     expect(transfer).toMatchObject({ amount: 5000, currency: "usd", destination: account, transfer_group: "po_tender_1", metadata: { tender_reference: "po_tender_1" } });
-    const payout = fake.payouts.get(outcome.reference)!;
+    const payout = fake.payouts.get(referenceOf(outcome))!;
     expect(payout).toMatchObject({ amount: 5000, currency: "usd", destination: parsePayoutToken(token).card, method: "standard", status: "pending", metadata: { tender_reference: "po_tender_1" } });
     expect(fake.balance(fake.platformAccount, "usd")).toBe(platformBefore - 5000);
     expect(fake.balance(account, "usd")).toBe(0);
@@ -90,9 +90,9 @@ describe("a payout", () => {
     const { fake, stripe } = connectToFake();
     const { token } = await payable(stripe, fake);
     const sent = await stripe.sendPayout({ token, amount: 5000, currency: "usd", reference: "po_tender_1" });
-    fake.settlePayout(sent.reference!, "paid");
+    fake.settlePayout(referenceOf(sent), "paid");
     // A retry of the same payout (a redelivered job) finds it and reads its status; nothing new.
-    expect(await stripe.sendPayout({ token, amount: 5000, currency: "usd", reference: "po_tender_1" })).toEqual({ status: "succeeded", reference: sent.reference });
+    expect(await stripe.sendPayout({ token, amount: 5000, currency: "usd", reference: "po_tender_1" })).toEqual({ status: "succeeded", reference: referenceOf(sent) });
     expect(fake.count("payouts")).toBe(1);
     expect(fake.count("transfers")).toBe(1);
   });
@@ -129,7 +129,7 @@ describe("a payout", () => {
     const { account, token } = await payable(stripe, fake);
     const platformBefore = fake.balance(fake.platformAccount, "usd");
     const sent = await stripe.sendPayout({ token, amount: 5000, currency: "usd", reference: "po_tender_4" });
-    fake.settlePayout(sent.reference!, "failed", "account_closed");
+    fake.settlePayout(referenceOf(sent), "failed", "account_closed");
     expect(fake.balance(account, "usd")).toBe(5000);
     const first = await stripe.reclaimFailedPayout({ token, reference: "po_tender_4" });
     const again = await stripe.reclaimFailedPayout({ token, reference: "po_tender_4" });
@@ -165,7 +165,7 @@ describe("a refund", () => {
     const { fake, stripe, paymentIntent } = await charged();
     const outcome = await stripe.refund({ chargeReference: paymentIntent, amount: 1200, currency: "usd", reference: "re_tender_1" });
     expect(outcome).toEqual({ status: "succeeded", reference: expect.stringMatching(/^re_/) });
-    expect(fake.refunds.get(outcome.reference!)).toMatchObject({ amount: 1200, payment_intent: paymentIntent, metadata: { tender_reference: "re_tender_1" } });
+    expect(fake.refunds.get(referenceOf(outcome))).toMatchObject({ amount: 1200, payment_intent: paymentIntent, metadata: { tender_reference: "re_tender_1" } });
     expect(requestsOf(fake, "POST /v1/refunds")[0]).toMatchObject({ idempotencyKey: "re_tender_1:refund", params: { payment_intent: paymentIntent, amount: "1200" } });
     expect(requestsOf(fake, "GET /v1/refunds")[0].params).toMatchObject({ payment_intent: paymentIntent });
     expectSpecClean(fake);
@@ -190,7 +190,7 @@ describe("a refund", () => {
     const { fake, stripe, paymentIntent } = await charged(3000);
     const a = await stripe.refund({ chargeReference: paymentIntent, amount: 1000, currency: "usd", reference: "re_a" });
     const b = await stripe.refund({ chargeReference: paymentIntent, amount: 1000, currency: "usd", reference: "re_b" });
-    expect(a.reference).not.toBe(b.reference);
+    expect(referenceOf(a)).not.toBe(referenceOf(b));
     expect(await stripe.refund({ chargeReference: paymentIntent, amount: 1000, currency: "usd", reference: "re_a" })).toEqual(a);
     expect(fake.count("refunds")).toBe(2);
   });

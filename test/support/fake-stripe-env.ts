@@ -7,6 +7,7 @@ import type { StripeClientOptions } from "../../src/processor/stripe-client";
 import { expect } from "vitest";
 import { FakeStripe, type FakeStripeOptions, type RecordedRequest, type StripeFixtures } from "./fake-stripe";
 import type { StripeSpec } from "./stripe-spec";
+import type { SettlementOutcome } from "../../src/processor/types";
 
 export const stripeSpec = spec as unknown as StripeSpec;
 export const stripeFixtures = fixtures as unknown as StripeFixtures;
@@ -67,3 +68,9 @@ export const requestsOf = (fake: FakeStripe, operation: string): RecordedRequest
 
 /** The operations the fake saw, in order. */
 export const operationsOf = (fake: FakeStripe): string[] => fake.requests.map((r) => r.operation ?? `${r.method} ${r.path}`);
+
+/** The processor's reference of an outcome that did not fail (a test error otherwise). */
+export function referenceOf(outcome: SettlementOutcome): string {
+  if (outcome.status === "failed") throw new Error(`expected a processor reference, got a failure: ${outcome.message}`);
+  return outcome.reference;
+}
