@@ -56,6 +56,14 @@ type Intent = Stripe.PaymentIntent | Stripe.SetupIntent;
 
 const idOf = (value: string | { id: string } | null | undefined) => (typeof value === "string" ? value : (value?.id ?? null));
 
+/**
+ * Of the intents made for one reference (a declined attempt and, after Stripe forgot its key, a
+ * later one), the one that says most: a success wins, so a charge is never made twice.
+ */
+function preferSettled<T extends Intent>(intents: T[]): T | null {
+  return intents.find((i) => i.status === "succeeded") ?? intents.find((i) => i.status === "processing") ?? intents[0] ?? null;
+}
+
 /** A Stripe error that is an answer about the card (402, or a card error on another status). */
 const isCardError = (error: unknown): error is Stripe.errors.StripeCardError => isStripeError(error) && (error.statusCode === 402 || error.rawType === "card_error");
 /** Stripe said no to the request itself (400, 404): nothing was made. */
@@ -116,7 +124,7 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
     const found = await request("GET /v1/payment_intents/search", () =>
       stripe.paymentIntents.search({ query: metadataQuery("tender_reference", keys.tag), limit: 10 }),
     );
-    return found.data.find((intent) => intent.metadata?.tender_reference === keys.tag) ?? null;
+    return preferSettled(found.data.filter((intent) => intent.metadata?.tender_reference === keys.tag));
   }
 
   /** An intent's outcome; one still `processing` is read again, and left unknown if it stays so. */
@@ -274,7 +282,7 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
         const intents = await listAll("GET /v1/setup_intents", (starting_after) =>
           stripe.setupIntents.list({ customer: stripeCustomer, limit: 100, ...(starting_after ? { starting_after } : {}) }),
         );
-        const earlier = intents.find((intent) => intent.metadata?.tender_reference === keys.tag);
+        const earlier = preferSettled(intents.filter((intent) => intent.metadata?.tender_reference === keys.tag));
         if (earlier) {
           const outcome = await settledOutcome(earlier);
           return { token: tokenOf(earlier, outcome), outcome };

@@ -177,6 +177,23 @@ describe("a renewal (a vaulted card, off-session)", () => {
     await expect(stripe.chargeToken({ token, amount: 1000, currency: "usd", reference: "sub_1:period:1:attempt:0", ...fresh })).rejects.toThrow(/still processing/);
   });
 
+  it("a late lookup that finds a declined and a succeeded PaymentIntent for one reference answers the success", async () => {
+    const clock = { now: NOW };
+    const { fake, stripe } = connectToFake({ client: { now: () => clock.now } });
+    const first = await stripe.chargeCard({ card: cardOf(STRIPE_CARDS.succeeds), amount: 1000, currency: "usd", reference: "first", customer: USER, ...fresh });
+    fake.inject({ kind: "card", behaviour: "generic_decline", operation: "POST /v1/payment_intents" });
+    const reference = "sub_1:period:1:attempt:0";
+    expect(await stripe.chargeToken({ token: first.token!, amount: 1000, currency: "usd", reference, firstAttemptAt: NOW })).toMatchObject({ status: "failed" });
+    // Stripe forgot the key and a caller (wrongly) said the attempt was fresh: a second intent is made.
+    fake.forgetIdempotencyKeys();
+    const charged = await stripe.chargeToken({ token: first.token!, amount: 1000, currency: "usd", reference, firstAttemptAt: NOW });
+    expect(charged.status).toBe("succeeded");
+    clock.now += 25 * 60 * 60 * 1000;
+    const late = await stripe.chargeToken({ token: first.token!, amount: 1000, currency: "usd", reference, firstAttemptAt: NOW });
+    expect(late).toEqual(charged);
+    expect(fake.count("paymentIntents", (pi) => pi.metadata.tender_reference === reference)).toBe(2);
+  });
+
   it("refuses a token that is not a Stripe card token, sending nothing", async () => {
     const { fake, stripe } = connectToFake();
     await expect(stripe.chargeToken({ token: "tok_sandbox_succeed_AAAAAAAAAAAAAAAA", amount: 1000, currency: "usd", reference: "r" })).rejects.toThrow(/Not a Stripe card token/);
