@@ -28,11 +28,33 @@ const webhooks = Stripe.webhooks;
  * Verifies a Stripe webhook request: the raw body exactly as received, the `Stripe-Signature`
  * header, and the connection's webhook secret (`whsec_…`). `receivedAt` is when it arrived, in
  * ms (Tender's clock; the default is Date.now()).
+ *
+ * Several secrets may be given. Stripe signs the events of connected accounts (payout.paid and
+ * payout.failed happen on the recipient's account) only to a Connect endpoint (`connect: true`),
+ * whose signing secret differs from the platform endpoint's (refunds, disputes); both may point
+ * at the same URL. The body is accepted when one of them verifies it.
  */
-export async function verifyStripeEvent(args: { rawBody: string; signature: string | null; webhookSecret: string; receivedAt?: number }): Promise<VerifiedEvent> {
+export async function verifyStripeEvent(args: {
+  rawBody: string;
+  signature: string | null;
+  webhookSecret: string | readonly string[];
+  receivedAt?: number;
+}): Promise<VerifiedEvent> {
   if (!args.signature) return { verified: false, reason: "missing_signature", message: "The Stripe-Signature header is missing." };
+  const secrets = typeof args.webhookSecret === "string" ? [args.webhookSecret] : args.webhookSecret;
+  let refused: VerifiedEvent = { verified: false, reason: "signature_mismatch", message: "No webhook secret is configured." };
+  for (const secret of secrets) {
+    const verified = await verifyWith(args.rawBody, args.signature, secret, args.receivedAt);
+    if (verified.verified) return verified;
+    // A stale timestamp says more than a mismatch: the sender had the right secret.
+    if (refused.verified === false && (refused.reason === "signature_mismatch" || verified.reason !== "signature_mismatch")) refused = verified;
+  }
+  return refused;
+}
+
+async function verifyWith(rawBody: string, signature: string, secret: string, receivedAt: number | undefined): Promise<VerifiedEvent> {
   try {
-    const event = await webhooks.constructEventAsync(args.rawBody, args.signature, args.webhookSecret, STRIPE_SIGNATURE_TOLERANCE_S, stripeCrypto, args.receivedAt);
+    const event = await webhooks.constructEventAsync(rawBody, signature, secret, STRIPE_SIGNATURE_TOLERANCE_S, stripeCrypto, receivedAt);
     return { verified: true, event };
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);

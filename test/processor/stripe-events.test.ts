@@ -77,6 +77,17 @@ describe("verifying a Stripe-Signature", () => {
     expect(await verifyStripeEvent({ rawBody: body, signature: await sign(body, SECRET, nowS), webhookSecret: SECRET })).toMatchObject({ verified: true });
   });
 
+  it("accepts a body signed with either of the connection's secrets (the platform endpoint's, the Connect endpoint's)", async () => {
+    const secrets = ["whsec_platform_endpoint", "whsec_connect_endpoint"];
+    for (const secret of secrets) {
+      expect(await verifyStripeEvent({ rawBody: body, signature: await sign(body, secret), webhookSecret: secrets, receivedAt: at(NOW_S) })).toMatchObject({ verified: true });
+    }
+    expect(await verifyStripeEvent({ rawBody: body, signature: await sign(body, "whsec_other"), webhookSecret: secrets, receivedAt: at(NOW_S) })).toMatchObject({ verified: false, reason: "signature_mismatch" });
+    const stale = await sign(body, secrets[1], NOW_S - 600);
+    expect(await verifyStripeEvent({ rawBody: body, signature: stale, webhookSecret: secrets, receivedAt: at(NOW_S) })).toMatchObject({ verified: false, reason: "timestamp_outside_tolerance" });
+    expect(await verifyStripeEvent({ rawBody: body, signature: await sign(body), webhookSecret: [], receivedAt: at(NOW_S) })).toMatchObject({ verified: false, reason: "signature_mismatch" });
+  });
+
   it("refuses a missing or malformed header", async () => {
     expect(await verifyStripeEvent({ rawBody: body, signature: null, webhookSecret: SECRET })).toMatchObject({ verified: false, reason: "missing_signature" });
     expect(await verifyStripeEvent({ rawBody: body, signature: "v1=abc", webhookSecret: SECRET })).toMatchObject({ verified: false, reason: "malformed_signature" });
