@@ -64,6 +64,16 @@ function preferSettled<T extends Intent>(intents: T[]): T | null {
   return intents.find((i) => i.status === "succeeded") ?? intents.find((i) => i.status === "processing") ?? intents[0] ?? null;
 }
 
+/**
+ * An object found by its reference must be for the money asked now: the same reference with
+ * another amount is a caller's bug, and paying either amount could be wrong, so nothing is done.
+ */
+function assertSameMoney(found: { id: string; amount: number; currency: string }, amount: number, currency: string): void {
+  if (found.amount !== amount || found.currency !== currency.toLowerCase()) {
+    throw new Error(`Stripe ${found.id} was made for this reference with ${found.amount} ${found.currency}, not ${amount} ${currency}; nothing was sent`);
+  }
+}
+
 /** A Stripe error that is an answer about the card (402, or a card error on another status). */
 const isCardError = (error: unknown): error is Stripe.errors.StripeCardError => isStripeError(error) && (error.statusCode === 402 || error.rawType === "card_error");
 /** Stripe said no to the request itself (400, 404): nothing was made. */
@@ -219,6 +229,7 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
       if (mayBeLate(firstAttemptAt)) {
         const earlier = await findPaymentIntent(keys);
         if (earlier) {
+          assertSameMoney(earlier, amount, currency);
           const outcome = await settledOutcome(earlier);
           return { token: tokenOf(earlier, outcome), outcome };
         }
@@ -257,7 +268,10 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
       const keys = await referenceKeys(reference);
       if (mayBeLate(firstAttemptAt)) {
         const earlier = await findPaymentIntent(keys);
-        if (earlier) return settledOutcome(earlier);
+        if (earlier) {
+          assertSameMoney(earlier, amount, currency);
+          return settledOutcome(earlier);
+        }
       }
       const { outcome } = await confirmPayment(
         {
@@ -360,6 +374,7 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
       const keys = await referenceKeys(reference);
       // 1. The money moves from the platform to the recipient's connected account.
       let transfer = await findTransfer(account, keys);
+      if (transfer) assertSameMoney(transfer, amount, currency);
       if (!transfer) {
         try {
           transfer = await request("POST /v1/transfers", () =>
@@ -415,13 +430,16 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
       return reverse(transfer, keys);
     },
 
-    async refund({ chargeReference, amount, reference }) {
+    async refund({ chargeReference, amount, currency, reference }) {
       const keys = await referenceKeys(reference);
       const refunds = await listAll("GET /v1/refunds", (starting_after) =>
         stripe.refunds.list({ payment_intent: chargeReference, limit: 100, ...(starting_after ? { starting_after } : {}) }),
       );
       const earlier = refunds.find((made) => made.metadata?.tender_reference === keys.tag);
-      if (earlier) return refundOutcome(earlier);
+      if (earlier) {
+        assertSameMoney(earlier, amount, currency);
+        return refundOutcome(earlier);
+      }
       try {
         const made = await request("POST /v1/refunds", () =>
           stripe.refunds.create({ payment_intent: chargeReference, amount, metadata: { tender_reference: keys.tag } }, { idempotencyKey: keys.key("refund") }),

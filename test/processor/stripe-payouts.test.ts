@@ -115,6 +115,15 @@ describe("a payout", () => {
     expectSpecClean(fake);
   });
 
+  it("refuses to pay out a reference whose transfer was made for another amount", async () => {
+    const { fake, stripe } = connectToFake();
+    const { token } = await payable(stripe, fake);
+    await stripe.sendPayout({ token, amount: 5000, currency: "usd", reference: "po_tender_5" });
+    await expect(stripe.sendPayout({ token, amount: 9000, currency: "usd", reference: "po_tender_5" })).rejects.toThrow(/with 5000 usd, not 9000 usd/);
+    expect(fake.count("transfers")).toBe(1);
+    expect(fake.count("payouts")).toBe(1);
+  });
+
   it("fails with insufficient_funds when the platform's balance cannot cover the transfer, moving nothing", async () => {
     const { fake, stripe } = connectToFake();
     const { token } = await payable(stripe, fake);
@@ -184,6 +193,15 @@ describe("a refund", () => {
     expect(outcome).toEqual({ status: "failed", code: "processing_error", message: expect.stringContaining("(amount_too_large)") });
     expect(fake.count("refunds")).toBe(1);
     expectSpecClean(fake);
+  });
+
+  it("refuses to answer for a reference already used for another amount, sending nothing", async () => {
+    const { fake, stripe, paymentIntent } = await charged(3000);
+    await stripe.refund({ chargeReference: paymentIntent, amount: 1000, currency: "usd", reference: "re_a" });
+    const before = fake.requests.length;
+    await expect(stripe.refund({ chargeReference: paymentIntent, amount: 2000, currency: "usd", reference: "re_a" })).rejects.toThrow(/made for this reference with 1000 usd, not 2000 usd/);
+    expect(fake.requests.slice(before).map((r) => r.method)).toEqual(["GET"]);
+    expect(fake.count("refunds")).toBe(1);
   });
 
   it("several partial refunds of one payment are each found by their own reference", async () => {
