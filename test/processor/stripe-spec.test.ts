@@ -2,7 +2,7 @@
 // itself catch what Stripe would refuse, or a passing connector test would prove nothing.
 import { describe, expect, it } from "vitest";
 import { checkObject, checkRequest, checkResponse, decodeForm } from "../support/stripe-spec";
-import { stripeFixtures, stripeSpec } from "../support/fake-stripe-env";
+import { STRIPE_CARDS, cardOf, connectToFake, expectSpecClean, referenceOf, stripeFixtures, stripeSpec } from "../support/fake-stripe-env";
 
 const post = (path: string, body: string) => checkRequest(stripeSpec, { method: "POST", url: path, body });
 const get = (url: string) => checkRequest(stripeSpec, { method: "GET", url });
@@ -173,5 +173,31 @@ describe("checking an answer", () => {
     const problems: string[] = [];
     checkObject(stripeSpec, stripeSpec.components.schemas.dispute, { ...stripeFixtures.resources.dispute, status: "won_twice" }, "dispute", problems, 1);
     expect(problems.join()).toMatch(/dispute\.status: "won_twice" is not one of/);
+  });
+});
+
+describe("the connector against the whole cut", () => {
+  it("sends every operation of the cut in one scenario, each request and answer checked against Stripe's document", async () => {
+    const clock = { now: Date.parse("2026-11-23T12:00:00Z") };
+    const { fake, stripe } = connectToFake({ client: { now: () => clock.now } });
+    const customer = { id: "usr_all", email: "all@example.com" };
+    const late = clock.now - 25 * 60 * 60 * 1000;
+    await stripe.verifyKey();
+    const first = await stripe.chargeCard({ card: cardOf(STRIPE_CARDS.succeeds), amount: 4000, currency: "usd", reference: "all-1", customer, firstAttemptAt: late });
+    fake.inject({ kind: "processing", then: "succeeded" });
+    await stripe.chargeToken({ token: first.token!, amount: 4000, currency: "usd", reference: "all-2" });
+    await stripe.vaultCard({ card: cardOf(STRIPE_CARDS.succeeds), customer, reference: "all-3" });
+    await stripe.refund({ chargeReference: referenceOf(first.outcome), amount: 1000, currency: "usd", reference: "all-4" });
+    const account = fake.createConnectedAccount();
+    const destination = await stripe.payoutDestination({ card: cardOf(STRIPE_CARDS.succeeds), currency: "usd", recipient: { id: "usr_r", processorAccount: account } });
+    const token = destination.payable ? destination.token : "";
+    await stripe.sendPayout({ token, amount: 500, currency: "usd", reference: "all-5" });
+    fake.inject({ kind: "payout_refused", code: "invalid_card_type" });
+    await stripe.sendPayout({ token, amount: 500, currency: "usd", reference: "all-6" });
+
+    const sent = new Set(fake.requests.map((r) => r.operation));
+    const documented = Object.entries(stripeSpec.paths).flatMap(([path, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${path}`));
+    expect([...sent].sort()).toEqual(documented.sort());
+    expectSpecClean(fake);
   });
 });
