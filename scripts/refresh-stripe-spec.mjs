@@ -197,7 +197,7 @@ function cutFixtures(fixtures, source) {
 const specPath = argument("--spec");
 const { spec, source } = specPath ? { spec: JSON.parse(readFileSync(specPath, "utf8")), source: `file ${path.basename(specPath)}` } : packedSpec();
 writeFileSync(path.join(out, "openapi.json"), `${JSON.stringify(cutSpec(spec, source), null, 1)}\n`);
-console.log(`openapi.json: ${OPERATIONS.length} operations from ${source} (Stripe document of ${spec.info.version})`);
+console.log(`openapi.json: ${OPERATIONS.length} operations and ${OVERLAY.length} overlay parameters from ${source} (info.version: ${spec.info.version})`);
 
 const fixturesPath = argument("--fixtures");
 if (fixturesPath) {
