@@ -160,6 +160,22 @@ describe("the fake's control routes (what npm run fake-stripe serves under /_fak
     expect(JSON.stringify(state)).not.toContain('"_account"');
   });
 
+  it("with a webhook endpoint set, delivers each event, signed, as it happens", async () => {
+    const delivered: { signature: string | null; type: string }[] = [];
+    const fake = newFakeStripe({ deliver: async (_url, init) => (delivered.push({ signature: new Headers(init.headers).get("Stripe-Signature"), type: JSON.parse(String(init.body)).type }), new Response("ok")) });
+    expect((await control(fake, "POST", "/webhook-endpoint", { url: "http://127.0.0.1:8816/processor-webhooks/stripe/acct_1", secret: "whsec_x" })).body).toEqual({
+      webhook_endpoint: { url: "http://127.0.0.1:8816/processor-webhooks/stripe/acct_1" },
+    });
+    const account = fake.createConnectedAccount();
+    await call(fake, "POST", "/v1/transfers", `amount=1000&currency=usd&destination=${account}`);
+    const card = fake.externalAccounts.get(account)![0].id;
+    const payout = (await call(fake, "POST", "/v1/payouts", `amount=1000&currency=usd&destination=${card}`, { "Stripe-Account": account })).body.id;
+    await control(fake, "POST", `/payouts/${payout}/settle`, { status: "failed", failure_code: "could_not_process" });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(delivered).toEqual([{ signature: expect.stringMatching(/^t=\d+,v1=/), type: "payout.failed" }]);
+    expect(fake.balance(account, "usd")).toBe(1000);
+  });
+
   it("answers 404 to an unknown control and 400 to a control about an unknown object", async () => {
     const fake = newFakeStripe();
     expect((await control(fake, "POST", "/nothing", {})).status).toBe(404);
