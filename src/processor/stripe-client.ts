@@ -113,7 +113,8 @@ export async function stripeRequest<T>(label: string, options: StripeClientOptio
       return await send();
     } catch (error) {
       if (error instanceof Stripe.errors.StripeConnectionError) throw new StripeOutcomeUnknown(label, error);
-      if (!isStripeError(error)) throw new StripeOutcomeUnknown(label, error);
+      // Anything else that is not Stripe's answer is a fault of the code before sending: say so.
+      if (!isStripeError(error)) throw error;
       if (!retryable(error)) throw error;
       if (retry >= maxRetries) throw new StripeOutcomeUnknown(label, error);
       await sleep(retryDelay(error, retry));

@@ -50,7 +50,8 @@ export interface StripeProcessor extends Processor {
   verifyKey(): Promise<KeyCheck>;
 }
 
-export type KeyCheck = { valid: true; account: string } | { valid: false; code: "processor_key_invalid"; message: string };
+/** `livemode`: a live key (`sk_live_`, `rk_live_`); a test key moves no real money. */
+export type KeyCheck = { valid: true; account: string; livemode: boolean } | { valid: false; code: "processor_key_invalid"; message: string };
 
 type Intent = Stripe.PaymentIntent | Stripe.SetupIntent;
 
@@ -214,10 +215,17 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
     async verifyKey() {
       try {
         const account = await request("GET /v1/account", () => stripe.accounts.retrieveCurrent());
-        return { valid: true, account: account.id };
+        return { valid: true, account: account.id, livemode: /^(sk|rk)_live_/.test(connection.secretKey) };
       } catch (error) {
         if (isStripeError(error) && error.statusCode === 401) {
           return { valid: false, code: "processor_key_invalid", message: "Stripe refused this secret key (401)." };
+        }
+        if (isStripeError(error) && error.statusCode === 403) {
+          return {
+            valid: false,
+            code: "processor_key_invalid",
+            message: "Stripe does not let this key read its account (403): use a secret key, or a restricted key with the permissions Tender needs.",
+          };
         }
         throw error;
       }

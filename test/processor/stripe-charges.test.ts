@@ -236,7 +236,7 @@ describe("vaulting a card without charging it (new card details on an active sub
 describe("checking a secret key (GET /v1/account)", () => {
   it("answers the Stripe account the key belongs to", async () => {
     const { fake, stripe } = connectToFake();
-    expect(await stripe.verifyKey()).toEqual({ valid: true, account: fake.platformAccount });
+    expect(await stripe.verifyKey()).toEqual({ valid: true, account: fake.platformAccount, livemode: false });
     expect(requestsOf(fake, "GET /v1/account")[0]).toMatchObject({ host: "127.0.0.1:12111", apiVersion: "2026-10-28.endive" });
     expectSpecClean(fake);
   });
@@ -246,6 +246,16 @@ describe("checking a secret key (GET /v1/account)", () => {
     fake.rejectedKeys.add(TEST_SECRET_KEY);
     const { stripe } = connectToFake({ fake });
     expect(await stripe.verifyKey()).toEqual({ valid: false, code: "processor_key_invalid", message: "Stripe refused this secret key (401)." });
+  });
+
+  it("says whether the key is a live one, and answers processor_key_invalid to a key Stripe forbids to read the account (403)", async () => {
+    const answer = (status: number, body: object) => async () => new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } });
+    const live = createStripeProcessor({ secretKey: "sk_live_abc" }, { fetch: answer(200, { id: "acct_live", object: "account" }) });
+    expect(await live.verifyKey()).toEqual({ valid: true, account: "acct_live", livemode: true });
+    const restricted = createStripeProcessor({ secretKey: "rk_live_abc" }, { fetch: answer(403, { error: { type: "invalid_request_error", message: "The provided key does not have the required permissions" } }) });
+    expect(await restricted.verifyKey()).toEqual({ valid: false, code: "processor_key_invalid", message: expect.stringContaining("(403)") });
+    const down = createStripeProcessor({ secretKey: "sk_live_abc" }, { fetch: answer(500, { error: { type: "api_error", message: "x" } }), sleep: async () => {} });
+    await expect(down.verifyKey()).rejects.toBeInstanceOf(StripeOutcomeUnknown);
   });
 
   it("throws, rather than calling the key invalid, when Stripe cannot be reached", async () => {

@@ -31,7 +31,7 @@ describe("where the connector sends", () => {
         },
       },
     );
-    expect(await stripe.verifyKey()).toEqual({ valid: true, account: "acct_live" });
+    expect(await stripe.verifyKey()).toEqual({ valid: true, account: "acct_live", livemode: false });
     expect(seen[0].url).toBe("https://api.stripe.com/v1/account");
     expect(seen[0].headers.get("Stripe-Version")).toBe(STRIPE_API_VERSION);
     expect(seen[0].headers.get("Authorization")).toBe(`Bearer ${TEST_SECRET_KEY}`);
