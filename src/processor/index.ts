@@ -1,5 +1,6 @@
-// Which processor serves a request or a background job. Only the sandbox exists today: live mode
-// has no connector yet, so a live-mode request gets a clear 400 rather than a 500.
+// Which processor serves a request or a background job. Test mode is the sandbox. The Stripe
+// connector (stripe.ts, stripeProcessorFor) serves live mode once an account's processor
+// connection holds its key; until that is wired here, a live-mode request gets a clear 400.
 import type { Bindings } from "../env";
 import { ApiError } from "../lib/errors";
 import { isSandboxReference, sandboxProcessor } from "./sandbox";

@@ -20,6 +20,8 @@ const DECLINE_MESSAGES: Record<DeclineCode, string> = {
   insufficient_funds: "The card has insufficient funds.",
   expired_card: "The card has expired.",
   processing_error: "An error occurred while processing the card. Try again.",
+  // No sandbox card asks for authentication; the code exists for live processors.
+  authentication_required: "The card needs its holder to authenticate the payment.",
 };
 
 /** Any other valid card number succeeds, as in Stripe's test mode. */
@@ -54,12 +56,25 @@ export const sandboxProcessor: Processor = {
   async tokenizeDestination(card) {
     return tokenFor(behaviourOf(card.number));
   },
+  // Vaulting never declines in the sandbox, as tokenizeDestination never did.
+  async vaultCard({ card }) {
+    const token = tokenFor(behaviourOf(card.number));
+    return { token, outcome: { status: "succeeded", reference: token } };
+  },
+  // Every recipient (or none) can be paid out in test mode: the card number decides the outcome.
+  async payoutDestination({ card }) {
+    return { payable: true, token: tokenFor(behaviourOf(card.number)) };
+  },
   async sendPayout({ token }) {
     const behaviour = behaviourOfToken(token);
     if (behaviour === "succeed" || behaviour === "decline_after_first") return succeeded();
     return failed(behaviour);
   },
   async refund() {
+    return succeeded();
+  },
+  // A sandbox payout never fails after it was sent, so there is nothing to bring back.
+  async reclaimFailedPayout() {
     return succeeded();
   },
 };

@@ -2,17 +2,68 @@
 // live connector can replace the sandbox without touching them. Card numbers and CVVs are
 // passed through to the processor and never kept: the processor returns a reusable token.
 
-export type DeclineCode = "card_declined" | "insufficient_funds" | "expired_card" | "processing_error";
+/**
+ * Why a charge (or a payout, or a refund) failed. `authentication_required`: the card needs its
+ * holder to authenticate (3D Secure, Stripe's `requires_action`), which Tender, holding no
+ * session with the holder, cannot ask for; no money moved. A renewal counts it as a failed
+ * attempt (dunning), a first charge answers 402 with it as the `decline_code`.
+ */
+export type DeclineCode = "card_declined" | "insufficient_funds" | "expired_card" | "processing_error" | "authentication_required";
 
 export type Outcome =
   | { status: "succeeded"; reference: string }
   | { status: "failed"; code: DeclineCode; message: string };
+
+/**
+ * Payouts and refunds may be accepted by the processor without having settled yet (a Stripe
+ * payout is `pending` or `in_transit` until its `payout.paid` event): `pending` carries the
+ * processor's reference, and the settlement arrives later as a ProcessorSettlement.
+ */
+export type SettlementOutcome = Outcome | { status: "pending"; reference: string };
 
 export interface CardDetails {
   number: string;
   expMonth: number;
   expYear: number;
   cvv: string;
+}
+
+/** The Tender user a card belongs to: a live processor keeps one customer per user. */
+export interface ProcessorCustomer {
+  id: string;
+  email: string | null;
+}
+
+/**
+ * The Tender user a payout is for. In live mode a user can be paid out once it is linked to an
+ * account at the processor (for Stripe, a Connect connected account `acct_…`).
+ */
+export interface PayoutRecipient {
+  id: string;
+  processorAccount: string | null;
+}
+
+/** Why a recipient cannot be paid out (the route answers 400 `recipient_not_payable`). */
+export type NotPayableReason =
+  | "no_recipient"
+  | "no_processor_account"
+  | "account_not_found"
+  | "transfers_inactive"
+  | "payouts_disabled"
+  | "no_matching_debit_card";
+
+export type PayoutDestination =
+  | { payable: true; token: string }
+  | { payable: false; code: "recipient_not_payable"; reason: NotPayableReason; message: string };
+
+/**
+ * Optional on every money-moving call: a time no later than the first time this `reference` was
+ * sent to the processor (ms since the epoch), e.g. the payout's or refund's `created_at`. Stripe
+ * forgets an Idempotency-Key after 24 hours; a call whose reference may be older than that looks
+ * the object up first. Omitted, the connector assumes it may be.
+ */
+export interface FirstAttempt {
+  firstAttemptAt?: number;
 }
 
 /**
@@ -22,14 +73,75 @@ export interface CardDetails {
  * outcome, never move money twice. Tender derives references that stay fixed across retries: the
  * payout id, the refund id, (subscription, period, attempt) for renewals, and (account,
  * Idempotency-Key) for first charges.
+ *
+ * A call that throws has an unknown outcome (a timeout, a dropped connection): the money may have
+ * moved. The caller calls again with the same reference, which the processor answers as the same
+ * operation. Declines and refusals are answered, never thrown.
  */
 export interface Processor {
-  /** Vaults the card and charges it. The token charges the same card later, without the PAN. */
-  chargeCard(args: { card: CardDetails; amount: number; currency: string; reference: string }): Promise<{ token: string; outcome: Outcome }>;
-  /** Charges a vaulted card, as renewals do. */
-  chargeToken(args: { token: string; amount: number; currency: string; reference: string }): Promise<Outcome>;
-  /** Vaults a payout destination card; the payout itself settles later through sendPayout. */
+  /**
+   * Vaults the card and charges it. The token charges the same card later, without the PAN (null
+   * when nothing was vaulted, e.g. a declined card). `customer` is the Tender user the card is
+   * for: a live processor keeps the card on that user's customer, so renewals can charge it.
+   */
+  chargeCard(args: { card: CardDetails; amount: number; currency: string; reference: string; customer?: ProcessorCustomer | null } & FirstAttempt): Promise<{ token: string | null; outcome: Outcome }>;
+  /** Charges a vaulted card, as renewals do (off-session: the holder is not there). */
+  chargeToken(args: { token: string; amount: number; currency: string; reference: string } & FirstAttempt): Promise<Outcome>;
+  /**
+   * Vaults a card for later charges without charging it (new card details on an active
+   * subscription). A live processor validates the card with its bank, which may decline it.
+   */
+  vaultCard(args: { card: CardDetails; customer: ProcessorCustomer; reference: string } & FirstAttempt): Promise<{ token: string | null; outcome: Outcome }>;
+  /**
+   * Where a payout to `recipient` goes: a token for sendPayout, or why the recipient cannot be
+   * paid out. The card is the one the payout request names; it must belong to the recipient.
+   */
+  payoutDestination(args: { card: CardDetails; currency: string; recipient: PayoutRecipient | null }): Promise<PayoutDestination>;
+  /**
+   * Vaults a card as it is, with no customer and no recipient: what test mode does for card
+   * updates and payout destinations. A live connector cannot, and throws: call vaultCard or
+   * payoutDestination instead.
+   * @deprecated for new call sites; kept while the routes still call it.
+   */
   tokenizeDestination(card: CardDetails): Promise<string>;
-  sendPayout(args: { token: string; amount: number; currency: string; reference: string }): Promise<Outcome>;
-  refund(args: { chargeReference: string; amount: number; currency: string; reference: string }): Promise<Outcome>;
+  sendPayout(args: { token: string; amount: number; currency: string; reference: string } & FirstAttempt): Promise<SettlementOutcome>;
+  /**
+   * Brings back the money of a payout that failed after it was sent (its `payout.failed` event):
+   * for Stripe, the transfer to the recipient's account is reversed. Idempotent by reference.
+   */
+  reclaimFailedPayout(args: { token: string; reference: string }): Promise<Outcome>;
+  refund(args: { chargeReference: string; amount: number; currency: string; reference: string } & FirstAttempt): Promise<SettlementOutcome>;
+}
+
+/**
+ * What a processor's own webhook event settles, in Tender's terms: the route finds Tender's
+ * object by `reference` (the payout or refund id Tender passed as the call's reference) or, for a
+ * dispute, by `chargeReference` (the payment's processor reference), and applies the outcome once
+ * (by `eventId`), in any order. `ignore` changes nothing.
+ */
+export type ProcessorSettlement =
+  | (SettlementEvent & { kind: "payout"; reference: string; processorObject: string; outcome: "paid" })
+  | (SettlementEvent & { kind: "payout"; reference: string; processorObject: string; outcome: "failed"; code: DeclineCode; message: string })
+  | (SettlementEvent & { kind: "refund"; reference: string; processorObject: string; outcome: "succeeded" })
+  | (SettlementEvent & { kind: "refund"; reference: string; processorObject: string; outcome: "failed"; message: string })
+  | (SettlementEvent & {
+      kind: "dispute";
+      chargeReference: string;
+      processorObject: string;
+      amount: number;
+      currency: string;
+      reason: string;
+      status: string;
+    })
+  | (SettlementEvent & { kind: "ignore"; reason: string });
+
+export interface SettlementEvent {
+  /** The processor's event id: apply each once. */
+  eventId: string;
+  /** The processor's event type, e.g. `payout.paid`. */
+  type: string;
+  /** When the processor created the event (ms): later events about one object win. */
+  occurredAt: number;
+  /** The processor account the event is about (Stripe: the connected account, for payouts). */
+  account: string | null;
 }

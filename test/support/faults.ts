@@ -7,7 +7,7 @@
 // (test/support/invariants.ts) can be checked against it afterwards.
 import { vi } from "vitest";
 import { useProcessor } from "../../src/processor";
-import type { CardDetails, Outcome, Processor } from "../../src/processor/types";
+import type { CardDetails, Outcome, Processor, SettlementOutcome } from "../../src/processor/types";
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -266,7 +266,7 @@ export interface LedgerCall {
 
 export const processorTimeout = () => Object.assign(new Error("processor timeout: no answer within 30 s"), { name: "TimeoutError" });
 
-type Stored = { outcome: Outcome; token?: string };
+type Stored = { outcome: SettlementOutcome; token?: string | null };
 
 export interface Ledger {
   readonly calls: LedgerCall[];
@@ -397,10 +397,10 @@ export function ledgerProcessor(initial: ProcessorFault[] = []): Ledger {
             const made = await inner.chargeCard(args);
             return { token: made.token, outcome: decline ? declined() : made.outcome };
           });
-          return { token: result.token as string, outcome: result.outcome };
+          return { token: result.token as string, outcome: result.outcome as Outcome };
         },
         async chargeToken(args) {
-          return (await run("chargeToken", args.reference, args.amount, args.currency, async (decline) => ({ outcome: decline ? declined() : await inner.chargeToken(args) }))).outcome;
+          return (await run("chargeToken", args.reference, args.amount, args.currency, async (decline) => ({ outcome: decline ? declined() : await inner.chargeToken(args) }))).outcome as Outcome;
         },
         async tokenizeDestination(card) {
           const result = await run("tokenizeDestination", "", null, null, async () => {
@@ -415,6 +415,10 @@ export function ledgerProcessor(initial: ProcessorFault[] = []): Ledger {
         async refund(args) {
           return (await run("refund", args.reference, args.amount, args.currency, async (decline) => ({ outcome: decline ? declined() : await inner.refund(args) }))).outcome;
         },
+        // Not recorded: no route or job calls these yet (live mode wires them).
+        vaultCard: (args) => inner.vaultCard(args),
+        payoutDestination: (args) => inner.payoutDestination(args),
+        reclaimFailedPayout: (args) => inner.reclaimFailedPayout(args),
       };
     },
     install() {
@@ -456,6 +460,9 @@ export function gatedProcessor(inner: Processor, gate: (label: string) => Promis
     tokenizeDestination: (card) => around("tokenizeDestination", () => inner.tokenizeDestination(card)),
     sendPayout: (args) => around(`sendPayout ${args.reference}`, () => inner.sendPayout(args)),
     refund: (args) => around(`refund ${args.reference}`, () => inner.refund(args)),
+    vaultCard: (args) => around(`vaultCard ${args.reference}`, () => inner.vaultCard(args)),
+    payoutDestination: (args) => around("payoutDestination", () => inner.payoutDestination(args)),
+    reclaimFailedPayout: (args) => around(`reclaimFailedPayout ${args.reference}`, () => inner.reclaimFailedPayout(args)),
   };
 }
 
