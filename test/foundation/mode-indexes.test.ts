@@ -52,7 +52,6 @@ describe("indexes lead with account and mode", () => {
       [requestIds, "request_ids", "request_ids_account"],
       [testClocks, "test_clocks", "test_clocks_account"],
       [users, "users", "users_account"],
-      [events, "events", "events_account"],
       [webhookEndpoints, "webhook_endpoints", "webhook_endpoints_account"],
       [payouts, "payouts", "payouts_account"],
       [payments, "payments", "payments_account"],
@@ -64,6 +63,10 @@ describe("indexes lead with account and mode", () => {
       expectIndexed(await planOf(listPage(table)), name, index, ")");
       expectIndexed(await planOf(listPage(table, lt(table.id, "zzz"))), name, index, " AND id<?)");
     }
+    // The events feed pages by its commit order (feed_position), not by id (src/routes/events/feed.ts).
+    const feedPage = (...conditions: SQL[]) => db.select().from(events).where(owned(events, caller, ...conditions)).orderBy(desc(events.feedPosition)).limit(11);
+    expectIndexed(await planOf(feedPage()), "events", "events_account_mode_feed", ")");
+    expectIndexed(await planOf(feedPage(lt(events.feedPosition, 100))), "events", "events_account_mode_feed", " AND feed_position<?)");
   });
 
   it("the filtered lists", async () => {
@@ -71,7 +74,8 @@ describe("indexes lead with account and mode", () => {
     expectIndexed(await planOf(listPage(payments, eq(payments.subscriptionId, "sub_1"))), "payments", "payments_subscription", " AND subscription_id=?");
     expectIndexed(await planOf(listPage(refunds, eq(refunds.paymentId, "pay_1"))), "refunds", "refunds_payment", " AND payment_id=?");
     expectIndexed(await planOf(listPage(subscriptions, eq(subscriptions.userId, "usr_1"))), "subscriptions", "subscriptions_account_user", " AND user_id=?");
-    expectIndexed(await planOf(listPage(events, eq(events.type, "customer.created"))), "events", "events_account_type", " AND type=?");
+    const byType = db.select().from(events).where(owned(events, caller, eq(events.type, "customer.created"))).orderBy(desc(events.feedPosition)).limit(11);
+    expectIndexed(await planOf(byType), "events", "events_account_type_feed", " AND type=?");
   });
 
   it("an Idempotency-Key is found by (account, mode, key)", async () => {

@@ -18,7 +18,7 @@ beforeEach(() => {
 });
 afterEach(() => receiver.restore());
 
-const ENVELOPE = ["id", "type", "data", "created_at", "object_id", "sequence"];
+const ENVELOPE = ["id", "type", "data", "created_at", "object_id", "sequence", "livemode"];
 const NOTIFICATION = [...ENVELOPE, "event", "subscription_id", "status", "timestamp"];
 
 describe("the webhook envelope", () => {

@@ -84,7 +84,7 @@ describe("the webhooks section of /openapi.json", () => {
 
   it("a payload with a field missing, or of another type, does not match", () => {
     const schema = WEBHOOK_PAYLOADS["payout.paid"];
-    const body = { id: "evt_x", type: "payout.paid", created_at: "2026-11-21T12:00:00.000Z", object_id: "po_x", sequence: 1, data: {} };
+    const body = { id: "evt_x", type: "payout.paid", created_at: "2026-11-21T12:00:00.000Z", object_id: "po_x", sequence: 1, livemode: false, data: {} };
     expect(schema.safeParse(body).success).toBe(false);
     expect(WEBHOOK_PAYLOADS["webhook.test"].safeParse({ ...body, type: "webhook.test", object_id: null, sequence: null, data: { endpoint_id: "whk_x", message: "hi" } }).success).toBe(true);
     expect(WEBHOOK_PAYLOADS["customer.created"].safeParse({ ...body, type: "customer.updated" }).success).toBe(false);

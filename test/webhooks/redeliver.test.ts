@@ -63,6 +63,7 @@ describe("POST /api/events/{id}/redeliver without endpoint_id: only where the ev
     expect(res.status, res.text).toBe(202);
     expect(res.body).toEqual({
       object: "redelivery",
+      livemode: false,
       event_id: event,
       deliveries: [failed, deliveryOf(event, later)].sort(),
       skipped: [
@@ -110,7 +111,7 @@ describe("POST /api/events/{id}/redeliver without endpoint_id: only where the ev
     const event = (await call("/api/events?limit=1", { key: acct.key })).body.data[0].id;
     const res = await redeliver(acct, event);
     expect(res.status, res.text).toBe(202);
-    expect(res.body).toEqual({ object: "redelivery", event_id: event, deliveries: [], skipped: [] });
+    expect(res.body).toEqual({ object: "redelivery", livemode: false, event_id: event, deliveries: [], skipped: [] });
   });
 });
 
@@ -125,7 +126,7 @@ describe("POST /api/events/{id}/redeliver with endpoint_id: that endpoint, whate
     for (const path of ["/ok", "/retrying"]) {
       const res = await redeliver(acct, event, { endpoint_id: endpoints[path] });
       expect(res.status, res.text).toBe(202);
-      expect(res.body).toEqual({ object: "redelivery", event_id: event, deliveries: [deliveryOf(event, endpoints[path])], skipped: [] });
+      expect(res.body).toEqual({ object: "redelivery", livemode: false, event_id: event, deliveries: [deliveryOf(event, endpoints[path])], skipped: [] });
     }
     await waitFor(() => expect(sentTo("/ok")).toHaveLength(2), 8000, 25);
     await waitFor(() => expect(sentTo("/retrying")).toHaveLength(2), 8000, 25);
