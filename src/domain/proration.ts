@@ -69,10 +69,24 @@ export interface ProrationResult {
   next: OpenCharge;
 }
 
+/**
+ * A price of one full period: an exact MinorDecimal (see pricing.priceExact for a plan at a
+ * quantity), a non-negative integer of minor units, or decimal text of minor units ("0.35").
+ */
+export type PeriodPrice = MinorDecimal | number | string;
+
 export interface PeriodPriceInput {
   currency: string;
-  /** The price of one full period at the new plan and quantity, exact (see pricing.priceExact). */
-  periodPrice: MinorDecimal;
+  /** The price of one full period at the new plan and quantity. */
+  periodPrice: PeriodPrice;
+}
+
+function exactPrice(price: PeriodPrice): MinorDecimal {
+  if (typeof price === "number" || typeof price === "string") return minorDecimal(price);
+  if (price === null || typeof price !== "object" || typeof price.scaled !== "bigint" || price.scaled < 0n) {
+    throw new RangeError("a period price must be a non-negative MinorDecimal, integer of minor units or decimal text");
+  }
+  return price;
 }
 
 function currencyOf(code: string, name: string): string {
@@ -109,8 +123,8 @@ function assertOpenCharge(s: OpenCharge): void {
  * The full-period line at the start of a period: the exact period price rounded once. Returns the
  * line amount; after the invoice's discount is known, keep `openCharge(...)` with the net amount.
  */
-export function periodLineAmount(periodPrice: MinorDecimal): number {
-  return roundToMinor(periodPrice);
+export function periodLineAmount(periodPrice: PeriodPrice): number {
+  return roundToMinor(exactPrice(periodPrice));
 }
 
 /**
@@ -122,7 +136,7 @@ export function openCharge(input: {
   currency: string;
   periodStart: Instant;
   periodEnd: Instant;
-  periodPrice: MinorDecimal;
+  periodPrice: PeriodPrice;
   amountCharged?: number;
 }): OpenCharge {
   const periodStart = toEpochMs(input.periodStart, "periodStart");
@@ -135,7 +149,7 @@ export function openCharge(input: {
     coversFrom: periodStart,
     periodStart,
     periodEnd,
-    periodPrice: formatMinorDecimal(input.periodPrice),
+    periodPrice: formatMinorDecimal(exactPrice(input.periodPrice)),
   };
   assertOpenCharge(state);
   return state;
@@ -169,7 +183,8 @@ export function prorateChange(
   if (changeAt > current.periodEnd) {
     throw new RangeError(`changeAt (${new Date(changeAt).toISOString()}) is after the period's end (${new Date(current.periodEnd).toISOString()})`);
   }
-  if (minorDecimalsEqual(minorDecimal(current.periodPrice), change.periodPrice)) {
+  const newPrice = exactPrice(change.periodPrice);
+  if (minorDecimalsEqual(minorDecimal(current.periodPrice), newPrice)) {
     return { lines: [], next: current };
   }
 
@@ -179,7 +194,7 @@ export function prorateChange(
   const creditAmount = unusedAmount(current, changeAt);
   const whole = BigInt(BASIS_POINTS_PER_WHOLE);
   const chargeAmount = roundFractionToMinor(
-    change.periodPrice,
+    newPrice,
     remaining * (whole - BigInt(bp)),
     (end - seconds(current.periodStart)) * whole,
   );
@@ -194,9 +209,40 @@ export function prorateChange(
       coversFrom: changeAt,
       periodStart: current.periodStart,
       periodEnd: current.periodEnd,
-      periodPrice: formatMinorDecimal(change.periodPrice),
+      periodPrice: formatMinorDecimal(newPrice),
     },
   };
+}
+
+/**
+ * The first change of a period, in one call: the period [periodStart, periodEnd) was charged
+ * `oldPeriodPrice` in full (or `amountCharged`, net of its discount), and changes to
+ * `newPeriodPrice` at `changeAt`. Same as prorateChange(openCharge(...), ...); keep `next` for
+ * any later change in the period.
+ */
+export function prorate(input: {
+  currency: string;
+  periodStart: Instant;
+  periodEnd: Instant;
+  changeAt: Instant;
+  oldPeriodPrice: PeriodPrice;
+  newPeriodPrice: PeriodPrice;
+  amountCharged?: number;
+  percentOffBasisPoints?: number;
+}): ProrationResult {
+  const current = openCharge({
+    currency: input.currency,
+    periodStart: input.periodStart,
+    periodEnd: input.periodEnd,
+    periodPrice: input.oldPeriodPrice,
+    amountCharged: input.amountCharged,
+  });
+  return prorateChange(current, {
+    currency: input.currency,
+    periodPrice: input.newPeriodPrice,
+    changeAt: input.changeAt,
+    percentOffBasisPoints: input.percentOffBasisPoints,
+  });
 }
 
 /**

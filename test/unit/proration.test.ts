@@ -9,6 +9,7 @@ import { priceExact, type DecimalTier } from "../../src/domain/pricing";
 import {
   openCharge,
   periodLineAmount,
+  prorate,
   prorateChange,
   restartCycle,
   unusedAmount,
@@ -295,6 +296,26 @@ describe("proration examples", () => {
     expect(atStart.lines.map((l) => l.amount)).toEqual([-3000, 6000]);
     const atEnd = prorateChange(thirtyDays(3000), { currency: "usd", periodPrice: fromMinorUnits(6000), changeAt: T0 + 30 * DAY_MS });
     expect(atEnd.lines.map((l) => l.amount)).toEqual([0, 0]);
+  });
+
+  it("prorates the first change in one call, with prices as integers or decimal text", () => {
+    const r = prorate({
+      currency: "usd",
+      periodStart: "2026-01-01T00:00:00Z",
+      periodEnd: "2026-01-31T00:00:00Z",
+      changeAt: "2026-01-16T00:00:00Z",
+      oldPeriodPrice: 3000,
+      newPeriodPrice: "6000.000",
+    });
+    expect(r.lines.map((l) => l.amount)).toEqual([-1500, 3000]);
+    expect(r.next.periodPrice).toBe("6000");
+    // sub-cent period prices: 100.5 for the whole period, 0.35 × 1,000 = 350 from halfway
+    const d = prorate({ currency: "usd", periodStart: T0, periodEnd: T0 + 30 * DAY_MS, changeAt: T0 + 15 * DAY_MS, oldPeriodPrice: "100.5", newPeriodPrice: "350" });
+    expect(periodLineAmount("100.5")).toBe(101);
+    expect(d.lines.map((l) => l.amount)).toEqual([-51, 175]); // 101 × 1/2 = 50.5 -> 51
+    expect(() => prorate({ currency: "usd", periodStart: T0, periodEnd: T0 + DAY_MS, changeAt: T0, oldPeriodPrice: -1, newPeriodPrice: 1 })).toThrow(RangeError);
+    expect(() => prorate({ currency: "usd", periodStart: T0, periodEnd: T0 + DAY_MS, changeAt: T0, oldPeriodPrice: 1, newPeriodPrice: "1e3" })).toThrow(/exponent/);
+    expect(() => prorate({ currency: "usd", periodStart: T0, periodEnd: T0 + DAY_MS, changeAt: T0, oldPeriodPrice: 1, newPeriodPrice: { scaled: -1n } })).toThrow(/non-negative MinorDecimal/);
   });
 
   it("takes ISO 8601 instants as well as epoch ms", () => {
