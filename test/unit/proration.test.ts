@@ -131,6 +131,46 @@ describe("prorations over any sequence of changes within a period (property)", (
     );
   });
 
+  it("across renewals of an anchored monthly or yearly subscription, all its lines stay within half a unit each of the time-weighted price", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: Date.UTC(2000, 0, 1), max: Date.UTC(2040, 0, 1) }),
+        fc.constantFrom("month", "year") as fc.Arbitrary<"month" | "year">,
+        fc.integer({ min: 1, max: 4 }),
+        priceArb,
+        fc.array(fc.tuple(fc.double({ min: 0, max: 1, noNaN: true }), priceArb), { maxLength: 15 }),
+        (anchor, interval, periods, first, raw) => {
+          const bound = (n: number) => addIntervals(new Date(anchor), interval, n).getTime();
+          const total = bound(periods) - anchor;
+          const changes = raw.map(([f, price]) => ({ at: anchor + Math.floor(f * total), price })).sort((a, b) => a.at - b.at);
+          let price = first;
+          for (let p = 0; p < periods; p++) {
+            const [start, end] = [bound(p), bound(p + 1)];
+            let state = openCharge({ currency: "usd", periodStart: start, periodEnd: end, periodPrice: price }); // the renewal
+            let periodBilled = BigInt(state.amount);
+            let periodLines = 1;
+            let from = sec(start);
+            let weighted = 0n;
+            for (const c of changes.filter((c) => c.at >= start && c.at < end)) {
+              const r = prorateChange(state, { currency: "usd", periodPrice: c.price, changeAt: c.at });
+              for (const l of r.lines) periodBilled += BigInt(l.amount);
+              periodLines += r.lines.length;
+              weighted += price.scaled * (sec(c.at) - from);
+              from = sec(c.at);
+              price = c.price;
+              state = r.next;
+            }
+            weighted += price.scaled * (sec(end) - from);
+            // each period on its own: its renewal line plus its prorations against its time-weighted price
+            const den = SCALE * (sec(end) - sec(start));
+            expect(2n * abs(periodBilled * den - weighted) <= BigInt(periodLines) * den).toBe(true);
+          }
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
   it("never credits more than the open charge it reverses, nor more than was charged in all", () => {
     fc.assert(
       fc.property(scenarioArb, ({ period, first, steps }) => {
