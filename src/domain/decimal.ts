@@ -46,8 +46,6 @@ export type MinorDecimalParse =
   | { ok: true; value: MinorDecimal }
   | { ok: false; reason: MinorDecimalError; message: string };
 
-export const ZERO_DECIMAL: MinorDecimal = Object.freeze({ scaled: 0n });
-
 const make = (scaled: bigint): MinorDecimal => Object.freeze({ scaled });
 
 const PLAIN = /^([0-9]+)(?:\.([0-9]+))?$/;
@@ -199,9 +197,4 @@ export function toSafeMinor(amount: bigint): number {
     throw new RangeError(`amount ${amount} (minor units) overflows: it is beyond Number.MAX_SAFE_INTEGER`);
   }
   return Number(amount);
-}
-
-/** The exact value of a MinorDecimal as a fraction `{ numerator, denominator }` of minor units (for proofs and reports). */
-export function minorDecimalFraction(d: MinorDecimal): { numerator: bigint; denominator: bigint } {
-  return { numerator: d.scaled, denominator: SCALE };
 }
