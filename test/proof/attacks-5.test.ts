@@ -216,3 +216,276 @@ describe("hostile input: a card number outside the JSON body", () => {
     expect(sub.card).toMatchObject({ brand: "visa", last4: "4242" });
   });
 });
+
+describe("API versions against data shaped like the API's own objects", () => {
+  const EVENT_LIKE = { object: "event", object_id: "usr_x", sequence: 7, type: "customer.created", id: "evt_x" };
+  const LIST_LIKE = { object: "list", data: "event", has_more: false, sequence: 1, object_id: "x" };
+
+  it("metadata shaped like an event or a list of events reads back unchanged in every version, and for an account pinned to the oldest", async () => {
+    const { API_VERSIONS } = await import("../../src/domain/api-versions");
+    const owner = await signup("Versions");
+    for (const [n, metadata] of [EVENT_LIKE, LIST_LIKE].entries()) {
+      const created = await call("/api/request-id", { key: owner.key, body: { purpose: "event-like", metadata }, idempotencyKey: `shape-${n}` });
+      expect(created.status, created.text).toBe(201);
+      for (const { version } of API_VERSIONS) {
+        const headers = { "tender-version": version };
+        const answers = [
+          await call(`/api/request-id/${created.body.id}`, { key: owner.key, headers }),
+          await call("/api/request-id", { key: owner.key, body: { purpose: "event-like", metadata }, headers, idempotencyKey: `shape-${n}` }),
+        ];
+        for (const res of answers) expect(res.body.metadata, `${version}: ${res.text}`).toEqual(metadata);
+        const list = await call("/api/request-id?limit=100", { key: owner.key, headers });
+        expect(list.body.data.find((r: { id: string }) => r.id === created.body.id).metadata, version).toEqual(metadata);
+      }
+    }
+    // Pinned to the first version (no header): the same.
+    const pinned = await signup("Pinned");
+    await env.DB.prepare("UPDATE accounts SET api_version = ? WHERE id = ?").bind(API_VERSIONS[0].version, pinned.id).run();
+    const made = await call("/api/request-id", { key: pinned.key, body: { purpose: "pinned", metadata: EVENT_LIKE } });
+    expect(made.headers.get("tender-version")).toBe(API_VERSIONS[0].version);
+    expect(made.body.metadata).toEqual(EVENT_LIKE);
+    expect((await call(`/api/request-id/${made.body.id}`, { key: pinned.key })).body.metadata).toEqual(EVENT_LIKE);
+  });
+});
+
+describe("the events feed under many writers", () => {
+  type FeedItem = { id: string; type: string; object_id: string | null; livemode: boolean };
+
+  /** Everything committed after `cursor`, oldest first, paged as `tender listen` pages it. */
+  async function readAfter(key: string, cursor: string, limit: number): Promise<FeedItem[]> {
+    const out: FeedItem[] = [];
+    for (let at = cursor; ; ) {
+      const res = await call(`/api/events?ending_before=${at}&limit=${limit}`, { key });
+      expect(res.status, res.text).toBe(200);
+      const page = res.body as { data: FeedItem[]; has_more: boolean };
+      out.push(...[...page.data].reverse());
+      if (!page.has_more || page.data.length === 0) return out;
+      at = page.data[0].id;
+    }
+  }
+
+  it("a reader paging the whole time sees every event of its mode exactly once, in commit order, with held commits, background settlements and the other mode writing too", async () => {
+    const { faultyD1, sqlMatches } = await import("../support/faults");
+    const { fetchWith } = await import("../support/http");
+    const { liveKey } = await import("../support/fixtures");
+    const { quiesce } = await import("../support/db");
+    const owner = await signup("Feed under load");
+    const live = await liveKey(owner.id);
+    const first = await createUser(owner, { name: "First Reader" });
+    const start = (await call("/api/events?limit=1", { key: owner.key })).body.data[0] as FeedItem;
+    expect(start.object_id).toBe(first.id);
+    const plan = await createPlan(owner);
+
+    // Commits held on their way to D1 (their event ids are made now, they commit last).
+    const held: { release: () => void; done: Promise<CallResult> }[] = [];
+    for (let i = 0; i < 3; i++) {
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      const db = faultyD1(env.DB, [], { gate: async (op) => (op.kind === "batch" && sqlMatches(op, /insert into "events"/i) ? released : undefined) });
+      held.push({ release, done: fetchWith({ DB: db }, "/api/users", { key: owner.key, json: { name: `Held ${i}`, email: `held${i}@example.com` } }) });
+    }
+
+    let writing = true;
+    const writers = (async () => {
+      const work: Promise<unknown>[] = [];
+      for (let i = 0; i < 6; i++) {
+        work.push(
+          (async () => {
+            const user = await createUser(owner, { name: `Writer ${i}`, email: `w${i}@example.com` });
+            await call(`/api/users/${user.id}`, { key: owner.key, method: "PUT", body: { name: `Writer ${i} again`, email: `w${i}@example.com` } });
+            const sub = await subscribed(owner, user.id, plan.id);
+            const payment = (await call(`/payments?subscription_id=${sub.id}`, { key: owner.key })).body.data[0];
+            // A refund settles through the queue: refund.completed commits in the background.
+            await call("/refunds", { key: owner.key, body: { payment_id: payment.id, amount: 100 } });
+          })(),
+          call("/api/users", { key: live, body: { name: `Live ${i}`, email: `live${i}@example.com` } }),
+        );
+      }
+      await Promise.all(work);
+      held.forEach((h) => h.release());
+      await Promise.all(held.map((h) => h.done));
+      writing = false;
+    })();
+
+    // The reader: from `start`, forward page by page, the whole time the writers write.
+    const seen: FeedItem[] = [];
+    let cursor = start.id;
+    let readWhileWriting = 0;
+    while (writing) {
+      const got = await readAfter(owner.key, cursor, 3);
+      seen.push(...got);
+      readWhileWriting += got.length;
+      if (got.length > 0) cursor = got[got.length - 1].id;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    await writers;
+    expect(readWhileWriting, "the reader read while the writers wrote").toBeGreaterThan(0);
+    await quiesce();
+    seen.push(...(await readAfter(owner.key, cursor, 3)));
+
+    const committed = (
+      await env.DB.prepare("SELECT id, livemode FROM events WHERE account_id = ? AND feed_position > (SELECT feed_position FROM events WHERE id = ?) ORDER BY feed_position")
+        .bind(owner.id, start.id)
+        .all<{ id: string; livemode: number }>()
+    ).results;
+    const testMode = committed.filter((e) => e.livemode === 0).map((e) => e.id);
+    expect(committed.some((e) => e.livemode === 1), "the live key wrote meanwhile").toBe(true);
+    expect(new Set(seen.map((e) => e.id)).size, "no event read twice").toBe(seen.length);
+    expect(seen.every((e) => e.livemode === false), "no live event in a test reader's feed").toBe(true);
+    expect(seen.map((e) => e.id), "every test event, once, in commit order").toEqual(testMode);
+    expect(seen.filter((e) => e.type === "refund.completed")).toHaveLength(6);
+    // The held commits' events carry ids older than events the reader had already passed.
+    const heldUsers = (await Promise.all(held.map((h) => h.done))).map((r) => r.body.id as string);
+    const heldEvents = seen.filter((e) => e.type === "customer.created" && heldUsers.includes(e.object_id!));
+    expect(heldEvents).toHaveLength(3);
+    expect(seen.findIndex((e) => e.id > heldEvents[0].id), "a newer event was read before the held ones").toBeLessThan(seen.indexOf(heldEvents[0]));
+  }, 60_000);
+
+  it("a cursor of another account or of the other mode answers 400 invalid_cursor, never another tenant's page", async () => {
+    const { liveKey } = await import("../support/fixtures");
+    const mine = await signup("Mine");
+    const theirs = await signup("Theirs");
+    const live = await liveKey(mine.id);
+    await createUser(mine);
+    await createUser(theirs);
+    await call("/api/users", { key: live, body: { name: "Live One", email: "live1@example.com" } });
+    const theirEvent = (await call("/api/events?limit=1", { key: theirs.key })).body.data[0].id;
+    const liveEvent = (await call("/api/events?limit=1", { key: live })).body.data[0].id;
+    const testEvent = (await call("/api/events?limit=1", { key: mine.key })).body.data[0].id;
+    for (const [key, cursor] of [
+      [mine.key, theirEvent],
+      [mine.key, liveEvent],
+      [live, testEvent],
+      [live, theirEvent],
+    ]) {
+      for (const param of ["starting_after", "ending_before"]) {
+        const res = await call(`/api/events?${param}=${cursor}`, { key });
+        expect(expectError(res, 400, "invalid_request_error", "invalid_cursor").param).toBe(param);
+        for (const filter of ["type=customer.created", `object_id=${cursor}`]) {
+          expectError(await call(`/api/events?${param}=${cursor}&${filter}`, { key }), 400, "invalid_request_error", "invalid_cursor");
+        }
+      }
+    }
+  });
+
+  it("a type filter refuses look-alikes of a type (case, spaces, fullwidth and Cyrillic letters, zero-width and NUL characters, a list)", async () => {
+    const owner = await signup("Types");
+    await createUser(owner);
+    for (const type of [
+      "CUSTOMER.CREATED",
+      "customer.created ",
+      " customer.created",
+      "customer．created",
+      "customer.сreated", // Cyrillic с
+      "customer.\u200bcreated",
+      "customer.created\u0000",
+      "customer.*",
+      "*",
+      "customer",
+      "customer.created,customer.updated",
+    ]) {
+      const res = await call(`/api/events?type=${encodeURIComponent(type)}`, { key: owner.key });
+      expect(res.status, `${JSON.stringify(type)}: ${res.text}`).toBe(400);
+      expect(res.body.error).toMatchObject({ code: "parameter_invalid", param: "type" });
+    }
+    const twice = await call("/api/events?type=customer.created&type=customer.updated", { key: owner.key });
+    expect(twice.status, twice.text).toBe(400);
+    const exact = await call("/api/events?type=customer.created", { key: owner.key });
+    expect(exact.status).toBe(200);
+    expect(exact.body.data).toHaveLength(1);
+  });
+});
+
+describe("tender listen never prints a secret", () => {
+  async function cli() {
+    const { main, EXIT } = await import("@tender/client/cli");
+    const { webhooks } = await import("@tender/client");
+    const { workerFetch } = await import("../client/support");
+    const { BASE } = await import("../support/http");
+    const io = (apiKey: string | undefined, extra: Record<string, unknown> = {}, env: Record<string, string> = {}) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      return {
+        out,
+        err,
+        io: {
+          env: { TENDER_API_URL: BASE, ...(apiKey ? { TENDER_API_KEY: apiKey } : {}), ...env },
+          stdout: (line: string) => void out.push(line),
+          stderr: (line: string) => void err.push(line),
+          fetch: workerFetch().fetch,
+          sleep: async () => {},
+          ...extra,
+        },
+      };
+    };
+    return { main, EXIT, webhooks, io };
+  }
+
+  it("with the secret in TENDER_WEBHOOK_SECRET: forwarding, a failing target, an API error while listening and --json print neither it nor any part of it but its last 4", async () => {
+    const { main, webhooks, io } = await cli();
+    const { waitFor } = await import("../support/wait");
+    const owner = await signup("Listener");
+    const secret = webhooks.newSecret();
+    for (const argv of [[], ["--json"]]) {
+      const stop = new AbortController();
+      let calls = 0;
+      const forward = async () => {
+        calls++;
+        if (calls === 1) return new Response("ok", { status: 200 });
+        throw new Error("connect ECONNREFUSED 127.0.0.1:3000");
+      };
+      const run = io(owner.key, { signal: stop.signal, forward }, { TENDER_WEBHOOK_SECRET: secret });
+      const listening = main(["listen", "--forward-to", "http://localhost:3000/webhooks", "--interval", "10", ...argv], run.io as never);
+      await waitFor(() => expect(run.err.join("\n")).toContain("Ctrl-C"), 5000, 10);
+      await createUser(owner, { name: "Heard One" });
+      await createUser(owner, { name: "Heard Two" });
+      await waitFor(() => expect(calls).toBeGreaterThanOrEqual(2), 5000, 10);
+      stop.abort();
+      await listening;
+      const printed = [...run.out, ...run.err].join("\n");
+      expect(run.out.length, printed).toBeGreaterThanOrEqual(2);
+      expect(printed).not.toContain(secret);
+      expect(printed).not.toContain(secret.slice(6, -4));
+      expect(printed).not.toContain(secret.slice(6, 14));
+    }
+    // The API key revoked while listening: the error is printed, the secret is not.
+    const { createKey } = await import("../support/fixtures");
+    const restricted = await createKey(owner, ["events:read"]);
+    const stop = new AbortController();
+    const run = io(restricted.secret, { signal: stop.signal, forward: async () => new Response("ok") }, { TENDER_WEBHOOK_SECRET: secret });
+    const listening = main(["listen", "--forward-to", "http://localhost:3000/webhooks", "--interval", "10"], run.io as never);
+    await waitFor(() => expect(run.err.join("\n")).toContain("Ctrl-C"), 5000, 10);
+    expect((await call(`/api/keys/${restricted.id}`, { key: owner.key, method: "DELETE" })).status).toBe(200);
+    const code = await Promise.race([listening, new Promise((resolve) => setTimeout(() => resolve("still listening"), 3000))]);
+    stop.abort();
+    await listening;
+    expect(code).not.toBe("still listening");
+    const printed = [...run.out, ...run.err].join("\n");
+    expect(printed).toMatch(/401/);
+    expect(printed).not.toContain(secret.slice(6, -4));
+    expect(printed).not.toContain(restricted.secret);
+  });
+
+  it("a secret or an API key typed where another value belongs is not repeated in the usage error", async () => {
+    const { main, EXIT, webhooks, io } = await cli();
+    const owner = await signup("Typos");
+    const secret = webhooks.newSecret();
+    const cases = [
+      ["listen", "--forward-to", "http://localhost:3000/webhooks", secret],
+      ["listen", "--forward-to", secret],
+      ["listen", "--forward-to", "http://localhost:3000/webhooks", "--interval", secret],
+      ["listen", "--forward-to", "http://localhost:3000/webhooks", "--events", secret],
+      ["listen", "--forward-to", "http://localhost:3000/webhooks", owner.key],
+      ["events", owner.key],
+      [secret],
+    ];
+    for (const argv of cases) {
+      const run = io(owner.key);
+      expect(await main(argv, run.io as never), argv.join(" ")).toBe(EXIT.usage);
+      const printed = [...run.out, ...run.err].join("\n");
+      expect(printed, argv.join(" ")).toMatch(/^tender: /);
+      expect(printed, argv.join(" ")).not.toContain(secret.slice(6, -4));
+      expect(printed, argv.join(" ")).not.toContain(owner.key);
+    }
+  });
+});
