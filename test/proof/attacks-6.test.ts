@@ -7,7 +7,7 @@
 // test/support/invariants.ts are checked after each.
 import { env } from "cloudflare:workers";
 import fc from "fast-check";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Bindings } from "../../src/env";
 import { settleStaleClaims } from "../../src/billing/claims";
 import { renewChunk } from "../../src/billing/renewals";
@@ -18,7 +18,7 @@ import { processDelivery } from "../../src/webhooks/consumer";
 import { sweepDeliveries } from "../../src/webhooks/sweeper";
 import { type Account, type CallResult, call, expectError, fetchWith, signup, withEnv } from "../support/http";
 import { createPlan, createUser, subscribed } from "../support/fixtures";
-import { CARDS, cardFields } from "../support/cards";
+import { CARDS, captureLogs, cardFields } from "../support/cards";
 import { advance, createClock, makeDue } from "../support/clock";
 import { countOf, one } from "../support/db";
 import { type D1Op, type Ledger, type Receivers, faultyD1, gatedProcessor, installReceivers, ledgerProcessor, recordingQueue, writesTo } from "../support/faults";
@@ -26,9 +26,20 @@ import { atMostOneProcessorCallPer, everyEventDeliveredOrFailed, mark, paymentsE
 import { invariants } from "../support/checks";
 import { RECEIVER_ORIGIN } from "../support/receiver";
 
+// Everything logged meanwhile (processor timeouts, unknown outcomes) is kept, and must hold no
+// card number or CVV sent.
+let logs: ReturnType<typeof captureLogs>;
+beforeEach(() => {
+  logs = captureLogs();
+});
 afterEach(() => {
   useProcessor();
   useClock();
+  try {
+    logs.expectNoCardData();
+  } finally {
+    logs.restore();
+  }
 });
 
 const MINUTE = 60_000;
@@ -326,4 +337,161 @@ describe("a redelivery made while the consumer is delivering", () => {
       receivers.restore();
     }
   });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Interleavings: every D1 round trip and processor call of each worker waits on fast-check's
+// scheduler (as in interleavings.test.ts), so each run is one ordering of the workers' steps.
+
+describe("workers at once on a claim whose charge is unknown", () => {
+  const NUM_RUNS = 8;
+  type Scheduler = fc.Scheduler;
+  const short = (op: D1Op) => `${op.kind} ${op.sql.map((q) => q.trim().slice(0, 36)).join(" | ")}`.slice(0, 120);
+  const gatedEnv = (s: Scheduler, who: string, overrides: Partial<Bindings> = {}) =>
+    withEnv({ DB: faultyD1(env.DB, [], { gate: (op) => s.schedule(Promise.resolve(`${who}: ${short(op)}`)) }), DELIVERY_QUEUE: recordingQueue(), JOB_QUEUE: recordingQueue(), ...overrides });
+  const settled = <T>(p: Promise<T>) => p.then((value) => ({ value, error: null as unknown }), (error: unknown) => ({ value: null as T | null, error }));
+  const request = (s: Scheduler, who: string, path: string, init: { method: string; key: string; json?: unknown }) => {
+    const e = gatedEnv(s, who);
+    return fetchWith({ DB: e.DB, DELIVERY_QUEUE: e.DELIVERY_QUEUE, JOB_QUEUE: e.JOB_QUEUE }, path, init);
+  };
+  const clean = (res: CallResult, context: string, codes: string[]) => {
+    if (res.status < 300) return;
+    expect(res.text, context).not.toMatch(/D1_ERROR|\n\s+at /);
+    expect(codes, `${context}: ${res.status} ${res.text.slice(0, 200)}`).toContain(res.body.error?.code);
+  };
+
+  /** Each charge the processor was paid for is recorded, and its period is paid and passed. */
+  async function chargedPeriodsAdvanced(subscriptionId: string) {
+    const rows = (
+      await env.DB.prepare(
+        `SELECT p.charge_reference, sp.status AS period_status, sp.period_index, s.periods_billed FROM payments p JOIN subscriptions s ON s.id = p.subscription_id
+         LEFT JOIN subscription_periods sp ON sp.payment_id = p.id WHERE p.subscription_id = ? AND p.status = 'completed'`,
+      )
+        .bind(subscriptionId)
+        .all<{ charge_reference: string; period_status: string | null; period_index: number | null; periods_billed: number }>()
+    ).results;
+    const bad = rows.filter((r) => r.period_status !== "paid" || r.period_index === null || r.periods_billed <= r.period_index);
+    if (bad.length > 0) throw new Error(`chargedPeriodsAdvanced: ${bad.map((r) => `${r.charge_reference} -> ${r.period_status}`).join("; ")}`);
+  }
+
+  async function property(run: (s: Scheduler, cards: ReturnType<typeof cardLedger>) => Promise<void>) {
+    await fc.assert(
+      fc.asyncProperty(fc.scheduler(), async (s) => {
+        const cards = cardLedger();
+        cards.install();
+        try {
+          await run(s, cards);
+        } finally {
+          useProcessor();
+          useClock();
+        }
+      }),
+      { numRuns: NUM_RUNS, endOnFailure: true },
+    );
+  }
+
+  /** A past-due subscription whose card update's charge never answered: its claim given back, unsettled. */
+  async function unknownCardUpdate(cards: ReturnType<typeof cardLedger>, acct: Account, sub?: { id: string }) {
+    const target = sub ?? (await pastDue(acct, cards.ledger));
+    cards.ledger.inject({ kind: "timeout_after_success", method: "chargeToken", when: (c) => c.reference.startsWith(`${target.id}:`) });
+    const put = await call(`/subscriptions/${target.id}`, { key: acct.key, method: "PUT", body: cardFields(CARDS.mastercard, "739") });
+    expect(put.status, put.text).toBe(500);
+    cards.ledger.inject();
+    return target;
+  }
+
+  it("two claim settlements at once (overlapping cron runs) send the reference once more and record it once", async () => {
+    const acct = await signup();
+    await property(async (s, cards) => {
+      const sub = await unknownCardUpdate(cards, acct);
+      const since = await mark(cards.ledger);
+      cards.install((p) => gatedProcessor(p, (label) => s.schedule(Promise.resolve(label))));
+      const at = Date.now() + LEASE;
+      useClock({ now: () => at });
+      const outcomes = await s.waitFor(Promise.all([settled(settleStaleClaims(gatedEnv(s, "cron A"), at)), settled(settleStaleClaims(gatedEnv(s, "cron B"), at))]));
+      cards.install();
+      await cards.ledger.idle();
+      expect(outcomes.map((o) => o.error).filter(Boolean), "neither run fails").toEqual([]);
+      expect(outcomes.map((o) => o.value ?? []).flat().sort()).toEqual(["renewed"]);
+      expect(await subscriptionRow(sub.id)).toMatchObject({ status: "active", periods_billed: 2, card_last4: "4444" });
+      await invariants("two claim settlements", [
+        cards.oneCardPerReference,
+        () => paymentsEqualCharges(cards.ledger, { since }),
+        () => atMostOneProcessorCallPer(cards.ledger, "period_attempt", { since, once: true }),
+        () => chargedPeriodsAdvanced(sub.id),
+      ]);
+    });
+  }, 90_000);
+
+  it("the claim settlement against a cancel and a second card update: charged once, with its own card; a cancel that answered holds", async () => {
+    const acct = await signup();
+    await property(async (s, cards) => {
+      const sub = await unknownCardUpdate(cards, acct);
+      const since = await mark(cards.ledger);
+      cards.install((p) => gatedProcessor(p, (label) => s.schedule(Promise.resolve(label))));
+      const at = Date.now();
+      const [cron, cancel, update] = await s.waitFor(
+        Promise.all([
+          settled(settleStaleClaims(gatedEnv(s, "cron"), at)),
+          request(s, "cancel", `/subscriptions/${sub.id}`, { method: "DELETE", key: acct.key }),
+          request(s, "update", `/subscriptions/${sub.id}`, { method: "PUT", key: acct.key, json: cardFields(CARDS.visa, "739") }),
+        ]),
+      );
+      cards.install();
+      await cards.ledger.idle();
+      expect(cron.error, "the cron does not fail").toBeNull();
+      clean(cancel, "DELETE", ["charge_in_progress"]);
+      clean(update, "PUT", ["charge_in_progress", "subscription_changed", "subscription_canceled", "idempotency_key_in_use"]);
+      const row = await subscriptionRow(sub.id);
+      if (cancel.status === 200) expect(row.status, "an answered cancel holds").toBe("canceled");
+      expect(await countOf("SELECT count(*) AS n FROM payments WHERE subscription_id = ? AND status = 'completed' AND charge_reference LIKE ?", sub.id, `${sub.id}:period:1:%`)).toBe(1);
+      await invariants("settlement vs cancel vs card update", [
+        cards.oneCardPerReference,
+        () => paymentsEqualCharges(cards.ledger, { since }),
+        () => atMostOneProcessorCallPer(cards.ledger, "period_attempt", { since }),
+        () => chargedPeriodsAdvanced(sub.id),
+      ]);
+    });
+  }, 90_000);
+
+  it("the claim settlement against a test clock advance of the subscription's clock (and the wall-clock renewal run, which leaves it alone): every period charged once", async () => {
+    const acct = await signup();
+    await property(async (s, cards) => {
+      const clock = await createClock(acct, "2026-01-15T12:00:00.000Z");
+      const user = await createUser(acct, { testClock: clock.id });
+      const plan = await createPlan(acct);
+      const created = await subscribed(acct, user.id, plan.id);
+      cards.ledger.inject({ kind: "decline", method: "chargeToken", when: (c) => c.reference.startsWith(`${created.id}:`) });
+      await advance(acct, clock.id, "2026-02-16T12:00:00.000Z");
+      cards.ledger.inject();
+      expect((await subscriptionRow(created.id)).status).toBe("past_due");
+      const sub = await unknownCardUpdate(cards, acct, created);
+      const since = await mark(cards.ledger);
+      cards.install((p) => gatedProcessor(p, (label) => s.schedule(Promise.resolve(label))));
+      const at = Date.now();
+      const [cron, renewal, advanced] = await s.waitFor(
+        Promise.all([
+          settled(settleStaleClaims(gatedEnv(s, "cron"), at)),
+          settled(renewChunk(gatedEnv(s, "renewal"), [sub.id], at)),
+          request(s, "advance", `/api/test-clocks/${clock.id}/advance`, { method: "POST", key: acct.key, json: { frozen_time: "2026-04-16T12:00:00.000Z" } }),
+        ]),
+      );
+      cards.install();
+      await cards.ledger.idle();
+      expect([cron.error, renewal.error].filter(Boolean), "neither background worker fails").toEqual([]);
+      clean(advanced, "advance", ["test_clock_advancing", "idempotency_key_in_use"]);
+      // What the advance left to later runs (a claim it met in flight) is finished by the cron.
+      await settleAt(Date.now() + LEASE + MINUTE);
+      if (advanced.status !== 200) expect((await call(`/api/test-clocks/${clock.id}/advance`, { key: acct.key, body: { frozen_time: "2026-04-16T12:00:00.000Z" } })).status).toBe(200);
+      await cards.ledger.idle();
+      await invariants("settlement vs renewal vs advance", [
+        cards.oneCardPerReference,
+        () => paymentsEqualCharges(cards.ledger, { since }),
+        () => atMostOneProcessorCallPer(cards.ledger, "period_attempt", { since }),
+        () => chargedPeriodsAdvanced(sub.id),
+      ]);
+      const periods = await countOf("SELECT count(*) AS n FROM payments WHERE subscription_id = ? AND status = 'completed' AND charge_reference LIKE ?", sub.id, `${sub.id}:period:1:%`);
+      expect(periods, "the unpaid period is paid once").toBe(1);
+    });
+  }, 120_000);
 });
