@@ -178,10 +178,14 @@ describe("hostile input: a card number outside the JSON body", () => {
         ["unknown query parameter", await call(`/api/users?${CARDS.visa}=1`, { key: acct.key })],
         ["Tender-Consistency", await call("/api/users", { key: acct.key, headers: { "tender-consistency": CARDS.visa } })],
         ["fullwidth path id", await call(`/subscriptions/${encodeURIComponent(inScript(CARDS.visa, 0xff10))}`, { key: acct.key })],
+        ["unknown route", await call(`/payments/${CARDS.visa}/capture`, { key: acct.key })],
+        ["unknown route, no credential", await call(`/${groupsOf(CARDS.visa, "-")}`)],
+        ["dashboard path", await call(`/dashboard/${CARDS.visa}`)],
+        ["bearer credential", await call("/api/users", { key: CARDS.visa })],
       ];
       for (const [where, res] of answers) {
         expect(res.status, `${where}: ${res.text}`).toBeGreaterThanOrEqual(200);
-        for (const pan of [CARDS.visa, CARDS.mastercard, inScript(CARDS.visa, 0xff10)]) if (res.text.includes(pan)) echoed.push(where);
+        for (const pan of [CARDS.visa, CARDS.mastercard, inScript(CARDS.visa, 0xff10), groupsOf(CARDS.visa, "-")]) if (res.text.includes(pan)) echoed.push(where);
       }
       expect(echoed, "answers that repeat the card number").toEqual([]);
       logs.expectNoCardData();

@@ -495,3 +495,48 @@ describe("workers at once on a claim whose charge is unknown", () => {
     });
   }, 120_000);
 });
+
+describe("overlapping cron runs and repeated job messages", () => {
+  it("two cron runs at once, then every renewal message they queued delivered twice at once: each due period charged once, the unknown claim settled once", async () => {
+    const { createExecutionContext, waitOnExecutionContext } = await import("cloudflare:test");
+    const { runScheduled } = await import("../../src/cron");
+    const { runJobs } = await import("../support/queue");
+    const { dueSubscription } = await import("../support/fixtures");
+    const cards = cardLedger();
+    cards.install();
+    const acct = await signup();
+    const unknown = await pastDue(acct, cards.ledger);
+    cards.ledger.inject({ kind: "timeout_after_success", method: "chargeToken", when: (c) => c.reference.startsWith(`${unknown.id}:`) });
+    expect((await call(`/subscriptions/${unknown.id}`, { key: acct.key, method: "PUT", body: cardFields(CARDS.mastercard, "739") })).status).toBe(500);
+    cards.ledger.inject();
+    const user = await createUser(acct, { name: "Due Person" });
+    const plan = await createPlan(acct);
+    const due = [await dueSubscription(acct, user.id, plan.id), await dueSubscription(acct, user.id, plan.id)];
+    const since = await mark(cards.ledger);
+
+    const queues = [recordingQueue(), recordingQueue()];
+    const at = Date.now();
+    await Promise.all(
+      queues.map(async (queue) => {
+        const ctx = createExecutionContext();
+        await runScheduled(withEnv({ JOB_QUEUE: queue, DELIVERY_QUEUE: recordingQueue() }), at, ctx).catch(() => undefined);
+        await waitOnExecutionContext(ctx);
+      }),
+    );
+    const jobs = queues.flatMap((q) => q.sent) as Parameters<typeof runJobs>;
+    expect(jobs.length, "one walk of the due index: the second run respects the first's lease").toBeGreaterThan(0);
+    await Promise.all([runJobs(...jobs), runJobs(...jobs)]);
+    await cards.ledger.idle();
+
+    for (const id of due) {
+      expect(await countOf("SELECT count(*) AS n FROM payments WHERE subscription_id = ? AND status = 'completed'", id), id).toBe(2);
+      expect((await subscriptionRow(id)).periods_billed).toBe(2);
+    }
+    expect(await subscriptionRow(unknown.id)).toMatchObject({ status: "active", periods_billed: 2, card_last4: "4444" });
+    await invariants("overlapping cron runs", [
+      cards.oneCardPerReference,
+      () => paymentsEqualCharges(cards.ledger, { since }),
+      () => atMostOneProcessorCallPer(cards.ledger, "period_attempt", { since }),
+    ]);
+  });
+});
