@@ -10,6 +10,7 @@ import { registerDashboard } from "./dashboard";
 import { docsPage } from "./routes/docs-page";
 import { favicon } from "./routes/favicon";
 import { CURRENT_API_VERSION } from "./domain/api-versions";
+import { containsCardNumber, withoutCardNumbers } from "./domain/cards";
 
 export function newApp() {
   // A refused field answers the error shape with its written message (src/routes/openapi.ts).
@@ -33,7 +34,12 @@ export function newApp() {
       console.error(JSON.stringify({ request_id: requestId, error: error instanceof Error ? `${error.name}: ${error.message}` : String(error), stack: (error as Error)?.stack }));
       apiError = internalError();
     }
-    const response = c.json(apiError.body(requestId), apiError.status);
+    // A message or param that quotes what the caller sent (a header, a path id, a cursor) never
+    // repeats a card number in it.
+    const body = apiError.body(requestId);
+    body.error.message = withoutCardNumbers(body.error.message);
+    if (body.error.param !== undefined && containsCardNumber(body.error.param)) delete body.error.param;
+    const response = c.json(body, apiError.status);
     for (const [name, value] of Object.entries(apiError.headers)) response.headers.set(name, value);
     response.headers.set(REQUEST_ID_HEADER, requestId);
     return response;

@@ -177,33 +177,95 @@ export function checkCard(input: CardInput, now: Date): CardCheck {
 const UUID_TEXT = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
 
 /**
- * Maximal runs of ASCII digits in which a single space or dash may separate two digits
- * ("4242 4242-4242 4242"). Two separators in a row, or a separator not between digits, end a run.
+ * What may stand between two digits of a card number as people (and hostile callers) write one:
+ * up to three of any space (no-break and tab included), any dash, a dot or an underscore.
  */
-const DIGIT_RUN = /[0-9](?:[ -]?[0-9])*/g;
+const SEPARATOR = "[\\s\\p{Pd}._]";
+/** Maximal runs of digits, two of which may be separated by SEPARATOR characters. */
+const DIGIT_RUN = new RegExp(`[0-9](?:${SEPARATOR}{0,3}[0-9])*`, "gu");
+const SEPARATORS = new RegExp(`${SEPARATOR}+`, "u");
+
+/** The value (0-9) of a Unicode decimal digit: Unicode encodes each script's digits 0 to 9 in a row. */
+function digitValue(digit: string): number {
+  let cp = digit.codePointAt(0)!;
+  let steps = 0;
+  while (steps < 100 && /\p{Nd}/u.test(String.fromCodePoint(cp - 1))) {
+    cp--;
+    steps++;
+  }
+  return steps % 10;
+}
 
 /**
- * Whether free text holds something that is plausibly a card number: a maximal run of 13 to 19
- * digits (single spaces or dashes allowed between digits) that passes Luhn and starts with a card
- * brand's prefix. Windows inside longer runs are not scanned, so a 25-digit reference is not a
- * card; UUIDs are skipped whole. Pure, and it reports only a boolean: never the number found.
+ * The text as its reader sees its digits: compatibility forms folded (NFKC: fullwidth and
+ * mathematical digits, superscripts), every script's decimal digits as ASCII, and invisible
+ * characters (zero-width spaces, soft hyphens, combining marks) dropped. ASCII text is its own.
+ */
+function readableDigits(text: string): string {
+  if (/^[\x00-\x7f]*$/.test(text)) return text;
+  return text
+    .normalize("NFKC")
+    .replace(/[\p{Cf}\p{M}]/gu, "")
+    .replace(/\p{Nd}/gu, (d) => (d >= "0" && d <= "9" ? d : String(digitValue(d))));
+}
+
+const isCard = (digits: string) => digits.length >= 13 && digits.length <= 19 && luhnValid(digits) && detectBrand(digits) !== "unknown";
+
+/**
+ * Whether a run of digit groups holds a card number: the whole run; one of its groups alone (a
+ * card written plain beside other numbers, "4242424242424242 12 27"); or its leading groups,
+ * the first of 4 digits as card numbers are grouped, followed by nothing but groups of at most 3
+ * digits, 7 in all (an expiry and a CVV: "4242 4242 4242 4242 12/27", "... 4242 123").
+ */
+function runHoldsCard(run: string): boolean {
+  const groups = run.split(SEPARATORS);
+  if (isCard(groups.join(""))) return true;
+  if (groups.length === 1) return false;
+  if (groups.some(isCard)) return true;
+  if (groups[0].length !== 4) return false;
+  for (let k = groups.length - 1; k > 1; k--) {
+    const rest = groups.slice(k);
+    if (rest.some((g) => g.length > 3) || rest.join("").length > 7) break;
+    if (isCard(groups.slice(0, k).join(""))) return true;
+  }
+  return false;
+}
+
+/**
+ * Whether free text holds something that is plausibly a card number, as a reader would read it
+ * (readableDigits): a maximal run of 13 to 19 digits (separated by spaces, dashes, dots or
+ * underscores, or not at all) that passes Luhn and starts with a card brand's prefix, or such a
+ * number followed by its expiry or CVV (runHoldsCard). Windows inside longer runs are not
+ * scanned otherwise, so a 25-digit reference or an IBAN is not a card; UUIDs are skipped whole.
+ * Pure, and it reports only a boolean: never the number found.
  */
 export function containsCardNumber(text: string): boolean {
   if (typeof text !== "string") return false;
+  const readable = readableDigits(text);
   // Quick exit: fewer than 13 digits in all can hold no card number.
   let digitCount = 0;
-  for (let i = 0; i < text.length && digitCount < 13; i++) {
-    const ch = text.charCodeAt(i);
+  for (let i = 0; i < readable.length && digitCount < 13; i++) {
+    const ch = readable.charCodeAt(i);
     if (ch >= 48 && ch <= 57) digitCount++;
   }
   if (digitCount < 13) return false;
-  const scanned = text.replace(UUID_TEXT, "_");
+  const scanned = readable.replace(UUID_TEXT, "_");
   for (const match of scanned.matchAll(DIGIT_RUN)) {
-    const run = match[0];
-    if (run.length < 13) continue;
-    const digits = run.replace(/[ -]/g, "");
-    if (digits.length < 13 || digits.length > 19) continue;
-    if (luhnValid(digits) && detectBrand(digits) !== "unknown") return true;
+    if (match[0].length >= 13 && runHoldsCard(match[0])) return true;
   }
   return false;
+}
+
+/** Spans of text that may be read as digits (any script) with what may separate them. */
+const DIGIT_LIKE_SPAN = /[\p{Nd}\p{No}](?:[\s\p{Pd}._\p{Cf}\p{M}]{0,8}[\p{Nd}\p{No}])*/gu;
+
+/**
+ * `text` with every card number in it replaced by "[card number]", for a message that quotes
+ * what a caller sent; when a card number would still be read in it, a sentence that quotes
+ * nothing. The number found is never returned.
+ */
+export function withoutCardNumbers(text: string): string {
+  if (!containsCardNumber(text)) return text;
+  const redacted = text.replace(DIGIT_LIKE_SPAN, (span) => (containsCardNumber(span) ? "[card number]" : span));
+  return containsCardNumber(redacted) ? "The request holds something that looks like a card number, which is not repeated here." : redacted;
 }

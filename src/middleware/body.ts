@@ -167,6 +167,8 @@ export const jsonBody = (options: { allowForm?: boolean; cardFields?: ReadonlySe
         const form = new FormData();
         for (const [key, value] of params) form.append(key, value);
         c.req.bodyCache.formData = form as never;
+        // A form is scanned as a JSON body is: a card number in it is never answered back.
+        refuseCardNumbersInText(body, new Set());
       } else if (!JSON_TYPE.test(contentType)) {
         throw new ApiError(
           415,

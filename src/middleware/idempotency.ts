@@ -26,6 +26,7 @@ import type { AppEnv, IdempotencyClaim } from "../context";
 import { hmacSha256Hex, randomToken, sha256Hex } from "../lib/crypto";
 import { ApiError, conflict, invalidRequest } from "../lib/errors";
 import { cardFingerprintSecret } from "../env";
+import { containsCardNumber } from "../domain/cards";
 import { replayText, withoutSecrets } from "./stored-answers";
 import { clock } from "../lib/clock";
 
@@ -218,6 +219,14 @@ export const idempotency = (options: { claimFirst: boolean }) =>
       throw invalidRequest(
         "idempotency_key_invalid",
         "Idempotency-Key must be 1 to 255 visible ASCII characters, without spaces.",
+      );
+    }
+    // The key is stored, and a first charge's processor reference is made of it: never a PAN.
+    if (containsCardNumber(key)) {
+      throw invalidRequest(
+        "card_number_in_text",
+        "Idempotency-Key looks like a card number. Card numbers are accepted only in card_number; use a random key (a UUID).",
+        "Idempotency-Key",
       );
     }
     const now = clock.now();

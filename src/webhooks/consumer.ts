@@ -192,9 +192,15 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   const next = ok || gone ? null : nextAttemptAt({ firstAttemptAt, failedAttempts: attemptNumber, now, retryAfterMs, random });
   const outcome: DeliveryOutcome = ok ? "delivered" : gone ? "endpoint_gone" : next === null ? "failed" : "scheduled";
 
-  // Our attempt still holds the delivery when no later attempt has been claimed. A 2xx marks it
-  // delivered whatever happened meanwhile: the receiver has the event.
-  const thisAttempt = and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.attemptCount, attemptNumber), eq(webhookDeliveries.status, "pending"));
+  // Our attempt still holds the delivery when no later attempt has been claimed, and no
+  // redelivery reset its window meanwhile (a redelivery sets first_attempt_at back to NULL). A
+  // 2xx marks it delivered whatever happened meanwhile: the receiver has the event.
+  const thisAttempt = and(
+    eq(webhookDeliveries.id, deliveryId),
+    eq(webhookDeliveries.attemptCount, attemptNumber),
+    eq(webhookDeliveries.status, "pending"),
+    eq(webhookDeliveries.firstAttemptAt, firstAttemptAt),
+  );
   const results = await runBatch(db, [
     db
       .insert(deliveryAttempts)
@@ -240,10 +246,34 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
       : []),
   ]);
   // A later attempt took the delivery over (our lease ran out): it schedules what comes next.
-  if ((results[1] as unknown[]).length === 0) return ok ? "delivered" : "skipped";
+  if ((results[1] as unknown[]).length === 0) {
+    if (!ok) await handBackToRedelivery(env, db, deliveryId, attemptNumber);
+    return ok ? "delivered" : "skipped";
+  }
   if (next !== null) await schedulerFor(env, endpoint.id).schedule(deliveryId, next);
   else await wakeWaiting(env, db, delivery, event);
   return outcome;
+}
+
+/**
+ * A redelivery was asked for while our attempt was in flight: its message found the delivery
+ * leased and sent nothing, and our failure is not recorded (the redelivery gave the delivery a
+ * fresh window). Our lease is given back and the delivery queued, so the redelivery goes out now.
+ */
+async function handBackToRedelivery(env: Bindings, db: Db, deliveryId: string, attemptNumber: number): Promise<void> {
+  const handed = await db
+    .update(webhookDeliveries)
+    .set({ leaseUntil: null })
+    .where(
+      and(
+        eq(webhookDeliveries.id, deliveryId),
+        eq(webhookDeliveries.status, "pending"),
+        eq(webhookDeliveries.attemptCount, attemptNumber),
+        isNull(webhookDeliveries.firstAttemptAt),
+      ),
+    )
+    .returning({ id: webhookDeliveries.id });
+  if (handed.length > 0) await enqueueDeliveries(env.DELIVERY_QUEUE, [deliveryId]);
 }
 
 /** On a per_object endpoint: the earliest pending delivery about the same object, before this one. */

@@ -373,10 +373,22 @@ describe("containsCardNumber", () => {
         const broken = pan.slice(0, -1) + last;
         expect(luhnValid(broken)).toBe(false);
         expect(containsCardNumber(`${text} ${broken} ${text}`)).toBe(false);
-        expect(containsCardNumber(grouped(broken, " "))).toBe(false);
+        // Grouped in fours, a 17-19 digit number reads as a 16-digit card and its expiry or CVV
+        // when its first four groups are a card ("4242 4242 4242 4242 123"): that one is refused.
+        const groups = grouped(broken, " ").split(" ");
+        const cardThenShortGroup = groups.length === 5 && groups[4].length <= 3 && luhnValid(groups.slice(0, 4).join("")) && detectBrand(groups.slice(0, 4).join("")) !== "unknown";
+        expect(containsCardNumber(grouped(broken, " "))).toBe(cardThenShortGroup);
       }),
     );
     expect(containsCardNumber("4242 4242 4242 4241")).toBe(false);
+  });
+
+  it("reads a card number followed by its expiry or CVV, in groups or plain", () => {
+    expect(containsCardNumber("4242 4242 4242 4242 123")).toBe(true);
+    expect(containsCardNumber("4242 4242 4242 4242 12/27")).toBe(true);
+    expect(containsCardNumber("4242424242424242 12 27 123")).toBe(true);
+    // A fourth digit after a grouped card reads as a 20-digit reference, as before.
+    expect(containsCardNumber("4242 4242 4242 4242 1234")).toBe(false);
   });
 
   it("ignores Luhn-valid numbers with no card brand's prefix", () => {
@@ -408,13 +420,27 @@ describe("containsCardNumber", () => {
     expect(containsCardNumber("0004242424242424242")).toBe(false); // 19 digits, leading zeros: no brand
   });
 
-  it("ends a run at two separators in a row or at any other character", () => {
-    expect(containsCardNumber("4242  4242  4242  4242")).toBe(false);
-    expect(containsCardNumber("4242--4242--4242--4242")).toBe(false);
-    expect(containsCardNumber("4242.4242.4242.4242")).toBe(false);
+  it("reads digits as a person does: up to three spaces, dashes, dots or underscores between them, any script's digits, invisible characters dropped", () => {
+    for (const text of [
+      "4242  4242  4242  4242",
+      "4242--4242--4242--4242",
+      "4242 - 4242 - 4242 - 4242",
+      "4242.4242.4242.4242",
+      "4242_4242_4242_4242",
+      "4242\u00a04242\u00a04242\u00a04242",
+      "4242\u200b4242\u200b4242\u200b4242",
+      "４２４２４２４２４２４２４２４２", // full-width digits
+      "٤٢٤٢٤٢٤٢٤٢٤٢٤٢٤٢", // Arabic-Indic digits
+    ]) {
+      expect(containsCardNumber(text), text).toBe(true);
+    }
+  });
+
+  it("ends a run at four separators in a row or at any other character", () => {
+    expect(containsCardNumber("4242    4242    4242    4242")).toBe(false);
     expect(containsCardNumber("4242/4242/4242/4242")).toBe(false);
-    expect(containsCardNumber("4242_4242_4242_4242")).toBe(false);
-    expect(containsCardNumber("４２４２４２４２４２４２４２４２")).toBe(false); // full-width digits
+    expect(containsCardNumber("4242,4242,4242,4242")).toBe(false);
+    expect(containsCardNumber("4242:4242:4242:4242")).toBe(false);
   });
 
   it("ignores everyday text: phone numbers, order ids, dates, UUIDs, amounts", () => {

@@ -43,6 +43,10 @@ export interface CliIo {
 
 export class UsageError extends Error {}
 
+/** Secrets a message may quote by mistake (a secret typed where another value belongs): shown by their last 4 only. */
+const SECRET_TEXT = /\b(whsec_|[sr]k_(?:test|live)_|at_(?:test|live)_)[A-Za-z0-9+/=_-]+/g;
+const withoutSecrets = (text: string) => text.replace(SECRET_TEXT, (secret, prefix: string) => `${prefix}…${secret.slice(-4)}`);
+
 // ---------------------------------------------------------------------------------------------
 // Arguments
 
@@ -215,7 +219,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     parsed = parseArgs(argv);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
-    io.stderr(`tender: ${error.message}`);
+    io.stderr(`tender: ${withoutSecrets(error.message)}`);
     io.stderr("Run 'tender --help' for usage.");
     return EXIT.usage;
   }
@@ -267,7 +271,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
 
 function reportError(error: unknown, io: CliIo): number {
   if (error instanceof UsageError) {
-    io.stderr(`tender: ${error.message}`);
+    io.stderr(`tender: ${withoutSecrets(error.message)}`);
     return EXIT.usage;
   }
   if (error instanceof TenderError) {
@@ -279,7 +283,7 @@ function reportError(error: unknown, io: CliIo): number {
     io.stderr(`tender: ${error.status} ${error.type}/${error.code}: ${error.message}${where ? ` (${where})` : ""}`);
     return EXIT.apiError;
   }
-  io.stderr(`tender: ${error instanceof Error ? error.message : String(error)}`);
+  io.stderr(`tender: ${withoutSecrets(error instanceof Error ? error.message : String(error))}`);
   return EXIT.apiError;
 }
 

@@ -25,7 +25,10 @@ export const changedMeanwhile = () =>
   conflict("subscription_changed", "The subscription changed while this request ran (a renewal or another update); read it and retry.");
 
 export const chargeInProgress = () =>
-  conflict("charge_in_progress", "A charge for this subscription's current period is in progress. Retry the cancellation in a few seconds.");
+  conflict(
+    "charge_in_progress",
+    "A charge for this subscription's current period is in progress (one whose outcome is unknown is settled within 10 minutes). Retry in a few seconds.",
+  );
 
 /** A subscription of the caller's account with its plan, user, the user's test clock and the period being collected. */
 export async function loadSubscription(c: Context<AppEnv>, id: string) {

@@ -142,7 +142,10 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           guard(db, SUBSCRIPTION_CANCELED, sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status IN ('active', 'past_due'))`),
           // Setting cancel at period end under a charge already at the processor would answer that
           // a period will not be charged while it is being charged (as DELETE ?at_period_end=true).
-          ...(body.cancel_at_period_end === true ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`)] : []),
+          // Nor is the card replaced under it: a charge whose outcome is unknown is settled by
+          // sending its reference again with the card it was sent with, which is the
+          // subscription's until it settles (src/billing/claims.ts).
+          ...(body.cancel_at_period_end === true || vaulted ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`)] : []),
         ],
         // Only the fields sent are written; the answer is the row as this batch committed it, so a
         // renewal that committed since the read above shows in it (and in the stored answer).
