@@ -466,7 +466,7 @@ describe("workers at once on a claim whose charge is unknown", () => {
       await advance(acct, clock.id, "2026-02-16T12:00:00.000Z");
       cards.ledger.inject();
       expect((await subscriptionRow(created.id)).status).toBe("past_due");
-      const sub = await unknownCardUpdate(cards, acct, created);
+      const sub = await unknownCardUpdate(cards, acct, created as { id: string });
       const since = await mark(cards.ledger);
       cards.install((p) => gatedProcessor(p, (label) => s.schedule(Promise.resolve(label))));
       const at = Date.now();
