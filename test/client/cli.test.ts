@@ -308,6 +308,22 @@ describe("tender listen", () => {
     expect(await listening).toBe(EXIT.ok);
   });
 
+  it("never prints a user name or password the --forward-to URL carries", async () => {
+    const acct = await signup();
+    const stop = new AbortController();
+    const run = io(acct.key, { signal: stop.signal, forward: async () => new Response(null, { status: 200 }) });
+    const listening = main(["listen", "--forward-to", "http://hook-user:hook-pass-1234@localhost:3000/webhooks", "--interval", "20"], run.io);
+    await waitFor(() => expect(run.err.join("\n")).toContain("Ctrl-C"), 5000, 10);
+    await call("/api/users", { key: acct.key, body: { name: "Ada", email: "ada@example.com" } });
+    await waitFor(() => expect(run.out.join("\n")).toContain("customer.created"), 5000, 10);
+    stop.abort();
+    expect(await listening).toBe(EXIT.ok);
+    const printed = [...run.out, ...run.err].join("\n");
+    expect(printed).not.toContain("hook-user");
+    expect(printed).not.toContain("hook-pass-1234");
+    expect(printed).toContain("http://***@localhost:3000/webhooks");
+  });
+
   it("refuses a bad --forward-to, an unknown --events type, or a malformed secret (exit 2)", async () => {
     for (const argv of [
       ["listen"],

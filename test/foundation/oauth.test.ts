@@ -35,6 +35,18 @@ describe("POST /oauth/token", () => {
     expect((await call("/api/users", { key: res.body.access_token })).status).toBe(200);
   });
 
+  it("an empty scope is the same as none sent (RFC 6749 §3.3): the key's own scopes, never a token that can do nothing", async () => {
+    const acct = await signup();
+    for (const init of [
+      { rawBody: "grant_type=client_credentials&scope=", headers: { ...FORM, authorization: `Bearer ${acct.key}` } },
+      { body: { grant_type: "client_credentials", scope: "  " }, headers: { authorization: `Bearer ${acct.key}` } },
+    ]) {
+      const res = await call("/oauth/token", init);
+      expectTokenAnswer(res, "*");
+      expect((await call("/api/users", { key: res.body.access_token })).status).toBe(200);
+    }
+  });
+
   it("accepts HTTP Basic client authentication with the key as the password", async () => {
     const acct = await signup();
     const basic = btoa(`${encodeURIComponent("tender")}:${encodeURIComponent(acct.key)}`);

@@ -385,6 +385,9 @@ async function listen(tender: Tender, parsed: Parsed, io: CliIo): Promise<number
     throw new UsageError(`--forward-to is not a URL: '${target}'`);
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") throw new UsageError("--forward-to must be an http(s) URL");
+  // What is printed of the target: never a user name or password it carries.
+  const shown = new URL(url.href);
+  if (shown.username || shown.password) [shown.username, shown.password] = ["***", ""];
   const types = flags.events === undefined ? null : new Set(String(flags.events).split(",").map((t) => t.trim()).filter(Boolean));
   const known = new Set<string>([...Object.keys(TRIGGERS), "webhook.test"]);
   for (const type of types ?? []) if (!known.has(type)) throw new UsageError(`unknown event type '${type}' in --events (see tender trigger --list)`);
@@ -400,7 +403,7 @@ async function listen(tender: Tender, parsed: Parsed, io: CliIo): Promise<number
   // read; each poll reads what committed after it.
   const newest = await tender.GET("/api/events", { params: { query: { limit: 1 } } });
   let cursor: string | undefined = newest.data[0]?.id;
-  io.stderr(`Ready. Forwarding ${types ? [...types].join(", ") : "every event"} to ${url.href}`);
+  io.stderr(`Ready. Forwarding ${types ? [...types].join(", ") : "every event"} to ${shown.href}`);
   io.stderr(source ? `Signing with the secret from ${source} (whsec_…${secret.slice(-4)}) (Ctrl-C to stop)` : `Your new webhook signing secret is ${secret} (Ctrl-C to stop)`);
 
   while (!io.signal?.aborted) {
@@ -411,7 +414,7 @@ async function listen(tender: Tender, parsed: Parsed, io: CliIo): Promise<number
       if (flags.json) {
         io.stdout(JSON.stringify({ id: event.id, type: event.type, created_at: event.created_at, status: outcome.status ?? null, error: outcome.error ?? null, ms: outcome.ms }));
       } else {
-        io.stdout(`${event.created_at}  --> ${event.type.padEnd(22)} ${event.id}  <-- ${outcome.status ?? `error (${outcome.error})`} ${url.href} ${outcome.ms} ms`);
+        io.stdout(`${event.created_at}  --> ${event.type.padEnd(22)} ${event.id}  <-- ${outcome.status ?? `error (${outcome.error})`} ${shown.href} ${outcome.ms} ms`);
       }
       if (io.signal?.aborted) break;
     }

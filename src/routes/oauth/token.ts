@@ -96,7 +96,9 @@ export function registerOauth(app: OpenAPIHono<AppEnv>) {
     const auth = await authenticate(c.var.db, secret, clock.now()).catch(() => {
       throw invalidClient();
     });
-    const requested = body.scope?.split(/\s+/).filter(Boolean) ?? auth.scopes;
+    // RFC 6749 §3.3: an empty scope is the same as none sent (the key's own scopes).
+    const listed = body.scope?.split(/\s+/).filter(Boolean) ?? [];
+    const requested = listed.length > 0 ? listed : auth.scopes;
     const unknown = requested.find((s) => s !== "*" && !(SCOPES as readonly string[]).includes(s));
     if (unknown) throw invalidRequest("invalid_scope", `Unknown scope '${unknown}'.`, "scope");
     if (!scopesWithin(auth.scopes, requested)) {
