@@ -46,7 +46,7 @@ export const CONTENT_SECURITY_POLICY = [
 const MAX_FORM_BYTES = 64 * 1024;
 const PUBLIC_PATHS = new Set(["/dashboard/sign-in"]);
 /** POSTs that mean the same in either mode, so their forms do not say which one they were drawn in. */
-const MODELESS_POSTS = new Set(["/dashboard/sign-out", "/dashboard/mode"]);
+const MODELESS_POSTS = new Set(["/dashboard/sign-out", "/dashboard/mode", "/dashboard/mode/test", "/dashboard/mode/live"]);
 
 /**
  * Why a session's form must not act: it was drawn in another mode than the one the session acts in

@@ -1,10 +1,11 @@
-// The mode switch's pages. POST /dashboard/mode { to, back, api_key? } acts in `to` when the
-// session holds that mode's key; when it holds none it asks for one (GET /dashboard/mode/{mode}),
-// and with `api_key` it adds that key to the session (src/dashboard/session.ts: same account,
-// that mode, unrevoked) and acts in its mode. Then back to `back`, a page of the menu: an object's
-// page would not exist in the other mode. The POST carries the session's CSRF token and is
-// origin-checked like every dashboard form (index.tsx); it is not bound to the mode it was drawn
-// in, since choosing a mode means the same from any page.
+// The mode switch's pages. POST /dashboard/mode { to, back } acts in `to` when the session holds
+// that mode's key; when it holds none it asks for one (GET /dashboard/mode/{mode}), and
+// POST /dashboard/mode/{mode} { api_key, back } adds that key to the session
+// (src/dashboard/session.ts: same account, that mode, unrevoked) and acts in its mode. Then back
+// to `back`, a page of the menu: an object's page would not exist in the other mode. Both POSTs
+// carry the session's CSRF token and are origin-checked like every dashboard form (index.tsx);
+// they are not bound to the mode they were drawn in, since choosing a mode means the same from
+// any page.
 import type { Context, Hono } from "hono";
 import { field, redirectWithNotice, refuse } from "../actions";
 import type { DashEnv } from "../context";
@@ -51,9 +52,8 @@ function AddKeyPage(c: Context<DashEnv>, mode: Mode, back: string, status: numbe
                 The dashboard keeps it for this session only, and then acts with it whenever {MODE_NAMES[mode].toLowerCase()} is chosen. Tender stores which key it is, never the key itself; signing
                 out forgets it, and revoking it ends {mode} mode in this session at once.
               </p>
-              <form method="post" action="/dashboard/mode">
+              <form method="post" action={`/dashboard/mode/${mode}`}>
                 <input type="hidden" name="csrf_token" value={session.csrfToken} />
-                <input type="hidden" name="to" value={mode} />
                 <input type="hidden" name="back" value={back} />
                 <label>
                   {mode === "live" ? "Live" : "Test"} API key
@@ -86,17 +86,21 @@ export function registerModePages(dash: Hono<DashEnv>) {
     const to = field(c, "to");
     if (!isMode(to)) return refuse(c, 400, "Choose test or live data.", "/dashboard", "invalid_mode", "to");
     const back = backOf(field(c, "back"));
-    if (c.var.form.api_key !== undefined) {
-      try {
-        const added = await addKey(c, session, to, field(c, "api_key"));
-        return redirectWithNotice(c, back, to === "live" ? "live_key_added" : "test_key_added", added.id);
-      } catch (error) {
-        if (!(error instanceof SignInRefused)) throw error;
-        return AddKeyPage(c, to, back, error.status, error);
-      }
-    }
     if (session.auth.mode === to || (await switchMode(c, session, to))) return c.redirect(back, 303);
     // No key of that mode in this session: ask for one.
     return c.redirect(`/dashboard/mode/${to}?${new URLSearchParams({ back })}`, 303);
+  });
+
+  dash.post("/mode/:mode", async (c) => {
+    const mode = c.req.param("mode");
+    if (!isMode(mode)) return refuse(c, 404, `There is no ${mode} mode: the modes are test and live.`, "/dashboard", "page_not_found");
+    const back = backOf(field(c, "back"));
+    try {
+      const added = await addKey(c, c.var.session!, mode, field(c, "api_key"));
+      return redirectWithNotice(c, back, mode === "live" ? "live_key_added" : "test_key_added", added.id);
+    } catch (error) {
+      if (!(error instanceof SignInRefused)) throw error;
+      return AddKeyPage(c, mode, back, error.status, error);
+    }
   });
 }
