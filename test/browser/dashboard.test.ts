@@ -220,7 +220,7 @@ describe.skipIf(!chromiumPath)("dashboard in Chromium", () => {
     expect(live.status, live.text).toBe(201);
     expect(live.body.livemode).toBe(true);
     const banner = page.locator(".mode-banner");
-    const colour = () => banner.evaluate((el) => getComputedStyle(el).backgroundColor);
+    const colour = () => banner.evaluate((el) => (globalThis as unknown as { getComputedStyle(e: unknown): { backgroundColor: string } }).getComputedStyle(el).backgroundColor);
 
     await page.setViewportSize({ width: 1280, height: 860 });
     await page.goto(`${origin}/dashboard/users`);
