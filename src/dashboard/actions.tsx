@@ -22,9 +22,9 @@ export function fields(c: Context<DashEnv>, name: string): string[] {
 }
 
 /** A 4xx page for input the dashboard refuses before asking the API. */
-export function refuse(c: Context<DashEnv>, status: 400 | 403 | 404 | 413 | 415, message: string, back: string, code = "invalid_form", param?: string) {
+export function refuse(c: Context<DashEnv>, status: 400 | 403 | 404 | 409 | 413 | 415, message: string, back: string, code = "invalid_form", param?: string) {
   return render(c, status, {
-    title: status === 403 ? "Refused" : status === 404 ? "Not found" : "Check the form",
+    title: status === 403 || status === 409 ? "Refused" : status === 404 ? "Not found" : "Check the form",
     children: (
       <>
         <ErrorPanel status={status} error={{ type: "invalid_request_error", code, message, param, request_id: c.var.requestId }} title="The dashboard refused this request" />

@@ -73,9 +73,20 @@ a:hover { text-decoration: underline; }
 .main { padding: 24px 32px; max-width: 1200px; min-width: 0; }
 .topbar { display: flex; align-items: center; gap: 12px; margin-bottom: 18px; }
 .topbar h1 { font-size: 22px; margin: 0; flex: 1; min-width: 0; overflow-wrap: anywhere; }
-.mode { font-size: 11px; font-weight: 700; letter-spacing: .04em; padding: 3px 8px; border-radius: 999px; }
-.mode-test { background: var(--warn-bg); color: var(--warn); }
-.mode-live { background: var(--ok-bg); color: var(--ok); }
+/* Test or live: the banner across the top of the main column and the switch in the sidebar share
+   the mode's colour (amber for test data, green for live data; white text, AA contrast). */
+:root { --test: #b45309; --live: #047857; }
+.mode-banner { display: flex; flex-wrap: wrap; align-items: baseline; gap: 2px 10px; margin: -24px -32px 18px; padding: 7px 32px; color: #fff; font-size: 13px; }
+.mode-banner strong { letter-spacing: .02em; }
+.mode-banner-test { background: var(--test); }
+.mode-banner-live { background: var(--live); }
+.sidebar form.mode-switch { display: flex; gap: 3px; margin: 14px 8px 16px; padding: 3px; border-radius: 8px; background: #1f2937; }
+.sidebar .mode-switch button { flex: 1; width: auto; border: 0; border-radius: 6px; padding: 5px 6px; font-size: 13px; color: #9ca3af; background: transparent; }
+.sidebar .mode-switch button:hover { background: #374151; color: #fff; }
+.sidebar .mode-switch button:focus-visible { outline: 2px solid #818cf8; outline-offset: 1px; }
+.sidebar .mode-switch .mode-option-test[aria-pressed="true"] { background: var(--test); color: #fff; font-weight: 600; }
+.sidebar .mode-switch .mode-option-live[aria-pressed="true"] { background: var(--live); color: #fff; font-weight: 600; }
+.warning { background: var(--warn-bg); color: var(--warn); border: 1px solid #f3d19e; border-radius: 8px; padding: 10px 14px; margin-bottom: 16px; }
 .panel { background: var(--panel); border: 1px solid var(--line); border-radius: 10px; padding: 18px; margin-bottom: 18px; }
 .panel h2 { font-size: 15px; margin: 0 0 12px; }
 .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(170px, 1fr)); gap: 12px; margin-bottom: 18px; }
@@ -168,6 +179,8 @@ legend { font-size: 12px; color: var(--muted); }
   .menu-toggle:not(:checked) ~ .menu { display: none; }
   .menu { padding-top: 10px; }
   .main { padding: 14px 12px; }
+  .mode-banner { margin: -14px -12px 12px; padding: 6px 12px; }
+  .sidebar form.mode-switch { margin: 10px 0 0; }
   .topbar { flex-wrap: wrap; margin-bottom: 12px; }
   .topbar h1 { font-size: 19px; }
   .panel { padding: 12px; }

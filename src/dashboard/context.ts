@@ -3,12 +3,27 @@
 // that session.ts and api.ts depend on this file and not on each other.
 import type { AppEnv, Auth } from "../context";
 
+export type Mode = Auth["mode"];
+
+/** A key a session holds: enough to name it on the page (its prefix), never enough to use it. */
+export interface SessionKey {
+  id: string;
+  name: string | null;
+  prefix: string;
+  restricted: boolean;
+}
+
 export interface DashboardSession {
   tokenHash: string;
+  /** The acting key's credential: its account, mode and scopes. Every read and action runs as it. */
   auth: Auth;
   accountName: string;
   keyName: string | null;
   keyPrefix: string;
+  /** The keys the session holds, by mode: the one it was signed in with, and one added from the switch. A revoked key is absent. */
+  keys: Partial<Record<Mode, SessionKey>>;
+  /** Set on the request where the acting mode's key was found revoked and the session moved to the other mode. */
+  modeEnded?: Mode;
   expiresAt: number;
   /** The hidden field every form of this session carries. */
   csrfToken: string;

@@ -3,7 +3,7 @@
 // not list them. Every page and action goes through the API in process (src/dashboard/api.ts) as
 // the session's key. This module owns the order of things for every dashboard request: security
 // headers (a strict CSP, no framing), the two static files, the session, the form of a POST (its
-// origin and CSRF token), then the pages; errors become pages, never JSON.
+// origin, CSRF token and the mode it was drawn in), then the pages; errors become pages, never JSON.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { Hono } from "hono";
 import { getCookie, setCookie } from "hono/cookie";
@@ -19,6 +19,7 @@ import { ErrorPanel, render } from "./layout";
 import { overviewPage } from "./pages/overview";
 import { registerEventPages } from "./pages/events";
 import { registerKeyPages } from "./pages/keys";
+import { registerModePages } from "./pages/mode";
 import { registerPaymentPages } from "./pages/payments";
 import { registerPayoutPages } from "./pages/payouts";
 import { registerPlanPages } from "./pages/plans";
@@ -44,6 +45,18 @@ export const CONTENT_SECURITY_POLICY = [
 /** Form bodies larger than this are refused (the largest form, a plan with tiers, is under 2 KB). */
 const MAX_FORM_BYTES = 64 * 1024;
 const PUBLIC_PATHS = new Set(["/dashboard/sign-in"]);
+/** POSTs that mean the same in either mode, so their forms do not say which one they were drawn in. */
+const MODELESS_POSTS = new Set(["/dashboard/sign-out", "/dashboard/mode", "/dashboard/mode/test", "/dashboard/mode/live"]);
+
+/**
+ * Why a session's form must not act: it was drawn in another mode than the one the session acts in
+ * now (switched in another tab, or the mode's key revoked), so it would act on the other mode's data.
+ */
+function modeRefusal(acting: "test" | "live", drawnIn: unknown): string | null {
+  if (drawnIn === acting) return null;
+  if (drawnIn !== "test" && drawnIn !== "live") return "This form does not say which mode it was drawn in. Reload the page and submit it again.";
+  return `This form was drawn in ${drawnIn} mode, but the dashboard now shows ${acting} data (the mode was switched in another tab, or its key was revoked). Nothing was sent. Reload the page and submit the form again.`;
+}
 
 export function registerDashboard(app: OpenAPIHono<AppEnv>) {
   const dash = new Hono<DashEnv>();
@@ -99,6 +112,8 @@ export function registerDashboard(app: OpenAPIHono<AppEnv>) {
     if (session && c.req.method === "POST") {
       const refusal = csrfRefusal(session.csrfToken, c.var.form.csrf_token);
       if (refusal) return refuse(c, 403, CSRF_MESSAGES[refusal], "/dashboard", refusal);
+      const wrongMode = MODELESS_POSTS.has(path) ? null : modeRefusal(session.auth.mode, c.var.form.mode);
+      if (wrongMode) return refuse(c, 409, wrongMode, "/dashboard", "mode_mismatch");
     }
     await next();
     // The page after an action reads at least as fresh as the action's write.
@@ -107,6 +122,7 @@ export function registerDashboard(app: OpenAPIHono<AppEnv>) {
   });
 
   registerSignInPages(dash);
+  registerModePages(dash);
   dash.get("/", overviewPage);
   registerWebhookPages(dash);
   registerEventPages(dash);

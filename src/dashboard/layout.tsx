@@ -1,14 +1,16 @@
-// The page frame and the pieces every page shares: navigation (only the pages the session's scopes
-// can read; the others are left out, not greyed), the signed-in key and its mode, the notice after an action, the API error panel
-// (message, code, request id), empty states, cursor pagination links, and the hidden fields every
-// form carries (the session's CSRF token and an Idempotency-Key made when the page was rendered).
+// The page frame and the pieces every page shares: navigation (only the pages the acting key's
+// scopes can read, in the acting mode; the others are left out, not greyed), the mode switch and
+// the coloured banner that says whose data the page shows (test or live), the signed-in key, the
+// notice after an action, the API error panel (message, code, request id), empty states, cursor
+// pagination links, and the hidden fields every form carries (the session's CSRF token, the mode
+// the form was drawn in, and an Idempotency-Key made when the page was rendered).
 import type { Context } from "hono";
 import type { Child } from "hono/jsx";
 import { hasScope, type Scope } from "../auth/scopes";
 import { randomToken } from "../lib/crypto";
 import type { ApiErrorBody, Page } from "./api";
 import type { DashEnv } from "./context";
-import type { DashboardSession } from "./session";
+import { type DashboardSession, MODES, type Mode } from "./session";
 
 export const SCRIPT_PATH = "/dashboard/assets/dashboard.js";
 export const STYLES_PATH = "/dashboard/assets/dashboard.css";
@@ -17,7 +19,8 @@ interface NavItem {
   path: string;
   label: string;
   scope?: Scope;
-  testOnly?: boolean;
+  /** Shown only in this mode (test clocks exist in test mode only). */
+  mode?: Mode;
 }
 
 export const NAV: NavItem[] = [
@@ -30,8 +33,12 @@ export const NAV: NavItem[] = [
   { path: "/dashboard/plans", label: "Plans", scope: "plans:read" },
   { path: "/dashboard/users", label: "Users", scope: "users:read" },
   { path: "/dashboard/keys", label: "API keys", scope: "keys:read" },
-  { path: "/dashboard/test-clocks", label: "Test clocks", scope: "test_clocks:read", testOnly: true },
+  { path: "/dashboard/test-clocks", label: "Test clocks", scope: "test_clocks:read", mode: "test" },
+  // The processor connection (Stripe, live mode only) will be listed here when its page exists.
 ];
+
+/** Where the mode switch may send the browser back to: a page of the menu (an object's page may not exist in the other mode). */
+export const isSectionPath = (path: string) => NAV.some((item) => item.path === path);
 
 /** Messages shown after a successful action (the redirect names one; nothing else is echoed). */
 export const NOTICES: Record<string, (id: string) => string> = {
@@ -48,16 +55,70 @@ export const NOTICES: Record<string, (id: string) => string> = {
   key_revoked: (id) => `Key ${id} revoked.`,
   clock_created: (id) => `Test clock ${id} created.`,
   clock_advanced: (id) => `Test clock ${id} advanced.`,
+  live_key_added: (id) => `Live key ${id} added to this session: you are viewing live data.`,
+  test_key_added: (id) => `Test key ${id} added to this session: you are viewing test data.`,
 };
 
 export const can = (session: DashboardSession, scope: Scope) => hasScope(session.auth.scopes, scope);
 
-/** The menu: the pages this session's key can read (test clocks in test mode only); the others are not shown. */
+/** The menu: the pages the acting key can read in the acting mode (test clocks in test mode only); the others are not shown. */
 export const visibleNav = (session: DashboardSession) =>
-  NAV.filter((item) => (!item.testOnly || session.auth.mode === "test") && (!item.scope || can(session, item.scope)));
+  NAV.filter((item) => (!item.mode || session.auth.mode === item.mode) && (!item.scope || can(session, item.scope)));
 
-export function Layout(props: { title: string; session?: DashboardSession; active?: string; notice?: string; children?: Child }) {
+export const MODE_NAMES: Record<Mode, string> = { test: "Test data", live: "Live data" };
+
+/**
+ * The mode switch: a two-way toggle, the acting mode pressed. Choosing the other mode acts in it
+ * when the session holds its key, and otherwise asks for that key (/dashboard/mode/{mode}).
+ */
+export function ModeSwitch({ session, back }: { session: DashboardSession; back: string }) {
+  return (
+    <form method="post" action="/dashboard/mode" class="mode-switch" aria-label="Data shown">
+      <input type="hidden" name="csrf_token" value={session.csrfToken} />
+      <input type="hidden" name="back" value={back} />
+      {MODES.map((mode) => (
+        <button
+          type="submit"
+          name="to"
+          value={mode}
+          class={`mode-option mode-option-${mode}`}
+          aria-pressed={session.auth.mode === mode ? "true" : "false"}
+          data-held={session.keys[mode] ? "true" : "false"}
+          title={session.auth.mode === mode ? `Showing ${mode} data` : session.keys[mode] ? `View ${mode} data` : `View ${mode} data: asks for a ${mode} key of this account`}
+        >
+          {MODE_NAMES[mode]}
+        </button>
+      ))}
+    </form>
+  );
+}
+
+/** One button that switches to `to` (the test clocks page in live mode offers it). */
+export function SwitchButton({ session, to, back, children }: { session: DashboardSession; to: Mode; back: string; children?: Child }) {
+  return (
+    <form method="post" action="/dashboard/mode" class="inline">
+      <input type="hidden" name="csrf_token" value={session.csrfToken} />
+      <input type="hidden" name="back" value={back} />
+      <button type="submit" name="to" value={to} class="primary">
+        {children}
+      </button>
+    </form>
+  );
+}
+
+/** The coloured strip across the top of every page: whose data it shows. */
+export function ModeBanner({ mode }: { mode: Mode }) {
+  return (
+    <div class={`mode-banner mode-banner-${mode}`} role="note" data-mode={mode}>
+      <strong>{MODE_NAMES[mode]}</strong>
+      <span>{mode === "test" ? "Objects made with test keys, charged through the sandbox: no real money moves." : "Real customers and real money: actions here move it."}</span>
+    </div>
+  );
+}
+
+export function Layout(props: { title: string; session?: DashboardSession; active?: string; back?: string; notice?: string; children?: Child }) {
   const { session } = props;
+  const back = props.back ?? (props.active && isSectionPath(props.active) ? props.active : "/dashboard");
   return (
     <html lang="en">
       <head>
@@ -82,6 +143,8 @@ export function Layout(props: { title: string; session?: DashboardSession; activ
                   Menu
                 </label>
               </div>
+              {/* Outside the folding menu: the switch stays in view on a phone. */}
+              <ModeSwitch session={session} back={back} />
               <div class="menu">
                 <div class="account">
                   {session.accountName}
@@ -103,10 +166,16 @@ export function Layout(props: { title: string; session?: DashboardSession; activ
               </div>
             </aside>
             <main class="main">
+              <ModeBanner mode={session.auth.mode} />
               <div class="topbar">
                 <h1>{props.title}</h1>
-                <span class={`mode mode-${session.auth.mode}`}>{session.auth.mode === "test" ? "TEST MODE" : "LIVE MODE"}</span>
               </div>
+              {session.modeEnded ? (
+                <div class="warning" role="alert">
+                  The {session.modeEnded} key of this session has been revoked, so the session no longer shows {session.modeEnded} data: it shows {session.auth.mode} data now. Choose {MODE_NAMES[session.modeEnded]} in the switch to
+                  enter another {session.modeEnded} key.
+                </div>
+              ) : null}
               {props.notice ? (
                 <div class="notice" role="status">
                   {props.notice}
@@ -195,7 +264,6 @@ export function Pager({ page, query, base }: { page: Page<{ id: string }>; query
   );
 }
 
-/** The hidden fields of a form: the session's CSRF token and an Idempotency-Key for this render. */
 /** "Show: all a b c" links that filter a list by status; the current one is not a link. */
 export function StatusFilter({ statuses, current, base }: { statuses: string[]; current: string | undefined; base: string }) {
   return (
@@ -210,10 +278,13 @@ export function StatusFilter({ statuses, current, base }: { statuses: string[]; 
   );
 }
 
+/** The hidden fields of a form: the session's CSRF token, the acting mode, and an Idempotency-Key for this render. */
 export function FormFields({ session }: { session: DashboardSession }) {
   return (
     <>
       <input type="hidden" name="csrf_token" value={session.csrfToken} />
+      {/* The mode the form was drawn in: a form from a page of the other mode is refused (index.tsx). */}
+      <input type="hidden" name="mode" value={session.auth.mode} />
       <input type="hidden" name="idempotency_key" value={`dash_${randomToken(32)}`} />
     </>
   );

@@ -2,7 +2,7 @@
 // webhook attempt success by day over the last 30 days, and each endpoint's success rate. Read
 // only, in one D1 batch, each query scoped to the session's account and mode and its live key
 // through owned() (src/db/scope.ts), and each asked only when the key holds the scope that reads
-// it. The figures are those of the session key's mode: a test key's are test mode's only.
+// it. The figures are those of the acting key's mode, the one the dashboard's switch shows.
 import { type SQL, and, count, eq, gte, inArray, isNull, sql } from "drizzle-orm";
 import { hasScope, type Scope } from "../auth/scopes";
 import type { Auth } from "../context";

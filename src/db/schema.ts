@@ -431,17 +431,28 @@ export const jobRuns = sqliteTable(
 );
 
 // Dashboard sign-ins (src/dashboard/session.ts): an opaque token in a cookie, stored here only as
-// its SHA-256. A session acts as the API key it was opened with: it dies when that key is revoked
-// (the lookup joins the live key on every request), when it expires, or on sign-out.
+// its SHA-256. A session holds at most one API key per mode, both of its account (the key it was
+// signed in with, and the other mode's key added from the mode switch); `livemode` says which one
+// acts, and that one must be there. The lookup joins each key unrevoked on every request, so
+// revoking a key ends its mode in the session at once; the session ends when it holds no live key,
+// when it expires, or on sign-out (migration 0012).
 export const dashboardSessions = sqliteTable(
   "dashboard_sessions",
   {
     tokenHash: text("token_hash").primaryKey(),
     accountId: text("account_id").notNull().references(() => accounts.id),
-    keyId: text("key_id").notNull().references(() => apiKeys.id),
+    testKeyId: text("test_key_id").references(() => apiKeys.id),
+    liveKeyId: text("live_key_id").references(() => apiKeys.id),
+    // The mode the session acts in: the key of that mode acts.
+    livemode: integer("livemode", { mode: "boolean" }).notNull(),
     createdAt: createdAt(),
     // Epoch ms; the session is refused from then on.
     expiresAt: integer("expires_at").notNull(),
   },
-  (t) => [index("dashboard_sessions_key").on(t.keyId), index("dashboard_sessions_expiry").on(t.expiresAt)],
+  (t) => [
+    index("dashboard_sessions_test_key").on(t.testKeyId),
+    index("dashboard_sessions_live_key").on(t.liveKeyId),
+    index("dashboard_sessions_expiry").on(t.expiresAt),
+    check("dashboard_sessions_acting_key", sql`CASE WHEN ${t.livemode} THEN ${t.liveKeyId} IS NOT NULL ELSE ${t.testKeyId} IS NOT NULL END`),
+  ],
 );

@@ -4,7 +4,8 @@
 // page and sees it delivered; cancels a payout, refunds a payment, cancels a subscription; a plan
 // form with several bad fields comes back with each problem beside its field; a restricted key
 // cannot see or do what its scopes lack (its menu lists only what it can read); a form without its
-// CSRF token is refused.
+// CSRF token is refused; the live key is added from the mode switch, the pages show live data under
+// a "Live data" banner, and the switch goes back to test data.
 // Screenshots of the overview and the deliveries page are written to test/browser/screenshots/
 // (not tracked); with UPDATE_SCREENSHOTS=1 they are written to docs/, where the README shows them.
 // Skipped, with a plain message, when no Chromium is found (/usr/bin/chromium or CHROMIUM_PATH).
@@ -35,6 +36,7 @@ describe.skipIf(!chromiumPath)("dashboard in Chromium", () => {
   let browser: RunningBrowser;
   let page: Page;
   let key: string;
+  let liveKey: string;
   let origin: string;
 
   beforeAll(async () => {
@@ -58,6 +60,7 @@ describe.skipIf(!chromiumPath)("dashboard in Chromium", () => {
     const signup = await api(origin, "/api/accounts", undefined, { name: "Browser Co", email: "ops@browser.test" });
     expect(signup.status, signup.text).toBe(201);
     key = signup.body.api_key;
+    liveKey = signup.body.live_api_key;
     await page.goto(`${origin}/dashboard`);
     expect(new URL(page.url()).pathname).toBe("/dashboard/sign-in");
     await page.fill('input[name="api_key"]', "sk_test_wrongwrongwrongwrongwrongwrong12");
@@ -210,6 +213,64 @@ describe.skipIf(!chromiumPath)("dashboard in Chromium", () => {
     expect(await text(".error")).toContain("This form has no CSRF token");
     const plans = await api(origin, "/subscription-plans?limit=100", key);
     expect(plans.body.data.map((p: { name: string }) => p.name)).not.toContain("No token");
+  });
+
+  it("adds the live key from the switch, shows live data under a Live data banner, and switches back to test data", async () => {
+    const live = await api(origin, "/api/users", liveKey, { name: "Liv Livemode", email: "liv@example.com" });
+    expect(live.status, live.text).toBe(201);
+    expect(live.body.livemode).toBe(true);
+    const banner = page.locator(".mode-banner");
+    const colour = () => banner.evaluate((el) => (globalThis as unknown as { getComputedStyle(e: unknown): { backgroundColor: string } }).getComputedStyle(el).backgroundColor);
+
+    await page.setViewportSize({ width: 1280, height: 860 });
+    await page.goto(`${origin}/dashboard/users`);
+    expect(await banner.innerText()).toContain("Test data");
+    const testColour = await colour();
+    expect(await page.locator("tr[data-user]").allInnerTexts()).toEqual(expect.arrayContaining([expect.stringContaining("Ada Lovelace")]));
+    expect(await page.locator(`tr[data-user="${live.body.id}"]`).count()).toBe(0);
+
+    // "Live data" in the sidebar: this session holds no live key yet, so it asks for one.
+    await page.click('.sidebar .mode-switch button[value="live"]');
+    await page.waitForURL(`${origin}/dashboard/mode/live?back=%2Fdashboard%2Fusers`);
+    expect(await text("h1")).toBe("View live data");
+    await page.fill('input[name="api_key"]', key);
+    await page.click('form[action="/dashboard/mode/live"] button[type="submit"]');
+    expect(await text(".error")).toContain("That is a test key");
+    await page.fill('input[name="api_key"]', liveKey);
+    await page.click('form[action="/dashboard/mode/live"] button[type="submit"]');
+    await page.waitForURL(/\/dashboard\/users\?done=live_key_added/);
+    expect(await text(".notice")).toContain("you are viewing live data");
+    expect(await banner.innerText()).toContain("Live data");
+    expect(await colour()).not.toBe(testColour);
+    expect(await page.locator('.mode-switch button[aria-pressed="true"]').innerText()).toBe("Live data");
+    const liveRows = await page.locator("tr[data-user]").allInnerTexts();
+    expect(liveRows).toHaveLength(1);
+    expect(liveRows[0]).toContain("Liv Livemode");
+    expect(await text(".sidebar")).toContain(liveKey.slice(0, 12));
+    await page.screenshot({ path: screenshotPath("dashboard-live.png"), fullPage: true });
+    // Test clocks are not in live mode's menu, and their page switches back to test mode.
+    expect(await page.locator('nav a[href="/dashboard/test-clocks"]').count()).toBe(0);
+    const clocks = await page.goto(`${origin}/dashboard/test-clocks`);
+    expect(clocks!.status()).toBe(403);
+    expect(await text(".empty")).toContain("Test clocks exist in test mode only");
+    await page.click('.main button:has-text("View test data")');
+    await page.waitForURL(`${origin}/dashboard/test-clocks`);
+    expect(await banner.innerText()).toContain("Test data");
+    expect(await text("h1")).toBe("Test clocks");
+
+    // On a phone the switch stays in view with the menu folded; no key is asked again.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.goto(`${origin}/dashboard/users`);
+    expect(await page.locator('nav a[href="/dashboard/payments"]').isVisible()).toBe(false);
+    await page.click('.mode-switch button[value="live"]');
+    await page.waitForURL(`${origin}/dashboard/users`);
+    expect(await banner.innerText()).toContain("Live data");
+    expect(await page.locator(`tr[data-user="${live.body.id}"]`).count()).toBe(1);
+    await page.click('.mode-switch button[value="test"]');
+    await page.waitForURL(`${origin}/dashboard/users`);
+    expect(await banner.innerText()).toContain("Test data");
+    expect(await page.locator(`tr[data-user="${live.body.id}"]`).count()).toBe(0);
+    await page.setViewportSize({ width: 1280, height: 860 });
   });
 
   it("a restricted key cannot see or do what its scopes lack", async () => {

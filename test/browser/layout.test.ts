@@ -1,5 +1,5 @@
-// Every dashboard page, with data in it, at a desktop (1280 px) and a phone (390 px) width: the
-// document never scrolls sideways (long ids are cut short, tables scroll inside their card where a
+// Every dashboard page, with data in it, in test mode and in live mode (the live key added from the
+// mode switch), at a desktop (1280 px) and a phone (390 px) width: the document never scrolls sideways (long ids are cut short, tables scroll inside their card where a
 // phone is too narrow for them), and the browser logs no console error or warning (a CSP refusal,
 // a failed load such as a missing favicon, a script error). At 1280 px no table needs to scroll
 // either. At 390 px the menu folds under a Menu button. The widths measured are printed, one line
@@ -88,25 +88,60 @@ describe.skipIf(!chromiumPath)("dashboard layout in Chromium", () => {
     await measure("/dashboard/sign-in");
   });
 
-  it("every page, with data, fits at 1280 and 390 px and logs no console error", async () => {
+  /** Every page of the menu, and an endpoint's and an event's page, in the acting mode. */
+  const pagesOf = (endpointId: string, eventId: string) => [
+    "/dashboard",
+    "/dashboard/webhooks",
+    `/dashboard/webhooks/${endpointId}`,
+    "/dashboard/events",
+    `/dashboard/events/${eventId}`,
+    "/dashboard/payouts",
+    "/dashboard/payments",
+    "/dashboard/subscriptions",
+    "/dashboard/plans",
+    "/dashboard/users",
+    "/dashboard/keys",
+  ];
+
+  /** The mode the page shows: its banner's, which the switch's pressed button must agree with. */
+  async function modeShown(): Promise<string> {
+    const banner = await page.locator(".mode-banner").getAttribute("data-mode");
+    const pressed = await page.locator('.mode-switch button[aria-pressed="true"]').getAttribute("value");
+    expect(pressed).toBe(banner);
+    return banner!;
+  }
+
+  it("every page, with data, fits at 1280 and 390 px and logs no console error, in test mode", async () => {
     await signedIn();
-    for (const path of [
-      "/dashboard",
-      "/dashboard/webhooks",
-      `/dashboard/webhooks/${seeded.endpointId}`,
-      "/dashboard/events",
-      `/dashboard/events/${seeded.eventId}`,
-      "/dashboard/payouts",
-      "/dashboard/payments",
-      "/dashboard/subscriptions",
-      "/dashboard/plans",
-      "/dashboard/users",
-      "/dashboard/keys",
-      "/dashboard/test-clocks",
-    ]) {
+    for (const path of [...pagesOf(seeded.endpointId, seeded.eventId), "/dashboard/test-clocks", "/dashboard/mode/live"]) {
       await measure(path);
+      expect(await modeShown(), path).toBe("test");
     }
     await measure("/dashboard/no-such-page", 404);
+  });
+
+  it("every page, with data, fits at 1280 and 390 px and logs no console error, in live mode", async () => {
+    await signedIn();
+    // The live key, added from the switch, as a user would.
+    await page.goto(`${worker.origin}/dashboard`);
+    await page.click('.mode-switch button[value="live"]');
+    await page.waitForURL(/\/dashboard\/mode\/live\?/);
+    await page.fill('input[name="api_key"]', seeded.liveKey);
+    await page.click('form[action="/dashboard/mode/live"] button[type="submit"]');
+    await page.waitForURL(/\/dashboard\?done=live_key_added/);
+    for (const path of pagesOf(seeded.live.endpointId, seeded.live.eventId)) {
+      await measure(path);
+      expect(await modeShown(), path).toBe("live");
+    }
+    // Test clocks exist in test mode only: the page says so (403) and offers the switch.
+    await measure("/dashboard/test-clocks", 403);
+    expect(await modeShown()).toBe("live");
+    await measure("/dashboard/mode/test");
+    await measure("/dashboard/no-such-page", 404);
+    // Back to test mode for the tests that follow.
+    await page.click('.mode-switch button[value="test"]');
+    await page.waitForURL(`${worker.origin}/dashboard`);
+    expect(await modeShown()).toBe("test");
   });
 
   it("a form drawn again with its problems fits at 1280 and 390 px", async () => {

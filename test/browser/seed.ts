@@ -1,13 +1,17 @@
 // Data for the browser tests' page tour: an account with something on every dashboard page, made
 // through the API as a user would (users, a fixed and a tiered plan, subscriptions and so payments,
 // a refund, payouts, a webhook endpoint with failed and delivered deliveries, a restricted key, a
-// test clock). Names and emails are long on purpose: the layout must hold them.
+// test clock), and the same account's live mode with what a live key can make without a processor
+// (users, plans, a webhook endpoint with deliveries, a restricted key). Names and emails are long
+// on purpose: the layout must hold them.
 import { type Receiver, api, until } from "./harness";
 
 export const CARD = { payment_method: "card", card_number: "4242424242424242", expiration_month: 12, expiration_year: new Date().getUTCFullYear() + 3, cvv: "123" };
 
 export interface Seeded {
   key: string;
+  liveKey: string;
+  live: { endpointId: string; eventId: string; users: { id: string; name: string; email: string }[] };
   endpointId: string;
   eventId: string;
   users: { id: string; name: string; email: string }[];
@@ -74,5 +78,25 @@ export async function seedAccount(origin: string, receiver: Receiver, name = "La
     const deliveries = await ok(origin, `/api/webhooks/${endpoint.id}/deliveries?status=delivered`, key);
     return deliveries.data.length > 0;
   });
-  return { key, endpointId: endpoint.id, eventId: test.event_id, users, plans, subscriptions, payouts };
+  return { key, liveKey: signup.live_api_key, live: await seedLive(origin, receiver, signup.live_api_key), endpointId: endpoint.id, eventId: test.event_id, users, plans, subscriptions, payouts };
+}
+
+/** Live mode has no processor here: users, plans, an endpoint with delivered events, a restricted key. */
+async function seedLive(origin: string, receiver: Receiver, liveKey: string): Promise<Seeded["live"]> {
+  const endpoint = await ok(origin, "/api/webhooks", liveKey, { url: receiver.url, events: ["*"] });
+  const users = [];
+  for (const [n, email] of [
+    ["Bartholomew Livingstone-Montgomery of the Live Accounts Department", "bartholomew.livingstone-montgomery@live-accounts.example.com"],
+    ["Liv Livemode", "liv@example.com"],
+  ]) {
+    users.push(await ok(origin, "/api/users", liveKey, { name: n, email }));
+  }
+  await ok(origin, "/subscription-plans", liveKey, { name: "Live Professional Annual Plan With Priority Support", price: 1999.99, currency: "usd", interval: "year" });
+  await ok(origin, "/api/keys", liveKey, { name: "live reporting (read only)", scopes: ["users:read", "payments:read", "payouts:read", "events:read"] });
+  const test = await ok(origin, `/api/webhooks/${endpoint.id}/test`, liveKey, undefined, "POST");
+  await until("a delivered live delivery", async () => {
+    const deliveries = await ok(origin, `/api/webhooks/${endpoint.id}/deliveries?status=delivered`, liveKey);
+    return deliveries.data.length > 1;
+  });
+  return { endpointId: endpoint.id, eventId: test.event_id, users };
 }

@@ -177,7 +177,7 @@ describe("the refund field", () => {
   it("an API refusal that names no field (another account's payment) is shown above the list", async () => {
     const page = await dashboardFetch("/dashboard/payments", { cookie });
     const csrf = /name="csrf_token" value="([0-9a-f]{64})"/.exec(page.html)![1];
-    const refused = await dashboardFetch("/dashboard/payments/pay_01jd2x4k5m6n7p8q9r0s1t2v3w/refund", { cookie, form: { csrf_token: csrf, idempotency_key: `dash_${"f".repeat(32)}` } });
+    const refused = await dashboardFetch("/dashboard/payments/pay_01jd2x4k5m6n7p8q9r0s1t2v3w/refund", { cookie, form: { csrf_token: csrf, mode: "test", idempotency_key: `dash_${"f".repeat(32)}` } });
     expect(refused.status).toBe(404);
     expect(textOf(refused.html)).toContain("resource_missing");
     expect(textOf(refused.html)).toContain("Payments");

@@ -65,7 +65,7 @@ describe("CSRF", () => {
     const json = await dashboardFetch("/dashboard/plans", { cookie, form: { csrf_token: "x" }, headers: { "content-type": "application/json" } });
     expect(json.status).toBe(415);
     const token = /name="csrf_token" value="([0-9a-f]{64})"/.exec(overview.html)![1];
-    const noKey = await dashboardFetch("/dashboard/plans", { cookie, form: { csrf_token: token, name: "X", currency: "usd", interval: "month", price: "1" } });
+    const noKey = await dashboardFetch("/dashboard/plans", { cookie, form: { csrf_token: token, mode: "test", name: "X", currency: "usd", interval: "month", price: "1" } });
     expect(noKey.status).toBe(400);
     expect(textOf(noKey.html)).toContain("no valid idempotency key");
   });
@@ -112,7 +112,7 @@ describe("a restricted key's session", () => {
     expect(payouts.html).toContain(payout.id);
     expect(payouts.html).not.toContain(`/dashboard/payouts/${payout.id}/cancel`);
     const token = /name="csrf_token" value="([0-9a-f]{64})"/.exec(payouts.html)![1];
-    const forced = await dashboardFetch(`/dashboard/payouts/${payout.id}/cancel`, { cookie: limited, form: { csrf_token: token, idempotency_key: `dash_${"a".repeat(32)}` } });
+    const forced = await dashboardFetch(`/dashboard/payouts/${payout.id}/cancel`, { cookie: limited, form: { csrf_token: token, mode: "test", idempotency_key: `dash_${"a".repeat(32)}` } });
     expect(forced.status).toBe(403);
     expect(textOf(forced.html)).toContain("This key cannot cancel this payout");
     expect((await call(`/payouts/${payout.id}`, { key: acct.key })).body.status).toBe("pending");

@@ -22,8 +22,9 @@ describe("dashboard sign-in", () => {
     expect(set).toMatch(/; Max-Age=28800/);
     // Stored only as its hash.
     const token = set.split(";")[0].split("=")[1];
-    const rows = await env.DB.prepare("SELECT token_hash, key_id FROM dashboard_sessions WHERE account_id = ?").bind(acct.id).all<{ token_hash: string }>();
+    const rows = await env.DB.prepare("SELECT token_hash, test_key_id, live_key_id, livemode FROM dashboard_sessions WHERE account_id = ?").bind(acct.id).all<{ token_hash: string; test_key_id: string | null; live_key_id: string | null; livemode: number }>();
     expect(rows.results).toHaveLength(1);
+    expect(rows.results[0]).toMatchObject({ test_key_id: expect.stringMatching(/^key_/), live_key_id: null, livemode: 0 });
     expect(rows.results[0].token_hash).toMatch(/^[0-9a-f]{64}$/);
     expect(rows.results[0].token_hash).not.toContain(token);
 
@@ -31,7 +32,7 @@ describe("dashboard sign-in", () => {
     expect(overview.status).toBe(200);
     expect(overview.html).toMatch(/^<!DOCTYPE html>/);
     expect(textOf(overview.html)).toContain("Dash Sign-in");
-    expect(textOf(overview.html)).toContain("TEST MODE");
+    expect(textOf(overview.html)).toContain("Test data");
   });
 
   it("refuses a wrong key, a malformed one, an access token and an empty field, with a 4xx page", async () => {

@@ -36,7 +36,7 @@ describe("dashboard in production", () => {
     const webhooks = await (await exports.default.fetch(`${ORIGIN}/dashboard/webhooks`, { headers: { cookie: session } })).text();
     const csrf = /name="csrf_token" value="([0-9a-f]{64})"/.exec(webhooks)![1];
     const idempotency = /name="idempotency_key" value="(dash_[0-9A-Za-z]{32})"/.exec(webhooks)![1];
-    const form = new URLSearchParams({ csrf_token: csrf, idempotency_key: idempotency, url: "https://127.0.0.1/hook", ordering: "none" });
+    const form = new URLSearchParams({ csrf_token: csrf, mode: "test", idempotency_key: idempotency, url: "https://127.0.0.1/hook", ordering: "none" });
     form.append("events", "customer.created");
     const refused = await exports.default.fetch(`${ORIGIN}/dashboard/webhooks`, {
       method: "POST",

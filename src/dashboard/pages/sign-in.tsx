@@ -1,5 +1,6 @@
 // Sign-in and sign-out. Sign-in takes an API key (test or live, secret or restricted) and opens a
-// session for it (src/dashboard/session.ts); the key itself is not kept.
+// session for it, in its mode (src/dashboard/session.ts); the other mode's key is added later from
+// the mode switch. The key itself is not kept.
 import type { Context, Hono } from "hono";
 import { field } from "../actions";
 import type { DashEnv } from "../context";
@@ -10,7 +11,10 @@ function SignInForm({ error }: { error?: SignInRefused & { requestId?: string };
   return (
     <div class="panel">
       <h1>Tender dashboard</h1>
-      <p class="muted">Sign in with an API key: the sk_test_… key from sign-up (POST /api/accounts), or a restricted rk_… key, which sees only what its scopes allow.</p>
+      <p class="muted">
+        Sign in with an API key: the sk_test_… or sk_live_… key from sign-up (POST /api/accounts), or a restricted rk_… key, which sees only what its scopes allow. The dashboard
+        shows the data of the key's mode; the switch in the sidebar adds the other mode's key.
+      </p>
       <form method="post" action="/dashboard/sign-in">
         <label>
           API key

@@ -1,6 +1,6 @@
 // Test clocks (test mode only): the list, create (a frozen time and a name), and advance. Times are
-// typed in UTC. A live-mode session is told that clocks exist in test mode only; the API's 403
-// would say the same.
+// typed in UTC. A live-mode session is told that clocks exist in test mode only (the API's 403
+// would say the same), with the switch to test mode.
 import type { Context, Hono } from "hono";
 import { CreateTestClockBody } from "../../routes/test-clocks/schema";
 import { act, apiErrorPage, field, redirectWithNotice } from "../actions";
@@ -8,7 +8,7 @@ import { type FormState, FormSummary, Problems, addApiError, addProblem, checkWi
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
 import { Id, Time } from "../format";
-import { Empty, FormFields, Pager, StatusBadge, TableWrap, can, render } from "../layout";
+import { Empty, FormFields, Pager, StatusBadge, SwitchButton, TableWrap, can, render } from "../layout";
 import { apiQuery, listQuery } from "../lists";
 
 interface TestClock {
@@ -43,7 +43,12 @@ async function listPage(c: Context<DashEnv>, state?: FormState) {
       active: BACK,
       children: (
         <section class="panel">
-          <Empty title="Test clocks exist in test mode only">Sign in with a test-mode key (sk_test_…) to use them.</Empty>
+          <Empty title="Test clocks exist in test mode only">
+            <p>Live data has no test clocks: switch to test data to use them.</p>
+            <SwitchButton session={session} to="test" back={BACK}>
+              View test data
+            </SwitchButton>
+          </Empty>
         </section>
       ),
     });
