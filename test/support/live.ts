@@ -77,6 +77,11 @@ export async function deliverStripeEvents(
 }
 const delivered = new Set<string>();
 
+/** Marks the fake's events so far as handled: the next deliverStripeEvents sends only newer ones. */
+export function skipStripeEvents(fake: FakeStripe) {
+  for (const event of fake.events) delivered.add(event.id);
+}
+
 /** A live user linked to a new connected account of the fake, whose debit card is cardFields()'s. */
 export async function payableUser(fake: FakeStripe, acct: LiveAccount, name = "Grace Payee") {
   const stripeAccount = fake.createConnectedAccount({ cards: [{ last4: "4242", expMonth: 12, expYear: nextYear }] });

@@ -74,7 +74,7 @@ async function receive(c: Context<AppEnv>) {
   const rawBody = await readLimited(c.req.raw);
   const connection = hasPrefix(accountId, "account") ? await readConnection(db, accountId) : null;
   if (!connection) {
-    throw refused("no_processor_connection", "No account with a processor connection has this id: nothing was changed.");
+    throw refused("no_processor_connection", "No account with a processor connection has this id. Nothing was changed.");
   }
   const secrets = await openSecrets(c.env, connection);
   const verified = await verifyStripeEvent({
