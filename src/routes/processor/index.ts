@@ -6,6 +6,7 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { type SQL, eq, sql } from "drizzle-orm";
 import { createMiddleware } from "hono/factory";
+import { ensureLive } from "../../auth/credentials";
 import { guard } from "../../db/batch";
 import { processorConnections } from "../../db/schema";
 import type { AppEnv } from "../../context";
@@ -24,6 +25,8 @@ const tags = ["Processor"];
 /** Only the live secret key manages live mode's processor: not a test key, a restricted key or a token. */
 const liveSecretKeyOnly = createMiddleware<AppEnv>(async (c, next) => {
   const { auth } = c.var;
+  // A refusal says something about the key: a key revoked meanwhile (still cached here) gets its 401 first.
+  if (!auth.livemode || auth.credential !== "secret_key") await ensureLive(c.var.db, auth);
   if (!auth.livemode) {
     throw new ApiError(
       403,
