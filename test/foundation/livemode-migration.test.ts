@@ -15,6 +15,8 @@ type Migration = Parameters<typeof applyD1Migrations>[1][number];
 const migrations = (env as unknown as { TEST_MIGRATIONS: Migration[] }).TEST_MIGRATIONS;
 /** Tables whose rows reference accounts or keys: emptied last, filled first. */
 const PARENTS = ["accounts", "api_keys"];
+/** Tables that migrations after 0007 create. */
+const LATER_TABLES = ["processor_connections", "processor_events"];
 
 async function columnsOf(table: string): Promise<string[]> {
   return (await env.DB.prepare(`SELECT name FROM pragma_table_xinfo('${table}') WHERE hidden = 0`).all<{ name: string }>()).results.map((c) => c.name);
@@ -41,6 +43,11 @@ describe("migration 0009 on a database with data", () => {
     expect(await columnsOf("users")).not.toContain("livemode");
     for (const table of [...PARENTS, ...tables.filter((t) => !PARENTS.includes(t))]) {
       const columns = await columnsOf(table);
+      // Tables made by a later migration (0011's processor tables) are empty here, and made again below.
+      if (LATER_TABLES.includes(table)) {
+        expect(rows[table], `${table} is empty`).toEqual([]);
+        continue;
+      }
       expect(columns.length, `${table} exists at 0007`).toBeGreaterThan(0);
       for (const row of rows[table]) {
         const present = columns.filter((c) => c in row);

@@ -13,7 +13,7 @@ import { type Fixtures, createKey, seed } from "../support/fixtures";
 import { PROOF_CARD, cardFields, expectNoCardData } from "../support/cards";
 import { quiesce } from "../support/db";
 import { acceptAllOutbound } from "../support/receiver";
-import { type Operation, fixtureId, label, operations, pathWith, validBody } from "../support/operations";
+import { type Operation, fixtureId, label, LIVE_SECRET_KEY_ONLY, operations, pathWith, validBody } from "../support/operations";
 import {
   type Document,
   bodySchema,
@@ -88,7 +88,7 @@ function expectWrittenMessage(res: CallResult, param: string, context: string) {
 
 const OPS = await operations();
 const doc: Document = await openapiDocument();
-let acct: Account;
+let acct: Account & { liveKey: string };
 let fx: Fixtures;
 const keys = new Map<string, string>();
 const outbound = acceptAllOutbound();
@@ -96,7 +96,10 @@ const outbound = acceptAllOutbound();
 beforeAll(async () => {
   acct = await signup("Messages");
   fx = await seed(acct);
-  for (const op of OPS) if (!op.isPublic) keys.set(op.operationId, (await createKey(acct, [...SCOPES], op.operationId)).secret);
+  // The processor connection takes the live secret key only; every other operation a key with every scope.
+  for (const op of OPS) {
+    if (!op.isPublic) keys.set(op.operationId, LIVE_SECRET_KEY_ONLY.has(op.operationId) ? acct.liveKey : (await createKey(acct, [...SCOPES], op.operationId)).secret);
+  }
   await quiesce();
 }, 60_000);
 
@@ -128,7 +131,8 @@ function fullBody(op: Operation): unknown {
   if (op.operationId === "updatePlan") return { name: "Basic+", description: null, active: true };
   if (op.operationId === "updateWebhook") return { url: "https://receiver.example.com/x", events: ["payout.paid"], status: "active", ordering: "none" };
   if (op.operationId === "redeliverEvent") return { endpoint_id: fx.webhook };
-  if (op.operationId === "createUser") return { name: "Grace Hopper", email: "grace@example.com", test_clock: fx.clock };
+  if (op.operationId === "createUser") return { name: "Grace Hopper", email: "grace@example.com", test_clock: fx.clock, stripe_account: "acct_1Nv0FGQ9RKHgCVdK" };
+  if (op.operationId === "updateUser") return { name: "Grace B. Hopper", email: "grace@example.com", stripe_account: "acct_1Nv0FGQ9RKHgCVdK" };
   if (op.operationId === "createPayout") return { ...(validBody(op, fx) as object), recipient_id: fx.user };
   if (op.operationId === "createRefund") return { payment_id: fx.payment, amount: 1, reason: "duplicate" };
   if (op.operationId === "createAccessToken") return { grant_type: "client_credentials", scope: "users:read", client_id: "x", client_secret: "sk_test_x" };

@@ -12,12 +12,12 @@ import { type Fixtures, createKey, createUser, seed } from "../support/fixtures"
 import { CARDS, PROOF_CARD, cardFields, expectNoCardData, payoutBody } from "../support/cards";
 import { changes, countRows, quiesce, snapshot } from "../support/db";
 import { acceptAllOutbound } from "../support/receiver";
-import { type Operation, fixtureId, label, operations, pathWith, validBody } from "../support/operations";
+import { type Operation, fixtureId, label, LIVE_SECRET_KEY_ONLY, operations, pathWith, validBody } from "../support/operations";
 import { type Document, bodySchema, objectsOf, openapiDocument, queryParameters } from "../support/request-schemas";
 
 const OPS = await operations();
 const doc: Document = await openapiDocument();
-let acct: Account;
+let acct: Account & { liveKey: string };
 let fx: Fixtures;
 const keys = new Map<string, string>();
 const outbound = acceptAllOutbound();
@@ -25,7 +25,10 @@ const outbound = acceptAllOutbound();
 beforeAll(async () => {
   acct = await signup("Strict");
   fx = await seed(acct);
-  for (const op of OPS) if (!op.isPublic) keys.set(op.operationId, (await createKey(acct, [...SCOPES], op.operationId)).secret);
+  // The processor connection takes the live secret key only; every other operation a key with every scope.
+  for (const op of OPS) {
+    if (!op.isPublic) keys.set(op.operationId, LIVE_SECRET_KEY_ONLY.has(op.operationId) ? acct.liveKey : (await createKey(acct, [...SCOPES], op.operationId)).secret);
+  }
   // A delivery to list: the deliveries' status filter is checked on something.
   expect((await call(`/api/webhooks/${fx.webhook}/test`, { key: acct.key, method: "POST" })).status).toBeLessThan(300);
   await quiesce();
@@ -102,7 +105,7 @@ describe("unknown body fields", () => {
       "invalid_request_error",
       "parameter_unknown",
     );
-    expect(phone).toMatchObject({ param: "phone", message: "Unknown field phone. This request takes name and email." });
+    expect(phone).toMatchObject({ param: "phone", message: "Unknown field phone. This request takes name, email and stripe_account." });
     expect((await call(`/api/users/${user.id}`, { key: acct.key })).body).toMatchObject({ name: "Ada", email: "ada@example.com" });
     expect(await countRows("events", "account_id = ? AND type = 'customer.updated'", acct.id)).toBe(updates);
 

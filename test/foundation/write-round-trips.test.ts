@@ -1,9 +1,13 @@
 // Every idempotent write that calls no processor before its commit is one D1 round trip with an
 // Idempotency-Key: its record is written in the route's own batch. A replay costs at most two.
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { call, roundTrips, signup } from "../support/http";
 import { seed, warm } from "../support/fixtures";
-import { fixtureId, label, operations, pathWith, validBody } from "../support/operations";
+import { fixtureId, label, LIVE_SECRET_KEY_ONLY, operations, pathWith, validBody } from "../support/operations";
+import { connectStripe, installFakeStripe } from "../support/live";
+
+const stripe = installFakeStripe();
+afterAll(() => stripe.restore());
 import { withoutSecrets } from "../../src/middleware/stored-answers";
 
 /**
@@ -18,6 +22,10 @@ const EXPECTED_ABOVE_ONE: Record<string, number> = {
   createSubscription: 4,
   updateSubscription: 3,
   advanceTestClock: 6,
+  // The processor connection reads the one it replaces (to keep its created_at) or removes (to
+  // answer its Stripe account), after asking Stripe to check the key.
+  connectProcessor: 2,
+  disconnectProcessor: 2,
 };
 
 describe("round trips of idempotent writes", () => {
@@ -27,14 +35,17 @@ describe("round trips of idempotent writes", () => {
     for (const op of ops) {
       const acct = await signup();
       const fx = await seed(acct);
-      await warm(acct.key);
+      // The processor connection is the live secret key's; the one to remove is made first.
+      const key = LIVE_SECRET_KEY_ONLY.has(op.operationId) ? acct.liveKey : acct.key;
+      if (op.operationId === "disconnectProcessor") await connectStripe(acct);
+      await warm(key);
       const path = op.hasId ? pathWith(op, fixtureId(op, fx)) : op.path;
       const body = validBody(op, fx);
-      const res = await call(path, { key: acct.key, method: op.method.toUpperCase(), body, idempotencyKey: `rt-${op.operationId}` });
+      const res = await call(path, { key, method: op.method.toUpperCase(), body, idempotencyKey: `rt-${op.operationId}` });
       expect(res.status, `${label(op)}: ${res.text}`).toBeLessThan(300);
       counts[op.operationId] = roundTrips(res);
       // The replay: the batch meets the key, and the stored answer is read.
-      const replay = await call(path, { key: acct.key, method: op.method.toUpperCase(), body, idempotencyKey: `rt-${op.operationId}` });
+      const replay = await call(path, { key, method: op.method.toUpperCase(), body, idempotencyKey: `rt-${op.operationId}` });
       expect(replay.headers.get("idempotent-replayed"), label(op)).toBe("true");
       expect(replay.status).toBe(res.status);
       // The same answer, but for a secret shown once (stored as null).

@@ -3,7 +3,7 @@
 // and claim-first kept only for routes where money moves before the commit.
 import { env } from "cloudflare:workers";
 import { Hono } from "hono";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { AppEnv } from "../../src/context";
 import { createDb } from "../../src/db/client";
 import { ApiError } from "../../src/lib/errors";
@@ -14,7 +14,12 @@ import { createKey, createPlan, createUser, secretKeyId, seed, warm } from "../s
 import { cardFields, payoutBody } from "../support/cards";
 import { countRows, snapshot } from "../support/db";
 import { type D1Op, faultyD1, gate, recordingProcessor, recordingQueue, sqlMatches } from "../support/faults";
-import { CLAIM_FIRST, fixtureId, label, operations, pathWith, validBody } from "../support/operations";
+import { CLAIM_FIRST, credentialFor, fixtureId, label, operations, pathWith, validBody } from "../support/operations";
+import { installFakeStripe } from "../support/live";
+
+// The processor connection's operations reach Stripe's key check: the fake Stripe answers it.
+const stripe = installFakeStripe();
+afterAll(() => stripe.restore());
 
 afterEach(() => useProcessor());
 
@@ -67,14 +72,16 @@ describe("two identical requests at once, on every operation that records its ke
       const solo = await signup();
       const soloFx = await seed(solo);
       const soloPath = op.hasId ? pathWith(op, fixtureId(op, soloFx)) : op.path;
+      const soloKey = await credentialFor(op, solo);
       const soloQueues = quietQueues();
       const beforeSolo = await rowCounts();
-      const once = await fetchWith(soloQueues.env, soloPath, request(soloPath, { key: solo.key, method: op.method.toUpperCase(), body: validBody(op, soloFx), idempotencyKey: `solo-${op.operationId}` }));
+      const once = await fetchWith(soloQueues.env, soloPath, request(soloPath, { key: soloKey, method: op.method.toUpperCase(), body: validBody(op, soloFx), idempotencyKey: `solo-${op.operationId}` }));
       expect(once.status, `${context}: ${once.text}`).toBeLessThan(300);
       const soloDelta = delta(beforeSolo, await rowCounts());
 
       const acct = await signup();
       const fx = await seed(acct);
+      const credential = await credentialFor(op, acct);
       const path = op.hasId ? pathWith(op, fixtureId(op, fx)) : op.path;
       const body = validBody(op, fx);
       const key = `pair-${op.operationId}`;
@@ -82,11 +89,11 @@ describe("two identical requests at once, on every operation that records its ke
       const queues = quietQueues();
       const before = await rowCounts();
       const db = faultyD1(env.DB, [], { gate: (o) => (recordsKey(o) ? held.opened : Promise.resolve()) });
-      const first = fetchWith({ ...queues.env, DB: db }, path, request(path, { key: acct.key, method: op.method.toUpperCase(), body, idempotencyKey: key }));
+      const first = fetchWith({ ...queues.env, DB: db }, path, request(path, { key: credential, method: op.method.toUpperCase(), body, idempotencyKey: key }));
       // Let the first reach its batch before the second starts.
       for (let i = 0; i < 200 && !db.ops.some(recordsKey); i++) await new Promise((r) => setTimeout(r, 5));
       expect(db.ops.some(recordsKey), `${context}: the first request reached its batch`).toBe(true);
-      const second = await fetchWith(queues.env, path, request(path, { key: acct.key, method: op.method.toUpperCase(), body, idempotencyKey: key }));
+      const second = await fetchWith(queues.env, path, request(path, { key: credential, method: op.method.toUpperCase(), body, idempotencyKey: key }));
       expect(second.status, `${context}: ${second.text}`).toBe(once.status);
       expect(second.headers.get("idempotent-replayed"), context).toBeNull();
       held.open();
@@ -98,7 +105,7 @@ describe("two identical requests at once, on every operation that records its ke
       expect(pairDelta, `${context}: the pair changed what one request changes`).toEqual(soloDelta);
       expect(queues.sent(), `${context}: messages sent by the pair`).toBe(soloQueues.sent());
       // The stored answer is the one the second gave, and a third request replays it too.
-      const third = await call(path, { key: acct.key, method: op.method.toUpperCase(), body, idempotencyKey: key });
+      const third = await call(path, { key: credential, method: op.method.toUpperCase(), body, idempotencyKey: key });
       expect(third.headers.get("idempotent-replayed"), context).toBe("true");
       expect(third.body, context).toEqual(late.body);
     }
@@ -467,7 +474,8 @@ describe("money moves only under a claimed key", () => {
     const calls = recordingProcessor();
     for (const op of ops) {
       const path = op.hasId ? pathWith(op, fixtureId(op, fx)) : op.path;
-      const res = await fetchWith(quietQueues().env, path, request(path, { key: acct.key, method: op.method.toUpperCase(), body: validBody(op, fx), idempotencyKey: `money-${op.operationId}` }));
+      const key = op.operationId === "disconnectProcessor" ? acct.liveKey : await credentialFor(op, acct);
+      const res = await fetchWith(quietQueues().env, path, request(path, { key, method: op.method.toUpperCase(), body: validBody(op, fx), idempotencyKey: `money-${op.operationId}` }));
       expect(res.status, `${label(op)}: ${res.text}`).toBeLessThan(300);
     }
     expect(calls).toEqual([]);

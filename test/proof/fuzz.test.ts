@@ -19,7 +19,8 @@ import { type Fixtures, createKey, payoutWithoutSettlement, seed } from "../supp
 import { expectNoCardData, PROOF_CARD, sentPans } from "../support/cards";
 import { changes, quiesce, snapshot } from "../support/db";
 import { acceptAllOutbound } from "../support/receiver";
-import { type Operation, fixtureId, label, operations, pathWith, validBody } from "../support/operations";
+import { type Operation, fixtureId, label, LIVE_SECRET_KEY_ONLY, operations, pathWith, validBody } from "../support/operations";
+import { installFakeStripe } from "../support/live";
 import { expectNoPollution, prototypeNames } from "../support/checks";
 
 const OPS = await operations();
@@ -30,7 +31,9 @@ const RUNS = 30;
 
 const baseline = prototypeNames();
 const outbound = acceptAllOutbound();
-let acct: Account;
+// The processor connection's key check goes to the fake Stripe.
+const stripe = installFakeStripe();
+let acct: Account & { liveKey: string };
 let fx: Fixtures;
 /** A restricted key holding every scope, per operation: each stays far from the rate limit. */
 const keys = new Map<string, string>();
@@ -38,12 +41,14 @@ const keys = new Map<string, string>();
 beforeAll(async () => {
   acct = await signup("Fuzz");
   fx = await seed(acct);
-  for (const op of OPS) keys.set(op.operationId, (await createKey(acct, [...SCOPES], op.operationId)).secret);
+  // The processor connection takes the account's live secret key only.
+  for (const op of OPS) keys.set(op.operationId, LIVE_SECRET_KEY_ONLY.has(op.operationId) ? acct.liveKey : (await createKey(acct, [...SCOPES], op.operationId)).secret);
   await quiesce();
 }, 30_000);
 
 afterAll(async () => {
   outbound.restore();
+  stripe.restore();
   expectNoPollution(baseline);
   await expectNoCardData();
 });
@@ -409,7 +414,7 @@ describe("hostile bodies", () => {
     for (const op of MUTATING) {
       for (const body of texts) await refused(op, { body, headers: JSON_TYPE, idempotencyKey: "malformed" }, 400, "invalid_json");
     }
-  });
+  }, 30_000);
 
   it("wrong content types: 415 unsupported_media_type (form bodies only where documented)", async () => {
     const form = new FormData();

@@ -22,7 +22,7 @@ import { changes, quiesce, snapshot } from "../support/db";
 import { failingQueue, runJobs } from "../support/queue";
 import { waitFor } from "../support/wait";
 import { installReceiver, RECEIVER_ORIGIN } from "../support/receiver";
-import { type Operation, fixtureId, label, operations, pathWith, SCOPE_OF, scopesWithout, validBody } from "../support/operations";
+import { type Operation, fixtureId, label, LIVE_SECRET_KEY_ONLY, operations, pathWith, SCOPE_OF, scopesWithout, validBody } from "../support/operations";
 
 const receiver = installReceiver();
 let ops: Operation[];
@@ -32,7 +32,7 @@ let fx: Fixtures;
 let fxOther: Fixtures;
 
 beforeAll(async () => {
-  ops = await operations();
+  ops = await operations({ includeProcessorWebhooks: true });
   owner = await signup("Owner");
   other = await signup("Other tenant");
   fx = await seed(owner);
@@ -47,6 +47,8 @@ afterAll(async () => {
 });
 
 const guarded = () => ops.filter((op) => !op.isPublic);
+/** The guarded operations a scope opens (the processor connection is the live secret key's alone). */
+const scopeGuarded = () => guarded().filter((op) => !LIVE_SECRET_KEY_ONLY.has(op.operationId));
 
 /** Calls `op` on the fixtures `ids` with its valid body and the given headers. */
 function send(op: Operation, ids: Fixtures, headers: Record<string, string>, overrides: { body?: unknown; id?: string } = {}) {
@@ -73,12 +75,13 @@ async function writesNothing(context: string, fn: () => Promise<void>) {
 
 describe("the operations", () => {
   it("the scope table names every operation that needs a credential, and nothing else", () => {
-    expect(guarded().map((op) => op.operationId).sort()).toEqual(Object.keys(SCOPE_OF).sort());
+    expect(scopeGuarded().map((op) => op.operationId).sort()).toEqual(Object.keys(SCOPE_OF).sort());
+    expect(guarded().filter((op) => LIVE_SECRET_KEY_ONLY.has(op.operationId)).map((op) => op.operationId).sort()).toEqual([...LIVE_SECRET_KEY_ONLY].sort());
     for (const scope of Object.values(SCOPE_OF)) expect(SCOPES).toContain(scope);
   });
 
-  it("the public operations are exactly health, sign-up and the token exchange", () => {
-    expect(ops.filter((op) => op.isPublic).map(label).sort()).toEqual(["GET /health", "POST /api/accounts", "POST /oauth/token"]);
+  it("the public operations are exactly health, sign-up, the token exchange and Stripe's webhook route (signed by Stripe)", () => {
+    expect(ops.filter((op) => op.isPublic).map(label).sort()).toEqual(["GET /health", "POST /api/accounts", "POST /oauth/token", "POST /processor-webhooks/stripe/{account_id}"]);
   });
 
   it("every fixture is real: the owner reads each object it will be denied", async () => {
@@ -161,7 +164,7 @@ describe("401 for a missing or bad credential, on every guarded operation", () =
 describe("403 without the operation's scope", () => {
   it("a restricted key, and a token, holding every scope but the resource's own: 403 missing_scope, nothing written", async () => {
     const byResource = new Map<string, { key: string; token: string }>();
-    for (const op of guarded()) {
+    for (const op of scopeGuarded()) {
       const resource = SCOPE_OF[op.operationId].split(":")[0];
       if (!byResource.has(resource)) {
         const scopes = scopesWithout(SCOPE_OF[op.operationId]);
@@ -170,7 +173,7 @@ describe("403 without the operation's scope", () => {
       }
     }
     await writesNothing("missing scope", async () => {
-      for (const op of guarded()) {
+      for (const op of scopeGuarded()) {
         const scope = SCOPE_OF[op.operationId];
         for (const [name, credential] of Object.entries(byResource.get(scope.split(":")[0])!)) {
           const res = await send(op, fx, bearer(credential));
@@ -187,7 +190,7 @@ describe("403 without the operation's scope", () => {
   it("a read scope never lets a write through", async () => {
     const readers = await createKey(owner, SCOPES.filter((s) => s.endsWith(":read")), "all reads");
     await writesNothing("read scopes", async () => {
-      for (const op of guarded().filter((o) => o.method !== "get")) {
+      for (const op of scopeGuarded().filter((o) => o.method !== "get")) {
         const res = await send(op, fx, bearer(readers.secret));
         expect(res.status, label(op)).toBe(403);
         expect(res.body.error.code).toBe("missing_scope");
@@ -200,7 +203,7 @@ describe("403 without the operation's scope", () => {
     const own = await seed(scoped);
     await quiesce();
     const keys = new Map<string, string>();
-    for (const op of guarded()) {
+    for (const op of scopeGuarded()) {
       const scope = SCOPE_OF[op.operationId];
       if (!keys.has(scope)) keys.set(scope, (await createKey(scoped, [scope], scope)).secret);
       const res = await send(op, own, bearer(keys.get(scope)!));
@@ -210,6 +213,30 @@ describe("403 without the operation's scope", () => {
     }
     await quiesce();
   }, 30_000);
+});
+
+describe("the processor connection: the live secret key only", () => {
+  it("every other credential, whatever its scopes, answers 403 on each of its operations, and nothing is written", async () => {
+    const acct = await signup("Live credentials");
+    const credentials: [string, string, string][] = [
+      ["test secret key", acct.key, "livemode_required"],
+      ["test restricted key with every scope", (await createKey(acct, [...SCOPES], "all test")).secret, "livemode_required"],
+      ["test access token", await mintToken(acct.key), "livemode_required"],
+      ["live restricted key with every scope", (await createKey({ id: acct.id, key: acct.liveKey }, [...SCOPES], "all live")).secret, "live_secret_key_required"],
+      ["live access token", await mintToken(acct.liveKey), "live_secret_key_required"],
+    ];
+    await writesNothing("processor connection", async () => {
+      for (const op of guarded().filter((o) => LIVE_SECRET_KEY_ONLY.has(o.operationId))) {
+        for (const [name, credential, code] of credentials) {
+          const res = await send(op, fx, bearer(credential));
+          const context = `${label(op)} with a ${name}`;
+          expect(res.status, `${context}: ${res.text.slice(0, 200)}`).toBe(403);
+          expectErrorShape(res, context);
+          expect(res.body.error, context).toMatchObject({ type: "permission_error", code });
+        }
+      }
+    });
+  });
 });
 
 describe("404 for another tenant's objects", () => {

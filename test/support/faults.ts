@@ -415,7 +415,8 @@ export function ledgerProcessor(initial: ProcessorFault[] = []): Ledger {
         async refund(args) {
           return (await run("refund", args.reference, args.amount, args.currency, async (decline) => ({ outcome: decline ? declined() : await inner.refund(args) }))).outcome;
         },
-        // Not recorded: no route or job calls these yet (live mode wires them).
+        // Not recorded: they move no money (a card update's vaulting, a payout's destination, and
+        // bringing back a failed payout's transfer, which only a live processor's event asks for).
         vaultCard: (args) => inner.vaultCard(args),
         payoutDestination: (args) => inner.payoutDestination(args),
         reclaimFailedPayout: (args) => inner.reclaimFailedPayout(args),
@@ -608,9 +609,9 @@ export function recordingProcessor(hold?: (method: string) => Promise<void> | un
         return (sandbox[method] as (a: unknown) => Promise<unknown>)(args);
       };
     return {
+      ...sandbox,
       chargeCard: wrap("chargeCard"),
       chargeToken: wrap("chargeToken"),
-      tokenizeDestination: sandbox.tokenizeDestination,
       sendPayout: wrap("sendPayout"),
       refund: wrap("refund"),
     } as Processor;

@@ -68,7 +68,7 @@ export async function signup(name = "Acme"): Promise<Account & { liveKey: string
 export const withEnv = (overrides: Partial<Bindings>) => ({ ...env, ...overrides }) as Bindings;
 
 /** Runs the Worker's fetch with `overrides` on its environment (a failing or dropping queue). */
-export async function fetchWith(overrides: Partial<typeof env>, path: string, init: RequestInit & { key?: string; json?: unknown } = {}) {
+export async function fetchWith(overrides: Partial<typeof env> & Partial<Bindings>, path: string, init: RequestInit & { key?: string; json?: unknown } = {}) {
   const headers = new Headers(init.headers);
   if (init.key) headers.set("authorization", `Bearer ${init.key}`);
   let body = init.body;

@@ -5,7 +5,8 @@ import { expect } from "vitest";
 import { SCOPES } from "../../src/auth/scopes";
 import { PROOF_CARD, cardFields, payoutBody } from "./cards";
 import type { Fixtures } from "./fixtures";
-import { call } from "./http";
+import { type Account, call } from "./http";
+import { connectStripe } from "./live";
 import { RECEIVER_ORIGIN } from "./receiver";
 
 // ---------------------------------------------------------------------------------------------
@@ -27,8 +28,35 @@ export interface Operation {
 
 export const label = (op: Operation) => `${op.method.toUpperCase()} ${op.path}`;
 
-/** Every operation of GET /openapi.json, as the running Worker documents it. */
-export async function operations(): Promise<Operation[]> {
+/**
+ * Stripe's webhook route (POST /processor-webhooks/stripe/{account_id}) is in the document, but no
+ * Tender caller calls it: Stripe does, authenticated by its signature over the raw body, and every
+ * refusal is a 400 (DESIGN.md). The sweeps leave it out (operations() without the option); its
+ * own proofs are test/live/stripe-webhooks.test.ts (refusals change nothing, any body, any order).
+ */
+export const PROCESSOR_WEBHOOKS = new Set(["receiveStripeEvent"]);
+
+/**
+ * Operations only the account's live secret key may call (the processor connection): a test
+ * credential answers 403 livemode_required, a live restricted key or token 403
+ * live_secret_key_required, whatever scopes it holds. They need no scope (the secret key holds all).
+ */
+export const LIVE_SECRET_KEY_ONLY = new Set(["connectProcessor", "getProcessor", "disconnectProcessor"]);
+
+/**
+ * The credential a sweep sends `op` with, for an account made by signup(): its test secret key,
+ * or, for the processor connection, its live secret key (after connecting Stripe first when the
+ * operation needs a connection to act on). Connecting reaches Stripe: install the fake Stripe
+ * (test/support/live.ts installFakeStripe) in a file that sweeps those operations.
+ */
+export async function credentialFor(op: Operation, acct: Account & { liveKey: string }): Promise<string> {
+  if (!LIVE_SECRET_KEY_ONLY.has(op.operationId)) return acct.key;
+  if (op.operationId !== "connectProcessor") await connectStripe(acct);
+  return acct.liveKey;
+}
+
+/** Every operation of GET /openapi.json, as the running Worker documents it (Stripe's webhook route only when asked). */
+export async function operations(options: { includeProcessorWebhooks?: boolean } = {}): Promise<Operation[]> {
   const res = await call("/openapi.json");
   expect(res.status).toBe(200);
   const ops: Operation[] = [];
@@ -46,7 +74,7 @@ export async function operations(): Promise<Operation[]> {
       });
     }
   }
-  return ops;
+  return options.includeProcessorWebhooks ? ops : ops.filter((op) => !PROCESSOR_WEBHOOKS.has(op.operationId));
 }
 
 /**
@@ -166,6 +194,9 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     cancelSubscription: () => undefined,
     createTestClock: () => ({ frozen_time: "2030-01-01T00:00:00.000Z", name: "proof" }),
     advanceTestClock: () => ({ frozen_time: "2030-02-01T00:00:00.000Z" }),
+    // A well-formed body: a sweep that sends it with the live secret key reaches Stripe's key check.
+    connectProcessor: () => ({ provider: "stripe", secret_key: `sk_live_${"P".repeat(32)}`, webhook_secret: `whsec_${"p".repeat(32)}`, connect_webhook_secret: `whsec_${"c".repeat(32)}` }),
+    disconnectProcessor: () => undefined,
   };
   if (!Object.hasOwn(bodies, op.operationId)) throw new Error(`No valid body for ${op.operationId}: add one to test/support/operations.ts`);
   return bodies[op.operationId]();

@@ -6,6 +6,8 @@ export function describeEvent(event: WebhookEvent): string {
     case "payment.completed":
     case "payment.failed":
       return `${event.type}: ${event.data.amount} ${event.data.currency} from ${event.data.customer?.email ?? "unknown"} (${event.data.transaction_id})`;
+    case "payment.disputed":
+      return `payment.disputed: ${event.data.amount} ${event.data.currency} of ${event.data.transaction_id}, ${event.data.dispute.reason} (dispute ${event.data.dispute.id})`;
     case "refund.initiated":
     case "refund.completed":
       return `${event.type}: ${event.data.amount} ${event.data.currency} of payment ${event.data.payment_id} (${event.data.status})`;

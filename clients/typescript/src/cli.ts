@@ -447,7 +447,7 @@ async function forwardEvent(forward: NonNullable<CliIo["forward"]>, url: URL, se
 // ---------------------------------------------------------------------------------------------
 // trigger
 
-export const TEST_CARDS = { success: "4242424242424242", declined: "4000000000000002" } as const;
+export const TEST_CARDS = { success: "4242424242424242", declined: "4000000000000002", disputed: "4000000000000259" } as const;
 
 export interface TriggerContext {
   tender: Tender;
@@ -494,16 +494,16 @@ async function plan(ctx: TriggerContext) {
   return created;
 }
 
-async function subscription(ctx: TriggerContext, testClock?: string) {
+async function subscription(ctx: TriggerContext, testClock?: string, pan: string = TEST_CARDS.success) {
   const customer = await user(ctx, testClock);
   const fixed = await plan(ctx);
-  const sub = await ctx.tender.POST("/subscriptions", { body: { user_id: customer.id, plan_id: fixed.id, ...card(ctx, TEST_CARDS.success) } });
+  const sub = await ctx.tender.POST("/subscriptions", { body: { user_id: customer.id, plan_id: fixed.id, ...card(ctx, pan) } });
   ctx.say(`Created subscription ${sub.id} (first period charged)`);
   return { user: customer.id, plan: fixed.id, subscription: sub.id, sub };
 }
 
-async function firstPayment(ctx: TriggerContext) {
-  const made = await subscription(ctx);
+async function firstPayment(ctx: TriggerContext, pan: string = TEST_CARDS.success) {
+  const made = await subscription(ctx, undefined, pan);
   const payments = await ctx.tender.GET("/payments", { params: { query: { subscription_id: made.subscription, limit: 1 } } });
   const payment = payments.data[0]?.id;
   if (!payment) throw new Error(`no payment found for ${made.subscription}`);
@@ -548,6 +548,13 @@ export const TRIGGERS: Record<EventType, TriggerPlan> = {
     creates: "a user, a plan and a subscription (its first charge succeeds)",
     async run(ctx) {
       const { sub: _sub, ...objects } = await firstPayment(ctx);
+      return { objects, objectId: objects.payment };
+    },
+  },
+  "payment.disputed": {
+    creates: "a user, a plan and a subscription paid with the dispute test card (its holder disputes the charge at once)",
+    async run(ctx) {
+      const { sub: _sub, ...objects } = await firstPayment(ctx, TEST_CARDS.disputed);
       return { objects, objectId: objects.payment };
     },
   },
