@@ -11,9 +11,11 @@
 //  - events and deliveries, from requests and from background work (settlement, renewals): each
 //    reaches only the endpoints of its own mode.
 //
-// Live mode has no processor yet: the live objects a live key cannot make (payouts, payments,
-// subscriptions, refunds; test clocks exist in test mode only) are rows copied as live ones
-// (test/support/modes.ts).
+// The sweep's live account has no Stripe connection: the live objects that need a processor
+// (payouts, payments, subscriptions, refunds; and test clocks, which exist in test mode only) are
+// rows copied as live ones (test/support/modes.ts), and operations that need the processor answer
+// 400 livemode_unavailable. Live money through Stripe (the fake) is proven in test/live/ and in the
+// background-work test below, on a connected account.
 import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDb } from "../../src/db/client";
@@ -31,14 +33,19 @@ import { makeDue } from "../support/clock";
 import { runJobs } from "../support/queue";
 import { waitFor } from "../support/wait";
 import { installReceiver, RECEIVER_ORIGIN } from "../support/receiver";
-import { type Mode, type TwoModes, copyAsLive, other, seedBothModes } from "../support/modes";
+import { type Mode, type TwoModes, other, seedBothModes } from "../support/modes";
 import { type Operation, fixtureId, label, operations, pathWith, validBody } from "../support/operations";
 import { dashboardFetch, signIn, textOf } from "../dashboard/support";
+import { STRIPE_CARDS, connectStripe, deliverStripeEvents, installFakeStripe, livePayout, payableUser } from "../support/live";
 
 const receiver = installReceiver();
+/** Live money in this file goes through the fake Stripe, in this isolate. */
+const stripe = installFakeStripe();
 const MODES: Mode[] = ["test", "live"];
 /** Test clocks exist in test mode only: a live credential is refused with 403 before any read. */
 const TEST_ONLY = new Set(["createTestClock", "listTestClocks", "getTestClock", "advanceTestClock"]);
+/** The processor connection belongs to live mode: a test credential is refused with 403. */
+const LIVE_ONLY = new Set(["connectProcessor", "getProcessor", "disconnectProcessor"]);
 /** Operations that need a card processor, which live mode does not have yet: 400 livemode_unavailable. */
 const NEEDS_PROCESSOR = new Set(["createPayout", "createRefund", "createSubscription"]);
 /** Operations that end their object: run after every other operation on the same fixtures. */
@@ -64,6 +71,7 @@ afterAll(async () => {
     for (const id of settling) expect(await countOf("SELECT count(*) AS n FROM payouts WHERE id = ? AND status = 'pending'", id), id).toBe(0);
   }, 30_000);
   await quiesce();
+  stripe.restore();
   receiver.restore();
 }, 40_000);
 
@@ -83,6 +91,13 @@ function expectOwnModeAnswer(op: Operation, mode: Mode, res: CallResult, context
   if (isLive(mode) && TEST_ONLY.has(op.operationId)) {
     expect(res.status, `${context}: ${res.text.slice(0, 200)}`).toBe(403);
     expect(res.body.error.code, context).toBe("livemode_not_allowed");
+  } else if (!isLive(mode) && LIVE_ONLY.has(op.operationId)) {
+    expect(res.status, `${context}: ${res.text.slice(0, 200)}`).toBe(403);
+    expect(res.body.error.code, context).toBe("livemode_required");
+  } else if (isLive(mode) && op.operationId === "disconnectProcessor") {
+    // The live fixtures' subscription depends on the connection: it cannot be removed under them.
+    expect(res.status, `${context}: ${res.text.slice(0, 200)}`).toBe(409);
+    expect(res.body.error.code, context).toBe("processor_in_use");
   } else if (isLive(mode) && NEEDS_PROCESSOR.has(op.operationId)) {
     expect(res.status, `${context}: ${res.text.slice(0, 200)}`).toBe(400);
     expect(res.body.error.code, context).toBe("livemode_unavailable");
@@ -197,7 +212,8 @@ describe("lists show the caller's mode only", () => {
   };
 
   it("every list, paged from or filtered by the other mode's ids, holds only the caller's mode's objects", async () => {
-    const lists = guarded().filter((op) => op.method === "get" && !op.hasId);
+    // GET /api/processor is the account's one connection, not a list (test/live/connection.test.ts).
+    const lists = guarded().filter((op) => op.method === "get" && !op.hasId && op.operationId !== "getProcessor");
     let checks = 0;
     for (const mode of MODES) {
       const key = both.keys[mode];
@@ -207,7 +223,7 @@ describe("lists show the caller's mode only", () => {
         checks++;
         // GET /api/event-types is a static catalog, not paged: it takes no query parameters.
         const first = await call(op.query.includes("limit") ? `${op.path}?limit=100` : op.path, { key });
-        if (isLive(mode) && TEST_ONLY.has(op.operationId)) {
+        if ((isLive(mode) && TEST_ONLY.has(op.operationId)) || (!isLive(mode) && LIVE_ONLY.has(op.operationId))) {
           expect(first.status, context).toBe(403);
           continue;
         }
@@ -341,19 +357,25 @@ describe("events and deliveries stay in their mode", () => {
       expect((await call(`/api/users/${user.id}`, { key: keys[mode], method: "PUT", body: { name: `${mode} customer 2`, email: `${mode}@example.com` } })).status).toBe(200);
       expect((await call(`/api/webhooks/${endpoints[mode]}/test`, { key: keys[mode], method: "POST" })).status).toBe(202);
     }
-    // Background work in live mode: a payout settled and a renewal charged, each in the mode of its row.
-    const testUser = await createUser(asTest, { name: "Renewing", email: "renewing@example.com" });
-    const testPlan = await createPlan(asTest);
-    const testSub = await subscribed(asTest, testUser.id, testPlan.id);
-    const liveUser = await copyAsLive("users", "user", testUser.id, { email: "live.renewing@example.com" });
-    const livePlan = await copyAsLive("plans", "plan", testPlan.id);
-    const liveSub = await copyAsLive("subscriptions", "subscription", testSub.id, { user_id: liveUser, plan_id: livePlan });
-    const livePayout = await copyAsLive("payouts", "payout", (await payoutWithoutSettlement(asTest)).id);
-    await runJobs({ kind: "settlePayout", payoutId: livePayout });
+    // Background work in live mode, through the account's Stripe connection (the fake): a payout
+    // handed to Stripe and settled by Stripe's payout.paid, and a renewal charged off-session.
+    const connected = await connectStripe(acct);
+    const payee = await payableUser(stripe.fake, acct, "Live Renewing");
+    const livePlan = await createPlan(asLive, { name: "Live renewing" });
+    const liveSub = (await subscribed(asLive, payee.id, livePlan.id, STRIPE_CARDS.visa)).id as string;
+    const payout = await livePayout(acct, payee.id);
+    expect(payout.status, payout.text).toBe(201);
+    const livePayoutId = payout.body.id as string;
+    await runJobs({ kind: "settlePayout", payoutId: livePayoutId });
+    const stripePayout = [...stripe.fake.payouts.values()].find((p) => p.metadata?.tender_reference === livePayoutId)!;
+    stripe.fake.settlePayout(stripePayout.id, "paid");
+    expect((await deliverStripeEvents(stripe.fake, connected)).filter((a) => a.type === "payout.paid")).toEqual([
+      { eventId: expect.any(String), type: "payout.paid", status: 200 },
+    ]);
     await makeDue(liveSub);
     await runJobs({ kind: "billing.renew", subscriptionIds: [liveSub] });
     // Redelivering a live event from test mode is refused; from live mode it goes to the live endpoint.
-    const [liveEvent] = (await call(`/api/events?object_id=${livePayout}`, { key: keys.live })).body.data;
+    const [liveEvent] = (await call(`/api/events?object_id=${livePayoutId}&type=payout.paid`, { key: keys.live })).body.data;
     expect(liveEvent).toMatchObject({ type: "payout.paid", livemode: true });
     expect((await call(`/api/events/${liveEvent.id}/redeliver`, { key: keys.test, body: {} })).status).toBe(404);
     expect((await call(`/api/events/${liveEvent.id}/redeliver`, { key: keys.test, body: { endpoint_id: endpoints.test } })).status).toBe(404);
@@ -368,16 +390,21 @@ describe("events and deliveries stay in their mode", () => {
     expect(again.body.skipped.map((s: { endpoint_id: string }) => s.endpoint_id)).toEqual([endpoints.live]);
 
     // The rows the background work wrote are live-mode rows.
-    expect(await countOf("SELECT count(*) AS n FROM payments WHERE subscription_id = ? AND livemode = 1", liveSub)).toBe(1);
+    expect(await countOf("SELECT count(*) AS n FROM payments WHERE subscription_id = ? AND livemode = 1", liveSub)).toBe(2);
     expect(await countOf("SELECT count(*) AS n FROM payments WHERE subscription_id = ? AND livemode = 0", liveSub)).toBe(0);
-    expect(await countOf("SELECT count(*) AS n FROM subscription_periods WHERE subscription_id = ? AND livemode = 1", liveSub)).toBe(1);
+    expect(await countOf("SELECT count(*) AS n FROM subscription_periods WHERE subscription_id = ? AND livemode = 1", liveSub)).toBe(2);
     expect(await countOf("SELECT count(*) AS n FROM subscription_periods WHERE subscription_id = ? AND livemode = 0", liveSub)).toBe(0);
 
     const eventsOf = async (mode: Mode) =>
       (await env.DB.prepare("SELECT id, type FROM events WHERE account_id = ? AND livemode = ?").bind(acct.id, isLive(mode) ? 1 : 0).all<{ id: string; type: string }>()).results;
     const expected: Record<Mode, { id: string; type: string }[]> = { test: await eventsOf("test"), live: await eventsOf("live") };
     expect(expected.live.map((e) => e.type).sort()).toEqual(
-      ["customer.created", "customer.updated", "webhook.test", "payout.paid", "payment.completed", "subscription_renewal"].sort(),
+      [
+        ...["customer.created", "customer.updated", "webhook.test"],
+        ...["customer.created", "subscription_created", "payment.completed"],
+        ...["payout.created", "payout.paid"],
+        ...["payment.completed", "subscription_renewal"],
+      ].sort(),
     );
     await waitFor(() => {
       for (const mode of MODES) {

@@ -1,10 +1,10 @@
 // Test mode and live mode side by side in one account: one object of every kind in each mode.
 //
-// Live mode has no card processor yet, so a live key cannot make a payout, a subscription, a
-// payment or a refund through the API (400 livemode_unavailable), and no test clock exists in
-// live mode (403). Those live objects are made here as the processor wiring will make them: rows
-// of the account with livemode = 1, copied from the test-mode fixtures (new ids, the live user
-// and plan). Everything else is made through the API with the live key.
+// The live side is an account with no Stripe connection, so that the sweeps never reach Stripe:
+// the live objects only a processor makes (payouts, subscriptions, payments, refunds; and the test
+// clock, which exists in test mode only) are rows of the account with livemode = 1, copied from the
+// test-mode fixtures (new ids, the live user and plan). Everything else is made through the API
+// with the live key. Live money through Stripe is proven in test/live/.
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
 import { newId, type IdKind } from "../../src/domain/ids";
