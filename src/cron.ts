@@ -5,6 +5,7 @@ import { expireRecords } from "./jobs/expiry";
 import { sweepStalePayouts } from "./payments/settle-payout";
 import { sweepStaleRefunds } from "./payments/settle-refund";
 import { sweepDeliveries } from "./webhooks/sweeper";
+import { reencryptConnections } from "./processor/connections";
 
 type Task = (env: Bindings, scheduledTime: number, ctx: ExecutionContext) => Promise<void>;
 
@@ -15,6 +16,8 @@ const tasks: Record<string, Task> = {
   expireRecords: async (env, scheduledTime) => void (await expireRecords(env, scheduledTime)),
   settlePayouts: async (env, scheduledTime) => void (await sweepStalePayouts(env, scheduledTime)),
   settleRefunds: async (env, scheduledTime) => void (await sweepStaleRefunds(env, scheduledTime)),
+  // A PROCESSOR_ENCRYPTION_KEY rotation: connections sealed with an older key id are sealed again.
+  reencryptProcessorSecrets: async (env, scheduledTime) => void (await reencryptConnections(env, scheduledTime)),
   sweepDeliveries: async (env) => {
     await sweepDeliveries(env);
   },

@@ -16,6 +16,8 @@ import { runBatch } from "../db/batch";
 import { plans, subscriptionPeriods, subscriptions, testClocks, users } from "../db/schema";
 import type { Bindings } from "../env";
 import { clock as wallClock, isoTime } from "../lib/clock";
+import { processorResolver } from "../processor";
+import type { Processor } from "../processor/types";
 import { CLAIM_STALE_MS, type PeriodOutcome, RENEWING, claimOf, claimPeriod } from "./periods";
 import { type ClaimedPeriod, chargeAndSettle } from "./renewals";
 
@@ -24,7 +26,7 @@ export const STALE_CLAIMS_PER_RUN = 50;
 /** The cron task: settles the unsettled claims whose lease ran out. Throws a charge that failed, after settling the rest. */
 export async function settleStaleClaims(env: Bindings, realNow: number = wallClock.now(), limit = STALE_CLAIMS_PER_RUN): Promise<PeriodOutcome[]> {
   const db = createDb(env.DB);
-  const rows = await db
+  const found = await db
     .select({ sub: subscriptions, plan: plans, user: users, period: subscriptionPeriods, clock: testClocks })
     .from(subscriptionPeriods)
     .innerJoin(subscriptions, and(eq(subscriptions.id, subscriptionPeriods.subscriptionId), eq(subscriptions.periodsBilled, subscriptionPeriods.periodIndex)))
@@ -41,14 +43,19 @@ export async function settleStaleClaims(env: Bindings, realNow: number = wallClo
     )
     .orderBy(asc(subscriptionPeriods.updatedAt))
     .limit(limit);
-  if (rows.length === 0) return [];
+  if (found.length === 0) return [];
+  // The processor of each claim's account and mode; a live account without a connection keeps its
+  // claim (charge_in_progress) until it connects one, since the charge may have moved money.
+  const resolve = processorResolver(env, db);
+  const processors = await Promise.all(found.map((row) => resolve(row.sub)));
+  const rows = found.flatMap((row, i) => (processors[i] ? [{ ...row, processor: processors[i] as Processor }] : []));
   // Billing time: the wall clock, or the user's test clock (a renewal's at the moment it fell due, as an advance bills it).
   const atOf = (row: (typeof rows)[number]) =>
     row.clock ? Math.min(Date.parse(row.clock.frozenTime), row.sub.dueAt ?? Number.POSITIVE_INFINITY) : realNow;
   const claims = await runBatch(db, rows.map((row) => claimPeriod(db, row, "takeover", atOf(row), realNow)));
   const claimed: ClaimedPeriod[] = rows.flatMap((row, i) => {
     const claim = claimOf(claims[i]);
-    return claim ? [{ row, claim, at: atOf(row) }] : [];
+    return claim ? [{ row, claim, at: atOf(row), processor: row.processor }] : [];
   });
   const { outcomes, chargeError } = await chargeAndSettle(env, db, claimed, realNow);
   if (chargeError) throw chargeError;

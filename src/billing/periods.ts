@@ -98,15 +98,26 @@ export interface PeriodClaim {
   currency: string;
   /** The card the attempt charges when it is not the subscription's: a past-due card update's. */
   card: ClaimCard | null;
+  /**
+   * When the period's row was made (ms): no attempt's reference was sent before it, so a live
+   * processor whose idempotency keys expire (Stripe: 24 hours) looks a charge up first past then.
+   */
+  periodCreatedAt: number;
 }
 
 /** What a claim statement returns. */
-const CLAIM_RETURNING = sql`RETURNING attempts, amount, currency, claim_card`;
+const CLAIM_RETURNING = sql`RETURNING attempts, amount, currency, claim_card, created_at`;
 
 export function claimOf(result: unknown): PeriodClaim | null {
-  const row = (result as { results?: (Omit<PeriodClaim, "card"> & { claim_card: string | null })[] }).results?.[0];
+  const row = (result as { results?: (Omit<PeriodClaim, "card" | "periodCreatedAt"> & { claim_card: string | null; created_at: string })[] }).results?.[0];
   if (!row) return null;
-  return { attempts: row.attempts, amount: row.amount, currency: row.currency, card: row.claim_card === null ? null : (JSON.parse(row.claim_card) as ClaimCard) };
+  return {
+    attempts: row.attempts,
+    amount: row.amount,
+    currency: row.currency,
+    card: row.claim_card === null ? null : (JSON.parse(row.claim_card) as ClaimCard),
+    periodCreatedAt: Date.parse(row.created_at),
+  };
 }
 
 /**
@@ -173,7 +184,13 @@ export function claimPeriod(
  */
 export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard): Promise<PeriodClaim | null> {
   const [row] = await db
-    .select({ attempts: subscriptionPeriods.attempts, amount: subscriptionPeriods.amount, currency: subscriptionPeriods.currency, card: subscriptionPeriods.claimCard })
+    .select({
+      attempts: subscriptionPeriods.attempts,
+      amount: subscriptionPeriods.amount,
+      currency: subscriptionPeriods.currency,
+      card: subscriptionPeriods.claimCard,
+      createdAt: subscriptionPeriods.createdAt,
+    })
     .from(subscriptionPeriods)
     .where(
       and(
@@ -183,7 +200,7 @@ export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard
         sql`json_extract(${subscriptionPeriods.claimCard}, '$.token') = ${card.token}`,
       ),
     );
-  return row ? { ...row, card: row.card ?? null } : null;
+  return row ? { attempts: row.attempts, amount: row.amount, currency: row.currency, card: row.card ?? null, periodCreatedAt: Date.parse(row.createdAt) } : null;
 }
 
 /**
@@ -270,6 +287,7 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
     fingerprint: newCard ? newCard.fingerprint : sub.cardFingerprint,
     at: realNow,
     processorReference: reference,
+    firstAttemptAt: claim.periodCreatedAt,
   });
   const period = and(eq(subscriptionPeriods.subscriptionId, sub.id), eq(subscriptionPeriods.periodIndex, n));
   const statements: Statement[] = [

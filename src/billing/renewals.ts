@@ -21,14 +21,14 @@ import {
   RENEWING,
   cancelAtPeriodEndWrites,
   chargePeriod,
-  chargedToken,
   claimOf,
   claimPeriod,
   hasUnsettledClaim,
   isDue,
   selectBillableRows,
 } from "./periods";
-import { processorOfReference } from "../processor";
+import { processorResolver } from "../processor";
+import type { Processor } from "../processor/types";
 import { sendInBatches } from "../lib/queue";
 
 /** Subscriptions per job message. */
@@ -112,13 +112,24 @@ export async function renewSubscriptions(
   const outcomes: PeriodOutcome[] = rows.map(() => "skipped");
   const toCharge: number[] = [];
   const toCancel: number[] = [];
-  rows.forEach((row, i) => {
-    if (!isDue(row.sub, atOf(row))) return;
+  // The processor of each row's account and mode, before anything is claimed: a live account
+  // without a processor connection is left as it is (not claimed, so no attempt is counted).
+  const resolve = processorResolver(env, db);
+  const processors = new Map<number, Processor>();
+  const dueRows = rows.flatMap((row, i) => (isDue(row.sub, atOf(row)) ? [i] : []));
+  await Promise.all(
+    dueRows.map(async (i) => {
+      const processor = await resolve(rows[i].sub);
+      if (processor) processors.set(i, processor);
+    }),
+  );
+  for (const i of dueRows) {
+    const row = rows[i];
     // A subscription set to cancel at period end is canceled, unless a charge of the period never
     // settled: that charge is taken over (same reference) and recorded first.
     if (row.sub.cancelAtPeriodEnd && !hasUnsettledClaim(row)) toCancel.push(i);
-    else toCharge.push(i);
-  });
+    else if (processors.has(i)) toCharge.push(i);
+  }
 
   const claims = await runBatch(
     db,
@@ -126,7 +137,7 @@ export async function renewSubscriptions(
   );
   const claimed = toCharge.flatMap((i, j) => {
     const claim = claimOf(claims[j]);
-    return claim ? [{ i, row: rows[i], claim, at: atOf(rows[i]) }] : [];
+    return claim ? [{ i, row: rows[i], claim, at: atOf(rows[i]), processor: processors.get(i)! }] : [];
   });
 
   const charged = await chargeAndSettle(env, db, claimed, realNow);
@@ -138,11 +149,12 @@ export async function renewSubscriptions(
   return outcomes;
 }
 
-/** A claimed attempt to charge: the row as the claim saw it, the claim, and the billing time. */
+/** A claimed attempt to charge: the row as the claim saw it, the claim, the billing time, and its account's processor. */
 export interface ClaimedPeriod {
   row: BillableRow;
   claim: PeriodClaim;
   at: number;
+  processor: Processor;
 }
 
 /**
@@ -165,9 +177,9 @@ export async function chargeAndSettle(
     await eachLimited(
       claimed.map((c, j) => ({ ...c, j })),
       CHARGE_CONCURRENCY,
-      async ({ row, claim, at, j }) => {
+      async ({ row, claim, at, processor, j }) => {
         const settlement = await chargePeriod(db, {
-          processor: processorOfReference(env, chargedToken(row.sub, claim)),
+          processor,
           row,
           claim,
           at,

@@ -114,6 +114,9 @@ export const users = sqliteTable(
     name: text("name").notNull(),
     email: text("email").notNull(),
     testClockId: text("test_clock_id"),
+    // Live mode only: the Stripe connected account (acct_…) this user is paid out to (see
+    // src/processor/types.ts PayoutRecipient). Null in test mode, where any card can be paid.
+    stripeAccount: text("stripe_account"),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -287,6 +290,8 @@ export const payments = sqliteTable(
     index("payments_account").on(t.accountId, t.livemode, t.id),
     index("payments_subscription").on(t.accountId, t.livemode, t.subscriptionId, t.id),
     index("payments_user").on(t.accountId, t.livemode, t.userId, t.id),
+    // A processor's dispute names the charge by the processor's own reference (a PaymentIntent).
+    index("payments_processor_reference").on(t.accountId, t.livemode, t.processorReference),
     check("payments_amount_positive", sql`${t.amount} > 0`),
     // The refunded total can never pass what was charged, whatever the concurrency.
     check("payments_refund_within_amount", sql`${t.amountRefunded} >= 0 AND ${t.amountRefunded} <= ${t.amount}`),
@@ -444,4 +449,47 @@ export const dashboardSessions = sqliteTable(
     expiresAt: integer("expires_at").notNull(),
   },
   (t) => [index("dashboard_sessions_key").on(t.keyId), index("dashboard_sessions_expiry").on(t.expiresAt)],
+);
+
+// The account's card processor for live mode (PUT /api/processor), one per account. The secrets
+// are stored only encrypted (src/processor/connections.ts): each value is `<key id>:<iv>:<ciphertext>`
+// (AES-GCM under the PROCESSOR_ENCRYPTION_KEY entry of that id, bound to the account and field),
+// so the key can rotate. Only the secret key's last 4 characters are kept in clear.
+export const processorConnections = sqliteTable(
+  "processor_connections",
+  {
+    accountId: text("account_id").primaryKey().references(() => accounts.id),
+    // Test mode is always the sandbox: a connection is live mode's, which the CHECK keeps true.
+    livemode: integer("livemode", { mode: "boolean" }).notNull().default(true),
+    provider: text("provider", { enum: ["stripe"] }).notNull(),
+    /** The processor's own account id (Stripe's `acct_…`), from verifying the key. */
+    processorAccount: text("processor_account").notNull(),
+    secretKeyEncrypted: text("secret_key_encrypted").notNull(),
+    secretKeyLast4: text("secret_key_last4").notNull(),
+    webhookSecretEncrypted: text("webhook_secret_encrypted").notNull(),
+    /** The Connect endpoint's signing secret (payout events of connected accounts), if given. */
+    connectWebhookSecretEncrypted: text("connect_webhook_secret_encrypted"),
+    createdAt: createdAt(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [check("processor_connections_live_only", sql`${t.livemode} = 1`)],
+);
+
+// Each processor event applied (Stripe's webhooks), recorded in the same batch as its effect:
+// the primary key makes a redelivered event, or two deliveries at once, apply once.
+export const processorEvents = sqliteTable(
+  "processor_events",
+  {
+    accountId: text("account_id").notNull(),
+    livemode: integer("livemode", { mode: "boolean" }).notNull().default(true),
+    provider: text("provider", { enum: ["stripe"] }).notNull(),
+    eventId: text("event_id").notNull(),
+    type: text("type").notNull(),
+    /** `applied` (it changed a Tender object), `unchanged` (already so, or superseded) or `ignored` (not Tender's). */
+    outcome: text("outcome", { enum: ["applied", "unchanged", "ignored"] }).notNull(),
+    /** The Tender object it was about (a payout, refund or payment), when found. */
+    objectId: text("object_id"),
+    receivedAt: text("received_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.eventId] }), index("processor_events_received").on(t.receivedAt)],
 );

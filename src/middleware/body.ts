@@ -40,7 +40,7 @@ function nestsDeeperThan(text: string, max: number): boolean {
 const tooLarge = () =>
   new ApiError(413, "invalid_request_error", "body_too_large", `The request body is larger than ${MAX_BODY_BYTES} bytes.`);
 
-async function readLimited(request: Request): Promise<string> {
+export async function readLimited(request: Request): Promise<string> {
   const declared = Number(request.headers.get("content-length") ?? "0");
   if (declared > MAX_BODY_BYTES) throw tooLarge();
   if (!request.body) return "";

@@ -43,10 +43,14 @@ const completedAndExpired = (now: Slot<number>) => sql`(${idempotencyKeys.status
  */
 const replaceable = (now: Slot<number>, staleBefore: Slot<number>, requestHash: Slot<string>) =>
   sql`${completedAndExpired(now)} OR (${idempotencyKeys.status} = 'in_flight' AND ${idempotencyKeys.lockedAt} <= ${staleBefore} AND ${idempotencyKeys.requestHash} = ${requestHash})`;
-const CARD_FIELDS = new Set(["card_number", "cvv"]);
+/**
+ * Fields that enter the request's fingerprint only as a keyed hash, never stored: card fields, and
+ * a processor connection's secrets (PUT /api/processor).
+ */
+const SECRET_FIELDS = new Set(["card_number", "cvv", "secret_key", "webhook_secret", "connect_webhook_secret"]);
 const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
-/** Canonical JSON (sorted keys) with card fields replaced by their keyed hash. */
+/** Canonical JSON (sorted keys) with card fields and processor secrets replaced by their keyed hash. */
 async function canonical(value: unknown, secret: string): Promise<string> {
   if (Array.isArray(value)) return `[${(await Promise.all(value.map((v) => canonical(v, secret)))).join(",")}]`;
   if (typeof value === "object" && value !== null) {
@@ -54,8 +58,8 @@ async function canonical(value: unknown, secret: string): Promise<string> {
       .sort()
       .map(async (key) => {
         const field = (value as Record<string, unknown>)[key];
-        // A card field enters only as a keyed hash, whatever JSON type it was sent as.
-        const text = CARD_FIELDS.has(key) && (typeof field === "string" || typeof field === "number")
+        // A card field or secret enters only as a keyed hash, whatever JSON type it was sent as.
+        const text = SECRET_FIELDS.has(key) && (typeof field === "string" || typeof field === "number")
           ? JSON.stringify(`hmac:${await hmacSha256Hex(secret, `${typeof field}:${field}`)}`)
           : await canonical(field, secret);
         return `${JSON.stringify(key)}:${text}`;

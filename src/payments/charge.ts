@@ -9,6 +9,7 @@ import { newId } from "../domain/ids";
 import { isoTime } from "../lib/clock";
 import type { CardDetails, DeclineCode, Processor } from "../processor/types";
 import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
+import { paymentDisputedEvent } from "./disputes";
 
 export type PaymentRow = typeof payments.$inferSelect;
 
@@ -27,6 +28,12 @@ export interface ChargeArgs {
   summary: CardSummary;
   fingerprint: string;
   at: number;
+  /**
+   * No later than the first time `processorReference` was sent to the processor (ms): a live
+   * processor whose idempotency keys expire (Stripe: 24 hours) looks a late retry's charge up
+   * before making one. Default: now (a reference made for this call).
+   */
+  firstAttemptAt?: number;
   /**
    * The reference the processor dedupes on (a live processor's idempotency key). Renewals pass one
    * fixed per period attempt, so a retried attempt can never charge twice. Defaults to the payment id.
@@ -82,15 +89,18 @@ export async function charge(args: ChargeArgs): Promise<ChargeResult> {
   let token: string | null = null;
   let outcome;
   const source = args.source;
+  const firstAttemptAt = args.processorReference === undefined ? args.at : args.firstAttemptAt;
   if ("card" in source) {
+    // The card is kept on the user's customer at a live processor, so renewals can charge it.
+    const customer = args.customer ? { id: args.customer.id, email: args.customer.email } : null;
     const result = await withProcessorRetries(() =>
-      args.processor.chargeCard({ card: source.card, amount: args.amount, currency: args.currency, reference }),
+      args.processor.chargeCard({ card: source.card, amount: args.amount, currency: args.currency, reference, customer, firstAttemptAt }),
     );
     token = result.token;
     outcome = result.outcome;
   } else {
     outcome = await withProcessorRetries(() =>
-      args.processor.chargeToken({ token: source.token, amount: args.amount, currency: args.currency, reference }),
+      args.processor.chargeToken({ token: source.token, amount: args.amount, currency: args.currency, reference, firstAttemptAt }),
     );
   }
   const succeeded = outcome.status === "succeeded";
@@ -115,6 +125,19 @@ export async function charge(args: ChargeArgs): Promise<ChargeResult> {
     chargeReference: reference,
     createdAt: isoTime(args.at),
   };
+  const events = [
+    emitEvent(
+      args.db,
+      { accountId: args.accountId, livemode: args.livemode },
+      { type: succeeded ? "payment.completed" : "payment.failed", data: paymentEventData(payment, args.customer) },
+      args.at,
+    ),
+  ];
+  // The sandbox's dispute card: disputed at once (live mode hears of a dispute by the processor's event).
+  if (outcome.status === "succeeded" && outcome.disputed) {
+    const { id, reason } = outcome.disputed;
+    events.push(paymentDisputedEvent(args.db, payment, args.customer, { id, amount: payment.amount, currency: payment.currency, reason, status: "needs_response" }, args.at));
+  }
   return {
     payment,
     succeeded,
@@ -122,13 +145,6 @@ export async function charge(args: ChargeArgs): Promise<ChargeResult> {
     declineMessage: outcome.status === "failed" ? outcome.message : null,
     token,
     statements: [args.db.insert(payments).values(payment)],
-    events: [
-      emitEvent(
-        args.db,
-        { accountId: args.accountId, livemode: args.livemode },
-        { type: succeeded ? "payment.completed" : "payment.failed", data: paymentEventData(payment, args.customer) },
-        args.at,
-      ),
-    ],
+    events,
   };
 }

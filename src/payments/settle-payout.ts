@@ -5,24 +5,30 @@
 //     PAYOUT_SEND_LEASE_MS), after which a cancel is refused; read the payout. A worker that did
 //     not take the lease stops there: one payout reaches the processor once per lease, whatever
 //     the queue repeats. A canceled payout is never sent.
-//  2. The processor call, with the payout id as its reference (a real processor's idempotency key).
-//     A call that throws has ended: the lease is given back, and the queue's retry calls again
-//     with the same reference, which the processor answers as the same payout.
+//  2. The processor call (the processor of the payout's own account and mode), with the payout id
+//     as its reference (a real processor's idempotency key). A call that throws has ended: the
+//     lease is given back, and the queue's retry calls again with the same reference, which the
+//     processor answers as the same payout.
 //  3. One batch: abort unless still pending; the conditional UPDATE; payout.paid or payout.failed.
 //     A duplicate message finds the payout settled and changes and emits nothing.
+//     A processor that accepted the payout without settling it yet (a Stripe payout is `pending`
+//     until its bank answers) leaves it pending: the processor's own event settles it
+//     (src/payments/processor-settlements.ts), and the lease is kept for PAYOUT_RECHECK_MS, after
+//     which the sweep asks the processor again (same reference: it looks the payout up).
 // A worker that died holding the lease leaves the payout pending; once the lease has run out and
 // the payout is PAYOUT_STALE_MS old, the cron sweep sends it again (same reference).
-import { and, eq, sql } from "drizzle-orm";
-import { failureReason, guard, runBatch } from "../db/batch";
-import { createDb } from "../db/client";
+import { and, eq, inArray, sql } from "drizzle-orm";
+import { failureReason, guard, runBatch, type Statement } from "../db/batch";
+import { createDb, type Db } from "../db/client";
 import { claimLease, leaseTaken, releaseLease } from "../db/leases";
 import { stalePendingIds } from "./stale-sweep";
 import { jobRuns, payouts } from "../db/schema";
 import type { Bindings } from "../env";
 import { clock, isoTime } from "../lib/clock";
 import type { Processor } from "../processor/types";
-import { commitWrites, emitEvent } from "../webhooks/outbox";
-import { processorOfReference } from "../processor";
+import { commitWrites, type EmittedEvent, emitEvent } from "../webhooks/outbox";
+import { processorFor } from "../processor";
+import type { Tenant } from "../db/scope";
 import { type PayoutRow, payoutJsonSql } from "./serialize";
 import { sendInBatches } from "../lib/queue";
 
@@ -37,6 +43,11 @@ export const PAYOUT_HOLD_SECONDS = 5;
 export const PAYOUT_STALE_MS = 5 * 60_000;
 /** How long a worker holds a payout once it takes it to the processor. */
 export const PAYOUT_SEND_LEASE_MS = 2 * 60_000;
+/**
+ * A payout the processor accepted but has not settled (its event settles it) is asked about again
+ * after this long, in case the event never comes.
+ */
+export const PAYOUT_RECHECK_MS = 6 * 60 * 60_000;
 
 const PAYOUT_NOT_PENDING = "payout_not_pending";
 
@@ -54,7 +65,7 @@ export async function enqueuePayoutSettlements(queue: Queue, payoutIds: string[]
 const stillPending = (payoutId: string) =>
   sql`EXISTS (SELECT 1 FROM ${payouts} WHERE ${payouts.id} = ${payoutId} AND ${payouts.status} = 'pending')`;
 
-export async function settlePayout(job: SettlePayoutJob, env: Bindings, processor?: Processor): Promise<"paid" | "failed" | "skipped"> {
+export async function settlePayout(job: SettlePayoutJob, env: Bindings, processor?: Processor): Promise<"paid" | "failed" | "pending" | "skipped"> {
   const db = createDb(env.DB);
   let payout: PayoutRow | undefined;
   try {
@@ -72,41 +83,74 @@ export async function settlePayout(job: SettlePayoutJob, env: Bindings, processo
   }
   if (!payout) return "skipped";
 
-  const outcome = await (processor ?? processorOfReference(env, payout.processorToken))
-    .sendPayout({ token: payout.processorToken, amount: payout.amount, currency: payout.currency, reference: payout.id })
-    .catch(async (error) => {
-      await releaseLease(db, payoutSendKey(payout.id)).catch(() => {});
-      throw error;
-    });
+  const sent = payout;
+  const outcome = await (async () => (processor ?? (await processorFor(env, db, sent))).sendPayout({
+    token: sent.processorToken,
+    amount: sent.amount,
+    currency: sent.currency,
+    reference: sent.id,
+    // Sent at the earliest after its hold: a retry of a later day looks the payout up first.
+    firstAttemptAt: Date.parse(sent.createdAt),
+  }))().catch(async (error) => {
+    await releaseLease(db, payoutSendKey(sent.id)).catch(() => {});
+    throw error;
+  });
 
   const now = clock.now();
-  const status = outcome.status === "succeeded" ? "paid" : "failed";
+  if (outcome.status === "pending") {
+    // Accepted, not settled: the processor's event settles it. The lease keeps the sweep away
+    // until the recheck (released early only by a settlement, which ends the pending state).
+    await db
+      .update(jobRuns)
+      .set({ leaseUntil: now + PAYOUT_RECHECK_MS })
+      .where(and(eq(jobRuns.key, payoutSendKey(sent.id)), stillPending(sent.id)));
+    return "pending";
+  }
   try {
     await commitWrites(
       { db, queue: env.DELIVERY_QUEUE },
-      {
-        statements: [
-          guard(db, PAYOUT_NOT_PENDING, stillPending(payout.id)),
-          db
-            .update(payouts)
-            .set({
-              status,
-              failureCode: outcome.status === "failed" ? outcome.code : null,
-              failureMessage: outcome.status === "failed" ? outcome.message : null,
-              updatedAt: isoTime(now),
-            })
-            .where(and(eq(payouts.id, payout.id), eq(payouts.status, "pending"))),
-        ],
-        events: [
-          emitEvent(db, payout, { type: status === "paid" ? "payout.paid" : "payout.failed", dataSql: payoutJsonSql(payout.id), objectId: payout.id }, now),
-        ],
-      },
+      payoutTransition(db, sent, outcome.status === "succeeded" ? { to: "paid" } : { to: "failed", code: outcome.code, message: outcome.message }, ["pending"], now),
     );
   } catch (error) {
-    if (failureReason(error) === PAYOUT_NOT_PENDING) return "skipped";
+    if (failureReason(error) === PAYOUT_NOT_IN_STATE) return "skipped";
     throw error;
   }
-  return status;
+  return outcome.status === "succeeded" ? "paid" : "failed";
+}
+
+/** Batch guard reason: the payout is no longer in a state the transition starts from. */
+export const PAYOUT_NOT_IN_STATE = "payout_not_in_state";
+
+export type PayoutStatus = PayoutRow["status"];
+
+/**
+ * The one home of a payout's settlement: the guarded, conditional move from one of `from` to
+ * paid or failed, with its event (payout.paid / payout.failed, the payout as committed). Used by
+ * the settlement job and by the processor's own events (a late failure moves paid -> failed).
+ */
+export function payoutTransition(
+  db: Db,
+  payout: Tenant & { id: string },
+  change: { to: "paid" } | { to: "failed"; code: string; message: string },
+  from: PayoutStatus[],
+  now: number,
+): { statements: Statement[]; events: EmittedEvent[] } {
+  const inState = and(eq(payouts.id, payout.id), inArray(payouts.status, from));
+  return {
+    statements: [
+      guard(db, PAYOUT_NOT_IN_STATE, sql`EXISTS (SELECT 1 FROM ${payouts} WHERE ${inState})`),
+      db
+        .update(payouts)
+        .set({
+          status: change.to,
+          failureCode: change.to === "failed" ? change.code : null,
+          failureMessage: change.to === "failed" ? change.message : null,
+          updatedAt: isoTime(now),
+        })
+        .where(inState),
+    ],
+    events: [emitEvent(db, payout, { type: change.to === "paid" ? "payout.paid" : "payout.failed", dataSql: payoutJsonSql(payout.id), objectId: payout.id }, now)],
+  };
 }
 
 /** Cron: re-enqueue payouts whose settlement message was lost, or whose worker died holding the lease. */

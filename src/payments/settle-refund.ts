@@ -4,17 +4,18 @@
 // so a real processor sees a retried call as the same refund. As with payouts, a worker calls the
 // processor only while it holds the refund's send lease (job_runs `refund_send:<id>`), so two
 // messages for one refund at once make one processor call.
-import { and, eq, sql } from "drizzle-orm";
-import { failureReason, guardExists, runBatch } from "../db/batch";
-import { createDb } from "../db/client";
+import { and, eq, inArray, sql } from "drizzle-orm";
+import { failureReason, guard, guardExists, runBatch, type Statement } from "../db/batch";
+import { createDb, type Db } from "../db/client";
 import { claimLease, leaseTaken, releaseLease } from "../db/leases";
 import { stalePendingIds } from "./stale-sweep";
-import { payments, refunds } from "../db/schema";
+import { jobRuns, payments, refunds } from "../db/schema";
+import type { Tenant } from "../db/scope";
 import type { Bindings } from "../env";
 import { clock, isoTime } from "../lib/clock";
 import type { Processor } from "../processor/types";
-import { commitWrites, emitEvent } from "../webhooks/outbox";
-import { processorOfReference } from "../processor";
+import { commitWrites, type EmittedEvent, emitEvent } from "../webhooks/outbox";
+import { processorFor } from "../processor";
 import { refundJsonSql } from "./serialize";
 import { sendInBatches } from "../lib/queue";
 
@@ -28,6 +29,8 @@ export const REFUND_STALE_MS = 5 * 60_000;
 
 /** How long a worker holds a refund once it takes it to the processor. */
 export const REFUND_SEND_LEASE_MS = 2 * 60_000;
+/** A refund the processor accepted but has not settled is asked about again after this long. */
+export const REFUND_RECHECK_MS = 6 * 60 * 60_000;
 
 const REFUND_NOT_PENDING = "refund_not_pending";
 const refundSendKey = (refundId: string) => `refund_send:${refundId}`;
@@ -36,7 +39,7 @@ export async function enqueueRefundSettlements(queue: Queue, refundIds: string[]
   await sendInBatches(queue, refundIds.map((refundId) => ({ body: { kind: "settleRefund", refundId } satisfies SettleRefundJob })));
 }
 
-export async function settleRefund(job: SettleRefundJob, env: Bindings, processor?: Processor): Promise<"succeeded" | "failed" | "skipped"> {
+export async function settleRefund(job: SettleRefundJob, env: Bindings, processor?: Processor): Promise<"succeeded" | "failed" | "pending" | "skipped"> {
   const db = createDb(env.DB);
   const [found] = await db
     .select({ refund: refunds, chargeReference: payments.processorReference })
@@ -56,48 +59,78 @@ export async function settleRefund(job: SettleRefundJob, env: Bindings, processo
     throw error;
   }
 
-  const outcome = await (processor ?? processorOfReference(env, chargeReference))
-    .refund({ chargeReference, amount: refund.amount, currency: refund.currency, reference: refund.id })
-    .catch(async (error) => {
-      await releaseLease(db, refundSendKey(refund.id)).catch(() => {});
-      throw error;
-    });
+  const outcome = await (async () => (processor ?? (await processorFor(env, db, refund))).refund({
+    chargeReference,
+    amount: refund.amount,
+    currency: refund.currency,
+    reference: refund.id,
+    firstAttemptAt: Date.parse(refund.createdAt),
+  }))().catch(async (error) => {
+    await releaseLease(db, refundSendKey(refund.id)).catch(() => {});
+    throw error;
+  });
 
   const now = clock.now();
+  if (outcome.status === "pending") {
+    // Accepted, not settled: the processor's event settles it; the sweep asks again after the recheck.
+    await db
+      .update(jobRuns)
+      .set({ leaseUntil: now + REFUND_RECHECK_MS })
+      .where(and(eq(jobRuns.key, refundSendKey(refund.id)), sql`EXISTS (SELECT 1 FROM ${refunds} WHERE ${pending})`));
+    return "pending";
+  }
   try {
-    if (outcome.status === "succeeded") {
-      await commitWrites(
-        { db, queue: env.DELIVERY_QUEUE },
-        {
-          statements: [stillPending, db.update(refunds).set({ status: "succeeded", completedAt: isoTime(now) }).where(pending)],
-          events: [emitEvent(db, refund, { type: "refund.completed", dataSql: refundJsonSql(refund.id), objectId: refund.id }, now)],
-        },
-      );
-      return "succeeded";
-    }
-    // The processor refused: the amount becomes refundable again. (The catalog has no
-    // refund.failed event; the refund shows status failed.)
     await commitWrites(
       { db, queue: env.DELIVERY_QUEUE },
-      {
-        statements: [
-          stillPending,
-          db.update(refunds).set({ status: "failed" }).where(pending),
-          db
-            .update(payments)
-            .set({
-              amountRefunded: sql`${payments.amountRefunded} - ${refund.amount}`,
-              status: sql`CASE WHEN ${payments.amountRefunded} - ${refund.amount} = 0 THEN 'completed' ELSE 'partially_refunded' END`,
-            })
-            .where(eq(payments.id, refund.paymentId)),
-        ],
-      },
+      refundTransition(db, refund, outcome.status === "succeeded" ? "succeeded" : "failed", ["pending"], now),
     );
-    return "failed";
+    return outcome.status === "succeeded" ? "succeeded" : "failed";
   } catch (error) {
-    if (failureReason(error) === REFUND_NOT_PENDING) return "skipped";
+    if (failureReason(error) === REFUND_NOT_IN_STATE) return "skipped";
     throw error;
   }
+}
+
+/** Batch guard reason: the refund is no longer in a state the transition starts from. */
+export const REFUND_NOT_IN_STATE = "refund_not_in_state";
+
+export type RefundStatus = (typeof refunds.$inferSelect)["status"];
+
+/**
+ * The one home of a refund's settlement: the guarded, conditional move from one of `from` to
+ * succeeded (refund.completed, the refund as committed) or failed. A failed refund gives its
+ * amount back to the payment (refundable again). (The catalog has no refund.failed event; the
+ * refund shows status failed.) Used by the settlement job and the processor's own events.
+ */
+export function refundTransition(
+  db: Db,
+  refund: Tenant & { id: string; paymentId: string; amount: number },
+  to: "succeeded" | "failed",
+  from: RefundStatus[],
+  now: number,
+): { statements: Statement[]; events: EmittedEvent[] } {
+  const inState = and(eq(refunds.id, refund.id), inArray(refunds.status, from));
+  const stillInState = guard(db, REFUND_NOT_IN_STATE, sql`EXISTS (SELECT 1 FROM ${refunds} WHERE ${inState})`);
+  if (to === "succeeded") {
+    return {
+      statements: [stillInState, db.update(refunds).set({ status: "succeeded", completedAt: isoTime(now) }).where(inState)],
+      events: [emitEvent(db, refund, { type: "refund.completed", dataSql: refundJsonSql(refund.id), objectId: refund.id }, now)],
+    };
+  }
+  return {
+    statements: [
+      stillInState,
+      db.update(refunds).set({ status: "failed" }).where(inState),
+      db
+        .update(payments)
+        .set({
+          amountRefunded: sql`${payments.amountRefunded} - ${refund.amount}`,
+          status: sql`CASE WHEN ${payments.amountRefunded} - ${refund.amount} = 0 THEN 'completed' ELSE 'partially_refunded' END`,
+        })
+        .where(eq(payments.id, refund.paymentId)),
+    ],
+    events: [],
+  };
 }
 
 /** Cron: re-enqueue refunds whose settlement message was lost, or whose worker died holding the lease. */

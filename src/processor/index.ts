@@ -1,9 +1,19 @@
-// Which processor serves a request or a background job. Test mode is the sandbox. The Stripe
-// connector (stripe.ts, stripeProcessorFor) serves live mode once an account's processor
-// connection holds its key; until that is wired here, a live-mode request gets a clear 400.
+// Which processor serves a request or a background job, by the mode and account of what it acts
+// on: test mode is the sandbox, always; live mode is the account's processor connection (its
+// Stripe account, PUT /api/processor), or none, which a request answers with a clear 400.
+// Background work (settlement, renewals, dunning, claims) asks with the row's own account and
+// mode, never by the shape of a token.
+import type { Context } from "hono";
+import type { AppEnv } from "../context";
+import type { Db } from "../db/client";
+import type { Tenant } from "../db/scope";
 import type { Bindings } from "../env";
+import { clock } from "../lib/clock";
 import { ApiError } from "../lib/errors";
-import { isSandboxReference, sandboxProcessor } from "./sandbox";
+import { openSecrets, readConnection } from "./connections";
+import { sandboxProcessor } from "./sandbox";
+import { type KeyCheck, stripeProcessorFor } from "./stripe";
+import type { StripeClientOptions } from "./stripe-client";
 import type { Processor } from "./types";
 
 /**
@@ -15,24 +25,67 @@ export function useProcessor(wrapper?: (processor: Processor) => Processor) {
   wrapSandbox = wrapper ?? null;
 }
 
-export function processorFor(_env: Bindings, mode: "test" | "live"): Processor {
-  if (mode === "live") throw new Error("No live processor is configured");
-  return wrapSandbox ? wrapSandbox(sandboxProcessor) : sandboxProcessor;
+/**
+ * Tests give the Stripe connector their fake Stripe's fetch, and a sleep that does not wait
+ * between retries; production never calls this (the connector then uses the global fetch).
+ */
+let stripeClientOptions: StripeClientOptions = {};
+export function useStripeClient(options: StripeClientOptions = {}) {
+  stripeClientOptions = options;
 }
 
-/** The processor for a request's mode; a 400 when that mode has no processor configured. */
-export function processorForRequest(env: Bindings, mode: "test" | "live"): Processor {
-  try {
-    return processorFor(env, mode);
-  } catch {
-    throw new ApiError(400, "invalid_request_error", "livemode_unavailable", "No card processor is configured for live mode yet; use a test-mode key.");
-  }
+export const livemodeUnavailable = () =>
+  new ApiError(
+    400,
+    "invalid_request_error",
+    "livemode_unavailable",
+    "Live mode has no card processor for this account: connect your Stripe account with PUT /api/processor (a live secret key, sk_live_…), or use a test-mode key.",
+  );
+
+/** The processor of an account in a mode: the sandbox in test mode; in live mode the connection's, or null without one. */
+export async function processorOf(env: Bindings, db: Db, tenant: Tenant): Promise<Processor | null> {
+  if (!tenant.livemode) return wrapSandbox ? wrapSandbox(sandboxProcessor) : sandboxProcessor;
+  const connection = await readConnection(db, tenant.accountId);
+  if (!connection) return null;
+  const { secretKey } = await openSecrets(env, connection);
+  // The connector decides when Stripe may have forgotten a key (24 hours) by Tender's clock.
+  return stripeProcessorFor(env, secretKey, { now: () => clock.now(), ...stripeClientOptions });
 }
+
+/** Checks a Stripe secret key with Stripe (GET /v1/account) before it is stored. */
+export function verifyStripeKeyFor(env: Bindings, secretKey: string): Promise<KeyCheck> {
+  return stripeProcessorFor(env, secretKey, { now: () => clock.now(), ...stripeClientOptions }).verifyKey();
+}
+
+/** processorOf, or 400 livemode_unavailable when live mode has no connection. */
+export async function processorFor(env: Bindings, db: Db, tenant: Tenant): Promise<Processor> {
+  const processor = await processorOf(env, db, tenant);
+  if (!processor) throw livemodeUnavailable();
+  return processor;
+}
+
+/** The processor for a request: the caller's account and mode. */
+export const processorForRequest = (c: Context<AppEnv>): Promise<Processor> => processorFor(c.env, c.var.db, c.var.auth);
 
 /**
- * Background work (settlement jobs, renewals) has no request credential to say test or live
- * mode. The processor's own token or charge reference says which processor issued it.
+ * For background work over many rows: each (account, mode) is looked up once. Null for a live
+ * account without a connection (its rows are left as they are, and said so in the log).
  */
-export function processorOfReference(env: Bindings, reference: string): Processor {
-  return processorFor(env, isSandboxReference(reference) ? "test" : "live");
+export function processorResolver(env: Bindings, db: Db): (tenant: Tenant) => Promise<Processor | null> {
+  const known = new Map<string, Promise<Processor | null>>();
+  return (tenant) => {
+    const key = `${tenant.accountId}:${tenant.livemode ? "live" : "test"}`;
+    let processor = known.get(key);
+    if (!processor) {
+      processor = processorOf(env, db, tenant);
+      known.set(key, processor);
+      processor.then(
+        (found) => {
+          if (!found) console.error(JSON.stringify({ message: "live-mode work skipped: the account has no processor connection", account: tenant.accountId }));
+        },
+        () => known.delete(key),
+      );
+    }
+    return processor;
+  };
 }

@@ -3,7 +3,7 @@
 import { randomToken } from "../lib/crypto";
 import type { DeclineCode, Outcome, Processor } from "./types";
 
-type Behaviour = "succeed" | DeclineCode | "decline_after_first";
+type Behaviour = "succeed" | DeclineCode | "decline_after_first" | "dispute";
 
 const TEST_CARDS: Record<string, Behaviour> = {
   "4242424242424242": "succeed",
@@ -13,6 +13,8 @@ const TEST_CARDS: Record<string, Behaviour> = {
   "4000000000000069": "expired_card",
   "4000000000000119": "processing_error",
   "4000000000000341": "decline_after_first",
+  // As Stripe's 4000000000000259: the charge succeeds, then its holder disputes it (fraudulent).
+  "4000000000000259": "dispute",
 };
 
 const DECLINE_MESSAGES: Record<DeclineCode, string> = {
@@ -39,18 +41,17 @@ function behaviourOfToken(token: string): Behaviour {
   return (match?.[1] as Behaviour | undefined) ?? "processing_error";
 }
 
-/** Sandbox tokens start `tok_sandbox_`, its charge references `sbx_`. */
-export const isSandboxReference = (reference: string) => reference.startsWith("tok_sandbox_") || reference.startsWith("sbx_");
-
 export const sandboxProcessor: Processor = {
   async chargeCard({ card }) {
     const behaviour = behaviourOf(card.number);
+    if (behaviour === "dispute") return { token: tokenFor(behaviour), outcome: { ...succeeded(), disputed: { id: `dp_sandbox_${randomToken(16)}`, reason: "fraudulent" } } };
     const outcome = behaviour === "succeed" || behaviour === "decline_after_first" ? succeeded() : failed(behaviour);
     return { token: tokenFor(behaviour), outcome };
   },
   async chargeToken({ token }) {
     const behaviour = behaviourOfToken(token);
-    if (behaviour === "succeed") return succeeded();
+    // The dispute card's holder disputes the first charge only.
+    if (behaviour === "succeed" || behaviour === "dispute") return succeeded();
     return failed(behaviour === "decline_after_first" ? "card_declined" : behaviour);
   },
   async tokenizeDestination(card) {
@@ -67,7 +68,7 @@ export const sandboxProcessor: Processor = {
   },
   async sendPayout({ token }) {
     const behaviour = behaviourOfToken(token);
-    if (behaviour === "succeed" || behaviour === "decline_after_first") return succeeded();
+    if (behaviour === "succeed" || behaviour === "decline_after_first" || behaviour === "dispute") return succeeded();
     return failed(behaviour);
   },
   async refund() {

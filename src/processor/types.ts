@@ -11,7 +11,15 @@
 export type DeclineCode = "card_declined" | "insufficient_funds" | "expired_card" | "processing_error" | "authentication_required";
 
 export type Outcome =
-  | { status: "succeeded"; reference: string }
+  | {
+      status: "succeeded";
+      reference: string;
+      /**
+       * The charge was disputed at once: the sandbox's dispute card (test mode's stand-in for a
+       * processor's dispute event, which live mode receives later by webhook).
+       */
+      disputed?: { id: string; reason: string };
+    }
   | { status: "failed"; code: DeclineCode; message: string };
 
 /**

@@ -13,6 +13,8 @@ import { registerEvents } from "./events";
 import { registerPlans } from "./plans";
 import { registerSubscriptions } from "./subscriptions";
 import { registerTestClocks } from "./test-clocks";
+import { registerProcessor } from "./processor";
+import { registerStripeWebhooks } from "./processor-webhooks/stripe";
 
 const health = createRoute({
   method: "get",
@@ -40,4 +42,6 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>) {
   registerPlans(app);
   registerSubscriptions(app);
   registerTestClocks(app);
+  registerProcessor(app);
+  registerStripeWebhooks(app);
 }

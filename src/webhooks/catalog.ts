@@ -2,6 +2,7 @@
 export const ENVELOPE_EVENT_TYPES = {
   "payment.completed": "A payment was successfully completed.",
   "payment.failed": "A payment attempt failed.",
+  "payment.disputed": "The card holder disputed a payment (a chargeback was opened at the processor).",
   "refund.initiated": "A refund was initiated.",
   "refund.completed": "A refund was successfully processed.",
   "customer.created": "A new customer (user) was created.",

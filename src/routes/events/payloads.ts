@@ -27,6 +27,25 @@ const paymentEventData = (status: "completed" | "failed") =>
     subscription_id: z.string().nullable().openapi({ description: "The subscription charged; null for a declined first charge (no subscription was created)." }),
   });
 
+/** payment.disputed: the payment summary, and the dispute as the processor opened it. */
+const PaymentDisputedData = z.object({
+  transaction_id: z.string().openapi({ description: "The disputed payment's id.", example: "pay_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
+  amount: z.number().int().openapi({ description: "The payment's amount, in the currency's smallest unit.", example: 1999 }),
+  currency: z.string().openapi({ example: "usd" }),
+  status: z.literal("disputed"),
+  customer: z.object({ id: z.string(), email: z.string() }).nullable().openapi({ description: "The user charged." }),
+  subscription_id: z.string().nullable().openapi({ description: "The subscription the payment was for." }),
+  dispute: z
+    .object({
+      id: z.string().openapi({ description: "The processor's dispute id (Stripe's dp_…).", example: "dp_1Nv0FGQ9RKHgCVdK" }),
+      amount: z.number().int().openapi({ description: "The disputed amount, in the currency's smallest unit.", example: 1999 }),
+      currency: z.string().openapi({ example: "usd" }),
+      reason: z.string().openapi({ description: "The processor's reason, e.g. fraudulent, product_not_received.", example: "fraudulent" }),
+      status: z.string().openapi({ description: "The processor's status of the dispute, e.g. needs_response.", example: "needs_response" }),
+    })
+    .openapi({ description: "Answer it in your Stripe dashboard before its deadline." }),
+});
+
 const TestEventData = z.object({ endpoint_id: z.string(), message: z.string() });
 
 /** The envelope of event `type` with `data`: what every event is. */
@@ -66,6 +85,7 @@ const RenewalStatus = z.enum(["success", "failed"]).openapi({ description: "Whet
 export const WEBHOOK_PAYLOADS = {
   "payment.completed": envelope("payment.completed", paymentEventData("completed")),
   "payment.failed": envelope("payment.failed", paymentEventData("failed")),
+  "payment.disputed": envelope("payment.disputed", PaymentDisputedData),
   "refund.initiated": envelope("refund.initiated", RefundSchema),
   "refund.completed": envelope("refund.completed", RefundSchema),
   "customer.created": envelope("customer.created", UserSchema),

@@ -5,19 +5,20 @@ import { and, eq, sql } from "drizzle-orm";
 import { guard, guardExists, type Statement } from "../../db/batch";
 import { insertRow } from "../../db/prepared";
 import { payouts, users } from "../../db/schema";
-import { ownedBy } from "../../db/scope";
+import { owned, ownedBy } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
 import { clock, isoDate, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
-import { conflict, notFound } from "../../lib/errors";
+import { conflict, invalidRequest, notFound } from "../../lib/errors";
 import { listSchema } from "../pagination";
-import { listOwned, readById } from "../reads";
+import { found as present, listOwned, readById } from "../reads";
 import { commit } from "../write-path";
 import { readCard } from "../../payments/card-input";
 import { readCurrency } from "../../payments/money-input";
 import { type PayoutRow, payoutJsonSql, serializePayout } from "../../payments/serialize";
 import { enqueuePayoutSettlements, payoutSendClaimed } from "../../payments/settle-payout";
 import { processorForRequest } from "../../processor";
+import type { PayoutRecipient } from "../../processor/types";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { CreatePayoutBody, PayoutListQuery, PayoutSchema } from "./schema";
@@ -34,7 +35,11 @@ const create = apiRoute({
   description:
     "Sends money to a card. The payout is created `pending` (emitting payout.created) and settles asynchronously: " +
     "`paid` or `failed` (payout.paid / payout.failed). Until it is sent it can be canceled. " +
-    "The card number and CVV are passed to the processor and never stored; the answer shows only brand, last4 and expiry.",
+    "The card number and CVV are passed to the processor and never stored; the answer shows only brand, last4 and expiry. " +
+    "In live mode the payout goes through Stripe Connect: `recipient_id` is required and must be a user linked to a Stripe connected account (`stripe_account`), " +
+    "and the card must be a debit card of that account for the currency (matched by last 4 and expiry; its number is not sent to Stripe). " +
+    "Otherwise 400 recipient_not_payable, whose message says why. Money moves when the payout is sent (after its cancel window): a transfer to the connected account, then its payout to the card; " +
+    "payout.paid or payout.failed follows Stripe's event (a payout can fail after it was paid, which Stripe reports days later: it then moves paid -> failed and the transfer is reversed).",
   scope: "payouts:write",
   request: jsonBodyOf(CreatePayoutBody),
   responses: { 201: json(PayoutSchema, "The new payout, pending.") },
@@ -90,8 +95,21 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
     const recipientMissing = () => notFound("user", recipientId ?? "", "recipient_id");
     if (recipientId !== null && !hasPrefix(recipientId, "user")) throw recipientMissing();
 
-    // The processor vaults the destination card; the payout keeps its token, never the card.
-    const processorToken = await processorForRequest(c.env, auth.mode).tokenizeDestination(card.card);
+    const processor = await processorForRequest(c);
+    // In live mode the recipient's processor account decides where the money goes: read it (the
+    // recipient is checked again in the batch). Test mode pays any card, with no read.
+    let recipient: PayoutRecipient | null = recipientId === null ? null : { id: recipientId, processorAccount: null };
+    if (recipientId !== null && auth.livemode) {
+      const [user] = await db.select({ id: users.id, stripeAccount: users.stripeAccount }).from(users).where(owned(users, auth, eq(users.id, recipientId))).limit(1);
+      const found = await present(c, user, "user", recipientId, "recipient_id");
+      recipient = { id: found.id, processorAccount: found.stripeAccount };
+    }
+    // The processor says where the payout goes; the payout keeps its token, never the card.
+    const destination = await processor.payoutDestination({ card: card.card, currency, recipient });
+    if (!destination.payable) {
+      throw invalidRequest("recipient_not_payable", destination.message, destination.reason === "no_matching_debit_card" ? "card_number" : "recipient_id");
+    }
+    const processorToken = destination.token;
     const row: PayoutRow = {
       id: newId("payout", now),
       accountId: auth.accountId,

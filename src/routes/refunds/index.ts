@@ -30,7 +30,8 @@ const create = apiRoute({
   summary: "Refund a payment",
   description:
     "Refunds a completed payment, fully (the default) or partly, never beyond what was charged. " +
-    "Emits refund.initiated at once and refund.completed when the processor settles it.",
+    "Emits refund.initiated at once and refund.completed when the processor settles it. " +
+    "In live mode the refund is a Stripe Refund of the payment's PaymentIntent; one Stripe answers `pending` stays pending until Stripe's event settles it, and one that fails makes its amount refundable again (status failed).",
   scope: "refunds:write",
   request: jsonBodyOf(CreateRefundBody),
   responses: { 201: json(RefundSchema, "The new refund, pending.") },
@@ -65,7 +66,7 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
     const now = clock.now();
     const paymentId = body.payment_id;
     // The refund settles at the processor: a mode without one refunds nothing (400 livemode_unavailable).
-    processorForRequest(c.env, auth.mode);
+    await processorForRequest(c);
     if (!hasPrefix(paymentId, "payment")) throw notFound("payment", paymentId, "payment_id");
     const refundId = newId("refund", now);
     const writes = refundWrites(db, { accountId: auth.accountId, livemode: auth.livemode, paymentId, refundId, amount: body.amount, reason: body.reason ?? null, at: now });

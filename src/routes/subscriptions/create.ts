@@ -31,7 +31,7 @@ const create = apiRoute({
   operationId: "createSubscription",
   summary: "Subscribe a user to a plan",
   description:
-    "Validates the user, the plan and the card, then charges the first period. On success the subscription is active and next_billing_date is one interval later, anchored to the start day (Jan 31 -> Feb 28/29 -> Mar 31). A decline answers 402, records the failed payment, emits payment.failed and creates no subscription.",
+    "Validates the user, the plan and the card, then charges the first period. On success the subscription is active and next_billing_date is one interval later, anchored to the start day (Jan 31 -> Feb 28/29 -> Mar 31). A decline answers 402, records the failed payment, emits payment.failed and creates no subscription. In live mode the card is charged through the account's Stripe connection (a confirmed PaymentIntent on the user's Stripe Customer, kept for renewals off-session); a card that needs 3D Secure answers 402 with decline_code authentication_required (Tender cannot ask the holder to authenticate).",
   scope: "subscriptions:write",
   request: jsonBodyOf(CreateSubscriptionBody),
   responses: { 201: json(SubscriptionSchema, "The active subscription.") },
@@ -64,7 +64,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
     if (!plan.active) throw invalidRequest("plan_inactive", `Plan ${plan.id} is archived and accepts no new subscriptions.`, "plan_id");
     const amount = chargeableAmount(plan, body.quantity);
     const card = await readCard(c.env, body, realNow);
-    const processor = processorForRequest(c.env, auth.mode);
+    const processor = await processorForRequest(c);
 
     const id = newId("subscription", realNow);
     const customer = { id: user.id, email: user.email };
@@ -87,6 +87,8 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
       // processor with the same reference, which a live processor uses to refuse a second charge.
       // The use of the key is part of it: after the key's 24 hours, the same key is a new charge.
       processorReference: firstChargeReference(c),
+      // The reference was first sent when this use of the Idempotency-Key began.
+      firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : realNow,
     }));
     if (!result.succeeded || !result.token) {
       // No subscription exists: the failed payment belongs to none.

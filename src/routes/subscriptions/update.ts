@@ -20,12 +20,13 @@ import {
 } from "../../billing/periods";
 import { chargeableAmount, type PlanRow } from "../../billing/pricing";
 import { processorForRequest } from "../../processor";
+import { randomToken } from "../../lib/crypto";
 import { guard, runBatch } from "../../db/batch";
 import { type ClaimCard, plans, subscriptions } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
-import { ApiError, invalidRequest } from "../../lib/errors";
+import { ApiError, cardDeclined, invalidRequest } from "../../lib/errors";
 import { readById } from "../reads";
 import { assertKeyClaimedFirst, commit, commitAndAnswerRow, outcomeTracked } from "../write-path";
 import { type CardInput, cardInBody, readCard } from "../../payments/card-input";
@@ -42,7 +43,7 @@ const update = apiRoute({
   operationId: "updateSubscription",
   summary: "Replace payment details, or change plan or quantity",
   description:
-    "New card details replace the stored ones (the card is vaulted, not charged). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity take effect from the next period, without proration. Answers the subscription as the change committed it. While a charge of the period is at the processor with its outcome not yet known, new card details answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
+    "New card details replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity take effect from the next period, without proration. Answers the subscription as the change committed it. While a charge of the period is at the processor with its outcome not yet known, new card details answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
   scope: "subscriptions:write",
   request: { params: subscriptionId, ...jsonBodyOf(UpdateSubscriptionBody) },
   responses: { 200: json(SubscriptionSchema, "The updated subscription.") },
@@ -88,10 +89,23 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     if (body.quantity !== undefined) changes.quantity = body.quantity;
     if (body.cancel_at_period_end !== undefined) changes.cancelAtPeriodEnd = body.cancel_at_period_end;
     const card = newCard ? await readCard(c.env, newCard, realNow) : null;
-    const processor = card ? processorForRequest(c.env, auth.mode) : null;
+    const processor = card ? await processorForRequest(c) : null;
     // Every new card is vaulted first (no money moves): the token is what a charge, a retry of it
-    // and the next renewals send, so the card itself is needed only here, and never kept.
-    const vaulted: ClaimCard | null = card && processor ? { token: await processor.tokenizeDestination(card.card), ...cardSummary(card) } : null;
+    // and the next renewals send, so the card itself is needed only here, and never kept. A live
+    // processor checks the card with its bank (a Stripe SetupIntent), which may decline it: 402,
+    // and nothing changes.
+    let vaulted: ClaimCard | null = null;
+    if (card && processor) {
+      const { token, outcome } = await processor.vaultCard({
+        card: card.card,
+        customer: { id: current.user.id, email: current.user.email },
+        reference: vaultReference(c, sub.id),
+        firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : realNow,
+      });
+      if (outcome.status === "failed") throw cardDeclined(outcome.code, outcome.message);
+      if (!token) throw new Error(`the processor vaulted the card of ${sub.id} without a token`);
+      vaulted = { token, ...cardSummary(card) };
+    }
 
     if (vaulted && processor && sub.status === "past_due") {
       // The unpaid period is charged to the new card at once, claimed as the next attempt of the
@@ -163,6 +177,17 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       { failures: { [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id), [CHARGE_IN_FLIGHT]: chargeInProgress } },
     );
   });
+}
+
+/**
+ * The processor reference of vaulting a card update's new card: fixed for one use of the
+ * request's Idempotency-Key (a retry vaults the same card once at Stripe), else new each time.
+ */
+function vaultReference(c: Context<AppEnv>, subscriptionId: string): string {
+  const claim = c.var.idempotency;
+  const { accountId, livemode } = c.var.auth;
+  if (!claim) return `${subscriptionId}:card:${randomToken(20)}`;
+  return `${accountId}${livemode ? ":live" : ""}:idempotency:${claim.key}:${claim.since}:card`;
 }
 
 /** What a subscription shows of a card, and its fingerprint: kept with a vaulted card's token. */

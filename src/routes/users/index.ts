@@ -9,7 +9,7 @@ import { owned, ownedBy } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
-import { notFound } from "../../lib/errors";
+import { invalidRequest, notFound } from "../../lib/errors";
 import { listQuery, listSchema } from "../pagination";
 import { listOwned, readById } from "../reads";
 import { commit, commitAndRespond } from "../write-path";
@@ -26,7 +26,8 @@ const create = apiRoute({
   tags,
   operationId: "createUser",
   summary: "Create a user",
-  description: "Creates a user profile and emits customer.created.",
+  description:
+    "Creates a user profile and emits customer.created. In live mode, `stripe_account` links the user to a Stripe connected account, so that payouts to the user can be sent there.",
   scope: "users:write",
   request: jsonBodyOf(CreateUserBody),
   responses: { 201: json(UserSchema, "The new user.") },
@@ -60,13 +61,22 @@ const update = apiRoute({
   tags,
   operationId: "updateUser",
   summary: "Update a user's profile",
-  description: "Replaces the user's name and email, and emits customer.updated.",
+  description:
+    "Replaces the user's name and email, and emits customer.updated. In live mode `stripe_account` sets (or, with null, removes) the Stripe connected account the user is paid out to; omitted, it is kept.",
   scope: "users:write",
   request: { params: userId, ...jsonBodyOf(UserBody) },
   responses: { 200: json(UserSchema, "The updated user.") },
 });
 
 const USER_MISSING = "user_missing";
+
+/** A user is paid out through a Stripe connected account in live mode only: test mode pays any card. */
+const stripeAccountLiveOnly = () =>
+  invalidRequest(
+    "livemode_required",
+    "stripe_account is for live mode only, where payouts go through Stripe Connect: in test mode any user can be paid out to a test card. Use a live-mode key (sk_live_…).",
+    "stripe_account",
+  );
 const TEST_CLOCK_MISSING = "test_clock_missing";
 
 export function registerUsers(app: OpenAPIHono<AppEnv>) {
@@ -81,12 +91,14 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
       name: body.name,
       email: body.email,
       testClockId: body.test_clock ?? null,
+      stripeAccount: body.stripe_account ?? null,
       createdAt: isoTime(now),
       updatedAt: isoTime(now),
     };
     const user = serializeUser(row);
     // A test clock must be one of this account's, and only a test-mode key may attach one.
     const clockMissing = () => notFound("test_clock", body.test_clock ?? "", "test_clock");
+    if (body.stripe_account && !auth.livemode) throw stripeAccountLiveOnly();
     if (body.test_clock !== undefined && auth.mode === "live") throw clockMissing();
     const clockId = body.test_clock;
     return commitAndRespond(
@@ -127,13 +139,18 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
     const { id } = c.req.valid("param");
     const body = c.req.valid("json");
     const now = clock.now();
+    if (body.stripe_account && !auth.livemode) throw stripeAccountLiveOnly();
     // One batch: the user must exist in this account; the update, its event (with the user
     // as committed) and the stored answer all read the same row.
     const { returned } = await commit(
       c,
       {
         statements: [guardExists(db, USER_MISSING, users, owned(users, auth, eq(users.id, id)))],
-        returning: db.update(users).set({ name: body.name, email: body.email, updatedAt: isoTime(now) }).where(owned(users, auth, eq(users.id, id))).returning(),
+        returning: db
+          .update(users)
+          .set({ name: body.name, email: body.email, ...(body.stripe_account === undefined ? {} : { stripeAccount: body.stripe_account }), updatedAt: isoTime(now) })
+          .where(owned(users, auth, eq(users.id, id)))
+          .returning(),
         events: [emitEvent(db, auth, { type: "customer.updated", dataSql: userJsonSql(id), objectId: id }, now)],
       },
       200,

@@ -4,7 +4,21 @@ import { users } from "../../db/schema";
 import { livemodeJsonSql } from "../../db/scope";
 import { bodyObject, emailField, idField, livemodeField, nameField, timestamp } from "../shared";
 
-export const UserBody = bodyObject({ name: nameField, email: emailField }).openapi("UserRequest");
+const STRIPE_ACCOUNT = "stripe_account must be a Stripe connected account id, such as acct_1Nv0FGQ9RKHgCVdK, or null.";
+
+/** Live mode only: the Stripe connected account a user is paid out to (null unlinks it). */
+export const stripeAccountField = z
+  .string({ error: STRIPE_ACCOUNT })
+  .regex(/^acct_[0-9A-Za-z]{1,64}$/, { error: STRIPE_ACCOUNT })
+  .nullable()
+  .optional()
+  .openapi({
+    description:
+      "Live mode only (a test-mode key gets 400 livemode_required): the Stripe connected account (acct_…) of your Stripe platform that payouts to this user are sent to. Onboard the user with Stripe Connect (Express or Custom) first. null unlinks it; omitted on an update, it is kept.",
+    example: "acct_1Nv0FGQ9RKHgCVdK",
+  });
+
+export const UserBody = bodyObject({ name: nameField, email: emailField, stripe_account: stripeAccountField }).openapi("UserRequest");
 
 // Not UserBody.extend(): the document would say allOf [UserRequest, {test_clock}], and with
 // additionalProperties: false on both, no body could match.
@@ -14,6 +28,7 @@ export const CreateUserBody = bodyObject({
   test_clock: idField("test_clock", "a test clock", "clock_01jd2x4k5m6n7p8q9r0s1t2v3w")
     .optional()
     .openapi({ description: "Test mode only: a test clock of this account; the user's subscriptions then bill by the clock's time." }),
+  stripe_account: stripeAccountField,
 }).openapi("CreateUserRequest");
 
 export const UserSchema = z
@@ -24,6 +39,10 @@ export const UserSchema = z
     name: z.string(),
     email: z.string(),
     test_clock: z.string().nullable().openapi({ description: "The test clock whose time this user's subscriptions follow, if any." }),
+    stripe_account: z
+      .string()
+      .nullable()
+      .openapi({ description: "Live mode: the Stripe connected account (acct_…) payouts to this user are sent to; null when none (always in test mode)." }),
     created_at: timestamp("When the user was created."),
     updated_at: timestamp("When the user was last changed."),
   })
@@ -38,6 +57,7 @@ export function serializeUser(row: typeof users.$inferSelect): UserJson {
     name: row.name,
     email: row.email,
     test_clock: row.testClockId ?? null,
+    stripe_account: row.stripeAccount ?? null,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };
@@ -46,5 +66,5 @@ export function serializeUser(row: typeof users.$inferSelect): UserJson {
 /** The same serialization inside SQL, for event data and stored answers built within a batch. */
 export const userJsonSql = (id: string) => sql`(SELECT json_object(
   'id', ${users.id}, 'object', 'user', 'livemode', ${livemodeJsonSql(users.livemode)}, 'name', ${users.name}, 'email', ${users.email},
-  'test_clock', ${users.testClockId}, 'created_at', ${users.createdAt}, 'updated_at', ${users.updatedAt}
+  'test_clock', ${users.testClockId}, 'stripe_account', ${users.stripeAccount}, 'created_at', ${users.createdAt}, 'updated_at', ${users.updatedAt}
 ) FROM ${users} WHERE ${users.id} = ${id})`;

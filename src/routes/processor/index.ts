@@ -1,0 +1,198 @@
+// The processor connection: live mode's card processor, the account's own Stripe account.
+// PUT connects (or replaces) it after checking the key with Stripe; GET reads it; DELETE removes
+// it. Only the live secret key manages it. The secret key and the webhook signing secrets are
+// stored encrypted (src/processor/connections.ts) and never answered, logged or kept in an
+// idempotency record (their fingerprint enters the request hash as a keyed hash only).
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { type SQL, eq, sql } from "drizzle-orm";
+import { createMiddleware } from "hono/factory";
+import { guard } from "../../db/batch";
+import { processorConnections } from "../../db/schema";
+import type { AppEnv } from "../../context";
+import { isDevelopment } from "../../env";
+import { clock, isoTime } from "../../lib/clock";
+import { ApiError, conflict, invalidRequest } from "../../lib/errors";
+import { type ConnectionRow, readConnection, ringOf, sealSecrets } from "../../processor/connections";
+import { verifyStripeKeyFor } from "../../processor";
+import { withLiveKey } from "../reads";
+import { commitAndRespond } from "../write-path";
+import { apiRoute, json, jsonBodyOf } from "../openapi";
+import { ConnectProcessorBody, DeletedProcessorConnectionSchema, ProcessorConnectionSchema, serializeConnection } from "./schema";
+
+const tags = ["Processor"];
+
+/** Only the live secret key manages live mode's processor: not a test key, a restricted key or a token. */
+const liveSecretKeyOnly = createMiddleware<AppEnv>(async (c, next) => {
+  const { auth } = c.var;
+  if (!auth.livemode) {
+    throw new ApiError(
+      403,
+      "permission_error",
+      "livemode_required",
+      "The processor connection belongs to live mode (test mode always uses the sandbox): use the account's live secret key (sk_live_…).",
+    );
+  }
+  if (auth.credential !== "secret_key") {
+    throw new ApiError(
+      403,
+      "permission_error",
+      "live_secret_key_required",
+      "Only the account's live secret key (sk_live_…) manages the processor connection: not a restricted key, nor an access token.",
+    );
+  }
+  return next();
+});
+
+const AUTH_NOTE = "Live secret key only: a test-mode credential answers 403 livemode_required, a live restricted key or access token 403 live_secret_key_required.";
+
+const connect = apiRoute({
+  method: "put",
+  path: "/api/processor",
+  tags,
+  operationId: "connectProcessor",
+  summary: "Connect live mode to your Stripe account",
+  description:
+    "Connects (or replaces) live mode's card processor: your Stripe account. The key is checked with Stripe first (GET /v1/account); a key Stripe refuses answers 400 processor_key_invalid, and a Stripe test key outside development 400 processor_key_not_live. " +
+    "The secret key and the webhook signing secrets are stored encrypted and never answered (only the key's last 4 characters). Point Stripe's webhook endpoints (your account's, and a Connect one for payouts) at the answer's webhook_url. " +
+    "Replacing the connection with a key of another Stripe account answers 409 processor_in_use while live subscriptions, payouts or refunds depend on the connected one. " +
+    AUTH_NOTE,
+  middleware: [liveSecretKeyOnly],
+  request: jsonBodyOf(ConnectProcessorBody),
+  responses: { 200: json(ProcessorConnectionSchema, "The connection.") },
+});
+
+const read = apiRoute({
+  method: "get",
+  path: "/api/processor",
+  tags,
+  operationId: "getProcessor",
+  summary: "Read the processor connection",
+  description: `The live-mode processor connection; 404 when there is none. ${AUTH_NOTE}`,
+  middleware: [liveSecretKeyOnly],
+  responses: { 200: json(ProcessorConnectionSchema, "The connection.") },
+});
+
+const disconnect = apiRoute({
+  method: "delete",
+  path: "/api/processor",
+  tags,
+  operationId: "disconnectProcessor",
+  summary: "Disconnect the processor",
+  description:
+    "Removes the connection and its stored secrets: live requests that move money then answer 400 livemode_unavailable, and Stripe's events to webhook_url are refused. " +
+    `While live subscriptions (active or past due), payouts or refunds still depend on it, answers 409 processor_in_use. ${AUTH_NOTE}`,
+  middleware: [liveSecretKeyOnly],
+  responses: { 200: json(DeletedProcessorConnectionSchema, "The connection was removed.") },
+});
+
+const IN_USE = "processor_in_use";
+const MISSING = "processor_missing";
+
+const noConnection = () =>
+  new ApiError(404, "not_found_error", "resource_missing", "This account has no processor connection: connect your Stripe account with PUT /api/processor.");
+
+/** SQL: live money of the account depends on its connection (subscriptions to renew, payouts or refunds to settle). */
+const liveMoneyInFlight = (accountId: string): SQL => sql`(
+  EXISTS (SELECT 1 FROM subscriptions WHERE account_id = ${accountId} AND livemode = 1 AND status IN ('active', 'past_due'))
+  OR EXISTS (SELECT 1 FROM payouts WHERE account_id = ${accountId} AND livemode = 1 AND status = 'pending')
+  OR EXISTS (SELECT 1 FROM refunds WHERE account_id = ${accountId} AND livemode = 1 AND status = 'pending'))`;
+
+const inUse = (what: string) =>
+  conflict(
+    IN_USE,
+    `${what} while live subscriptions (active or past due), payouts or refunds depend on the connected Stripe account. Cancel them, or let them settle, first.`,
+  );
+
+/** Stripe did not answer the key check: nothing was stored. */
+const stripeUnavailable = () =>
+  new ApiError(500, "api_error", "processor_unavailable", "Stripe did not answer when the key was checked, so nothing was stored. Retry in a moment.");
+
+export function registerProcessor(app: OpenAPIHono<AppEnv>) {
+  app.openapi(connect, async function connectProcessor(c) {
+    const { db, auth } = c.var;
+    const body = c.req.valid("json");
+    const now = clock.now();
+    // A Tender that cannot encrypt says so before the key travels anywhere.
+    await ringOf(c.env);
+    const check = await verifyStripeKeyFor(c.env, body.secret_key).catch((error: unknown) => {
+      // The name and message of Stripe's error, or of the network's: neither holds the key.
+      console.error(JSON.stringify({ request_id: c.var.requestId, message: "Stripe key check failed", error: error instanceof Error ? `${error.name}: ${error.message}` : "unknown" }));
+      throw stripeUnavailable();
+    });
+    if (!check.valid) throw invalidRequest("processor_key_invalid", check.message, "secret_key");
+    if (!check.livemode && !isDevelopment(c.env)) {
+      throw invalidRequest(
+        "processor_key_not_live",
+        "This is a Stripe test-mode key: live mode moves real money, so it needs your Stripe account's live secret key (sk_live_…). Tender's test mode needs no Stripe key.",
+        "secret_key",
+      );
+    }
+    const existing = await readConnection(db, auth.accountId);
+    const sealed = await sealSecrets(c.env, auth.accountId, {
+      secretKey: body.secret_key,
+      webhookSecret: body.webhook_secret,
+      connectWebhookSecret: body.connect_webhook_secret ?? null,
+    });
+    const row: ConnectionRow = {
+      accountId: auth.accountId,
+      livemode: true,
+      provider: body.provider,
+      processorAccount: check.account,
+      ...sealed,
+      createdAt: existing?.createdAt ?? isoTime(now),
+      updatedAt: isoTime(now),
+    };
+    const answer = serializeConnection(row, new URL(c.req.url).origin);
+    return commitAndRespond(
+      c,
+      {
+        statements: [
+          // Another Stripe account would strand what the connected one holds (customers, cards,
+          // transfers): refused while live money depends on it. The same account (a rolled key) is fine.
+          guard(
+            db,
+            IN_USE,
+            sql`NOT (EXISTS (SELECT 1 FROM processor_connections WHERE account_id = ${auth.accountId} AND processor_account <> ${check.account}) AND ${liveMoneyInFlight(auth.accountId)})`,
+          ),
+          db
+            .insert(processorConnections)
+            .values(row)
+            .onConflictDoUpdate({ target: processorConnections.accountId, set: { provider: row.provider, processorAccount: row.processorAccount, ...sealed, updatedAt: row.updatedAt } }),
+        ],
+        events: [],
+      },
+      200,
+      answer,
+      { failures: { [IN_USE]: () => inUse(`This account is connected to Stripe account ${existing?.processorAccount ?? "another"}; it cannot be replaced by ${check.account}`) } },
+    );
+  });
+
+  app.openapi(read, async function getProcessor(c) {
+    const { db, auth } = c.var;
+    const [row] = await withLiveKey(c, db.select().from(processorConnections).where(eq(processorConnections.accountId, auth.accountId)).limit(1));
+    if (!row) throw noConnection();
+    return c.json(serializeConnection(row, new URL(c.req.url).origin), 200);
+  });
+
+  app.openapi(disconnect, async function disconnectProcessor(c) {
+    const { db, auth } = c.var;
+    const [row] = await withLiveKey(c, db.select().from(processorConnections).where(eq(processorConnections.accountId, auth.accountId)).limit(1));
+    if (!row) throw noConnection();
+    const answer = { object: "processor_connection" as const, provider: row.provider, livemode: true as const, processor_account: row.processorAccount, deleted: true as const };
+    const mine = eq(processorConnections.accountId, auth.accountId);
+    return commitAndRespond(
+      c,
+      {
+        statements: [
+          guard(db, MISSING, sql`EXISTS (SELECT 1 FROM processor_connections WHERE ${mine})`),
+          guard(db, IN_USE, sql`NOT ${liveMoneyInFlight(auth.accountId)}`),
+          db.delete(processorConnections).where(mine),
+        ],
+        events: [],
+      },
+      200,
+      answer,
+      { failures: { [MISSING]: noConnection, [IN_USE]: () => inUse("The processor connection cannot be removed") } },
+    );
+  });
+}
