@@ -15,6 +15,8 @@ export const SCOPES = [
   "plans:write",
   "subscriptions:read",
   "subscriptions:write",
+  "invoices:read",
+  "invoices:write",
   "webhooks:read",
   "webhooks:write",
   "events:read",

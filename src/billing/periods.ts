@@ -14,7 +14,10 @@
 //      charge to the processor.
 //   3. settle, in one batch: the payment (unique on its charge reference, so a claim taken over
 //      after a crash cannot record the same processor charge twice), the period, the
-//      subscription (advanced, past_due with its next retry, or canceled) and the events.
+//      subscription (advanced, past_due with its next retry, or canceled), the period's invoice
+//      (src/billing/invoices.ts: issued, numbered and settled by its first attempt's settlement,
+//      and settled again by each later attempt: one invoice per period, whatever the attempts)
+//      and the events.
 import { type SQL, and, eq, inArray, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { guard, rawStatement, type Statement } from "../db/batch";
@@ -28,6 +31,7 @@ import type { Processor } from "../processor/types";
 import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { nextRetryAt, periodStartMs } from "../domain/billing-calendar";
 import { type PlanRow, periodAmount } from "./pricing";
+import { type InvoiceOutcome, issueInvoice, settleInvoice, subscriptionLine, uncollectibleInvoicesOf } from "./invoices";
 
 export type SubscriptionRow = typeof subscriptions.$inferSelect;
 export type UserRow = typeof users.$inferSelect;
@@ -103,13 +107,22 @@ export interface PeriodClaim {
    * processor whose idempotency keys expire (Stripe: 24 hours) looks a charge up first past then.
    */
   periodCreatedAt: number;
+  /** The period's invoice, once an earlier attempt's settlement issued it; null for the first attempt. */
+  invoiceId: string | null;
 }
 
+/** SQL: the invoice of a period row, read by the claim that returns it. */
+const periodInvoiceId = sql.raw(
+  `(SELECT invoices.id FROM invoices WHERE invoices.subscription_id = subscription_periods.subscription_id AND invoices.period_index = subscription_periods.period_index)`,
+);
+
 /** What a claim statement returns. */
-const CLAIM_RETURNING = sql`RETURNING attempts, amount, currency, claim_card, created_at`;
+const CLAIM_RETURNING = sql`RETURNING attempts, amount, currency, claim_card, created_at, ${periodInvoiceId} AS invoice_id`;
 
 export function claimOf(result: unknown): PeriodClaim | null {
-  const row = (result as { results?: (Omit<PeriodClaim, "card" | "periodCreatedAt"> & { claim_card: string | null; created_at: string })[] }).results?.[0];
+  const row = (
+    result as { results?: (Omit<PeriodClaim, "card" | "periodCreatedAt" | "invoiceId"> & { claim_card: string | null; created_at: string; invoice_id: string | null })[] }
+  ).results?.[0];
   if (!row) return null;
   return {
     attempts: row.attempts,
@@ -117,6 +130,7 @@ export function claimOf(result: unknown): PeriodClaim | null {
     currency: row.currency,
     card: row.claim_card === null ? null : (JSON.parse(row.claim_card) as ClaimCard),
     periodCreatedAt: Date.parse(row.created_at),
+    invoiceId: row.invoice_id ?? null,
   };
 }
 
@@ -124,13 +138,14 @@ export function claimOf(result: unknown): PeriodClaim | null {
  * The claim of the next attempt at the open period, as one statement returning the claim (or
  * nothing when lost). `renewal` claims a due subscription (and may take over a stale claim);
  * `card_update` claims the next attempt of a past_due one, due or not, for `card` (vaulted);
- * `takeover` takes over a stale, unsettled claim, due or not (the cron's settlement of claims
- * whose lease ran out, and a renewal run's at a cancel at period end).
+ * `pay` claims the next attempt of a past_due one, due or not, with its own card (Pay now of the
+ * period's open invoice); `takeover` takes over a stale, unsettled claim, due or not (the cron's
+ * settlement of claims whose lease ran out, and a renewal run's at a cancel at period end).
  */
 export function claimPeriod(
   db: Db,
   row: Pick<BillableRow, "sub" | "plan">,
-  kind: "renewal" | "card_update" | "takeover",
+  kind: "renewal" | "card_update" | "pay" | "takeover",
   at: number,
   realNow: number,
   card?: ClaimCard,
@@ -150,6 +165,7 @@ export function claimPeriod(
     );
   }
   if (kind === "card_update" && !card) throw new Error("a card update claims the period for a vaulted card");
+  if (kind === "pay" && sub.status !== "past_due") throw new Error("Pay now claims the open period of a past_due subscription");
   const asRead = stillAsRead(sub, kind === "renewal" ? at : undefined);
   if (sub.status === "active") {
     const start = isoTime(periodStartMs(sub.billingAnchor, plan.interval, n));
@@ -190,6 +206,7 @@ export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard
       currency: subscriptionPeriods.currency,
       card: subscriptionPeriods.claimCard,
       createdAt: subscriptionPeriods.createdAt,
+      invoiceId: sql<string | null>`${periodInvoiceId}`,
     })
     .from(subscriptionPeriods)
     .where(
@@ -200,7 +217,9 @@ export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard
         sql`json_extract(${subscriptionPeriods.claimCard}, '$.token') = ${card.token}`,
       ),
     );
-  return row ? { attempts: row.attempts, amount: row.amount, currency: row.currency, card: row.card ?? null, periodCreatedAt: Date.parse(row.createdAt) } : null;
+  return row
+    ? { attempts: row.attempts, amount: row.amount, currency: row.currency, card: row.card ?? null, periodCreatedAt: Date.parse(row.createdAt), invoiceId: row.invoiceId ?? null }
+    : null;
 }
 
 /**
@@ -261,6 +280,11 @@ export interface PeriodCharge {
   realNow: number;
   /** Further column changes made with a success (a card update's plan, quantity or cancel_at_period_end). */
   changes?: Partial<SubscriptionRow>;
+  /**
+   * An attempt asked for by hand (Pay now): a decline counts the attempt and keeps the scheduled
+   * retry, as a card update's does, instead of dunning.
+   */
+  manual?: boolean;
 }
 
 /** The token of the card a claim charges: its own (a card update's), else the subscription's. */
@@ -273,6 +297,8 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
   const n = sub.periodsBilled;
   const reference = periodReference(sub.id, n, claim.attempts);
   const newCard = claim.card;
+  // The period's invoice: issued by the settlement of its first attempt, named by every attempt.
+  const invoiceId = claim.invoiceId ?? newId("invoice", realNow);
   const result = await charge({
     db,
     processor: args.processor,
@@ -280,6 +306,7 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
     livemode: sub.livemode,
     customer: { id: user.id, email: user.email },
     subscriptionId: sub.id,
+    invoiceId,
     amount: claim.amount,
     currency: claim.currency,
     source: { token: chargedToken(sub, claim) },
@@ -322,8 +349,8 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
     notify("subscription_renewal", "success");
     if (newCard) notify("subscription_updated", "active");
     outcome = "renewed";
-  } else if (newCard) {
-    // The new card was declined: the attempt counts, the scheduled retry stands, nothing else changes.
+  } else if (newCard || args.manual) {
+    // The new card (or Pay now) was declined: the attempt counts, the scheduled retry stands, nothing else changes.
     statements.push(
       db.update(subscriptionPeriods).set({ updatedAt }).where(period),
       db.update(subscriptions).set({ dunningAttempts: claim.attempts, updatedAt }).where(asClaimed(sub)),
@@ -351,8 +378,35 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
       outcome = "canceled";
     }
   }
+  const paymentId = result.payment.id;
+  const invoiceOutcome: Extract<InvoiceOutcome, { kind: "paid" | "failed" }> = result.succeeded
+    ? { kind: "paid", paymentId }
+    : { kind: "failed", paymentId, status: outcome === "canceled" ? "uncollectible" : "open" };
+  const invoice = claim.invoiceId
+    ? settleInvoice(db, sub, claim.invoiceId, invoiceOutcome, realNow)
+    : issueInvoice(db, periodInvoice(args.row, n, invoiceId, claim.amount), invoiceOutcome, realNow);
+  statements.push(...invoice.statements);
+  events.push(...invoice.events);
   // The payment is recorded whatever happened to the subscription meanwhile: money moved.
   return { outcome, charge: result, subscriptionChanges, writes: { statements, events } };
+}
+
+/** The invoice of a subscription's billing period `n`: one line, the period at `amount`. */
+export function periodInvoice(row: Pick<BillableRow, "sub" | "plan">, n: number, id: string, amount: number) {
+  const { sub, plan } = row;
+  const periodStart = isoTime(periodStartMs(sub.billingAnchor, plan.interval, n));
+  const periodEnd = isoTime(periodStartMs(sub.billingAnchor, plan.interval, n + 1));
+  return {
+    id,
+    tenant: sub,
+    subscriptionId: sub.id,
+    periodIndex: n,
+    userId: sub.userId,
+    currency: plan.currency,
+    periodStart,
+    periodEnd,
+    lines: [subscriptionLine(plan, sub.quantity, amount, periodStart, periodEnd)],
+  };
 }
 
 /**
@@ -378,6 +432,7 @@ export function cancelAtPeriodEndWrites(db: Db, sub: SubscriptionRow, at: number
         .update(subscriptionPeriods)
         .set({ status: "uncollectible", updatedAt })
         .where(and(eq(subscriptionPeriods.subscriptionId, sub.id), eq(subscriptionPeriods.status, "open"))),
+      uncollectibleInvoicesOf(db, sub.id, realNow),
     ],
     events: [emitEvent(db, sub, { type: "subscription_canceled", subscriptionId: sub.id, status: "canceled" }, realNow)],
   };

@@ -2,22 +2,11 @@
 // (src/domain/money.ts: JPY 0, USD 2, KWD 3), never through floating point; and times shown in
 // UTC, with the reader's local time on hover (the title attribute, filled in by dashboard.js from
 // the machine-readable datetime; without JavaScript the title repeats the exact UTC instant).
-import { CURRENCY_EXPONENTS, formatMinor, normalizeCurrency, parseDecimalToMinor } from "../domain/money";
+import { CURRENCY_EXPONENTS, normalizeCurrency, parseDecimalToMinor } from "../domain/money";
 
-/** Groups the integer part in threes: "1234567.89" -> "1,234,567.89". */
-function group(decimal: string): string {
-  const [sign, rest] = decimal.startsWith("-") ? ["-", decimal.slice(1)] : ["", decimal];
-  const [whole, fraction] = rest.split(".");
-  const grouped = whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",");
-  return `${sign}${grouped}${fraction === undefined ? "" : `.${fraction}`}`;
-}
+import { formatMoney } from "../domain/money";
 
-/** An amount of minor units in major units with its currency: (1000, "usd") -> "10.00 USD". */
-export function formatMoney(minor: number, currency: string): string {
-  const code = normalizeCurrency(currency);
-  if (code === undefined || !Number.isSafeInteger(minor)) return `${minor} ${String(currency).toUpperCase()} (minor units)`;
-  return `${group(formatMinor(minor, CURRENCY_EXPONENTS[code]))} ${code.toUpperCase()}`;
-}
+export { formatMoney };
 
 /** The number of decimals a currency's major unit has, or undefined for an unknown code. */
 export function currencyDecimals(currency: string): number | undefined {

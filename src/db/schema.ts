@@ -283,6 +283,9 @@ export const payments = sqliteTable(
     // The idempotency key Tender sent the processor for this charge. Unique: one processor
     // charge is recorded as one payment, however many workers settle it.
     chargeReference: text("charge_reference"),
+    // The invoice this charge was an attempt to pay (src/billing/invoices.ts): every attempt at
+    // one billing period names the period's one invoice.
+    invoiceId: text("invoice_id"),
     createdAt: createdAt(),
   },
   (t) => [
@@ -394,7 +397,8 @@ export const subscriptionPeriods = sqliteTable(
     periodStart: text("period_start").notNull(),
     amount: integer("amount").notNull(),
     currency: text("currency").notNull(),
-    status: text("status", { enum: ["open", "paid", "uncollectible"] }).notNull(),
+    // void: its invoice was voided (POST /invoices/{id}/void), so the period is never charged.
+    status: text("status", { enum: ["open", "paid", "uncollectible", "void"] }).notNull(),
     attempts: integer("attempts").notNull().default(0),
     paymentId: text("payment_id"),
     /**
@@ -408,6 +412,78 @@ export const subscriptionPeriods = sqliteTable(
     updatedAt: text("updated_at").notNull(),
   },
   (t) => [uniqueIndex("subscription_periods_once").on(t.subscriptionId, t.periodIndex), index("subscription_periods_status").on(t.status, t.updatedAt)],
+);
+
+// Invoices (src/billing/invoices.ts): what each subscription charge is for. An invoice of a
+// billing period is unique per (subscription, period): a dunning retry charges the same one.
+// `number` is gap-free per account and mode: `number_sequence` is taken as the account and
+// mode's MAX + 1 inside the statement that finalizes the invoice (D1 runs one write at a time,
+// so in commit order), and a unique index proves no two invoices share one. A draft has none.
+export const invoices = sqliteTable(
+  "invoices",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    livemode: livemode(),
+    numberSequence: integer("number_sequence"),
+    // <ACCOUNT PREFIX>-0001: the last 8 characters of the account id (random), upper-cased.
+    number: text("number").generatedAlwaysAs(
+      sql`CASE WHEN number_sequence IS NULL THEN NULL ELSE upper(substr(account_id, -8)) || '-' || printf('%04d', number_sequence) END`,
+      { mode: "virtual" },
+    ),
+    status: text("status", { enum: ["draft", "open", "paid", "uncollectible", "void"] }).notNull(),
+    subscriptionId: text("subscription_id"),
+    // The billing period of the subscription it bills (subscription_periods.period_index), if one.
+    periodIndex: integer("period_index"),
+    userId: text("user_id"),
+    currency: text("currency").notNull(),
+    periodStart: text("period_start").notNull(),
+    periodEnd: text("period_end").notNull(),
+    subtotal: integer("subtotal").notNull(),
+    discount: integer("discount").notNull().default(0),
+    total: integer("total").notNull(),
+    amountPaid: integer("amount_paid").notNull().default(0),
+    amountDue: integer("amount_due").notNull(),
+    // The last payment attempted for it (the one that paid it, once paid).
+    paymentId: text("payment_id"),
+    createdAt: createdAt(),
+    finalizedAt: text("finalized_at"),
+    paidAt: text("paid_at"),
+    voidedAt: text("voided_at"),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [
+    uniqueIndex("invoices_number").on(t.accountId, t.livemode, t.numberSequence),
+    uniqueIndex("invoices_period").on(t.subscriptionId, t.periodIndex),
+    index("invoices_account").on(t.accountId, t.livemode, t.id),
+    index("invoices_subscription").on(t.accountId, t.livemode, t.subscriptionId, t.id),
+    index("invoices_user").on(t.accountId, t.livemode, t.userId, t.id),
+    index("invoices_status").on(t.accountId, t.livemode, t.status, t.id),
+    check("invoices_total", sql`${t.total} = ${t.subtotal} - ${t.discount} AND ${t.discount} >= 0 AND ${t.amountDue} >= 0 AND ${t.amountPaid} >= 0`),
+  ],
+);
+
+// An invoice's lines, in order. Read through their invoice (whose account and mode they share).
+export const invoiceLines = sqliteTable(
+  "invoice_lines",
+  {
+    id: text("id").primaryKey(),
+    invoiceId: text("invoice_id").notNull(),
+    accountId: text("account_id").notNull(),
+    livemode: livemode(),
+    position: integer("position").notNull(),
+    type: text("type", { enum: ["subscription", "proration", "usage"] }).notNull(),
+    description: text("description").notNull(),
+    quantity: integer("quantity").notNull(),
+    // The exact unit price in minor units (up to 12 decimals), when the line has one.
+    unitAmountDecimal: text("unit_amount_decimal"),
+    // Integer minor units, rounded once (README: Decisions); negative for a credit.
+    amount: integer("amount").notNull(),
+    proration: integer("proration", { mode: "boolean" }).notNull().default(false),
+    periodStart: text("period_start").notNull(),
+    periodEnd: text("period_end").notNull(),
+  },
+  (t) => [uniqueIndex("invoice_lines_invoice").on(t.invoiceId, t.position)],
 );
 
 /** A card a period attempt charges, vaulted at the processor: see subscriptionPeriods.claimCard. */

@@ -18,6 +18,8 @@ export const ID_PREFIXES = {
   payment: "pay",
   refund: "re",
   testClock: "clock",
+  invoice: "in",
+  invoiceLine: "il",
 } as const;
 export type IdKind = keyof typeof ID_PREFIXES;
 

@@ -150,6 +150,25 @@ export function formatMinor(minor: number, exponent: number): string {
   return `${sign}${padded.slice(0, -exponent)}.${padded.slice(-exponent)}`;
 }
 
+/** Groups the integer part in threes: "1234567.89" -> "1,234,567.89". */
+function groupThousands(decimal: string): string {
+  const [sign, rest] = decimal.startsWith("-") ? ["-", decimal.slice(1)] : ["", decimal];
+  const [whole, fraction] = rest.split(".");
+  const grouped = whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+  return `${sign}${grouped}${fraction === undefined ? "" : `.${fraction}`}`;
+}
+
+/**
+ * An amount of minor units in major units with its currency, as people read it (the dashboard,
+ * invoice PDFs): (1000, "usd") -> "10.00 USD", (1000, "jpy") -> "1,000 JPY", (1000, "kwd") ->
+ * "1.000 KWD". An unknown currency or a non-integer says so rather than guessing.
+ */
+export function formatMoney(minor: number, currency: string): string {
+  const code = normalizeCurrency(currency);
+  if (code === undefined || !Number.isSafeInteger(minor)) return `${minor} ${String(currency).toUpperCase()} (minor units)`;
+  return `${groupThousands(formatMinor(minor, CURRENCY_EXPONENTS[code]))} ${code.toUpperCase()}`;
+}
+
 /**
  * A client sent a non-integer literal (the exact JSON source text) where an
  * integer amount in minor units was required. Returns the integer it probably

@@ -21,6 +21,8 @@ export interface ChargeArgs {
   livemode: boolean;
   customer: { id: string; email: string } | null;
   subscriptionId: string | null;
+  /** The invoice this charge is an attempt to pay (src/billing/invoices.ts). */
+  invoiceId: string | null;
   amount: number;
   currency: string;
   /** A new card (first charge) or the token of a vaulted one (renewals). */
@@ -123,6 +125,7 @@ export async function charge(args: ChargeArgs): Promise<ChargeResult> {
     cardFingerprint: args.fingerprint,
     processorReference: outcome.status === "succeeded" ? outcome.reference : null,
     chargeReference: reference,
+    invoiceId: args.invoiceId,
     createdAt: isoTime(args.at),
   };
   const events = [

@@ -21,6 +21,7 @@ export interface PaymentJson {
   object: "payment";
   livemode: boolean;
   subscription_id: string | null;
+  invoice_id: string | null;
   user_id: string | null;
   amount: number;
   currency: string;
@@ -38,6 +39,7 @@ export function serializePayment(row: PaymentRow): PaymentJson {
     object: "payment",
     livemode: row.livemode,
     subscription_id: row.subscriptionId,
+    invoice_id: row.invoiceId,
     user_id: row.userId,
     amount: row.amount,
     currency: row.currency,

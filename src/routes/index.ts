@@ -12,6 +12,7 @@ import { registerWebhooks } from "./webhooks";
 import { registerEvents } from "./events";
 import { registerPlans } from "./plans";
 import { registerSubscriptions } from "./subscriptions";
+import { registerInvoices } from "./invoices";
 import { registerTestClocks } from "./test-clocks";
 import { registerProcessor } from "./processor";
 import { registerStripeWebhooks } from "./processor-webhooks/stripe";
@@ -41,6 +42,7 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>) {
   registerEvents(app);
   registerPlans(app);
   registerSubscriptions(app);
+  registerInvoices(app);
   registerTestClocks(app);
   registerProcessor(app);
   registerStripeWebhooks(app);

@@ -11,6 +11,11 @@ export const ENVELOPE_EVENT_TYPES = {
   "payout.paid": "A payout was paid to its destination.",
   "payout.failed": "A payout failed.",
   "payout.canceled": "A pending payout was canceled.",
+  "invoice.created": "An invoice was created (its data is the draft).",
+  "invoice.finalized": "An invoice was finalized: numbered and open for payment.",
+  "invoice.paid": "An invoice was paid.",
+  "invoice.payment_failed": "A charge for an invoice was declined.",
+  "invoice.voided": "An invoice was voided: it will never be charged.",
 } as const;
 
 export const NOTIFICATION_EVENT_TYPES = {
@@ -41,8 +46,9 @@ export function isEventType(value: string): value is EventType {
 
 
 /** The kind of object each event type is about: its `object_id` and the sequence it counts in. */
-export function aboutObject(type: EventType): "payment" | "refund" | "user" | "payout" | "subscription" {
+export function aboutObject(type: EventType): "payment" | "refund" | "user" | "payout" | "subscription" | "invoice" {
   if (type.startsWith("payment.")) return "payment";
+  if (type.startsWith("invoice.")) return "invoice";
   if (type.startsWith("refund.")) return "refund";
   if (type.startsWith("customer.")) return "user";
   if (type.startsWith("payout.")) return "payout";

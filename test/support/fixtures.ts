@@ -9,6 +9,8 @@ import { readCard } from "../../src/payments/card-input";
 import { type ChargeResult, charge } from "../../src/payments/charge";
 import { sandboxProcessor } from "../../src/processor/sandbox";
 import { commitWrites } from "../../src/webhooks/outbox";
+import { issueInvoice } from "../../src/billing/invoices";
+import { newId } from "../../src/domain/ids";
 import { CARDS, PROOF_CARD, card, cardFields, payoutBody } from "./cards";
 import { makeDue } from "./clock";
 import { type Account, type CallResult, call, fetchWith } from "./http";
@@ -159,12 +161,14 @@ export interface ChargeOptions {
 
 /**
  * A charge made the way billing makes one: charge() against the sandbox, with a card validated by
- * readCard (recorded, see cardFields), committed as one batch with commitWrites.
+ * readCard (recorded, see cardFields), for an invoice of one line (paid, or void when declined),
+ * committed as one batch with commitWrites.
  */
 export async function chargeCard(acct: Account, customer: { id: string; email: string } | null, options: ChargeOptions = {}): Promise<ChargeResult> {
   const db = createDb(env.DB);
   const at = Date.now();
   const input = await readCard(env, cardFields(options.pan ?? CARDS.visa, options.cvv ?? "864"), at);
+  const invoiceId = newId("invoice", at);
   const result = await charge({
     db,
     processor: sandboxProcessor,
@@ -172,6 +176,7 @@ export async function chargeCard(acct: Account, customer: { id: string; email: s
     livemode: false,
     customer,
     subscriptionId: options.subscriptionId ?? null,
+    invoiceId,
     amount: options.amount ?? 4000,
     currency: options.currency ?? "usd",
     source: options.token ? { token: options.token } : { card: input.card },
@@ -179,7 +184,25 @@ export async function chargeCard(acct: Account, customer: { id: string; email: s
     fingerprint: input.fingerprint,
     at,
   });
-  await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { statements: result.statements, events: result.events });
+  const now = new Date(at).toISOString();
+  const amount = options.amount ?? 4000;
+  const invoice = issueInvoice(
+    db,
+    {
+      id: invoiceId,
+      tenant: { accountId: acct.id, livemode: false },
+      subscriptionId: options.subscriptionId ?? null,
+      periodIndex: null,
+      userId: customer?.id ?? null,
+      currency: options.currency ?? "usd",
+      periodStart: now,
+      periodEnd: now,
+      lines: [{ type: "subscription", description: "Charge", quantity: 1, unitAmountDecimal: String(amount), amount, proration: false, periodStart: now, periodEnd: now }],
+    },
+    result.succeeded ? { kind: "paid", paymentId: result.payment.id } : { kind: "failed", paymentId: result.payment.id, status: "void" },
+    at,
+  );
+  await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { statements: [...result.statements, ...invoice.statements], events: [...result.events, ...invoice.events] });
   return result;
 }
 

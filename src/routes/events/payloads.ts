@@ -4,6 +4,7 @@
 import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../../context";
 import { ENVELOPE_EVENT_TYPES, type EventType, NOTIFICATION_EVENT_TYPES, TEST_EVENT_TYPE } from "../../webhooks/catalog";
+import { InvoiceSchema } from "../invoices/schema";
 import { PayoutSchema } from "../payouts/schema";
 import { RefundSchema } from "../refunds/schema";
 import { SubscriptionSchema, SubscriptionStatus } from "../subscriptions/schema";
@@ -94,6 +95,11 @@ export const WEBHOOK_PAYLOADS = {
   "payout.paid": envelope("payout.paid", PayoutSchema),
   "payout.failed": envelope("payout.failed", PayoutSchema),
   "payout.canceled": envelope("payout.canceled", PayoutSchema),
+  "invoice.created": envelope("invoice.created", InvoiceSchema),
+  "invoice.finalized": envelope("invoice.finalized", InvoiceSchema),
+  "invoice.paid": envelope("invoice.paid", InvoiceSchema),
+  "invoice.payment_failed": envelope("invoice.payment_failed", InvoiceSchema),
+  "invoice.voided": envelope("invoice.voided", InvoiceSchema),
   subscription_created: notification("subscription_created", SubscriptionStatus),
   subscription_renewal: notification("subscription_renewal", RenewalStatus),
   subscription_updated: notification("subscription_updated", SubscriptionStatus),

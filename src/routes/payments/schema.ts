@@ -9,6 +9,7 @@ export const PaymentSchema = z
     object: z.literal("payment"),
     livemode: livemodeField,
     subscription_id: z.string().nullable().openapi({ description: "The subscription this payment was charged for." }),
+    invoice_id: z.string().nullable().openapi({ description: "The invoice this charge was an attempt to pay: every attempt at one billing period (its dunning retries included) names the same invoice.", example: "in_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
     user_id: z.string().nullable(),
     amount: z.number().int().openapi({ description: "In the currency's smallest unit.", example: 1999 }),
     currency: z.string().openapi({ example: "usd" }),

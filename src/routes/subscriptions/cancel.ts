@@ -3,6 +3,7 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, sql } from "drizzle-orm";
 import { chargeInFlight } from "../../billing/periods";
+import { uncollectibleInvoicesOf } from "../../billing/invoices";
 import { guard, guardExists } from "../../db/batch";
 import { subscriptionPeriods, subscriptions } from "../../db/schema";
 import { owned } from "../../db/scope";
@@ -71,6 +72,8 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
               .update(subscriptionPeriods)
               .set({ status: "uncollectible", updatedAt: isoTime(realNow) })
               .where(and(eq(subscriptionPeriods.subscriptionId, id), eq(subscriptionPeriods.status, "open"))),
+            // Its open invoice with it.
+            uncollectibleInvoicesOf(db, id, realNow),
           ],
           returning: db
             .update(subscriptions)

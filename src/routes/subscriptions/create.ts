@@ -16,6 +16,7 @@ import { invalidRequest } from "../../lib/errors";
 import { found } from "../reads";
 import { commitAndRespond, firstChargeReference, outcomeTracked } from "../write-path";
 import { charge, paymentEventData } from "../../payments/charge";
+import { issueInvoice, subscriptionLine } from "../../billing/invoices";
 import { readCard } from "../../payments/card-input";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
@@ -67,7 +68,30 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
     const processor = await processorForRequest(c);
 
     const id = newId("subscription", realNow);
+    const invoiceId = newId("invoice", realNow);
     const customer = { id: user.id, email: user.email };
+    const start = billingNow(testClock, realNow);
+    const next = periodStartMs(isoTime(start), plan.interval, 1);
+    // The first period's invoice: issued, finalized (numbered) and paid or failed in the batch
+    // that records the charge. A declined first charge creates no subscription, and nothing can
+    // ever pay its invoice: it is voided there and then (it keeps its number: numbers are gap-free).
+    const invoice = (outcome: Parameters<typeof issueInvoice>[2], subscriptionId: string | null) =>
+      issueInvoice(
+        db,
+        {
+          id: invoiceId,
+          tenant: auth,
+          subscriptionId,
+          periodIndex: subscriptionId === null ? null : 0,
+          userId: user.id,
+          currency: plan.currency,
+          periodStart: isoTime(start),
+          periodEnd: isoTime(next),
+          lines: [subscriptionLine(plan, body.quantity, amount, isoTime(start), isoTime(next))],
+        },
+        outcome,
+        realNow,
+      );
     // A processor call that still threw after its retries may have moved money: the outcome is
     // unknown, so the Idempotency-Key stays claimed (a retry after the lock charges the same reference).
     const result = await outcomeTracked(c, () => charge({
@@ -77,6 +101,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
       livemode: auth.livemode,
       customer,
       subscriptionId: id,
+      invoiceId,
       amount,
       currency: plan.currency,
       source: { card: card.card },
@@ -93,19 +118,19 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
     if (!result.succeeded || !result.token) {
       // No subscription exists: the failed payment belongs to none.
       const failed = { ...result.payment, subscriptionId: null };
+      const voided = invoice({ kind: "failed", paymentId: failed.id, status: "void" }, null);
       return answerDecline(
         c,
         result,
         {
-          statements: [db.insert(payments).values(failed)],
-          events: [emitEvent(db, auth, { type: "payment.failed", data: paymentEventData(failed, customer) }, realNow)],
+          statements: [db.insert(payments).values(failed), ...voided.statements],
+          events: [emitEvent(db, auth, { type: "payment.failed", data: paymentEventData(failed, customer) }, realNow), ...voided.events],
         },
         { failures: { [CHARGE_RECORDED]: idempotencyClaimLost } },
       );
     }
 
-    const start = billingNow(testClock, realNow);
-    const next = periodStartMs(isoTime(start), plan.interval, 1);
+    const paid = invoice({ kind: "paid", paymentId: result.payment.id }, id);
     const row: SubscriptionRow = {
       id,
       accountId: auth.accountId,
@@ -149,8 +174,9 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
             updatedAt: isoTime(realNow),
           }),
           ...result.statements,
+          ...paid.statements,
         ],
-        events: [...result.events, emitEvent(db, auth, { type: "subscription_created", subscriptionId: id, status: "active" }, realNow)],
+        events: [...result.events, emitEvent(db, auth, { type: "subscription_created", subscriptionId: id, status: "active" }, realNow), ...paid.events],
       },
       201,
       serializeSubscription(row),

@@ -1,0 +1,304 @@
+// Invoices: building, finalizing, numbering and settling an invoice, as statements and events for
+// the caller's own batch (a subscription's first charge, a period's settlement, a void). Every
+// subscription charge is for an invoice; an invoice of a billing period is unique per
+// (subscription, period), so each attempt at a period (the renewal, its dunning retries, a
+// past-due card update, Pay now) charges and names the same invoice.
+//
+//   issueInvoice   a new invoice from its lines, in one batch: created as a draft, finalized
+//                  (numbered), and, when the batch also records its charge, paid or failed. Later
+//                  phases (prorations invoiced at once, a trial's end, a metered period) call it
+//                  with their lines.
+//   settleInvoice  an existing invoice's charge attempt: paid, or still open / uncollectible.
+//
+// `number` is gap-free per account and mode: the finalizing INSERT takes the account and mode's
+// MAX(number_sequence) + 1 itself. D1 runs one write at a time, so numbers are taken in commit
+// order, and the unique index (account_id, livemode, number_sequence) refuses a second taker.
+// Totals come from the lines (src/domain/invoice-math.ts): subtotal = the sum of the lines,
+// total = subtotal - discount, never re-rounded.
+//
+// An invoice is answered (by the API and as event data) by one serializer, in SQL
+// (`INVOICE_JSON`): its lines live in their own table, and a batch that writes an invoice can
+// read it back as committed (its number included) for its events.
+import { type SQL, sql } from "drizzle-orm";
+import type { Db } from "../db/client";
+import { rawStatement, type Statement } from "../db/batch";
+import type { Tenant } from "../db/scope";
+import { invoiceLines, invoices, type plans } from "../db/schema";
+import type { CouponValue } from "../domain/discounts";
+import { newId } from "../domain/ids";
+import { invoiceTotals, type InvoiceTotals } from "../domain/invoice-math";
+import { isoTime } from "../lib/clock";
+import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
+
+export type InvoiceRow = typeof invoices.$inferSelect;
+export type InvoiceStatus = InvoiceRow["status"];
+export const INVOICE_STATUSES = ["draft", "open", "paid", "uncollectible", "void"] as const satisfies readonly InvoiceStatus[];
+export type InvoiceLineType = (typeof invoiceLines.$inferSelect)["type"];
+
+/** A line of a new invoice. */
+export interface InvoiceLineInput {
+  type: InvoiceLineType;
+  description: string;
+  quantity: number;
+  /** The exact unit price in minor units (up to 12 decimals), or null when the line has none (tiers). */
+  unitAmountDecimal: string | null;
+  /** Integer minor units, already rounded once; negative for a credit. */
+  amount: number;
+  proration: boolean;
+  periodStart: string;
+  periodEnd: string;
+}
+
+/** A new invoice: whose it is, what it bills, and its lines. */
+export interface InvoiceInput {
+  /** Made by the caller, so the payment of the same batch can name it (newId("invoice", at)). */
+  id: string;
+  tenant: Tenant;
+  subscriptionId: string | null;
+  /** The subscription's billing period it bills (unique with the subscription), or null. */
+  periodIndex: number | null;
+  userId: string | null;
+  currency: string;
+  periodStart: string;
+  periodEnd: string;
+  lines: InvoiceLineInput[];
+  /** The coupon that applies (phase B/C); none by default, so the discount is 0. */
+  coupon?: CouponValue | null;
+}
+
+/**
+ * What happened to the invoice in the batch that writes it:
+ * - `draft`: left a draft (no number), to be finalized later (finalizeInvoice);
+ * - `open`: finalized, not charged in this batch;
+ * - `paid`: finalized and paid by `paymentId`;
+ * - `failed`: finalized, its charge `paymentId` declined, and left `open` (to be retried),
+ *   `uncollectible` (the retries are used up) or `void` (nothing can ever pay it: a declined first
+ *   charge, which creates no subscription).
+ */
+export type InvoiceOutcome =
+  | { kind: "draft" }
+  | { kind: "open" }
+  | { kind: "paid"; paymentId: string }
+  | { kind: "failed"; paymentId: string; status: "open" | "uncollectible" | "void" };
+
+/** The totals of an invoice from its lines (and coupon). */
+export function totalsOf(input: Pick<InvoiceInput, "currency" | "lines" | "coupon">): InvoiceTotals {
+  return invoiceTotals({ currency: input.currency, lines: input.lines.map((l) => ({ amount: l.amount, proration: l.proration })), coupon: input.coupon ?? null });
+}
+
+/** The one line of a subscription's billing period: `<quantity> × <plan name>`. */
+export function subscriptionLine(
+  plan: Pick<typeof plans.$inferSelect, "name" | "pricingModel" | "unitAmount">,
+  quantity: number,
+  amount: number,
+  periodStart: string,
+  periodEnd: string,
+): InvoiceLineInput {
+  return {
+    type: "subscription",
+    description: `${quantity} × ${plan.name}`,
+    quantity,
+    // A fixed plan's price is the unit price; tiers price the line as a whole.
+    unitAmountDecimal: plan.pricingModel === "fixed" && plan.unitAmount !== null ? String(plan.unitAmount) : null,
+    amount,
+    proration: false,
+    periodStart,
+    periodEnd,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The serializer
+
+const bool = (column: string) => `json(CASE WHEN ${column} THEN 'true' ELSE 'false' END)`;
+
+/**
+ * The invoice as the API answers it, as SQL over a row of `invoices` (unaliased): the one
+ * serializer of an invoice, for answers and event data alike.
+ */
+const INVOICE_JSON_TEXT = `json_object(
+  'id', invoices.id, 'object', 'invoice', 'livemode', ${bool("invoices.livemode")}, 'number', invoices.number, 'status', invoices.status,
+  'subscription_id', invoices.subscription_id, 'user_id', invoices.user_id, 'currency', invoices.currency,
+  'period_start', invoices.period_start, 'period_end', invoices.period_end,
+  'lines', (SELECT json_group_array(json(line)) FROM (
+    SELECT json_object('id', l.id, 'type', l.type, 'description', l.description, 'quantity', l.quantity,
+      'unit_amount_decimal', l.unit_amount_decimal, 'amount', l.amount, 'proration', ${bool("l.proration")},
+      'period_start', l.period_start, 'period_end', l.period_end) AS line
+    FROM invoice_lines AS l WHERE l.invoice_id = invoices.id ORDER BY l.position)),
+  'subtotal', invoices.subtotal, 'discount', invoices.discount, 'total', invoices.total,
+  'amount_paid', invoices.amount_paid, 'amount_due', invoices.amount_due, 'payment_id', invoices.payment_id,
+  'created_at', invoices.created_at, 'finalized_at', invoices.finalized_at, 'paid_at', invoices.paid_at)`;
+export const INVOICE_JSON = sql.raw(INVOICE_JSON_TEXT);
+
+/** The invoice as JSON, as the API answers it. */
+export interface InvoiceJson {
+  id: string;
+  object: "invoice";
+  livemode: boolean;
+  number: string | null;
+  status: InvoiceStatus;
+  subscription_id: string | null;
+  user_id: string | null;
+  currency: string;
+  period_start: string;
+  period_end: string;
+  lines: {
+    id: string;
+    type: InvoiceLineType;
+    description: string;
+    quantity: number;
+    unit_amount_decimal: string | null;
+    amount: number;
+    proration: boolean;
+    period_start: string;
+    period_end: string;
+  }[];
+  subtotal: number;
+  discount: number;
+  total: number;
+  amount_paid: number;
+  amount_due: number;
+  payment_id: string | null;
+  created_at: string;
+  finalized_at: string | null;
+  paid_at: string | null;
+}
+
+/**
+ * How an event shows the invoice: `invoice.created` the draft it was (no number), and
+ * `invoice.finalized` the open invoice before its payment, even when the same batch goes on to
+ * pay it; later events the invoice as the batch committed it.
+ */
+type Stage = "draft" | "open" | "committed";
+
+function invoiceDataSql(id: string, stage: Stage): SQL {
+  const staged =
+    stage === "draft"
+      ? sql.raw(`json_set(${INVOICE_JSON_TEXT}, '$.status', 'draft', '$.number', NULL, '$.finalized_at', NULL, '$.paid_at', NULL, '$.amount_paid', 0, '$.payment_id', NULL)`)
+      : stage === "open"
+        ? sql.raw(`json_set(${INVOICE_JSON_TEXT}, '$.status', 'open', '$.paid_at', NULL, '$.amount_paid', 0, '$.payment_id', NULL)`)
+        : INVOICE_JSON;
+  return sql`(SELECT ${staged} FROM ${invoices} WHERE invoices.id = ${id})`;
+}
+
+const invoiceEvent = (db: Db, tenant: Tenant, id: string, type: InvoiceEventType, stage: Stage, at: number) =>
+  emitEvent(db, tenant, { type, dataSql: invoiceDataSql(id, stage), objectId: id }, at);
+
+type InvoiceEventType = "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.payment_failed" | "invoice.voided";
+
+// ---------------------------------------------------------------------------------------------
+// Writes
+
+/** SQL: the account and mode's next invoice number, taken by the statement that finalizes one. */
+const nextNumber = (tenant: Tenant) =>
+  sql`(SELECT COALESCE(MAX(number_sequence), 0) + 1 FROM ${invoices} WHERE account_id = ${tenant.accountId} AND livemode = ${tenant.livemode ? 1 : 0})`;
+
+/** Lines per INSERT: 13 parameters each, within D1's 100 per statement. */
+const LINES_PER_INSERT = 7;
+
+export interface InvoiceWrites {
+  statements: Statement[];
+  events: EmittedEvent[];
+  totals: InvoiceTotals;
+}
+
+/**
+ * A new invoice from its lines, written by the caller's batch: the invoice and its lines, its
+ * number when it is finalized, its status after `outcome`, and its events (invoice.created, then
+ * invoice.finalized, then invoice.paid or invoice.payment_failed, and invoice.voided for a void
+ * one). Throws RangeError when the lines cannot make an invoice (another currency, beyond the
+ * largest amount).
+ */
+export function issueInvoice(db: Db, input: InvoiceInput, outcome: InvoiceOutcome, at: number): InvoiceWrites {
+  const totals = totalsOf(input);
+  const now = isoTime(at);
+  const { tenant } = input;
+  const finalized = outcome.kind !== "draft";
+  const status: InvoiceStatus = outcome.kind === "paid" ? "paid" : outcome.kind === "failed" ? outcome.status : outcome.kind;
+  const paymentId = outcome.kind === "paid" || outcome.kind === "failed" ? outcome.paymentId : null;
+  const insert = rawStatement(
+    db,
+    sql`INSERT INTO ${invoices} (id, account_id, livemode, number_sequence, status, subscription_id, period_index, user_id, currency,
+        period_start, period_end, subtotal, discount, total, amount_paid, amount_due, payment_id, created_at, finalized_at, paid_at, voided_at, updated_at)
+      VALUES (${input.id}, ${tenant.accountId}, ${tenant.livemode ? 1 : 0}, ${finalized ? nextNumber(tenant) : sql`NULL`}, ${status},
+        ${input.subscriptionId}, ${input.periodIndex}, ${input.userId}, ${totals.currency}, ${input.periodStart}, ${input.periodEnd},
+        ${totals.subtotal}, ${totals.discount}, ${totals.total}, ${status === "paid" ? totals.amountDue : 0}, ${totals.amountDue}, ${paymentId},
+        ${now}, ${finalized ? now : null}, ${status === "paid" ? now : null}, ${status === "void" ? now : null}, ${now})`,
+  );
+  const rows = input.lines.map((line, position) => ({
+    id: newId("invoiceLine", at),
+    invoiceId: input.id,
+    accountId: tenant.accountId,
+    livemode: tenant.livemode,
+    position,
+    type: line.type,
+    description: line.description,
+    quantity: line.quantity,
+    unitAmountDecimal: line.unitAmountDecimal,
+    amount: line.amount,
+    proration: line.proration,
+    periodStart: line.periodStart,
+    periodEnd: line.periodEnd,
+  }));
+  const statements: Statement[] = [insert];
+  for (let i = 0; i < rows.length; i += LINES_PER_INSERT) statements.push(db.insert(invoiceLines).values(rows.slice(i, i + LINES_PER_INSERT)));
+
+  const events = [invoiceEvent(db, tenant, input.id, "invoice.created", "draft", at)];
+  if (finalized) events.push(invoiceEvent(db, tenant, input.id, "invoice.finalized", "open", at));
+  if (outcome.kind === "paid") events.push(invoiceEvent(db, tenant, input.id, "invoice.paid", "committed", at));
+  if (outcome.kind === "failed") events.push(invoiceEvent(db, tenant, input.id, "invoice.payment_failed", "committed", at));
+  if (status === "void") events.push(invoiceEvent(db, tenant, input.id, "invoice.voided", "committed", at));
+  return { statements, events, totals };
+}
+
+/**
+ * An existing invoice's charge attempt, in the batch that records the payment: paid by it (the
+ * amount due is paid), or declined and left `open` or made `uncollectible`. The payment is
+ * recorded whatever: money moved, so the update does not depend on the invoice's status.
+ */
+export function settleInvoice(
+  db: Db,
+  tenant: Tenant,
+  invoiceId: string,
+  outcome: Extract<InvoiceOutcome, { kind: "paid" | "failed" }>,
+  at: number,
+): { statements: Statement[]; events: EmittedEvent[] } {
+  const now = isoTime(at);
+  const update =
+    outcome.kind === "paid"
+      ? rawStatement(
+          db,
+          sql`UPDATE ${invoices} SET status = 'paid', amount_paid = amount_due, paid_at = ${now}, payment_id = ${outcome.paymentId}, updated_at = ${now}
+            WHERE id = ${invoiceId}`,
+        )
+      : rawStatement(db, sql`UPDATE ${invoices} SET status = ${outcome.status}, payment_id = ${outcome.paymentId}, updated_at = ${now} WHERE id = ${invoiceId}`);
+  return {
+    statements: [update],
+    events: [invoiceEvent(db, tenant, invoiceId, outcome.kind === "paid" ? "invoice.paid" : "invoice.payment_failed", "committed", at)],
+  };
+}
+
+/** Finalizes a draft: numbered (gap-free) and open, with invoice.finalized. For invoices issued as drafts. */
+export function finalizeInvoice(db: Db, tenant: Tenant, invoiceId: string, at: number): { statements: Statement[]; events: EmittedEvent[] } {
+  const now = isoTime(at);
+  return {
+    statements: [
+      rawStatement(
+        db,
+        sql`UPDATE ${invoices} SET status = 'open', number_sequence = ${nextNumber(tenant)}, finalized_at = ${now}, updated_at = ${now}
+          WHERE id = ${invoiceId} AND status = 'draft'`,
+      ),
+    ],
+    events: [invoiceEvent(db, tenant, invoiceId, "invoice.finalized", "committed", at)],
+  };
+}
+
+/** The open invoices of a subscription, made uncollectible with their periods (a cancel: never collected). */
+export const uncollectibleInvoicesOf = (db: Db, subscriptionId: string, at: number): Statement =>
+  rawStatement(
+    db,
+    sql`UPDATE ${invoices} SET status = 'uncollectible', updated_at = ${isoTime(at)} WHERE subscription_id = ${subscriptionId} AND status = 'open'`,
+  );
+
+/** invoice.voided for an invoice the batch voids. */
+export const invoiceVoidedEvent = (db: Db, tenant: Tenant, invoiceId: string, at: number) => invoiceEvent(db, tenant, invoiceId, "invoice.voided", "committed", at);

@@ -1,0 +1,61 @@
+import { z } from "@hono/zod-openapi";
+import { INVOICE_STATUSES } from "../../billing/invoices";
+import { listQuery } from "../pagination";
+import { closedSetFilter, idField, livemodeField, timestamp } from "../shared";
+
+const amount = (description: string, example: number) => z.number().int().openapi({ description: `${description} In the currency's smallest unit.`, example });
+
+export const InvoiceLineSchema = z
+  .object({
+    id: z.string().openapi({ example: "il_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
+    type: z.enum(["subscription", "proration", "usage"]).openapi({ description: "subscription: a period of the plan; proration: a credit or charge for a change within a period; usage: a metered period." }),
+    description: z.string().openapi({ example: "1 × Pro" }),
+    quantity: z.number().int(),
+    unit_amount_decimal: z
+      .string()
+      .nullable()
+      .openapi({ description: "The unit price in the currency's smallest unit, exact (up to 12 decimals), when the line has one; null for a tiered price.", example: "1999" }),
+    amount: amount("The line's amount, rounded once; negative for a credit.", 1999),
+    proration: z.boolean(),
+    period_start: timestamp("Start of the time this line bills."),
+    period_end: timestamp("End of the time this line bills."),
+  })
+  .openapi("InvoiceLine");
+
+export const InvoiceStatus = z.enum(INVOICE_STATUSES).openapi({
+  description: "draft (not yet numbered), open (finalized, awaiting payment), paid, uncollectible (its retries were used up, or its subscription was canceled) or void (it will never be charged).",
+});
+
+export const InvoiceSchema = z
+  .object({
+    id: z.string().openapi({ example: "in_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
+    object: z.literal("invoice"),
+    livemode: livemodeField,
+    number: z
+      .string()
+      .nullable()
+      .openapi({ description: "Gap-free per account and mode, given when the invoice is finalized: the account's prefix and a sequence. Null for a draft.", example: "9V3K1QZD-0001" }),
+    status: InvoiceStatus,
+    subscription_id: z.string().nullable().openapi({ description: "The subscription it bills; null for a declined first charge (no subscription was created)." }),
+    user_id: z.string().nullable().openapi({ description: "The customer." }),
+    currency: z.string().openapi({ example: "usd" }),
+    period_start: timestamp("Start of the period billed."),
+    period_end: timestamp("End of the period billed."),
+    lines: z.array(InvoiceLineSchema),
+    subtotal: amount("The sum of the lines.", 1999),
+    discount: amount("Taken off the subtotal, never below zero.", 0),
+    total: amount("subtotal - discount.", 1999),
+    amount_paid: amount("What has been paid.", 1999),
+    amount_due: amount("What is charged for it.", 1999),
+    payment_id: z.string().nullable().openapi({ description: "The last payment attempted for it (the one that paid it, once paid)." }),
+    created_at: timestamp("When the invoice was created."),
+    finalized_at: z.string().nullable().openapi({ description: "When it was finalized (numbered). ISO 8601 UTC with milliseconds." }),
+    paid_at: z.string().nullable().openapi({ description: "When it was paid. ISO 8601 UTC with milliseconds." }),
+  })
+  .openapi("Invoice");
+
+export const InvoiceListQuery = listQuery.extend({
+  subscription_id: idField("subscription_id", "a subscription", "sub_01jd2x4k5m6n7p8q9r0s1t2v3w").optional().openapi({ description: "Only invoices of this subscription." }),
+  user_id: idField("user_id", "a user", "usr_01jd2x4k5m6n7p8q9r0s1t2v3w").optional().openapi({ description: "Only this user's invoices." }),
+  status: closedSetFilter("status", INVOICE_STATUSES, "Only invoices in this status."),
+});

@@ -1,0 +1,96 @@
+// POST /invoices/{id}/void: an open invoice will never be charged. An invoice of a subscription's
+// billing period is the period being dunned: voiding it forgives that period, in the same batch,
+// so no retry charges it (its period row becomes `void`) and the subscription is active again,
+// billed from the next period on (as if the period had been paid, at no charge).
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { and, eq, sql } from "drizzle-orm";
+import { invoiceVoidedEvent } from "../../billing/invoices";
+import { chargeInFlight } from "../../billing/periods";
+import { guard, rawStatement, type Statement } from "../../db/batch";
+import { invoices, subscriptionPeriods, subscriptions } from "../../db/schema";
+import type { AppEnv } from "../../context";
+import { clock, isoTime } from "../../lib/clock";
+import { type EmittedEvent, emitEvent } from "../../webhooks/outbox";
+import { apiRoute, json } from "../openapi";
+import { readById } from "../reads";
+import { commit } from "../write-path";
+import { chargeInProgress } from "../subscriptions/common";
+import { invoiceAnswerSql, invoiceChanged, invoiceId, notOpen, tags } from "./common";
+import { InvoiceSchema } from "./schema";
+
+const voidInvoice = apiRoute({
+  method: "post",
+  path: "/invoices/{id}/void",
+  tags,
+  operationId: "voidInvoice",
+  summary: "Void an open invoice",
+  description:
+    "An open invoice is voided: it will never be charged, and keeps its number. The invoice of a past-due subscription's period forgives that period: no dunning retry charges it, and the subscription is active again, billed from the next period on (subscription_updated). Only an open invoice can be voided (409 invoice_paid or invoice_not_open otherwise); while a charge of it is at the processor, 409 charge_in_progress. Emits invoice.voided.",
+  scope: "invoices:write",
+  request: { params: invoiceId },
+  responses: { 200: json(InvoiceSchema, "The voided invoice.") },
+});
+
+const INVOICE_CHANGED = "invoice_changed";
+const CHARGE_IN_FLIGHT = "charge_in_flight";
+
+export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
+  app.openapi(voidInvoice, async function voidInvoice(c) {
+    const { db, auth } = c.var;
+    const { id } = c.req.valid("param");
+    const realNow = clock.now();
+    const now = isoTime(realNow);
+    // Read first: whether it bills a subscription's period decides what the batch changes.
+    const invoice = await readById(c, invoices, id, "invoice");
+    if (invoice.status !== "open") throw notOpen(id, invoice.status, "voided");
+
+    const statements: Statement[] = [
+      // Paid, or voided by another request, since it was read: refused.
+      guard(db, INVOICE_CHANGED, sql`EXISTS (SELECT 1 FROM ${invoices} WHERE id = ${id} AND status = 'open')`),
+    ];
+    const events: EmittedEvent[] = [];
+    const { subscriptionId, periodIndex } = invoice;
+    if (subscriptionId !== null && periodIndex !== null) {
+      statements.push(
+        // A charge of the period may be at the processor: it settles first.
+        guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(subscriptionId)}`),
+        db
+          .update(subscriptionPeriods)
+          .set({ status: "void", updatedAt: now })
+          .where(and(eq(subscriptionPeriods.subscriptionId, subscriptionId), eq(subscriptionPeriods.periodIndex, periodIndex), eq(subscriptionPeriods.status, "open"))),
+        // The period is forgiven: billing goes on from the next one, whose start is the invoice's end.
+        db
+          .update(subscriptions)
+          .set({
+            status: "active",
+            periodsBilled: periodIndex + 1,
+            currentPeriodStart: invoice.periodStart,
+            nextBillingDate: invoice.periodEnd,
+            dueAt: Date.parse(invoice.periodEnd),
+            dunningAttempts: 0,
+            updatedAt: now,
+          })
+          .where(and(eq(subscriptions.id, subscriptionId), eq(subscriptions.status, "past_due"), eq(subscriptions.periodsBilled, periodIndex))),
+      );
+      events.push(
+        emitEvent(db, auth, { type: "subscription_updated", subscriptionId, status: sql`(SELECT status FROM subscriptions WHERE id = ${subscriptionId})` }, realNow),
+      );
+    }
+    statements.push(rawStatement(db, sql`UPDATE ${invoices} SET status = 'void', voided_at = ${now}, updated_at = ${now} WHERE id = ${id} AND status = 'open'`));
+    events.unshift(invoiceVoidedEvent(db, auth, id, realNow));
+    const { answered } = await commit(
+      c,
+      { statements, events, answer: db.select({ invoice: sql<string>`${invoiceAnswerSql(id)}` }).from(invoices).where(eq(invoices.id, id)) },
+      200,
+      invoiceAnswerSql(id),
+      {
+        failures: {
+          [INVOICE_CHANGED]: invoiceChanged,
+          [CHARGE_IN_FLIGHT]: chargeInProgress,
+        },
+      },
+    );
+    const [row] = answered as { invoice: string }[];
+    return c.json(JSON.parse(row.invoice), 200);
+  });
+}
