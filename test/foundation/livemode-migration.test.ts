@@ -17,6 +17,8 @@ const migrations = (env as unknown as { TEST_MIGRATIONS: Migration[] }).TEST_MIG
 const PARENTS = ["accounts", "api_keys"];
 /** Tables that migrations after 0007 create. */
 const LATER_TABLES = ["processor_connections", "processor_events"];
+/** Tables that a later migration (0013's invoices) creates and fills from the history it finds. */
+const BACKFILLED = ["invoices", "invoice_lines"];
 
 async function columnsOf(table: string): Promise<string[]> {
   return (await env.DB.prepare(`SELECT name FROM pragma_table_xinfo('${table}') WHERE hidden = 0`).all<{ name: string }>()).results.map((c) => c.name);
@@ -44,6 +46,7 @@ describe("migration 0009 on a database with data", () => {
     for (const table of [...PARENTS, ...tables.filter((t) => !PARENTS.includes(t))]) {
       const columns = await columnsOf(table);
       // Tables made by a later migration (0011's processor tables) are empty here, and made again below.
+      if (BACKFILLED.includes(table)) continue;
       if (LATER_TABLES.includes(table)) {
         expect(rows[table], `${table} is empty`).toEqual([]);
         continue;
@@ -60,7 +63,8 @@ describe("migration 0009 on a database with data", () => {
     // Forward again: 0008 onwards.
     await applyD1Migrations(env.DB, migrations);
     for (const table of tables) {
-      expect(await countOf(`SELECT count(*) AS n FROM "${table}"`), `${table} keeps its rows`).toBe(rows[table].length);
+      if (BACKFILLED.includes(table)) expect(await countOf(`SELECT count(*) AS n FROM "${table}"`), `${table} made again from the history`).toBeGreaterThan(0);
+      else expect(await countOf(`SELECT count(*) AS n FROM "${table}"`), `${table} keeps its rows`).toBe(rows[table].length);
       const columns = await columnsOf(table);
       if (!columns.includes("livemode") || table === "api_keys") continue;
       expect(await countOf(`SELECT count(*) AS n FROM "${table}" WHERE livemode <> 0`), `${table}: every row is a test-mode row`).toBe(0);
@@ -70,12 +74,17 @@ describe("migration 0009 on a database with data", () => {
     expect(await countOf("SELECT count(*) AS n FROM api_keys WHERE account_id = ? AND livemode = 0", acct.id)).toBe(3);
 
     // The test key reads every object as before; a live key finds none of them.
+    // The invoices are the backfill's (new ids): the fixture's is the first of the account's.
+    const invoices = await call("/invoices?limit=100", { key: acct.key });
+    expect(invoices.body.data.length, invoices.text).toBeGreaterThan(0);
+    const ids = { ...fx, invoice: invoices.body.data[0].id as string };
+    expect((await call("/invoices", { key: acct.liveKey })).body.data).toEqual([]);
     const ops = (await operations()).filter((op) => op.method === "get" && op.hasId && !op.isPublic);
     for (const op of ops) {
-      const path = pathWith(op, fixtureId(op, fx));
+      const path = pathWith(op, fixtureId(op, ids));
       const read = await call(path, { key: acct.key });
       expect(read.status, `${label(op)}: ${read.text.slice(0, 200)}`).toBe(200);
-      if (read.body.object !== "list") expect(read.body.livemode, label(op)).toBe(false);
+      if (read.body.object !== "list" && read.body.object !== undefined) expect(read.body.livemode, label(op)).toBe(false);
       const live = await call(path, { key: acct.liveKey });
       expect(live.status, `${label(op)} with the live key`).toBe(op.operationId === "getTestClock" ? 403 : 404);
     }

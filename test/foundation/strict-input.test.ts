@@ -240,6 +240,7 @@ describe("closed-set query filters", () => {
     expect(filters.map(({ op, name }) => `${op.operationId} ${name}`).sort()).toEqual([
       "cancelSubscription at_period_end",
       "listEvents type",
+      "listInvoices status",
       "listPayouts status",
       "listSubscriptions status",
       "listWebhookDeliveries status",

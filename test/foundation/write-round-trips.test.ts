@@ -26,6 +26,11 @@ const EXPECTED_ABOVE_ONE: Record<string, number> = {
   // answer its Stripe account), after asking Stripe to check the key.
   connectProcessor: 2,
   disconnectProcessor: 2,
+  // Paying an invoice charges its period at once, as a past-due card update does: the key's claim,
+  // the invoice and subscription read, the period's claim, the charge, then the batch.
+  payInvoice: 5,
+  // A void reads the invoice (its status and period) before its one batch.
+  voidInvoice: 2,
 };
 
 describe("round trips of idempotent writes", () => {

@@ -486,6 +486,7 @@ describe("money moves only under a claimed key", () => {
     const moving = /\b(chargeCard|chargeToken|sendPayout|chargePeriod|runTestClock|renewChunk)\s*\(|\bcharge\s*\(\s*\{|\.refund\s*\(/;
     const files = Object.entries(sources).filter(([, text]) => moving.test(text));
     expect(files.map(([file]) => file).sort()).toEqual([
+      "../../src/routes/invoices/pay.ts",
       "../../src/routes/subscriptions/create.ts",
       "../../src/routes/subscriptions/update.ts",
       "../../src/routes/test-clocks/index.ts",

@@ -14,7 +14,7 @@ import { newId } from "../../src/domain/ids";
 import { CARDS, PROOF_CARD, card, cardFields, payoutBody } from "./cards";
 import { makeDue } from "./clock";
 import { type Account, type CallResult, call, fetchWith } from "./http";
-import { droppingQueue } from "./queue";
+import { droppingQueue, runJobs } from "./queue";
 import { RECEIVER_ORIGIN } from "./receiver";
 import { waitFor } from "./wait";
 
@@ -223,6 +223,8 @@ export interface Fixtures {
   plan: string;
   subscription: string;
   clock: string;
+  /** An open invoice: the declined renewal of a second subscription (past_due), which void or pay acts on. */
+  invoice: string;
 }
 
 async function created(res: CallResult, status = 201) {
@@ -249,8 +251,22 @@ export async function seed(acct: Account): Promise<Fixtures> {
   const refund = (await created(await call("/refunds", { key: acct.key, body: { payment_id: payment, amount: 100 } }))).id;
   await waitFor(async () => expect((await call(`/refunds/${refund}`, { key: acct.key })).body.status).toBe("succeeded"));
   const payout = (await payoutWithoutSettlement(acct)).id;
+  // A second subscription whose vaulted card declines every charge after the first: its renewal
+  // leaves it past_due with the period's invoice open.
+  const dunned = (
+    await created(await call("/subscriptions", { key: acct.key, body: { user_id: user.id, plan_id: plan, ...cardFields(CARDS.declineAfterFirst, "123") } }))
+  ).id;
+  await makeDue(dunned);
+  await runJobs({ kind: "billing.renew", subscriptionIds: [dunned] });
+  const open = await call(`/invoices?subscription_id=${dunned}&status=open`, { key: acct.key });
+  expect(open.body.data, open.text).toHaveLength(1);
+  const invoice = open.body.data[0].id;
+  // Its holder's bank fixed the card: the vaulted card now succeeds, so that paying the invoice
+  // (POST /invoices/{id}/pay) charges it. Through the API a new card on a past-due subscription is
+  // charged at once (and pays the invoice), so the first subscription's token is put in its place.
+  await env.DB.prepare("UPDATE subscriptions SET processor_token = (SELECT processor_token FROM subscriptions WHERE id = ?) WHERE id = ?").bind(subscription, dunned).run();
   const clock = (await created(await call("/api/test-clocks", { key: acct.key, body: { frozen_time: "2030-01-01T00:00:00.000Z" } }))).id;
   const event = (await call("/api/events?limit=1", { key: acct.key })).body.data[0].id;
   const webhook = (await created(await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/proof`, events: ["payout.paid"] } }))).id;
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock };
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice };
 }

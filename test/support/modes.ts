@@ -30,6 +30,9 @@ export const other = (mode: Mode): Mode => (mode === "test" ? "live" : "test");
 export async function copyAsLive(table: string, kind: IdKind, id: string, overrides: Record<string, unknown> = {}): Promise<string> {
   const row = await env.DB.prepare(`SELECT * FROM "${table}" WHERE id = ?`).bind(id).first<Record<string, unknown>>();
   expect(row, `${table} ${id}`).not.toBeNull();
+  // Generated columns (hidden 2 or 3 in table_xinfo, e.g. an invoice's number) are computed, not copied.
+  const generated = await env.DB.prepare(`SELECT name FROM pragma_table_xinfo('${table}') WHERE hidden IN (2, 3)`).all<{ name: string }>();
+  for (const column of generated.results) delete row![column.name];
   const copy: Record<string, unknown> = { ...row, id: newId(kind, Date.now()), livemode: 1, ...overrides };
   const columns = Object.keys(copy);
   await env.DB.prepare(`INSERT INTO "${table}" (${columns.map((c) => `"${c}"`).join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`)
@@ -65,9 +68,17 @@ export async function seedLive(account: Account, liveKey: string, test: Fixtures
   const refund = await copyAsLive("refunds", "refund", test.refund, { payment_id: payment });
   const payout = await copyAsLive("payouts", "payout", test.payout);
   const clock = await copyAsLive("test_clocks", "testClock", test.clock);
+  // The open invoice's past-due subscription and its periods, so that paying or voiding it finds them.
+  const dunnedTest = (await env.DB.prepare("SELECT subscription_id FROM invoices WHERE id = ?").bind(test.invoice).first<{ subscription_id: string }>())!.subscription_id;
+  const dunned = await copyAsLive("subscriptions", "subscription", dunnedTest, { user_id: user.id, plan_id: plan });
+  const periods = await env.DB.prepare("SELECT id FROM subscription_periods WHERE subscription_id = ?").bind(dunnedTest).all<{ id: string }>();
+  for (const period of periods.results) await copyAsLive("subscription_periods", "period", period.id, { subscription_id: dunned, payment_id: null });
+  const invoice = await copyAsLive("invoices", "invoice", test.invoice, { subscription_id: dunned, user_id: user.id, payment_id: null });
+  const lines = await env.DB.prepare("SELECT id FROM invoice_lines WHERE invoice_id = ?").bind(test.invoice).all<{ id: string }>();
+  for (const line of lines.results) await copyAsLive("invoice_lines", "invoiceLine", line.id, { invoice_id: invoice });
   const event = (await call("/api/events?limit=1", { key: liveKey })).body.data[0].id;
   const webhook = (await created("/api/webhooks", liveKey, { url: `${RECEIVER_ORIGIN}/proof-live`, events: ["payout.paid"] })).id;
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock };
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice };
 }
 
 /** An account with one object of every kind in each mode. */

@@ -129,6 +129,11 @@ export const SCOPE_OF: Record<string, (typeof SCOPES)[number]> = {
   listTestClocks: "test_clocks:read",
   getTestClock: "test_clocks:read",
   advanceTestClock: "test_clocks:write",
+  listInvoices: "invoices:read",
+  getInvoice: "invoices:read",
+  getInvoicePdf: "invoices:read",
+  voidInvoice: "invoices:write",
+  payInvoice: "invoices:write",
 };
 
 /**
@@ -136,7 +141,7 @@ export const SCOPE_OF: Record<string, (typeof SCOPES)[number]> = {
  * processor before their batch commits (apiRoute's `claimFirst`). Every other write records its
  * key in its own batch.
  */
-export const CLAIM_FIRST = new Set(["createSubscription", "updateSubscription", "advanceTestClock"]);
+export const CLAIM_FIRST = new Set(["createSubscription", "updateSubscription", "advanceTestClock", "payInvoice"]);
 
 /** Every scope except the resource's own read and write: what "lacks the route's scope" means. */
 export const scopesWithout = (scope: string) => SCOPES.filter((s) => s.split(":")[0] !== scope.split(":")[0]);
@@ -157,6 +162,7 @@ const ID_OF_PATH: [string, keyof Fixtures][] = [
   ["/subscription-plans/", "plan"],
   ["/subscriptions/", "subscription"],
   ["/api/test-clocks/", "clock"],
+  ["/invoices/", "invoice"],
 ];
 
 /** The fixture id for an operation's {id}; fails for a path no fixture covers (a new resource). */
@@ -197,6 +203,8 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     // A well-formed body: a sweep that sends it with the live secret key reaches Stripe's key check.
     connectProcessor: () => ({ provider: "stripe", secret_key: `sk_live_${"P".repeat(32)}`, webhook_secret: `whsec_${"p".repeat(32)}`, connect_webhook_secret: `whsec_${"c".repeat(32)}` }),
     disconnectProcessor: () => undefined,
+    voidInvoice: () => undefined,
+    payInvoice: () => undefined,
   };
   if (!Object.hasOwn(bodies, op.operationId)) throw new Error(`No valid body for ${op.operationId}: add one to test/support/operations.ts`);
   return bodies[op.operationId]();

@@ -24,6 +24,12 @@ export function describeEvent(event: WebhookEvent): string {
     case "subscription_updated":
     case "subscription_canceled":
       return `${event.type} (${event.status}): ${event.data.id} is ${event.data.status}, next billing ${event.data.next_billing_date ?? "none"}`;
+    case "invoice.created":
+    case "invoice.finalized":
+    case "invoice.paid":
+    case "invoice.payment_failed":
+    case "invoice.voided":
+      return `${event.type}: ${event.data.number ?? "draft"} for ${event.data.total} ${event.data.currency} (${event.data.status})`;
     case "webhook.test":
       return `webhook.test: ${event.data.message}`;
     default: {

@@ -526,6 +526,35 @@ async function refund(ctx: TriggerContext) {
   return { user: made.user, plan: made.plan, subscription: made.subscription, payment: made.payment, refund: created.id };
 }
 
+/** The invoice of a subscription's first period, or of a user's refused first charge. */
+async function firstInvoice(ctx: TriggerContext, query: { subscription_id?: string; user_id?: string }) {
+  const invoices = await ctx.tender.GET("/invoices", { params: { query: { ...query, limit: 1 } } });
+  const invoice = invoices.data[0]?.id;
+  if (!invoice) throw new Error(`no invoice found for ${query.subscription_id ?? query.user_id}`);
+  return invoice;
+}
+
+async function paidInvoice(ctx: TriggerContext) {
+  const { sub: _sub, ...objects } = await subscription(ctx);
+  const invoice = await firstInvoice(ctx, { subscription_id: objects.subscription });
+  ctx.say(`Invoice ${invoice} was issued and paid with the first charge`);
+  return { objects: { ...objects, invoice }, objectId: invoice };
+}
+
+async function refusedInvoice(ctx: TriggerContext) {
+  const customer = await user(ctx);
+  const fixed = await plan(ctx);
+  try {
+    await ctx.tender.POST("/subscriptions", { body: { user_id: customer.id, plan_id: fixed.id, ...card(ctx, TEST_CARDS.declined) } });
+    throw new Error("the declined test card was charged");
+  } catch (error) {
+    if (!(error instanceof TenderError) || error.status !== 402) throw error;
+    ctx.say(`Subscription refused as expected: 402 ${error.decline_code ?? error.code}`);
+  }
+  const invoice = await firstInvoice(ctx, { user_id: customer.id });
+  return { objects: { user: customer.id, plan: fixed.id, invoice }, objectId: invoice };
+}
+
 /** For every event type in the catalog (src/webhooks/catalog.ts), what makes it happen. */
 export const TRIGGERS: Record<EventType, TriggerPlan> = {
   "customer.created": {
@@ -590,6 +619,11 @@ export const TRIGGERS: Record<EventType, TriggerPlan> = {
       return { objects, objectId: objects.refund };
     },
   },
+  "invoice.created": { creates: "a user, a plan and a subscription (its first invoice)", run: paidInvoice },
+  "invoice.finalized": { creates: "a user, a plan and a subscription (its first invoice, numbered)", run: paidInvoice },
+  "invoice.paid": { creates: "a user, a plan and a subscription (its first invoice is paid by the first charge)", run: paidInvoice },
+  "invoice.payment_failed": { creates: "a user, a plan and a subscription with a declined card (402)", run: refusedInvoice },
+  "invoice.voided": { creates: "a user, a plan and a subscription with a declined card (402: its invoice is voided)", run: refusedInvoice },
   "payout.created": {
     creates: "a user and a payout to a test card",
     async run(ctx) {
