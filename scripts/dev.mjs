@@ -3,7 +3,8 @@
 // with ENVIRONMENT=development, and runs the Cron Trigger on wrangler.toml's schedule, as production
 // does: wrangler dev serves the scheduled handler at /cdn-cgi/local/scheduled but never calls it
 // itself. Each run prints one line. Arguments go on to `wrangler dev` (`--persist-to <dir>` to the
-// migrations as well). SIGINT (Ctrl-C), SIGTERM and SIGHUP stop wrangler; the script exits as it did.
+// migrations as well); STRIPE_API_BASE in the shell points live mode at another Stripe (the fake of
+// `npm run fake-stripe`). SIGINT (Ctrl-C), SIGTERM and SIGHUP stop wrangler; the script exits as it did.
 import { spawn } from "node:child_process";
 import { readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -22,7 +23,7 @@ await migrate();
 const child = spawn(
   process.execPath,
   // --test-scheduled only silences wrangler's warning that scheduled handlers are not run locally.
-  [wrangler, "dev", "--ip", "127.0.0.1", "--port", port, "--var", "ENVIRONMENT:development", "--test-scheduled", ...devArgs],
+  [wrangler, "dev", "--ip", "127.0.0.1", "--port", port, "--var", "ENVIRONMENT:development", ...stripeApiBase(), "--test-scheduled", ...devArgs],
   { cwd: root, stdio: "inherit" },
 );
 const cron = startCron(config.triggers?.crons ?? []);
@@ -46,6 +47,11 @@ child.on("exit", (code, signal) => {
     process.exit(code ?? 1);
   }
 });
+
+/** STRIPE_API_BASE from the shell (the fake Stripe of `npm run fake-stripe`), as a wrangler var. */
+function stripeApiBase() {
+  return process.env.STRIPE_API_BASE ? ["--var", `STRIPE_API_BASE:${process.env.STRIPE_API_BASE}`] : [];
+}
 
 /** `wrangler d1 migrations apply`, its tables kept out of sight unless it fails. */
 async function migrate() {

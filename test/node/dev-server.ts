@@ -61,7 +61,7 @@ export interface DevProcess {
  * Starts `npm run dev -- --persist-to <dir>` (or, with `direct`, `node scripts/dev.mjs` itself,
  * so a signal reaches the script and nothing between) with PORT set to a free port.
  */
-export async function startDev(options: { persist?: string; direct?: boolean } = {}): Promise<DevProcess> {
+export async function startDev(options: { persist?: string; direct?: boolean; env?: Record<string, string> } = {}): Promise<DevProcess> {
   const persist = options.persist ?? freshPersistDir();
   const port = await freePort();
   const [command, args] = options.direct
@@ -69,7 +69,7 @@ export async function startDev(options: { persist?: string; direct?: boolean } =
     : ["npm", ["run", "dev", "--", "--persist-to", persist]];
   const child = spawn(command, args, {
     cwd: ROOT,
-    env: { ...process.env, ...QUIET, PORT: String(port) },
+    env: { ...process.env, ...QUIET, ...options.env, PORT: String(port) },
     detached: true,
     stdio: ["ignore", "pipe", "pipe"],
   });

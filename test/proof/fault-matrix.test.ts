@@ -23,13 +23,14 @@ import { REFUND_SEND_LEASE_MS, REFUND_STALE_MS, settleRefund } from "../../src/p
 import { processDelivery } from "../../src/webhooks/consumer";
 import { schedulerFor, type WebhookRetryScheduler } from "../../src/webhooks/scheduler";
 import { type Account, type CallResult, call, fetchWith, signup, withEnv } from "../support/http";
-import { type Fixtures, createKey, dueSubscription, payoutWithoutSettlement, refundWithoutSettlement, seed } from "../support/fixtures";
+import { type Fixtures, createKey, dueSubscription, openInvoice, payoutWithoutSettlement, refundWithoutSettlement, seed } from "../support/fixtures";
+import { connectStripe, installFakeStripe } from "../support/live";
 import { captureLogs, cardFields, PROOF_CARD, sentCvvs, sentPans } from "../support/cards";
 import { backdate } from "../support/clock";
 import { countOf, one } from "../support/db";
 import { waitFor } from "../support/wait";
 import { RECEIVER_ORIGIN } from "../support/receiver";
-import { CLAIM_FIRST, type Operation, fixtureId, label, operations, pathWith, validBody } from "../support/operations";
+import { CLAIM_FIRST, LIVE_SECRET_KEY_ONLY, type Operation, fixtureId, label, operations, pathWith, validBody } from "../support/operations";
 import { invariants } from "../support/checks";
 import {
   type D1FaultKind,
@@ -69,8 +70,10 @@ const logs = captureLogs();
 const ledger: Ledger = ledgerProcessor();
 let receivers: Receivers;
 let timeouts: { restore(): void };
-let acct: Account;
+let acct: Account & { liveKey: string };
 let fx: Fixtures;
+/** The connector's Stripe, for the processor connection's key check. */
+const stripe = installFakeStripe();
 let ops: Map<string, Operation>;
 
 /** Combinations run (incremented as each case starts) and registered (at collection). */
@@ -97,6 +100,7 @@ afterAll(() => {
   timeouts?.restore();
   receivers?.restore();
   ledger.uninstall();
+  stripe.restore();
   logs.restore();
   console.log(`fault matrix: ${ran} (operation × fault) combinations run of ${registered} registered`);
   logs.expectNoCardData();
@@ -124,7 +128,7 @@ const uid = () => crypto.randomUUID().slice(0, 8);
 const NOT_IDEMPOTENT = new Set(["createAccount", "createAccessToken"]);
 
 /** Every mutating operation: the table a create adds one row to, and the fixture it uses up. */
-const ROUTES: Record<string, { table?: string; consumes?: keyof Fixtures }> = {
+const ROUTES: Record<string, { table?: string; consumes?: keyof Fixtures | "connection" | "no_connection" }> = {
   createAccount: { table: "accounts" },
   createAccessToken: { table: "access_tokens" },
   createKey: { table: "api_keys" },
@@ -148,6 +152,12 @@ const ROUTES: Record<string, { table?: string; consumes?: keyof Fixtures }> = {
   cancelSubscription: { consumes: "subscription" },
   createTestClock: { table: "test_clocks" },
   advanceTestClock: { consumes: "clock" },
+  voidInvoice: { consumes: "invoice" },
+  payInvoice: { consumes: "invoice" },
+  // The processor connection (the live secret key's; Stripe is the fake): made where there is none,
+  // removed where there is one.
+  connectProcessor: { consumes: "no_connection" },
+  disconnectProcessor: { consumes: "connection" },
 };
 
 const D1_FAULTS: D1FaultKind[] = ["fail_before_commit", "commit_then_throw", "slow"];
@@ -188,6 +198,15 @@ async function fixturesFor(op: Operation): Promise<Fixtures> {
       };
     case "clock":
       return { ...fx, clock: await created(await call("/api/test-clocks", { key: acct.key, body: { frozen_time: "2030-01-01T00:00:00.000Z" } })) };
+    case "invoice":
+      return { ...fx, invoice: await openInvoice(acct, fx.user, fx.plan) };
+    case "no_connection":
+      await env.DB.prepare("DELETE FROM processor_connections WHERE account_id = ?").bind(acct.id).run();
+      return fx;
+    case "connection":
+      await env.DB.prepare("DELETE FROM processor_connections WHERE account_id = ?").bind(acct.id).run();
+      await connectStripe(acct);
+      return fx;
     default:
       throw new Error(`no fresh fixture for ${consumes}`);
   }
@@ -197,7 +216,7 @@ async function fixturesFor(op: Operation): Promise<Fixtures> {
 function send(op: Operation, path: string, body: unknown, idempotencyKey: string | undefined, DB?: D1Database) {
   return fetchWith({ ...(DB ? { DB } : {}), JOB_QUEUE: recordingQueue(), DELIVERY_QUEUE: recordingQueue() }, path, {
     method: op.method.toUpperCase(),
-    key: acct.key,
+    key: LIVE_SECRET_KEY_ONLY.has(op.operationId) ? acct.liveKey : acct.key,
     json: body,
     headers: idempotencyKey ? { "idempotency-key": idempotencyKey } : {},
   });

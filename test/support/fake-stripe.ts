@@ -978,7 +978,10 @@ export class FakeStripe {
       }
       const settle = /^\/(payouts|refunds)\/([^/]+)\/settle$/.exec(path);
       if (request.method === "POST" && settle) {
-        const events = settle[1] === "payouts" ? [this.settlePayout(settle[2], input.status ?? "paid", input.failure_code)] : this.settleRefund(settle[2], input.status ?? "succeeded");
+        // The object's Stripe id, or the Tender id it carries as metadata.tender_reference.
+        const map = settle[1] === "payouts" ? this.payouts : this.refunds;
+        const id = map.has(settle[2]) ? settle[2] : [...map.values()].find((o) => o.metadata?.tender_reference === settle[2])?.id ?? settle[2];
+        const events = settle[1] === "payouts" ? [this.settlePayout(id, input.status ?? "paid", input.failure_code)] : this.settleRefund(id, input.status ?? "succeeded");
         return json({ events: events.map((e) => ({ id: e.id, type: e.type })) });
       }
       if (request.method === "POST" && path === "/disputes") {

@@ -237,6 +237,27 @@ async function created(res: CallResult, status = 201) {
  * running in the background for them (the refund is settled, the payout was never enqueued, and
  * the webhook endpoint is made last, subscribed to a type none of this emits).
  */
+/**
+ * An open invoice: the declined renewal of a new subscription (past_due), whose card was then fixed
+ * (so that POST /invoices/{id}/pay charges it successfully).
+ */
+export async function openInvoice(acct: Account, userId: string, planId: string): Promise<string> {
+  const res = await call("/subscriptions", { key: acct.key, body: { user_id: userId, plan_id: planId, ...cardFields(CARDS.declineAfterFirst, "123") } });
+  expect(res.status, res.text).toBe(201);
+  const dunned = res.body.id as string;
+  await makeDue(dunned);
+  await runJobs({ kind: "billing.renew", subscriptionIds: [dunned] });
+  const open = await call(`/invoices?subscription_id=${dunned}&status=open`, { key: acct.key });
+  expect(open.body.data, open.text).toHaveLength(1);
+  // Its holder's bank fixed the card: the vaulted card now succeeds. Through the API a new card on a
+  // past-due subscription is charged at once (and pays the invoice), so a working card's token (the
+  // first charge of a card that always succeeds, on another subscription) is put in its place.
+  const working = await call("/subscriptions", { key: acct.key, body: { user_id: userId, plan_id: planId, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) } });
+  expect(working.status, working.text).toBe(201);
+  await env.DB.prepare("UPDATE subscriptions SET processor_token = (SELECT processor_token FROM subscriptions WHERE id = ?) WHERE id = ?").bind(working.body.id, dunned).run();
+  return open.body.data[0].id as string;
+}
+
 export async function seed(acct: Account): Promise<Fixtures> {
   const user = await createUser(acct, { name: "Proof User", email: "proof.user@example.com" });
   const requestId = (await created(await call("/api/request-id", { key: acct.key, body: { purpose: "proof" } }))).id;
@@ -251,20 +272,7 @@ export async function seed(acct: Account): Promise<Fixtures> {
   const refund = (await created(await call("/refunds", { key: acct.key, body: { payment_id: payment, amount: 100 } }))).id;
   await waitFor(async () => expect((await call(`/refunds/${refund}`, { key: acct.key })).body.status).toBe("succeeded"));
   const payout = (await payoutWithoutSettlement(acct)).id;
-  // A second subscription whose vaulted card declines every charge after the first: its renewal
-  // leaves it past_due with the period's invoice open.
-  const dunned = (
-    await created(await call("/subscriptions", { key: acct.key, body: { user_id: user.id, plan_id: plan, ...cardFields(CARDS.declineAfterFirst, "123") } }))
-  ).id;
-  await makeDue(dunned);
-  await runJobs({ kind: "billing.renew", subscriptionIds: [dunned] });
-  const open = await call(`/invoices?subscription_id=${dunned}&status=open`, { key: acct.key });
-  expect(open.body.data, open.text).toHaveLength(1);
-  const invoice = open.body.data[0].id;
-  // Its holder's bank fixed the card: the vaulted card now succeeds, so that paying the invoice
-  // (POST /invoices/{id}/pay) charges it. Through the API a new card on a past-due subscription is
-  // charged at once (and pays the invoice), so the first subscription's token is put in its place.
-  await env.DB.prepare("UPDATE subscriptions SET processor_token = (SELECT processor_token FROM subscriptions WHERE id = ?) WHERE id = ?").bind(subscription, dunned).run();
+  const invoice = await openInvoice(acct, user.id, plan);
   const clock = (await created(await call("/api/test-clocks", { key: acct.key, body: { frozen_time: "2030-01-01T00:00:00.000Z" } }))).id;
   const event = (await call("/api/events?limit=1", { key: acct.key })).body.data[0].id;
   const webhook = (await created(await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/proof`, events: ["payout.paid"] } }))).id;
