@@ -23,6 +23,7 @@ import { registerModePages } from "./pages/mode";
 import { registerPaymentPages } from "./pages/payments";
 import { registerPayoutPages } from "./pages/payouts";
 import { registerPlanPages } from "./pages/plans";
+import { registerProcessorPages } from "./pages/processor";
 import { registerSignInPages } from "./pages/sign-in";
 import { registerSubscriptionPages } from "./pages/subscriptions";
 import { registerTestClockPages } from "./pages/test-clocks";
@@ -133,6 +134,7 @@ export function registerDashboard(app: OpenAPIHono<AppEnv>) {
   registerUserPages(dash);
   registerKeyPages(dash);
   registerTestClockPages(dash);
+  registerProcessorPages(dash);
   dash.all("*", (c) => refuse(c, 404, `There is no dashboard page at ${new URL(c.req.url).pathname}.`, "/dashboard", "page_not_found"));
 
   dash.onError((error, c) => {

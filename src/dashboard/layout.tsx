@@ -21,6 +21,8 @@ interface NavItem {
   scope?: Scope;
   /** Shown only in this mode (test clocks exist in test mode only). */
   mode?: Mode;
+  /** Shown only to a secret key's session (a restricted key cannot use it at all). */
+  secretKeyOnly?: boolean;
 }
 
 export const NAV: NavItem[] = [
@@ -34,7 +36,7 @@ export const NAV: NavItem[] = [
   { path: "/dashboard/users", label: "Users", scope: "users:read" },
   { path: "/dashboard/keys", label: "API keys", scope: "keys:read" },
   { path: "/dashboard/test-clocks", label: "Test clocks", scope: "test_clocks:read", mode: "test" },
-  // The processor connection (Stripe, live mode only) will be listed here when its page exists.
+  { path: "/dashboard/processor", label: "Processor", mode: "live", secretKeyOnly: true },
 ];
 
 /** Where the mode switch may send the browser back to: a page of the menu (an object's page may not exist in the other mode). */
@@ -56,6 +58,8 @@ export const NOTICES: Record<string, (id: string) => string> = {
   clock_created: (id) => `Test clock ${id} created.`,
   clock_advanced: (id) => `Test clock ${id} advanced.`,
   live_key_added: (id) => `Live key ${id} added to this session: you are viewing live data.`,
+  processor_connected: (id) => `Stripe account ${id} connected: live mode charges, refunds and pays out through it.`,
+  processor_disconnected: (id) => `Stripe account ${id} disconnected.`,
   test_key_added: (id) => `Test key ${id} added to this session: you are viewing test data.`,
 };
 
@@ -63,7 +67,12 @@ export const can = (session: DashboardSession, scope: Scope) => hasScope(session
 
 /** The menu: the pages the acting key can read in the acting mode (test clocks in test mode only); the others are not shown. */
 export const visibleNav = (session: DashboardSession) =>
-  NAV.filter((item) => (!item.mode || session.auth.mode === item.mode) && (!item.scope || can(session, item.scope)));
+  NAV.filter(
+    (item) =>
+      (!item.mode || session.auth.mode === item.mode) &&
+      (!item.scope || can(session, item.scope)) &&
+      (!item.secretKeyOnly || session.keys[session.auth.mode]?.restricted === false),
+  );
 
 export const MODE_NAMES: Record<Mode, string> = { test: "Test data", live: "Live data" };
 
