@@ -34,7 +34,7 @@ export function apiClient(app: InProcessApp, c: Context<DashEnv>) {
     if (!session) throw new Error("api() needs a session");
     const url = new URL(path, c.req.url);
     for (const [name, value] of Object.entries(call.query ?? {})) if (value !== undefined && value !== "") url.searchParams.set(name, String(value));
-    const headers = new Headers({ accept: "application/json", "tender-version": CURRENT_API_VERSION });
+    const headers = new Headers({ accept: call.accept ?? "application/json", "tender-version": CURRENT_API_VERSION });
     const bookmark = c.var.bookmark;
     if (bookmark) headers.set(CONSISTENCY_HEADER, bookmark);
     if (call.idempotencyKey) headers.set("idempotency-key", call.idempotencyKey);
@@ -47,14 +47,15 @@ export function apiClient(app: InProcessApp, c: Context<DashEnv>) {
     const response = await app.fetch(new Request(url, { method, headers, body }), withPrincipal(c.env, session.auth), c.executionCtx);
     const reached = response.headers.get(CONSISTENCY_HEADER);
     if (method !== "GET" && reached) c.set("bookmark", reached);
-    const text = await response.text();
+    const bytes = await response.arrayBuffer();
+    const text = new TextDecoder().decode(bytes);
     let parsed: unknown = null;
     try {
       parsed = text ? JSON.parse(text) : null;
     } catch {
       parsed = null;
     }
-    if (response.ok) return { ok: true, status: response.status, body: parsed as T, requestId: response.headers.get("request-id") };
+    if (response.ok) return { ok: true, status: response.status, body: parsed as T, requestId: response.headers.get("request-id"), raw: { bytes, headers: response.headers } };
     const error = (parsed as { error?: ApiErrorBody } | null)?.error;
     return {
       ok: false,

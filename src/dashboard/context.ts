@@ -38,7 +38,7 @@ export interface ApiErrorBody {
 }
 
 export type ApiAnswer<T> =
-  | { ok: true; status: number; body: T; requestId: string | null }
+  | { ok: true; status: number; body: T; requestId: string | null; raw: { bytes: ArrayBuffer; headers: Headers } }
   | { ok: false; status: number; error: ApiErrorBody };
 
 export interface ApiCall {
@@ -47,6 +47,8 @@ export interface ApiCall {
   body?: unknown;
   /** Sent as Idempotency-Key; the dashboard's forms carry one generated when the page was rendered. */
   idempotencyKey?: string;
+  /** The Accept header (application/json unless said): an invoice's PDF is asked for as application/pdf. */
+  accept?: string;
 }
 
 /** The in-process API client (src/dashboard/api.ts): a request to the API's route, as the session's key. */

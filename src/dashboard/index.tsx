@@ -18,6 +18,7 @@ import { CSRF_MESSAGES, csrfRefusal, fromSameOrigin } from "./csrf";
 import { ErrorPanel, render } from "./layout";
 import { overviewPage } from "./pages/overview";
 import { registerEventPages } from "./pages/events";
+import { registerInvoicePages } from "./pages/invoices";
 import { registerKeyPages } from "./pages/keys";
 import { registerModePages } from "./pages/mode";
 import { registerPaymentPages } from "./pages/payments";
@@ -130,6 +131,7 @@ export function registerDashboard(app: OpenAPIHono<AppEnv>) {
   registerPayoutPages(dash);
   registerPaymentPages(dash);
   registerSubscriptionPages(dash);
+  registerInvoicePages(dash);
   registerPlanPages(dash);
   registerUserPages(dash);
   registerKeyPages(dash);

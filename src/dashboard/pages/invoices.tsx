@@ -1,0 +1,242 @@
+// Invoices: the list (filter by status), an invoice's page with its lines and totals, its PDF
+// (GET /invoices/{id}/pdf, passed through as the API made it), and for an open invoice: pay now
+// (POST /invoices/{id}/pay, the period's next attempt) or void (POST /invoices/{id}/void, the
+// period forgiven). Every action goes through the API's own routes as the session's key.
+import type { Context, Hono } from "hono";
+import { act, apiErrorPage, redirectWithNotice } from "../actions";
+import type { Page } from "../api";
+import type { DashEnv } from "../context";
+import { Id, Money, Time } from "../format";
+import { Empty, FormFields, Pager, StatusBadge, StatusFilter, TableWrap, can, render } from "../layout";
+import { apiQuery, listQuery } from "../lists";
+import { UserRef, namesFor } from "../names";
+
+interface InvoiceLine {
+  id: string;
+  type: string;
+  description: string;
+  quantity: number;
+  amount: number;
+  period_start: string;
+  period_end: string;
+}
+
+interface Invoice {
+  id: string;
+  number: string | null;
+  status: string;
+  subscription_id: string | null;
+  user_id: string | null;
+  currency: string;
+  period_start: string;
+  period_end: string;
+  lines: InvoiceLine[];
+  subtotal: number;
+  discount: number;
+  total: number;
+  amount_paid: number;
+  amount_due: number;
+  payment_id: string | null;
+  created_at: string;
+  finalized_at: string | null;
+  paid_at: string | null;
+}
+
+const BACK = "/dashboard/invoices";
+const STATUSES = ["draft", "open", "paid", "uncollectible", "void"];
+const pageOf = (id: string) => `${BACK}/${encodeURIComponent(id)}`;
+
+async function listPage(c: Context<DashEnv>) {
+  const session = c.var.session!;
+  const query = listQuery(c, ["status", "subscription_id", "user_id"]);
+  const answer = await c.var.api<Page<Invoice>>("/invoices", { query: apiQuery(query) });
+  if (!answer.ok) return apiErrorPage(c, answer, "read invoices", "/dashboard");
+  const page = answer.body;
+  const names = await namesFor(c.var.db, session.auth, { users: page.data.map((i) => i.user_id) });
+  return render(c, 200, {
+    title: "Invoices",
+    active: BACK,
+    children: (
+      <section class="panel">
+        <StatusFilter statuses={STATUSES} current={query.status} base={BACK} />
+        {page.data.length === 0 ? (
+          <Empty title="No invoices to show">Each subscription charge is for an invoice: the first period, each renewal.</Empty>
+        ) : (
+          <TableWrap>
+            <table>
+              <thead>
+                <tr>
+                  <th>Invoice</th>
+                  <th>Customer</th>
+                  <th class="num">Total</th>
+                  <th>Status</th>
+                  <th>Period</th>
+                  <th>PDF</th>
+                </tr>
+              </thead>
+              <tbody>
+                {page.data.map((i) => (
+                  <tr data-invoice={i.id}>
+                    <td>
+                      <a href={pageOf(i.id)}>{i.number ?? "Draft"}</a>
+                      <div class="muted">
+                        <Id id={i.id} />
+                      </div>
+                    </td>
+                    <td>
+                      <UserRef id={i.user_id} names={names} />
+                    </td>
+                    <td class="num">
+                      <Money minor={i.total} currency={i.currency} />
+                    </td>
+                    <td>
+                      <StatusBadge status={i.status} />
+                    </td>
+                    <td class="nowrap">
+                      <Time iso={i.period_start} /> – <Time iso={i.period_end} />
+                    </td>
+                    <td>
+                      <a href={`${pageOf(i.id)}/pdf`}>PDF</a>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </TableWrap>
+        )}
+        <Pager page={page} query={query} base={BACK} />
+      </section>
+    ),
+  });
+}
+
+async function invoicePage(c: Context<DashEnv>) {
+  const session = c.var.session!;
+  const id = c.req.param("id")!;
+  const answer = await c.var.api<Invoice>(`/invoices/${encodeURIComponent(id)}`);
+  if (!answer.ok) return apiErrorPage(c, answer, "read this invoice", BACK);
+  const invoice = answer.body;
+  const names = await namesFor(c.var.db, session.auth, { users: [invoice.user_id] });
+  const write = can(session, "invoices:write") && invoice.status === "open";
+  return render(c, 200, {
+    title: `Invoice ${invoice.number ?? "(draft)"}`,
+    active: BACK,
+    children: (
+      <>
+        <section class="panel" data-invoice={invoice.id}>
+          <p>
+            <StatusBadge status={invoice.status} /> <UserRef id={invoice.user_id} names={names} /> · <a href={`${pageOf(invoice.id)}/pdf`}>PDF</a>
+          </p>
+          <TableWrap>
+            <table>
+              <thead>
+                <tr>
+                  <th>Line</th>
+                  <th class="num">Quantity</th>
+                  <th>Period</th>
+                  <th class="num">Amount</th>
+                </tr>
+              </thead>
+              <tbody>
+                {invoice.lines.map((line) => (
+                  <tr data-line={line.id}>
+                    <td>{line.description}</td>
+                    <td class="num">{line.quantity}</td>
+                    <td class="nowrap">
+                      <Time iso={line.period_start} /> – <Time iso={line.period_end} />
+                    </td>
+                    <td class="num">
+                      <Money minor={line.amount} currency={invoice.currency} />
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+              <tfoot>
+                {(
+                  [
+                    ["Subtotal", invoice.subtotal],
+                    ["Discount", -invoice.discount],
+                    ["Total", invoice.total],
+                    ["Paid", invoice.amount_paid],
+                    ["Due", invoice.amount_due],
+                  ] as const
+                ).map(([label, minor]) => (
+                  <tr>
+                    <th colspan={3}>{label}</th>
+                    <td class="num" data-total={label.toLowerCase()}>
+                      <Money minor={minor} currency={invoice.currency} />
+                    </td>
+                  </tr>
+                ))}
+              </tfoot>
+            </table>
+          </TableWrap>
+          <p class="muted">
+            Created <Time iso={invoice.created_at} />
+            {invoice.paid_at ? (
+              <>
+                {" "}
+                · paid <Time iso={invoice.paid_at} />
+              </>
+            ) : null}
+            {invoice.subscription_id ? (
+              <>
+                {" "}
+                · subscription <Id id={invoice.subscription_id} />
+              </>
+            ) : null}
+          </p>
+        </section>
+        {write ? (
+          <section class="panel">
+            <form method="post" action={`${pageOf(invoice.id)}/pay`} class="inline">
+              <FormFields session={session} />
+              <button type="submit" class="primary">
+                Pay now
+              </button>
+            </form>{" "}
+            <form method="post" action={`${pageOf(invoice.id)}/void`} class="inline" data-confirm="Void this invoice? Its period is forgiven and never charged.">
+              <FormFields session={session} />
+              <button type="submit" class="danger">
+                Void
+              </button>
+            </form>
+          </section>
+        ) : null}
+        <p>
+          <a href={BACK}>← All invoices</a>
+        </p>
+      </>
+    ),
+  });
+}
+
+async function pdf(c: Context<DashEnv>) {
+  const id = c.req.param("id")!;
+  const answer = await c.var.api<never>(`/invoices/${encodeURIComponent(id)}/pdf`, { accept: "application/pdf" });
+  if (!answer.ok) return apiErrorPage(c, answer, "open this invoice's PDF", BACK);
+  return new Response(answer.raw.bytes, {
+    headers: {
+      "Content-Type": "application/pdf",
+      "Content-Disposition": answer.raw.headers.get("content-disposition") ?? "inline",
+      "Cache-Control": "private, no-store",
+    },
+  });
+}
+
+export function registerInvoicePages(dash: Hono<DashEnv>) {
+  dash.get("/invoices", (c) => listPage(c));
+  dash.get("/invoices/:id", invoicePage);
+  dash.get("/invoices/:id/pdf", pdf);
+  for (const action of ["pay", "void"] as const) {
+    dash.post(`/invoices/:id/${action}`, (c) => {
+      const id = c.req.param("id")!;
+      return act<Invoice>(c, {
+        what: action === "pay" ? "pay this invoice" : "void this invoice",
+        back: pageOf(id),
+        send: (key) => c.var.api(`/invoices/${encodeURIComponent(id)}/${action}`, { method: "POST", idempotencyKey: key }),
+        done: (invoice) => redirectWithNotice(c, pageOf(invoice.id), action === "pay" ? "invoice_paid" : "invoice_voided", invoice.number ?? invoice.id),
+      });
+    });
+  }
+}
