@@ -88,7 +88,7 @@ export function totalsOf(input: Pick<InvoiceInput, "currency" | "lines" | "coupo
 
 /** The one line of a subscription's billing period: `<quantity> × <plan name>`. */
 export function subscriptionLine(
-  plan: Pick<typeof plans.$inferSelect, "name" | "pricingModel" | "unitAmount">,
+  plan: Pick<typeof plans.$inferSelect, "name" | "pricingModel" | "unitAmount" | "unitAmountDecimal">,
   quantity: number,
   amount: number,
   periodStart: string,
@@ -99,7 +99,7 @@ export function subscriptionLine(
     description: `${quantity} × ${plan.name}`,
     quantity,
     // A fixed plan's price is the unit price; tiers price the line as a whole.
-    unitAmountDecimal: plan.pricingModel === "fixed" && plan.unitAmount !== null ? String(plan.unitAmount) : null,
+    unitAmountDecimal: plan.pricingModel !== "fixed" ? null : (plan.unitAmountDecimal ?? (plan.unitAmount !== null ? String(plan.unitAmount) : null)),
     amount,
     proration: false,
     periodStart,

@@ -1,18 +1,39 @@
 // What a subscription costs per period, from its plan and quantity. Integer minor units only.
 import type { plans } from "../db/schema";
 import { MAX_AMOUNT, MIN_AMOUNT } from "../domain/money";
-import { priceFor, type Tier } from "../domain/pricing";
+import { minorDecimal, fromMinorUnits } from "../domain/decimal";
+import { priceFor, priceLine, type Tier } from "../domain/pricing";
 import { invalidRequest } from "../lib/errors";
 
 export type PlanRow = typeof plans.$inferSelect;
 export type StoredTier = NonNullable<PlanRow["tiers"]>[number];
 
 export const toTiers = (stored: StoredTier[]): Tier[] =>
-  stored.map((t) => ({ upTo: t.up_to, unitAmount: t.unit_amount, flatAmount: t.flat_amount }));
+  stored.map((t) => ({ upTo: t.up_to, unitAmount: t.unit_amount ?? 0, flatAmount: t.flat_amount }));
 
-/** The period amount in minor units. Throws RangeError when it cannot be represented. */
+/** Whether the plan has a sub-cent price anywhere (its unit price, or a tier's). */
+export const hasDecimalPrice = (plan: Pick<PlanRow, "unitAmountDecimal" | "tiers">) =>
+  plan.unitAmountDecimal !== null || (plan.tiers ?? []).some((t) => t.unit_amount_decimal !== undefined);
+
+/**
+ * The period amount in minor units. Throws RangeError when it cannot be represented. A plan with a
+ * sub-cent price is priced exactly (decimals of the minor unit) and rounded once, half away from
+ * zero (src/domain/pricing.ts priceLine): 1,000 units at "0.35" is 350.
+ */
 export function periodAmount(plan: PlanRow, quantity: number): number {
-  return priceFor(plan.pricingModel, { unitAmount: plan.unitAmount ?? 0, tiers: plan.tiers ? toTiers(plan.tiers) : null }, quantity);
+  if (!hasDecimalPrice(plan)) {
+    return priceFor(plan.pricingModel, { unitAmount: plan.unitAmount ?? 0, tiers: plan.tiers ? toTiers(plan.tiers) : null }, quantity);
+  }
+  const exact = {
+    unitAmountDecimal: plan.unitAmountDecimal !== null ? minorDecimal(plan.unitAmountDecimal) : plan.unitAmount !== null ? fromMinorUnits(plan.unitAmount) : null,
+    tiers:
+      plan.tiers?.map((t) => ({
+        upTo: t.up_to,
+        unitAmountDecimal: t.unit_amount_decimal !== undefined ? minorDecimal(t.unit_amount_decimal) : fromMinorUnits(t.unit_amount ?? 0),
+        flatAmountDecimal: fromMinorUnits(t.flat_amount),
+      })) ?? null,
+  };
+  return priceLine(plan.pricingModel, exact, quantity);
 }
 
 /** The period amount, or a 400 when it is zero or beyond the largest chargeable amount. */

@@ -334,10 +334,15 @@ export const plans = sqliteTable(
     currency: text("currency").notNull(),
     interval: text("interval", { enum: ["month", "year"] }).notNull(),
     pricingModel: text("pricing_model", { enum: ["fixed", "volume", "graduated"] }).notNull(),
-    // Fixed plans: the price per interval in minor units. Tiered plans: null.
+    // Fixed plans: the price per interval in minor units. Tiered plans, and a fixed plan priced by
+    // unit_amount_decimal: null.
     unitAmount: integer("unit_amount"),
-    // Tiered plans: [{ up_to, unit_amount, flat_amount }] in minor units.
-    tiers: text("tiers", { mode: "json" }).$type<{ up_to: number | null; unit_amount: number; flat_amount: number }[]>(),
+    // A fixed plan's exact unit price in minor units with up to 12 decimals ("0.35"), when it was
+    // given so (src/domain/decimal.ts); null otherwise.
+    unitAmountDecimal: text("unit_amount_decimal"),
+    // Tiered plans: [{ up_to, unit_amount, flat_amount, unit_amount_decimal? }] in minor units; a
+    // tier priced by unit_amount_decimal has unit_amount null.
+    tiers: text("tiers", { mode: "json" }).$type<{ up_to: number | null; unit_amount: number | null; flat_amount: number; unit_amount_decimal?: string }[]>(),
     active: integer("active", { mode: "boolean" }).notNull(),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),

@@ -13,7 +13,8 @@ import { apiQuery, listQuery } from "../lists";
 
 interface Tier {
   up_to: number | null;
-  unit_amount: number;
+  unit_amount: number | null;
+  unit_amount_decimal: string;
   flat_amount: number;
 }
 
@@ -21,6 +22,7 @@ interface Plan {
   id: string;
   name: string;
   unit_amount: number | null;
+  unit_amount_decimal: string | null;
   currency: string;
   interval: string;
   pricing_model: string;
@@ -40,7 +42,24 @@ const TIER_FIELDS = [
 /** A price typed in major units: digits, an optional decimal part (the API checks the currency's decimals). */
 const DECIMAL = /^\d{1,12}(\.\d{1,6})?$/;
 
+/** A unit price: in major units, or a sub-cent unit_amount_decimal as it was given, in minor units. */
+function UnitPrice({ minor, exact, currency }: { minor: number | null; exact: string | null; currency: string }) {
+  if (minor !== null) return <Money minor={minor} currency={currency} />;
+  return (
+    <span class="mono" title="unit_amount_decimal: an exact price in the currency's minor unit">
+      {exact} minor units of {currency.toUpperCase()}
+    </span>
+  );
+}
+
 function Pricing({ plan }: { plan: Plan }) {
+  if (plan.pricing_model === "fixed" && plan.unit_amount === null) {
+    return (
+      <>
+        <UnitPrice minor={null} exact={plan.unit_amount_decimal} currency={plan.currency} /> each / {plan.interval}
+      </>
+    );
+  }
   if (plan.unit_amount !== null) {
     return (
       <>
@@ -52,7 +71,7 @@ function Pricing({ plan }: { plan: Plan }) {
     <ul>
       {(plan.tiers ?? []).map((t, i, all) => (
         <li>
-          {i === 0 ? 1 : (all[i - 1].up_to ?? 0) + 1}–{t.up_to ?? "∞"}: <Money minor={t.unit_amount} currency={plan.currency} /> each
+          {i === 0 ? 1 : (all[i - 1].up_to ?? 0) + 1}–{t.up_to ?? "∞"}: <UnitPrice minor={t.unit_amount} exact={t.unit_amount_decimal} currency={plan.currency} /> each
           {t.flat_amount ? (
             <>
               {" "}+ <Money minor={t.flat_amount} currency={plan.currency} /> flat

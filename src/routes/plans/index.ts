@@ -9,6 +9,7 @@ import { hasPrefix, newId } from "../../domain/ids";
 import { CURRENCY_EXPONENTS, MAX_AMOUNT, MIN_AMOUNT, parseDecimalToMinor } from "../../domain/money";
 import { readCurrency } from "../../payments/money-input";
 import { validateTiers } from "../../domain/pricing";
+import { formatMinorDecimal, parseMinorDecimal } from "../../domain/decimal";
 import type { StoredTier } from "../../billing/pricing";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
@@ -94,6 +95,18 @@ function minorUnits(holder: unknown, key: string, param: string, currency: strin
   throw invalidRequest("parameter_invalid", `${param}: write the price as a plain decimal such as 19.99, not ${source}.`, param);
 }
 
+/**
+ * A sub-cent unit price: parsed exactly (src/domain/decimal.ts: digits, up to 12 decimals, at most
+ * the largest amount) and stored in its canonical text ("0.350" -> "0.35"). A fixed plan's must be
+ * more than zero; a tier's may be zero (a free tier).
+ */
+function exactUnitAmount(text: string, param: string, zeroAllowed = false): string {
+  const parsed = parseMinorDecimal(text, param);
+  if (!parsed.ok) throw invalidRequest(parsed.reason === "too_large" ? "amount_too_large" : "parameter_invalid", parsed.message, param);
+  if (!zeroAllowed && parsed.value.scaled === 0n) throw invalidRequest("amount_too_small", `${param}: a fixed plan must charge more than zero.`, param);
+  return formatMinorDecimal(parsed.value);
+}
+
 /** validateTiers speaks in domain names; the API's are the request's. */
 const apiTierMessage = (message: string) =>
   message
@@ -111,29 +124,43 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
     const currency = readCurrency(body.currency);
 
     let unitAmount: number | null = null;
+    let unitAmountDecimal: string | null = null;
     let tiers: StoredTier[] | null = null;
     if (body.pricing_model === "fixed") {
       if (body.tiers !== undefined) throw invalidRequest("parameter_unexpected", "tiers: only volume and graduated plans have tiers.", "tiers");
-      if (body.price === undefined) throw invalidRequest("parameter_missing", "price: this parameter is required for a fixed plan.", "price");
-      unitAmount = minorUnits(raw, "price", "price", currency);
-      if (unitAmount < MIN_AMOUNT) throw invalidRequest("amount_too_small", "price: a fixed plan must charge more than zero.", "price");
+      if (body.price !== undefined && body.unit_amount_decimal !== undefined) {
+        throw invalidRequest("parameter_unexpected", "unit_amount_decimal: give either price (major units) or unit_amount_decimal (minor units), not both.", "unit_amount_decimal");
+      }
+      if (body.unit_amount_decimal !== undefined) {
+        unitAmountDecimal = exactUnitAmount(body.unit_amount_decimal, "unit_amount_decimal");
+      } else {
+        if (body.price === undefined) throw invalidRequest("parameter_missing", "price: this parameter (or unit_amount_decimal) is required for a fixed plan.", "price");
+        unitAmount = minorUnits(raw, "price", "price", currency);
+        if (unitAmount < MIN_AMOUNT) throw invalidRequest("amount_too_small", "price: a fixed plan must charge more than zero.", "price");
+      }
     } else {
-      if (body.price !== undefined) {
-        throw invalidRequest("parameter_unexpected", `price: a ${body.pricing_model} plan is priced by its tiers, not by price.`, "price");
+      if (body.price !== undefined || body.unit_amount_decimal !== undefined) {
+        const param = body.price !== undefined ? "price" : "unit_amount_decimal";
+        throw invalidRequest("parameter_unexpected", `${param}: a ${body.pricing_model} plan is priced by its tiers, not by ${param}.`, param);
       }
       if (body.tiers === undefined) throw invalidRequest("parameter_missing", `tiers: this parameter is required for a ${body.pricing_model} plan.`, "tiers");
-      tiers = body.tiers.map((tier, i) => {
+      tiers = body.tiers.map((tier, i): StoredTier => {
         const holder = raw.tiers?.[i];
-        return {
-          up_to: tier.up_to,
-          unit_amount: minorUnits(holder, "unit_price", `tiers.${i}.unit_price`, currency),
-          flat_amount: tier.flat_price === undefined ? 0 : minorUnits(holder, "flat_price", `tiers.${i}.flat_price`, currency),
-        };
+        const flat_amount = tier.flat_price === undefined ? 0 : minorUnits(holder, "flat_price", `tiers.${i}.flat_price`, currency);
+        if (tier.unit_price !== undefined && tier.unit_amount_decimal !== undefined) {
+          throw invalidRequest("parameter_unexpected", `tiers.${i}: give either unit_price (major units) or unit_amount_decimal (minor units), not both.`, `tiers.${i}.unit_amount_decimal`);
+        }
+        if (tier.unit_amount_decimal !== undefined) {
+          return { up_to: tier.up_to, unit_amount: null, flat_amount, unit_amount_decimal: exactUnitAmount(tier.unit_amount_decimal, `tiers.${i}.unit_amount_decimal`, true) };
+        }
+        if (tier.unit_price === undefined) throw invalidRequest("parameter_missing", `tiers.${i}.unit_price: each tier needs unit_price (or unit_amount_decimal).`, `tiers.${i}.unit_price`);
+        return { up_to: tier.up_to, unit_amount: minorUnits(holder, "unit_price", `tiers.${i}.unit_price`, currency), flat_amount };
       });
-      const problem = validateTiers(tiers.map((t) => ({ upTo: t.up_to, unitAmount: t.unit_amount, flatAmount: t.flat_amount })));
+      // The tiers' order and bounds; a sub-cent unit price is checked above (its value does not change the rules).
+      const problem = validateTiers(tiers.map((t) => ({ upTo: t.up_to, unitAmount: t.unit_amount ?? 0, flatAmount: t.flat_amount })));
       if (problem) throw invalidRequest("tiers_invalid", `tiers: ${apiTierMessage(problem)}`, "tiers");
       for (const [i, t] of tiers.entries()) {
-        if (t.unit_amount > MAX_AMOUNT || t.flat_amount > MAX_AMOUNT) {
+        if ((t.unit_amount ?? 0) > MAX_AMOUNT || t.flat_amount > MAX_AMOUNT) {
           throw invalidRequest("amount_too_large", `tiers.${i}: the price is larger than the largest chargeable amount.`, `tiers.${i}`);
         }
       }
@@ -149,6 +176,7 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
       interval: body.interval,
       pricingModel: body.pricing_model,
       unitAmount,
+      unitAmountDecimal,
       tiers,
       active: true,
       createdAt: isoTime(now),

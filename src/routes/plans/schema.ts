@@ -13,6 +13,14 @@ const majorUnits = (field: string, description: string, example: number) =>
     .min(0)
     .openapi({ description: `${description} A decimal in major units, with no more decimals than the currency allows.`, example });
 
+/** A sub-cent unit price: a string of digits in minor units with up to 12 decimals (checked by the handler). */
+const unitAmountDecimal = (field: string) =>
+  z.string({ error: `${field} must be a string of digits in minor units, such as "0.35" for 0.35 of the currency's minor unit.` }).openapi({
+    description:
+      'The unit price in the currency\'s minor unit, exact, with up to 12 decimals: "0.35" is 0.35 cent in USD. Instead of a price in major units; a line is rounded to the minor unit once (half away from zero).',
+    example: "0.35",
+  });
+
 export const TierBody = bodyObject(
   {
     up_to: z
@@ -21,10 +29,11 @@ export const TierBody = bodyObject(
       .positive()
       .nullable()
       .openapi({ description: "The last quantity of this tier, inclusive; null for the last, unbounded tier.", example: 5 }),
-    unit_price: majorUnits("unit_price", "The price of each unit in this tier.", 7),
+    unit_price: majorUnits("unit_price", "The price of each unit in this tier (or give unit_amount_decimal).", 7).optional(),
+    unit_amount_decimal: unitAmountDecimal("tiers.unit_amount_decimal").optional(),
     flat_price: majorUnits("flat_price", "A flat fee added when the quantity reaches this tier.", 0).optional(),
   },
-  "Each item of tiers must be an object with up_to and unit_price, and flat_price if any.",
+  "Each item of tiers must be an object with up_to and unit_price (or unit_amount_decimal), and flat_price if any.",
 ).openapi("PlanTierRequest");
 
 const description = textField("description", 1000).nullable();
@@ -32,6 +41,7 @@ const description = textField("description", 1000).nullable();
 export const CreatePlanBody = bodyObject({
   name: textField("name", 200, { min: 1, trim: true }).openapi({ example: "Pro" }),
   price: majorUnits("price", "The charge per interval, for fixed plans.", 19.99).optional(),
+  unit_amount_decimal: unitAmountDecimal("unit_amount_decimal").optional(),
   currency: CurrencyField,
   interval: closedSet("interval", ["month", "year"]).openapi({ description: "The billing interval." }),
   description: description.optional().openapi({ example: "Everything in Pro." }),
@@ -55,9 +65,10 @@ export const UpdatePlanBody = bodyObject({
 export const TierSchema = z
   .object({
     up_to: z.number().int().nullable(),
-    unit_price: z.number().openapi({ description: "Per-unit price in major units." }),
+    unit_price: z.number().nullable().openapi({ description: "Per-unit price in major units (null when priced by unit_amount_decimal)." }),
     flat_price: z.number().openapi({ description: "Flat fee in major units." }),
-    unit_amount: z.number().int().openapi({ description: "Per-unit price in minor units." }),
+    unit_amount: z.number().int().nullable().openapi({ description: "Per-unit price in minor units (null when priced by unit_amount_decimal)." }),
+    unit_amount_decimal: z.string().openapi({ description: "Per-unit price in minor units, exact (up to 12 decimals).", example: "650" }),
     flat_amount: z.number().int().openapi({ description: "Flat fee in minor units." }),
   })
   .openapi("PlanTier");
@@ -68,8 +79,12 @@ export const PlanSchema = z
     object: z.literal("plan"),
     livemode: livemodeField,
     name: z.string(),
-    price: z.number().nullable().openapi({ description: "The charge per interval in major units (null for tiered plans).", example: 19.99 }),
-    unit_amount: z.number().int().nullable().openapi({ description: "The charge per interval in minor units (null for tiered plans).", example: 1999 }),
+    price: z.number().nullable().openapi({ description: "The charge per interval in major units (null for tiered plans, and for a sub-cent unit_amount_decimal).", example: 19.99 }),
+    unit_amount: z.number().int().nullable().openapi({ description: "The charge per interval in minor units (null for tiered plans, and for a sub-cent unit_amount_decimal).", example: 1999 }),
+    unit_amount_decimal: z
+      .string()
+      .nullable()
+      .openapi({ description: "A fixed plan's unit price in minor units, exact, with up to 12 decimals (\"1999\", or \"0.35\" for 0.35 cent); null for tiered plans.", example: "1999" }),
     currency: z.string().openapi({ example: "usd" }),
     interval: z.enum(["month", "year"]),
     pricing_model: z.enum(["fixed", "volume", "graduated"]),
@@ -94,15 +109,17 @@ export function serializePlan(row: typeof plans.$inferSelect): PlanJson {
     name: row.name,
     price: row.unitAmount === null ? null : major(row.unitAmount, exponent),
     unit_amount: row.unitAmount,
+    unit_amount_decimal: row.pricingModel !== "fixed" ? null : (row.unitAmountDecimal ?? (row.unitAmount === null ? null : String(row.unitAmount))),
     currency: row.currency,
     interval: row.interval,
     pricing_model: row.pricingModel,
     tiers:
       row.tiers?.map((t) => ({
         up_to: t.up_to,
-        unit_price: major(t.unit_amount, exponent),
+        unit_price: t.unit_amount === null ? null : major(t.unit_amount, exponent),
         flat_price: major(t.flat_amount, exponent),
         unit_amount: t.unit_amount,
+        unit_amount_decimal: t.unit_amount_decimal ?? String(t.unit_amount),
         flat_amount: t.flat_amount,
       })) ?? null,
     description: row.description,
