@@ -56,9 +56,9 @@ describe("POST /subscription-plans", () => {
     const volume = await createPlan(acct, { price: undefined, pricing_model: "volume", tiers: DESIGN_TIERS });
     expect(volume).toMatchObject({ pricing_model: "volume", price: null, unit_amount: null });
     expect(volume.tiers).toEqual([
-      { up_to: 5, unit_price: 7, flat_price: 0, unit_amount: 700, flat_amount: 0 },
-      { up_to: 10, unit_price: 6.5, flat_price: 0, unit_amount: 650, flat_amount: 0 },
-      { up_to: null, unit_price: 6, flat_price: 0, unit_amount: 600, flat_amount: 0 },
+      { up_to: 5, unit_price: 7, flat_price: 0, unit_amount: 700, unit_amount_decimal: "700", flat_amount: 0 },
+      { up_to: 10, unit_price: 6.5, flat_price: 0, unit_amount: 650, unit_amount_decimal: "650", flat_amount: 0 },
+      { up_to: null, unit_price: 6, flat_price: 0, unit_amount: 600, unit_amount_decimal: "600", flat_amount: 0 },
     ]);
     const graduated = await createPlan(acct, {
       price: undefined,
@@ -66,8 +66,8 @@ describe("POST /subscription-plans", () => {
       tiers: [{ up_to: 1, unit_price: 0, flat_price: 10.25 }, { up_to: null, unit_price: 1.1 }],
     });
     expect(graduated.tiers).toEqual([
-      { up_to: 1, unit_price: 0, flat_price: 10.25, unit_amount: 0, flat_amount: 1025 },
-      { up_to: null, unit_price: 1.1, flat_price: 0, unit_amount: 110, flat_amount: 0 },
+      { up_to: 1, unit_price: 0, flat_price: 10.25, unit_amount: 0, unit_amount_decimal: "0", flat_amount: 1025 },
+      { up_to: null, unit_price: 1.1, flat_price: 0, unit_amount: 110, unit_amount_decimal: "110", flat_amount: 0 },
     ]);
   });
 

@@ -117,12 +117,13 @@ function fullBody(op: Operation): unknown {
     return {
       name: "Seats",
       price: 5,
+      unit_amount_decimal: "0.35",
       currency: "usd",
       interval: "month",
       description: "Per seat",
       pricing_model: "volume",
       tiers: [
-        { up_to: 5, unit_price: 7, flat_price: 1 },
+        { up_to: 5, unit_price: 7, unit_amount_decimal: "700", flat_price: 1 },
         { up_to: null, unit_price: 6 },
       ],
     };

@@ -65,7 +65,7 @@ describe("the webhook envelope", () => {
       expect(new Webhook(secret).verify(got.body, got.headers)).toEqual(body);
     }
     expect(receiver.received.map((r) => JSON.parse(r.body).type).sort()).toEqual(
-      ["customer.created", "payment.completed", "subscription_canceled", "subscription_created", "subscription_updated"].sort(),
+      ["customer.created", "payment.completed", "subscription_canceled", "subscription_created", "subscription_updated", "invoice.created", "invoice.finalized", "invoice.paid"].sort(),
     );
     // The feed shows the same bodies: payload is what was delivered, data its data.
     const feed = (await call(`/api/events?object_id=${sub}`, { key: acct.key })).body.data as { id: string; payload: unknown; data: unknown }[];
