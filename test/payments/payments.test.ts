@@ -51,6 +51,8 @@ describe("charges through the sandbox", () => {
         object: "payment",
         livemode: false,
         subscription_id: "sub_01m7z2d8n7zgev6x3n0epk9rxn",
+        // chargeCard charges for an invoice of one line, as billing does.
+        invoice_id: expect.stringMatching(/^in_/),
         user_id: customer.id,
         amount: 1999,
         currency: "usd",
