@@ -1,0 +1,272 @@
+// `node bench/floor.mjs` (part of `npm run bench`; alone: `npm run bench:floor`): Tender beside the
+// floor of its own stack (issue 23). Both run under `wrangler dev` on this machine, each on a fresh
+// local D1: Tender (src/index.ts, ENVIRONMENT=development) and the bare Worker of bench/floor/ (Hono,
+// the same compatibility date and flags, one D1 binding, nothing else). Each pair of paths is
+// measured in alternating rounds (Tender, then the floor, ROUNDS times; closed loop, CONCURRENCY
+// connections, SECONDS each), and the report gives the medians, Tender's share of its floor, and
+// the CPU per request of each side's workerd processes (utime + stime from /proc, before and after
+// each round). POST /payout's settlement jobs are drained (the machine quiet) before the next round.
+// The section between the `floor` markers of bench/RESULTS.md is replaced with the result.
+import { execFileSync, spawn } from "node:child_process";
+import fs from "node:fs";
+import http from "node:http";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const TMP = path.join(ROOT, "bench/.tmp/floor");
+const RESULTS = path.join(ROOT, "bench/RESULTS.md");
+const WRANGLER = path.join(ROOT, "node_modules/wrangler/bin/wrangler.js");
+const ROUNDS = Number(process.env.FLOOR_ROUNDS ?? 3);
+const SECONDS = Number(process.env.FLOOR_SECONDS ?? 5);
+const CONCURRENCY = Number(process.env.FLOOR_CONCURRENCY ?? 16);
+const ACCOUNTS = 20; // Tender's per-key limit is 1000 requests / 10 s: the load is spread over keys
+const CHILD_ENV = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" };
+const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+const CARD = { payment_method: "card", card_number: "4242424242424242", expiration_month: 12, expiration_year: 2030, cvv: "123" };
+const TARGETS = { health: 0.9, read: 0.7, write: 0.6 };
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const log = (...args) => console.log(`[floor ${((performance.now() / 1000) | 0).toString().padStart(4)}s]`, ...args);
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function send(port, agent, { method = "GET", path: p, key, body, idem }) {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    const headers = {};
+    if (key) headers.authorization = `Bearer ${key}`;
+    if (idem) headers["idempotency-key"] = idem;
+    if (payload) Object.assign(headers, { "content-type": "application/json", "content-length": payload.length });
+    const req = http.request({ host: "127.0.0.1", port, method, path: p, headers, agent }, (res) => {
+      const chunks = [];
+      res.on("data", (c) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode, text: Buffer.concat(chunks).toString("utf8") }));
+      res.on("error", reject);
+    });
+    req.setTimeout(30_000, () => req.destroy(new Error("timeout")));
+    req.on("error", reject);
+    req.end(payload);
+  });
+}
+
+/** The pids of `root`'s process tree, from /proc. */
+function tree(root) {
+  const children = new Map();
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (!children.has(ppid)) children.set(ppid, []);
+      children.get(ppid).push(Number(entry));
+    } catch {
+      // gone
+    }
+  }
+  const out = [];
+  const walk = (pid) => {
+    out.push(pid);
+    for (const child of children.get(pid) ?? []) walk(child);
+  };
+  walk(root);
+  return out;
+}
+
+/** CPU seconds (utime + stime) of the workerd processes of a wrangler dev tree. */
+function workerdCpu(root) {
+  let ticks = 0;
+  for (const pid of tree(root)) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+      const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      if (!name.startsWith("workerd")) continue;
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // gone
+    }
+  }
+  return ticks / CLK_TCK;
+}
+
+async function startWorker(name, configArgs, devArgs, persist) {
+  fs.rmSync(persist, { recursive: true, force: true });
+  execFileSync(process.execPath, [WRANGLER, "d1", "migrations", "apply", "DB", "--local", "--persist-to", persist, ...configArgs], { cwd: ROOT, env: CHILD_ENV, stdio: "ignore" });
+  const port = await freePort();
+  const out = fs.openSync(path.join(TMP, `${name}.log`), "w");
+  const child = spawn(process.execPath, [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(port), "--persist-to", persist, ...configArgs, ...devArgs], {
+    cwd: ROOT,
+    env: CHILD_ENV,
+    detached: true,
+    stdio: ["ignore", out, out],
+  });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+  for (const deadline = Date.now() + 90_000; Date.now() < deadline; await sleep(250)) {
+    if (child.exitCode !== null) throw new Error(`${name}: wrangler dev exited; see bench/.tmp/floor/${name}.log`);
+    const up = await send(port, agent, { path: "/health" }).catch(() => null);
+    if (up?.status === 200) return { name, port, child, agent, stop: () => process.kill(-child.pid, "SIGTERM") };
+  }
+  throw new Error(`${name}: /health did not answer within 90 s`);
+}
+
+async function must(side, request) {
+  const res = await send(side.port, side.agent, request);
+  if (res.status >= 300) throw new Error(`${side.name} ${request.method ?? "GET"} ${request.path}: ${res.status} ${res.text.slice(0, 300)}`);
+  return JSON.parse(res.text);
+}
+
+/** Requests numbered across every round, so that each keyed write has its own Idempotency-Key. */
+let sequence = 0;
+
+async function closedLoop(side, make) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  let ok = 0;
+  const bad = new Map();
+  const cpuBefore = workerdCpu(side.child.pid);
+  const started = performance.now();
+  const end = started + SECONDS * 1000;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (performance.now() < end) {
+        const res = await send(side.port, agent, make(sequence++)).catch((e) => ({ status: String(e.message) }));
+        if (typeof res.status === "number" && res.status < 300) ok++;
+        else bad.set(res.status, (bad.get(res.status) ?? 0) + 1);
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  const cpu = workerdCpu(side.child.pid) - cpuBefore;
+  agent.destroy();
+  return { rps: ok / seconds, cpuMs: ok ? (cpu * 1000) / ok : NaN, bad: [...bad].map(([s, c]) => `${s}×${c}`).join(", ") };
+}
+
+/** Waits until the side's workerd processes use under 5% of a CPU for a second (queued work drained). */
+async function quiet(side, maxMs = 60_000) {
+  const deadline = Date.now() + maxMs;
+  let last = workerdCpu(side.child.pid);
+  while (Date.now() < deadline) {
+    await sleep(1000);
+    const now = workerdCpu(side.child.pid);
+    if (now - last < 0.05) return;
+    last = now;
+  }
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const f = (x, d = 0) => (Number.isFinite(x) ? x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }) : "n/a");
+
+async function main() {
+  fs.mkdirSync(TMP, { recursive: true });
+  const load = os.loadavg().map((x) => x.toFixed(2)).join(" ");
+  log("starting Tender and the bare Worker under wrangler dev");
+  const tender = await startWorker("tender", [], ["--var", "ENVIRONMENT:development"], path.join(TMP, "tender-state"));
+  const floor = await startWorker("bare", ["-c", "bench/floor/wrangler.toml"], [], path.join(TMP, "bare-state"));
+  try {
+    const accounts = [];
+    for (let i = 0; i < ACCOUNTS; i++) {
+      const acct = await must(tender, { method: "POST", path: "/api/accounts", body: { name: `Floor ${i}`, email: `floor${i}@example.com` } });
+      const user = await must(tender, { method: "POST", path: "/api/users", key: acct.api_key, body: { name: `User ${i}`, email: `user${i}@example.com` } });
+      accounts.push({ key: acct.api_key, user: user.id });
+    }
+    const item = await must(floor, { method: "POST", path: "/items", body: { name: "Ada" } });
+    const run = Date.now().toString(36);
+    const pairs = [
+      { key: "health", label: "GET /health", floorLabel: "GET /health", tender: () => ({ path: "/health" }), floor: () => ({ path: "/health" }) },
+      {
+        key: "read",
+        label: "GET /api/users/{id}",
+        floorLabel: "a read by id",
+        tender: (n) => ({ path: `/api/users/${accounts[n % ACCOUNTS].user}`, key: accounts[n % ACCOUNTS].key }),
+        floor: () => ({ path: `/items/${item.id}` }),
+      },
+      {
+        key: "write",
+        label: "POST /payout with an Idempotency-Key",
+        floorLabel: "a batch of 3 INSERTs",
+        drain: true,
+        tender: (n) => {
+          const a = accounts[n % ACCOUNTS];
+          return { method: "POST", path: "/payout", key: a.key, idem: `floor-${run}-${n}`, body: { recipient_id: a.user, amount: 1000, currency: "usd", description: "floor", ...CARD } };
+        },
+        floor: (n) => ({ method: "POST", path: "/batch", idem: `floor-${run}-${n}`, body: { recipient_id: "usr", amount: 1000, currency: "usd", description: "floor" } }),
+      },
+    ];
+    const rows = [];
+    for (const pair of pairs) {
+      const t = [];
+      const b = [];
+      for (let round = 1; round <= ROUNDS; round++) {
+        t.push(await closedLoop(tender, pair.tender));
+        if (pair.drain) await quiet(tender);
+        b.push(await closedLoop(floor, pair.floor));
+        if (pair.drain) await quiet(floor);
+        log(`${pair.label} round ${round}: Tender ${f(t.at(-1).rps)}/s, floor ${f(b.at(-1).rps)}/s`);
+      }
+      const tr = median(t.map((x) => x.rps));
+      const br = median(b.map((x) => x.rps));
+      rows.push({ ...pair, tender: t, floor: b, tr, br, share: tr / br, tc: median(t.map((x) => x.cpuMs)), bc: median(b.map((x) => x.cpuMs)) });
+    }
+    report(rows, load);
+  } finally {
+    tender.stop();
+    floor.stop();
+  }
+}
+
+function report(rows, load) {
+  const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
+  const lines = [
+    "<!-- floor -->",
+    "## Against the floor: a bare Worker doing the same D1 work (issue 23)",
+    "",
+    `Command: \`npm run bench:floor\` (bench/floor.mjs; also the last part of \`npm run bench\`), run ${new Date().toISOString()} at commit ${commit}. ` +
+      `${ROUNDS} alternating rounds (Tender, then the bare Worker of bench/floor/) of ${SECONDS} s each, closed loop, ${CONCURRENCY} connections; medians. ` +
+      `Both under \`wrangler dev\` on this machine (${os.cpus().length} CPUs, load average ${load} at the start), each on a fresh local D1. ` +
+      "CPU per request is utime + stime of each side's workerd processes (the Worker and local D1; wrangler's Node process left out), divided by the requests answered in the round.",
+    "",
+    "| Path (Tender / floor) | Tender req/s (rounds) | Floor req/s (rounds) | Share | Target | Met | CPU per request, Tender / floor (ms) |",
+    "|---|---|---|---|---|---|---|",
+    ...rows.map(
+      (r) =>
+        `| ${r.label} / ${r.floorLabel} | ${f(r.tr)} (${r.tender.map((x) => f(x.rps)).join(", ")}) | ${f(r.br)} (${r.floor.map((x) => f(x.rps)).join(", ")}) | ${f(r.share, 2)} | ≥ ${TARGETS[r.key]} | ${Number.isFinite(r.share) && r.share >= TARGETS[r.key] ? "yes" : "**no**"} | ${f(r.tc, 2)} / ${f(r.bc, 2)} |`,
+    ),
+    "",
+    ...rows.flatMap((r) => [...r.tender, ...r.floor].filter((x) => x.bad).map((x) => `- ${r.label}: non-2xx answers in a round: ${x.bad}`)),
+    "<!-- /floor -->",
+  ];
+  const section = lines.join("\n");
+  let text = fs.existsSync(RESULTS) ? fs.readFileSync(RESULTS, "utf8") : "# Benchmark results\n";
+  const start = text.indexOf("<!-- floor -->");
+  const end = text.indexOf("<!-- /floor -->");
+  text = start >= 0 && end > start ? text.slice(0, start) + section + text.slice(end + "<!-- /floor -->".length) : `${text.trimEnd()}\n\n${section}\n`;
+  fs.writeFileSync(RESULTS, text);
+  console.log(section);
+}
+
+const watchdog = setTimeout(() => {
+  console.error("floor: the run took over 15 minutes; stopping");
+  process.exit(1);
+}, 900_000);
+watchdog.unref();
+main().then(
+  () => process.exit(0),
+  (error) => {
+    console.error(error);
+    process.exit(1);
+  },
+);
