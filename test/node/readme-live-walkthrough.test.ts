@@ -6,40 +6,16 @@
 // --persist-to directory. A `curl` function records each request (as in readme-walkthrough.test.ts)
 // so that every answer is checked below, and the fake Stripe's own log shows what Stripe was asked.
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DevProcess, freePort, onlyEnv, ROOT, startDev, untilServing } from "./dev-server";
+import { RECORDING_CURL, type RecordedCall, readersPath, readmeBlocks, recordedCalls } from "./walkthrough";
 
-const README = readFileSync(join(ROOT, "README.md"), "utf8");
-const BLOCKS = [...README.matchAll(/^<!-- live-walk-through -->\n```sh\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
+const BLOCKS = readmeBlocks("live-walk-through");
 
-const RECORDING_CURL = `
-curl() {
-  local n; n=$(printf '%03d' "$(find "$TRACE" -name '*.status' | wc -l)")
-  printf '%s\\0' "$@" > "$TRACE/$n.args"
-  local rc=0
-  command curl -o "$TRACE/$n.body" -w '%{http_code}' "$@" > "$TRACE/$n.status" || rc=$?
-  cat "$TRACE/$n.body"
-  return $rc
-}
-`;
-
-interface Call {
-  method: string;
-  url: URL;
-  status: number;
-  text: string;
-  body: any;
-}
-
-/** The reader's PATH: without npm's node_modules/.bin (where the pinned Node is), when the system has a node. */
-function readersPath(): string {
-  const entries = (process.env.PATH ?? "").split(delimiter);
-  const outside = entries.filter((dir) => !dir.includes(join("node_modules", ".bin")));
-  return (outside.length > 0 ? outside : entries).join(delimiter);
-}
+type Call = RecordedCall;
 
 let dev: DevProcess;
 let fake: ChildProcess;
@@ -103,24 +79,7 @@ async function runWalkThrough(receiverPort: number) {
   } catch {
     // the receiver had already gone
   }
-  const calls = readdirSync(traceDir)
-    .filter((name) => name.endsWith(".status"))
-    .sort()
-    .map((name) => {
-      const n = name.replace(".status", "");
-      const args = readFileSync(join(traceDir, `${n}.args`), "utf8").split("\0").slice(0, -1);
-      const url = new URL(args.find((arg) => arg.startsWith("http"))!);
-      const method = args.includes("-X") ? args[args.indexOf("-X") + 1] : "GET";
-      // No body file: curl never got an answer (e.g. the connection was refused).
-      const text = existsSync(join(traceDir, `${n}.body`)) ? readFileSync(join(traceDir, `${n}.body`), "utf8") : "";
-      let body: unknown = null;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        body = null;
-      }
-      return { method, url, status: Number(readFileSync(join(traceDir, name), "utf8")), text, body };
-    });
+  const calls = recordedCalls(traceDir);
   return { code, output, calls };
 }
 

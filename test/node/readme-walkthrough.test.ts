@@ -6,26 +6,14 @@
 // as asked), so every answer is checked below; the README's own receiver must print the
 // customer.created and customer.updated deliveries it verified.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DevProcess, freePort, onlyEnv, ROOT, startDev, untilServing } from "./dev-server";
+import { RECORDING_CURL, readersPath, readmeBlocks, recordedCalls, systemHasNode } from "./walkthrough";
 
-const README = readFileSync(join(ROOT, "README.md"), "utf8");
-const BLOCKS = [...README.matchAll(/^<!-- walk-through -->\n```sh\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
-
-/** curl, recording each call as $TRACE/<n>.args (NUL-separated), <n>.status and <n>.body. */
-const RECORDING_CURL = `
-curl() {
-  local n; n=$(printf '%03d' "$(find "$TRACE" -name '*.status' | wc -l)")
-  printf '%s\\0' "$@" > "$TRACE/$n.args"
-  local rc=0
-  command curl -o "$TRACE/$n.body" -w '%{http_code}' "$@" > "$TRACE/$n.status" || rc=$?
-  cat "$TRACE/$n.body"
-  return $rc
-}
-`;
+const BLOCKS = readmeBlocks("walk-through");
 
 interface Call {
   method: string;
@@ -33,17 +21,6 @@ interface Call {
   status: number;
   body: Record<string, any>;
 }
-
-/**
- * The PATH a reader's terminal has: without the node_modules/.bin directories npm puts first (where
- * the pinned Node is), so `node` is the system's own; the whole PATH where the system has none.
- */
-function readersPath(): string {
-  const entries = (process.env.PATH ?? "").split(delimiter);
-  return (systemHasNode() ? entries.filter(outsideNpm) : entries).join(delimiter);
-}
-const outsideNpm = (dir: string) => !dir.includes(join("node_modules", ".bin"));
-const systemHasNode = () => (process.env.PATH ?? "").split(delimiter).filter(outsideNpm).some((dir) => existsSync(join(dir, "node")));
 
 let dev: DevProcess;
 let trace: string;
@@ -93,17 +70,7 @@ async function runWalkThrough() {
   } catch {
     // the receiver had already gone
   }
-  const calls = readdirSync(traceDir)
-    .filter((name) => name.endsWith(".status"))
-    .sort()
-    .map((name) => {
-      const n = name.replace(".status", "");
-      const args = readFileSync(join(traceDir, `${n}.args`), "utf8").split("\0").slice(0, -1);
-      const url = new URL(args.find((arg) => arg.startsWith("http"))!);
-      const method = args.includes("-X") ? args[args.indexOf("-X") + 1] : args.includes("-d") ? "POST" : "GET";
-      const text = readFileSync(join(traceDir, `${n}.body`), "utf8");
-      return { method, path: url.pathname + url.search, status: Number(readFileSync(join(traceDir, name), "utf8")), body: text ? JSON.parse(text) : {} };
-    });
+  const calls: Call[] = recordedCalls(traceDir).map((c) => ({ method: c.method, path: c.url.pathname + c.url.search, status: c.status, body: c.body }));
   return { code, output, calls };
 }
 
