@@ -10,56 +10,19 @@
 import { execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { fileURLToPath } from "node:url";
+import { CARD, CHILD_ENV, ROOT, WRANGLER, freePort, replaceResultsSection, runScript, send, sleep } from "./harness.mjs";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const TMP = path.join(ROOT, "bench/.tmp/floor");
-const RESULTS = path.join(ROOT, "bench/RESULTS.md");
-const WRANGLER = path.join(ROOT, "node_modules/wrangler/bin/wrangler.js");
 const ROUNDS = Number(process.env.FLOOR_ROUNDS ?? 3);
 const SECONDS = Number(process.env.FLOOR_SECONDS ?? 5);
 const CONCURRENCY = Number(process.env.FLOOR_CONCURRENCY ?? 16);
 const ACCOUNTS = 20; // Tender's per-key limit is 1000 requests / 10 s: the load is spread over keys
-const CHILD_ENV = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" };
 const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
-const CARD = { payment_method: "card", card_number: "4242424242424242", expiration_month: 12, expiration_year: 2030, cvv: "123" };
 const TARGETS = { health: 0.9, read: 0.7, write: 0.6 };
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const log = (...args) => console.log(`[floor ${((performance.now() / 1000) | 0).toString().padStart(4)}s]`, ...args);
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function send(port, agent, { method = "GET", path: p, key, body, idem }) {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-    const headers = {};
-    if (key) headers.authorization = `Bearer ${key}`;
-    if (idem) headers["idempotency-key"] = idem;
-    if (payload) Object.assign(headers, { "content-type": "application/json", "content-length": payload.length });
-    const req = http.request({ host: "127.0.0.1", port, method, path: p, headers, agent }, (res) => {
-      const chunks = [];
-      res.on("data", (c) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode, text: Buffer.concat(chunks).toString("utf8") }));
-      res.on("error", reject);
-    });
-    req.setTimeout(30_000, () => req.destroy(new Error("timeout")));
-    req.on("error", reject);
-    req.end(payload);
-  });
-}
 
 /** The pids of `root`'s process tree, from /proc. */
 function tree(root) {
@@ -250,23 +213,8 @@ function report(rows, load) {
     "<!-- /floor -->",
   ];
   const section = lines.join("\n");
-  let text = fs.existsSync(RESULTS) ? fs.readFileSync(RESULTS, "utf8") : "# Benchmark results\n";
-  const start = text.indexOf("<!-- floor -->");
-  const end = text.indexOf("<!-- /floor -->");
-  text = start >= 0 && end > start ? text.slice(0, start) + section + text.slice(end + "<!-- /floor -->".length) : `${text.trimEnd()}\n\n${section}\n`;
-  fs.writeFileSync(RESULTS, text);
+  replaceResultsSection("floor", section);
   console.log(section);
 }
 
-const watchdog = setTimeout(() => {
-  console.error("floor: the run took over 15 minutes; stopping");
-  process.exit(1);
-}, 900_000);
-watchdog.unref();
-main().then(
-  () => process.exit(0),
-  (error) => {
-    console.error(error);
-    process.exit(1);
-  },
-);
+runScript("floor", main, 15);

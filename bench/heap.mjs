@@ -8,51 +8,15 @@
 import { execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
-import net from "node:net";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { CARD, CHILD_ENV, ROOT, WRANGLER, freePort, replaceResultsSection, runScript, send, sleep } from "./harness.mjs";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const TMP = path.join(ROOT, "bench/.tmp/heap");
-const RESULTS = path.join(ROOT, "bench/RESULTS.md");
-const WRANGLER = path.join(ROOT, "node_modules/wrangler/bin/wrangler.js");
 const MIXED = Number(process.env.HEAP_REQUESTS ?? 10_000);
 const CONCURRENCY = 16;
 const ACCOUNTS = 20;
-const CHILD_ENV = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" };
-const CARD = { payment_method: "card", card_number: "4242424242424242", expiration_month: 12, expiration_year: 2030, cvv: "123" };
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
-function send(port, { method = "GET", path: p, key, body, idem }) {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : Buffer.from(typeof body === "string" ? body : JSON.stringify(body));
-    const headers = {};
-    if (key) headers.authorization = `Bearer ${key}`;
-    if (idem) headers["idempotency-key"] = idem;
-    if (payload) Object.assign(headers, { "content-type": "application/json", "content-length": payload.length });
-    const req = http.request({ host: "127.0.0.1", port, method, path: p, headers, agent }, (res) => {
-      const chunks = [];
-      res.on("data", (c) => chunks.push(c));
-      res.on("end", () => resolve({ status: res.statusCode, text: Buffer.concat(chunks).toString("utf8") }));
-      res.on("error", reject);
-    });
-    req.setTimeout(30_000, () => req.destroy(new Error("timeout")));
-    req.on("error", reject);
-    req.end(payload);
-  });
-}
 
 async function inspector(port) {
   const ws = new WebSocket(`ws://127.0.0.1:${port}/ws`, { headers: { Origin: "http://localhost" } });
@@ -107,13 +71,13 @@ async function main() {
   );
   try {
     for (const deadline = Date.now() + 90_000; ; await sleep(250)) {
-      if ((await send(port, { path: "/health" }).catch(() => null))?.status === 200) break;
+      if ((await send(port, agent, { path: "/health" }).catch(() => null))?.status === 200) break;
       if (Date.now() > deadline) throw new Error("Tender did not answer /health within 90 s");
     }
     const accounts = [];
     for (let i = 0; i < ACCOUNTS; i++) {
-      const acct = JSON.parse((await send(port, { method: "POST", path: "/api/accounts", body: { name: `Heap ${i}`, email: `heap${i}@example.com` } })).text);
-      const user = JSON.parse((await send(port, { method: "POST", path: "/api/users", key: acct.api_key, body: { name: `U ${i}`, email: `u${i}@example.com` } })).text);
+      const acct = JSON.parse((await send(port, agent, { method: "POST", path: "/api/accounts", body: { name: `Heap ${i}`, email: `heap${i}@example.com` } })).text);
+      const user = JSON.parse((await send(port, agent, { method: "POST", path: "/api/users", key: acct.api_key, body: { name: `U ${i}`, email: `u${i}@example.com` } })).text);
       accounts.push({ key: acct.api_key, user: user.id });
     }
     const run = Date.now().toString(36);
@@ -147,7 +111,7 @@ async function main() {
       await Promise.all(
         Array.from({ length: CONCURRENCY }, async () => {
           while (n < end) {
-            const res = await send(port, mixed(n++)).catch((e) => ({ status: e.message }));
+            const res = await send(port, agent, mixed(n++)).catch((e) => ({ status: e.message }));
             statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
           }
         }),
@@ -194,23 +158,8 @@ function report({ start, afterFirst, afterSecond, first, second }) {
     `Answers, first round: ${mix(first)}; second round: ${mix(second)}. A production isolate has 128 MB. The per-isolate caches are bounded: credentials by hash (10,000 entries, oldest out first), imported HMAC keys (1,000), processor key rings (8), prepared statements by shape (a finite set: tables and the filters a list has, never request input), stored-answer specs (one per table).`,
     "<!-- /heap -->",
   ].join("\n");
-  let text = fs.readFileSync(RESULTS, "utf8");
-  const a = text.indexOf("<!-- heap -->");
-  const b = text.indexOf("<!-- /heap -->");
-  text = a >= 0 && b > a ? text.slice(0, a) + section + text.slice(b + "<!-- /heap -->".length) : `${text.trimEnd()}\n\n${section}\n`;
-  fs.writeFileSync(RESULTS, text);
+  replaceResultsSection("heap", section);
   console.log(section);
 }
 
-const watchdog = setTimeout(() => {
-  console.error("heap: the run took over 10 minutes; stopping");
-  process.exit(1);
-}, 600_000);
-watchdog.unref();
-main().then(
-  () => process.exit(0),
-  (error) => {
-    console.error(error);
-    process.exit(1);
-  },
-);
+runScript("heap", main, 10);

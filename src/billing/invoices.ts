@@ -28,6 +28,7 @@ import type { CouponValue } from "../domain/discounts";
 import { newId } from "../domain/ids";
 import { invoiceTotals, type InvoiceTotals } from "../domain/invoice-math";
 import { isoTime } from "../lib/clock";
+import { planUnitAmountDecimal } from "./pricing";
 import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
 
 export type InvoiceRow = typeof invoices.$inferSelect;
@@ -99,7 +100,7 @@ export function subscriptionLine(
     description: `${quantity} × ${plan.name}`,
     quantity,
     // A fixed plan's price is the unit price; tiers price the line as a whole.
-    unitAmountDecimal: plan.pricingModel !== "fixed" ? null : (plan.unitAmountDecimal ?? (plan.unitAmount !== null ? String(plan.unitAmount) : null)),
+    unitAmountDecimal: planUnitAmountDecimal(plan),
     amount,
     proration: false,
     periodStart,

@@ -16,6 +16,16 @@ export const hasDecimalPrice = (plan: Pick<PlanRow, "unitAmountDecimal" | "tiers
   plan.unitAmountDecimal !== null || (plan.tiers ?? []).some((t) => t.unit_amount_decimal !== undefined);
 
 /**
+ * A fixed plan's exact unit price in minor units ("1999", or "0.35" for a sub-cent price); null
+ * for a tiered plan. What the plan answers as `unit_amount_decimal` and an invoice line shows.
+ */
+export const planUnitAmountDecimal = (plan: Pick<PlanRow, "pricingModel" | "unitAmount" | "unitAmountDecimal">): string | null =>
+  plan.pricingModel !== "fixed" ? null : (plan.unitAmountDecimal ?? (plan.unitAmount === null ? null : String(plan.unitAmount)));
+
+/** A tier's exact unit price in minor units: its sub-cent `unit_amount_decimal`, or its integer `unit_amount`. */
+export const tierUnitAmountDecimal = (tier: StoredTier): string => tier.unit_amount_decimal ?? String(tier.unit_amount ?? 0);
+
+/**
  * The period amount in minor units. Throws RangeError when it cannot be represented. A plan with a
  * sub-cent price is priced exactly (decimals of the minor unit) and rounded once, half away from
  * zero (src/domain/pricing.ts priceLine): 1,000 units at "0.35" is 350.
@@ -24,14 +34,10 @@ export function periodAmount(plan: PlanRow, quantity: number): number {
   if (!hasDecimalPrice(plan)) {
     return priceFor(plan.pricingModel, { unitAmount: plan.unitAmount ?? 0, tiers: plan.tiers ? toTiers(plan.tiers) : null }, quantity);
   }
+  const unit = planUnitAmountDecimal(plan);
   const exact = {
-    unitAmountDecimal: plan.unitAmountDecimal !== null ? minorDecimal(plan.unitAmountDecimal) : plan.unitAmount !== null ? fromMinorUnits(plan.unitAmount) : null,
-    tiers:
-      plan.tiers?.map((t) => ({
-        upTo: t.up_to,
-        unitAmountDecimal: t.unit_amount_decimal !== undefined ? minorDecimal(t.unit_amount_decimal) : fromMinorUnits(t.unit_amount ?? 0),
-        flatAmountDecimal: fromMinorUnits(t.flat_amount),
-      })) ?? null,
+    unitAmountDecimal: unit === null ? null : minorDecimal(unit),
+    tiers: plan.tiers?.map((t) => ({ upTo: t.up_to, unitAmountDecimal: minorDecimal(tierUnitAmountDecimal(t)), flatAmountDecimal: fromMinorUnits(t.flat_amount) })) ?? null,
   };
   return priceLine(plan.pricingModel, exact, quantity);
 }

@@ -9,11 +9,25 @@ import { createPlan } from "../support/fixtures";
 import { card } from "../support/cards";
 import { makeDue } from "../support/clock";
 import { runJobs } from "../support/queue";
-import { type Connected, type LiveAccount, STRIPE_CARDS, connectStripe, expectOneKeyPerObject, installFakeStripe, intentsOf, livePayout, newSigningSecret, payableUser } from "../support/live";
+import {
+  type Connected,
+  type LiveAccount,
+  STRIPE_CARDS,
+  connectStripe,
+  expectOneKeyPerObject,
+  expectSpecClean,
+  installFakeStripe,
+  liveSubscription,
+  livePayout,
+  newSigningSecret,
+  payableUser,
+  sentForPayout,
+} from "../support/live";
 
 const stripe = installFakeStripe();
 const { fake } = stripe;
 afterAll(() => {
+  expectSpecClean(fake);
   expectOneKeyPerObject(fake, "live attacks");
   stripe.restore();
 });
@@ -31,12 +45,7 @@ beforeAll(async () => {
 const byReference = (map: Map<string, Record<string, any>>, reference: string) => [...map.values()].filter((o) => o.metadata?.tender_reference === reference);
 const row = (table: string, id: string) => env.DB.prepare(`SELECT * FROM ${table} WHERE id = ?`).bind(id).first<Record<string, any>>();
 
-async function liveSubscription() {
-  const user = await payableUser(fake, acct, `Sam ${Math.random().toString(36).slice(2, 7)}`);
-  const res = await call("/subscriptions", { key: acct.liveKey, body: { user_id: user.id, plan_id: planId, ...card(STRIPE_CARDS.succeeds) } });
-  expect(res.status, res.text).toBe(201);
-  return { user, sub: res.body.id as string };
-}
+const subscribedLive = () => liveSubscription(fake, acct, planId, `Sam ${Math.random().toString(36).slice(2, 7)}`);
 
 describe("two workers at once", () => {
   it("two settlement jobs of one live payout make one transfer and one Stripe payout", async () => {
@@ -44,8 +53,7 @@ describe("two workers at once", () => {
     const res = await livePayout(acct, payee.id);
     expect(res.status, res.text).toBe(201);
     await Promise.all([runJobs({ kind: "settlePayout", payoutId: res.body.id }), runJobs({ kind: "settlePayout", payoutId: res.body.id })]);
-    expect(fake.count("transfers", (t) => t.transfer_group === res.body.id || t.metadata?.tender_reference === res.body.id)).toBe(1);
-    expect(byReference(fake.payouts, res.body.id)).toHaveLength(1);
+    expect(sentForPayout(fake, res.body.id)).toEqual({ transfers: 1, payouts: 1 });
     expect((await row("payouts", res.body.id))!.status).toBe("pending");
   });
 
@@ -64,7 +72,7 @@ describe("two workers at once", () => {
   });
 
   it("two renewal runs of one due live subscription at once charge the period once", async () => {
-    const { sub } = await liveSubscription();
+    const { sub } = await subscribedLive();
     await makeDue(sub);
     const before = fake.count("paymentIntents");
     await Promise.all([runJobs({ kind: "billing.renew", subscriptionIds: [sub] }), runJobs({ kind: "billing.renew", subscriptionIds: [sub] })]);
@@ -76,7 +84,7 @@ describe("two workers at once", () => {
   });
 
   it("two refunds of the whole payment at once (two keys): one goes through, Stripe refunds it once", async () => {
-    const { sub } = await liveSubscription();
+    const { sub } = await subscribedLive();
     const payment = (await call(`/payments?subscription_id=${sub}`, { key: acct.liveKey })).body.data[0];
     const answers = await Promise.all(["a", "b"].map((k) => call("/refunds", { key: acct.liveKey, body: { payment_id: payment.id }, idempotencyKey: `whole-${k}-${payment.id}` })));
     const created = answers.filter((a) => a.status === 201);
@@ -100,12 +108,11 @@ describe("Stripe has forgotten its keys (24 hours later)", () => {
     // The sweep's retry of a payout whose send lease ran out (as if the first worker's answer was lost).
     await env.DB.prepare("UPDATE payouts SET updated_at = '2000-01-01T00:00:00.000Z' WHERE id = ?").bind(res.body.id).run();
     await runJobs({ kind: "settlePayout", payoutId: res.body.id });
-    expect(fake.count("transfers", (t) => t.transfer_group === res.body.id || t.metadata?.tender_reference === res.body.id)).toBe(1);
-    expect(byReference(fake.payouts, res.body.id)).toHaveLength(1);
+    expect(sentForPayout(fake, res.body.id)).toEqual({ transfers: 1, payouts: 1 });
   });
 
   it("a renewal's charge sent again after the keys are gone makes no second PaymentIntent", async () => {
-    const { sub } = await liveSubscription();
+    const { sub } = await subscribedLive();
     await makeDue(sub);
     fake.inject({ kind: "timeout_after_success", operation: "POST /v1/payment_intents", times: 4 });
     await runJobs({ kind: "billing.renew", subscriptionIds: [sub] });
@@ -139,7 +146,7 @@ describe("forged and misdirected Stripe events", () => {
   });
 
   it("the test key cannot refund, read or cancel live money", async () => {
-    const { sub } = await liveSubscription();
+    const { sub } = await subscribedLive();
     const payment = (await call(`/payments?subscription_id=${sub}`, { key: acct.liveKey })).body.data[0];
     expect((await call("/refunds", { key: acct.key, body: { payment_id: payment.id } })).status).toBe(404);
     expect((await call(`/subscriptions/${sub}`, { key: acct.key, method: "DELETE" })).status).toBe(404);

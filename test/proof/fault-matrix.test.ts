@@ -199,7 +199,7 @@ async function fixturesFor(op: Operation): Promise<Fixtures> {
     case "clock":
       return { ...fx, clock: await created(await call("/api/test-clocks", { key: acct.key, body: { frozen_time: "2030-01-01T00:00:00.000Z" } })) };
     case "invoice":
-      return { ...fx, invoice: await openInvoice(acct, fx.user, fx.plan) };
+      return { ...fx, invoice: await openInvoice(acct, fx.user, fx.plan, fx.subscription) };
     case "no_connection":
       await env.DB.prepare("DELETE FROM processor_connections WHERE account_id = ?").bind(acct.id).run();
       return fx;

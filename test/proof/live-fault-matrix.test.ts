@@ -16,7 +16,18 @@ import { card } from "../support/cards";
 import { makeDue } from "../support/clock";
 import { runJobs } from "../support/queue";
 import { type FaultRule } from "../support/fake-stripe";
-import { type LiveAccount, STRIPE_CARDS, connectStripe, expectOneKeyPerObject, installFakeStripe, livePayout, payableUser } from "../support/live";
+import {
+  type LiveAccount,
+  STRIPE_CARDS,
+  connectStripe,
+  expectOneKeyPerObject,
+  expectSpecClean,
+  installFakeStripe,
+  liveSubscription,
+  livePayout,
+  payableUser,
+  sentForPayout,
+} from "../support/live";
 
 const stripe = installFakeStripe();
 const { fake } = stripe;
@@ -31,6 +42,7 @@ beforeAll(async () => {
 });
 
 afterAll(() => {
+  expectSpecClean(fake);
   console.log(`live fault matrix: ${ran} (operation × Stripe fault) combinations`);
   stripe.restore();
 });
@@ -59,12 +71,6 @@ async function untilDefinitive(send: () => Promise<{ status: number; body: any; 
   return res;
 }
 
-async function liveSubscription(name: string) {
-  const user = await payableUser(fake, acct, name);
-  const res = await call("/subscriptions", { key: acct.liveKey, body: { user_id: user.id, plan_id: planId, ...card(STRIPE_CARDS.succeeds) } });
-  expect(res.status, res.text).toBe(201);
-  return { user, sub: res.body.id as string };
-}
 
 describe("a first charge", () => {
   for (const fault of FAULTS) {
@@ -97,7 +103,7 @@ describe("a renewal", () => {
   for (const fault of FAULTS) {
     it(`the renewal job, then the cron's settlement, under ${fault.name}`, async () => {
       ran++;
-      const { sub } = await liveSubscription(`Renew ${ran}`);
+      const { sub } = await liveSubscription(fake, acct, planId, `Renew ${ran}`);
       await makeDue(sub);
       fake.inject(...fault.rules("POST /v1/payment_intents"));
       await runJobs({ kind: "billing.renew", subscriptionIds: [sub] });
@@ -132,7 +138,7 @@ describe("a refund", () => {
   for (const fault of FAULTS.filter((f) => !f.charges)) {
     it(`POST /refunds and its job under ${fault.name}`, async () => {
       ran++;
-      const { sub } = await liveSubscription(`Refund ${ran}`);
+      const { sub } = await liveSubscription(fake, acct, planId, `Refund ${ran}`);
       const payment = (await call(`/payments?subscription_id=${sub}`, { key: acct.liveKey })).body.data[0];
       const res = await call("/refunds", { key: acct.liveKey, body: { payment_id: payment.id, amount: 700 } });
       expect(res.status, res.text).toBe(201);
@@ -160,11 +166,11 @@ describe("a payout", () => {
         const res = await livePayout(acct, payee.id);
         expect(res.status, res.text).toBe(201);
         fake.inject(...fault.rules(operation));
-        for (let attempt = 0; attempt < 3 && byPayout(res.body.id).payouts < 1; attempt++) {
+        for (let attempt = 0; attempt < 3 && sentForPayout(fake, res.body.id).payouts < 1; attempt++) {
           await runJobs({ kind: "settlePayout", payoutId: res.body.id });
           await env.DB.prepare("UPDATE job_runs SET lease_until = 0 WHERE key LIKE ?").bind(`%${res.body.id}%`).run();
         }
-        expect(byPayout(res.body.id)).toEqual({ transfers: 1, payouts: 1 });
+        expect(sentForPayout(fake, res.body.id)).toEqual({ transfers: 1, payouts: 1 });
         // Stripe holds it: pending until Stripe's payout.paid, as in the walk-through.
         expect((await row("payouts", res.body.id))!.status).toBe("pending");
         expectOneKeyPerObject(fake, fault.name);
@@ -172,10 +178,3 @@ describe("a payout", () => {
     }
   }
 });
-
-function byPayout(id: string) {
-  return {
-    transfers: fake.count("transfers", (t) => t.transfer_group === id || t.metadata?.tender_reference === id),
-    payouts: [...fake.payouts.values()].filter((p) => p.metadata?.tender_reference === id).length,
-  };
-}

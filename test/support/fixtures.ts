@@ -239,9 +239,10 @@ async function created(res: CallResult, status = 201) {
  */
 /**
  * An open invoice: the declined renewal of a new subscription (past_due), whose card was then fixed
- * (so that POST /invoices/{id}/pay charges it successfully).
+ * (so that POST /invoices/{id}/pay charges it successfully). `paying` is a subscription whose
+ * vaulted card succeeds: its token is put in the declined card's place.
  */
-export async function openInvoice(acct: Account, userId: string, planId: string): Promise<string> {
+export async function openInvoice(acct: Account, userId: string, planId: string, paying: string): Promise<string> {
   const res = await call("/subscriptions", { key: acct.key, body: { user_id: userId, plan_id: planId, ...cardFields(CARDS.declineAfterFirst, "123") } });
   expect(res.status, res.text).toBe(201);
   const dunned = res.body.id as string;
@@ -250,11 +251,9 @@ export async function openInvoice(acct: Account, userId: string, planId: string)
   const open = await call(`/invoices?subscription_id=${dunned}&status=open`, { key: acct.key });
   expect(open.body.data, open.text).toHaveLength(1);
   // Its holder's bank fixed the card: the vaulted card now succeeds. Through the API a new card on a
-  // past-due subscription is charged at once (and pays the invoice), so a working card's token (the
-  // first charge of a card that always succeeds, on another subscription) is put in its place.
-  const working = await call("/subscriptions", { key: acct.key, body: { user_id: userId, plan_id: planId, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) } });
-  expect(working.status, working.text).toBe(201);
-  await env.DB.prepare("UPDATE subscriptions SET processor_token = (SELECT processor_token FROM subscriptions WHERE id = ?) WHERE id = ?").bind(working.body.id, dunned).run();
+  // past-due subscription is charged at once (and pays the invoice), so a working card's token is
+  // put in its place.
+  await env.DB.prepare("UPDATE subscriptions SET processor_token = (SELECT processor_token FROM subscriptions WHERE id = ?) WHERE id = ?").bind(paying, dunned).run();
   return open.body.data[0].id as string;
 }
 
@@ -272,7 +271,7 @@ export async function seed(acct: Account): Promise<Fixtures> {
   const refund = (await created(await call("/refunds", { key: acct.key, body: { payment_id: payment, amount: 100 } }))).id;
   await waitFor(async () => expect((await call(`/refunds/${refund}`, { key: acct.key })).body.status).toBe("succeeded"));
   const payout = (await payoutWithoutSettlement(acct)).id;
-  const invoice = await openInvoice(acct, user.id, plan);
+  const invoice = await openInvoice(acct, user.id, plan, subscription);
   const clock = (await created(await call("/api/test-clocks", { key: acct.key, body: { frozen_time: "2030-01-01T00:00:00.000Z" } }))).id;
   const event = (await call("/api/events?limit=1", { key: acct.key })).body.data[0].id;
   const webhook = (await created(await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/proof`, events: ["payout.paid"] } }))).id;

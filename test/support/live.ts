@@ -10,7 +10,7 @@ import type { FakeStripe } from "./fake-stripe";
 import { newFakeStripe } from "./fake-stripe-env";
 import { type Account, BASE, type CallResult, call, fetchWith } from "./http";
 import { droppingQueue } from "./queue";
-import { cardFields, nextYear } from "./cards";
+import { card, cardFields, nextYear } from "./cards";
 
 export { STRIPE_CARDS, requestsOf, operationsOf, expectSpecClean } from "./fake-stripe-env";
 
@@ -97,6 +97,24 @@ export async function livePayout(acct: LiveAccount, recipientId: string, overrid
     json: { recipient_id: recipientId, amount: 2500, currency: "usd", description: "Vendor invoice 1042", ...cardFields("4242424242424242", "987"), ...overrides },
     headers: idempotencyKey ? { "idempotency-key": idempotencyKey } : {},
   });
+}
+
+const STRIPE_CARDS_SUCCEEDS = "4242424242424242";
+
+/** A live user who can be paid out, subscribed to `planId` with a card that succeeds (charged through the fake). */
+export async function liveSubscription(fake: FakeStripe, acct: LiveAccount, planId: string, name: string) {
+  const user = await payableUser(fake, acct, name);
+  const res = await call("/subscriptions", { key: acct.liveKey, body: { user_id: user.id, plan_id: planId, ...card(STRIPE_CARDS_SUCCEEDS) } });
+  expect(res.status, res.text).toBe(201);
+  return { user, sub: res.body.id as string };
+}
+
+/** What Stripe holds of a Tender payout: its transfers (by transfer group) and its payouts (by reference). */
+export function sentForPayout(fake: FakeStripe, payoutId: string) {
+  return {
+    transfers: fake.count("transfers", (t) => t.transfer_group === payoutId || t.metadata?.tender_reference === payoutId),
+    payouts: [...fake.payouts.values()].filter((p) => p.metadata?.tender_reference === payoutId).length,
+  };
 }
 
 /** The Stripe PaymentIntents of a Tender reference (its metadata), by status. */

@@ -5,6 +5,7 @@ import { MAX_TIERS } from "../../domain/pricing";
 import { CurrencyField } from "../../payments/money-input";
 import { bodyObject, booleanField, closedSet, livemodeField, textField, timestamp } from "../shared";
 import { rowAnswer } from "../../middleware/stored-answers";
+import { planUnitAmountDecimal, tierUnitAmountDecimal } from "../../billing/pricing";
 
 /** A price in major units; its decimals are checked against the currency by the handler. */
 const majorUnits = (field: string, description: string, example: number) =>
@@ -109,7 +110,7 @@ export function serializePlan(row: typeof plans.$inferSelect): PlanJson {
     name: row.name,
     price: row.unitAmount === null ? null : major(row.unitAmount, exponent),
     unit_amount: row.unitAmount,
-    unit_amount_decimal: row.pricingModel !== "fixed" ? null : (row.unitAmountDecimal ?? (row.unitAmount === null ? null : String(row.unitAmount))),
+    unit_amount_decimal: planUnitAmountDecimal(row),
     currency: row.currency,
     interval: row.interval,
     pricing_model: row.pricingModel,
@@ -119,7 +120,7 @@ export function serializePlan(row: typeof plans.$inferSelect): PlanJson {
         unit_price: t.unit_amount === null ? null : major(t.unit_amount, exponent),
         flat_price: major(t.flat_amount, exponent),
         unit_amount: t.unit_amount,
-        unit_amount_decimal: t.unit_amount_decimal ?? String(t.unit_amount),
+        unit_amount_decimal: tierUnitAmountDecimal(t),
         flat_amount: t.flat_amount,
       })) ?? null,
     description: row.description,
