@@ -17,6 +17,8 @@ export const SCOPES = [
   "subscriptions:write",
   "invoices:read",
   "invoices:write",
+  "coupons:read",
+  "coupons:write",
   "webhooks:read",
   "webhooks:write",
   "events:read",

@@ -79,7 +79,7 @@ export interface InvoiceInput {
 export type InvoiceOutcome =
   | { kind: "draft" }
   | { kind: "open" }
-  | { kind: "paid"; paymentId: string }
+  | { kind: "paid"; /** null: nothing was due (a discount took all of it), so nothing was charged. */ paymentId: string | null }
   | { kind: "failed"; paymentId: string; status: "open" | "uncollectible" | "void" };
 
 /** The totals of an invoice from its lines (and coupon). */

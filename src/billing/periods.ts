@@ -21,7 +21,7 @@
 import { type SQL, and, eq, inArray, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { guard, rawStatement, type Statement } from "../db/batch";
-import { type ClaimCard, plans, subscriptionPeriods, subscriptions, users } from "../db/schema";
+import { type ClaimCard, coupons, plans, subscriptionPeriods, subscriptions, users } from "../db/schema";
 import { newId } from "../domain/ids";
 import { isoTime } from "../lib/clock";
 import { charge, type ChargeResult } from "../payments/charge";
@@ -32,6 +32,7 @@ import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { nextRetryAt, periodStartMs } from "../domain/billing-calendar";
 import { type PlanRow, periodAmount } from "./pricing";
 import { type InvoiceOutcome, issueInvoice, settleInvoice, subscriptionLine, uncollectibleInvoicesOf } from "./invoices";
+import { type CouponRow, discountAsCoupon, periodDiscount } from "./coupons";
 
 export type SubscriptionRow = typeof subscriptions.$inferSelect;
 export type UserRow = typeof users.$inferSelect;
@@ -42,6 +43,8 @@ export interface BillableRow {
   sub: SubscriptionRow;
   plan: PlanRow;
   user: UserRow;
+  /** The coupon of the subscription's discount, if it has one (read by renewals; a claim of a new period needs it). */
+  coupon?: CouponRow | null;
   /** The row of the period being collected (index = periods_billed), once claimed. */
   period: PeriodRow | null;
 }
@@ -62,10 +65,14 @@ export const PERIOD_ALREADY_SETTLED = "period_already_settled";
 /** The subscriptions, with what charging a period needs, in one query. */
 export function selectBillableRows(db: Db) {
   return db
-    .select({ sub: subscriptions, plan: plans, user: users, period: subscriptionPeriods })
+    .select({ sub: subscriptions, plan: plans, user: users, coupon: coupons, period: subscriptionPeriods })
     .from(subscriptions)
     .innerJoin(plans, eq(plans.id, subscriptions.planId))
     .innerJoin(users, eq(users.id, subscriptions.userId))
+    .leftJoin(
+      coupons,
+      and(eq(coupons.accountId, subscriptions.accountId), eq(coupons.livemode, subscriptions.livemode), eq(coupons.id, subscriptions.couponId)),
+    )
     .leftJoin(
       subscriptionPeriods,
       and(eq(subscriptionPeriods.subscriptionId, subscriptions.id), eq(subscriptionPeriods.periodIndex, subscriptions.periodsBilled)),
@@ -98,7 +105,10 @@ export const hasUnsettledClaim = (row: Pick<BillableRow, "sub" | "period">) =>
 
 export interface PeriodClaim {
   attempts: number;
+  /** What the attempt charges: the period's price less its discount (0: nothing to charge). */
   amount: number;
+  /** What the subscription's discount took off the period's price. */
+  discount: number;
   currency: string;
   /** The card the attempt charges when it is not the subscription's: a past-due card update's. */
   card: ClaimCard | null;
@@ -117,7 +127,7 @@ const periodInvoiceId = sql.raw(
 );
 
 /** What a claim statement returns. */
-const CLAIM_RETURNING = sql`RETURNING attempts, amount, currency, claim_card, created_at, ${periodInvoiceId} AS invoice_id`;
+const CLAIM_RETURNING = sql`RETURNING attempts, amount, discount, currency, claim_card, created_at, ${periodInvoiceId} AS invoice_id`;
 
 export function claimOf(result: unknown): PeriodClaim | null {
   const row = (
@@ -127,6 +137,7 @@ export function claimOf(result: unknown): PeriodClaim | null {
   return {
     attempts: row.attempts,
     amount: row.amount,
+    discount: row.discount,
     currency: row.currency,
     card: row.claim_card === null ? null : (JSON.parse(row.claim_card) as ClaimCard),
     periodCreatedAt: Date.parse(row.created_at),
@@ -144,7 +155,7 @@ export function claimOf(result: unknown): PeriodClaim | null {
  */
 export function claimPeriod(
   db: Db,
-  row: Pick<BillableRow, "sub" | "plan">,
+  row: Pick<BillableRow, "sub" | "plan"> & { coupon?: CouponRow | null },
   kind: "renewal" | "card_update" | "pay" | "takeover",
   at: number,
   realNow: number,
@@ -168,11 +179,15 @@ export function claimPeriod(
   if (kind === "pay" && sub.status !== "past_due") throw new Error("Pay now claims the open period of a past_due subscription");
   const asRead = stillAsRead(sub, kind === "renewal" ? at : undefined);
   if (sub.status === "active") {
-    const start = isoTime(periodStartMs(sub.billingAnchor, plan.interval, n));
+    const startMs = periodStartMs(sub.billingAnchor, plan.interval, n);
+    const start = isoTime(startMs);
+    // The period's price, less what the subscription's discount takes off the invoice dated at its start.
+    const subtotal = periodAmount(plan, sub.quantity);
+    const discount = periodDiscount(sub, row.coupon ?? null, subtotal, plan.currency, startMs);
     return rawStatement(
       db,
-      sql`INSERT INTO subscription_periods (id, account_id, livemode, subscription_id, period_index, period_start, amount, currency, status, attempts, created_at, updated_at)
-        SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.livemode ? 1 : 0}, ${sub.id}, ${n}, ${start}, ${periodAmount(plan, sub.quantity)}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
+      sql`INSERT INTO subscription_periods (id, account_id, livemode, subscription_id, period_index, period_start, amount, discount, currency, status, attempts, created_at, updated_at)
+        SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.livemode ? 1 : 0}, ${sub.id}, ${n}, ${start}, ${subtotal - discount}, ${discount}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
         WHERE ${asRead} AND NOT ${sql.raw(sub.cancelAtPeriodEnd ? "1" : "0")}
         ON CONFLICT (subscription_id, period_index) DO UPDATE SET updated_at = excluded.updated_at
           WHERE subscription_periods.status = 'open' AND subscription_periods.attempts = 1 AND subscription_periods.updated_at < ${staleIso}
@@ -203,6 +218,7 @@ export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard
     .select({
       attempts: subscriptionPeriods.attempts,
       amount: subscriptionPeriods.amount,
+      discount: subscriptionPeriods.discount,
       currency: subscriptionPeriods.currency,
       card: subscriptionPeriods.claimCard,
       createdAt: subscriptionPeriods.createdAt,
@@ -218,7 +234,7 @@ export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard
       ),
     );
   return row
-    ? { attempts: row.attempts, amount: row.amount, currency: row.currency, card: row.card ?? null, periodCreatedAt: Date.parse(row.createdAt), invoiceId: row.invoiceId ?? null }
+    ? { attempts: row.attempts, amount: row.amount, discount: row.discount, currency: row.currency, card: row.card ?? null, periodCreatedAt: Date.parse(row.createdAt), invoiceId: row.invoiceId ?? null }
     : null;
 }
 
@@ -259,7 +275,8 @@ const asClaimed = (sub: SubscriptionRow) =>
 
 export interface PeriodSettlement {
   outcome: PeriodOutcome;
-  charge: ChargeResult;
+  /** The charge; null for a period with nothing to charge (a discount took all of it), settled paid without one. */
+  charge: ChargeResult | null;
   /** The columns the settlement writes on the subscription (when it renewed, the advance). */
   subscriptionChanges: Partial<SubscriptionRow>;
   writes: { statements: Statement[]; events: EmittedEvent[] };
@@ -287,6 +304,16 @@ export interface PeriodCharge {
   manual?: boolean;
 }
 
+/**
+ * The charge of a settlement that made one. A past_due period always has something to charge (a
+ * period its discount made free is settled paid at its first attempt), so a card update's and
+ * Pay now's settlements always have one.
+ */
+export function chargeOf(settlement: PeriodSettlement): ChargeResult {
+  if (!settlement.charge) throw new Error("a past_due period's attempt charged nothing");
+  return settlement.charge;
+}
+
 /** The token of the card a claim charges: its own (a card update's), else the subscription's. */
 export const chargedToken = (sub: SubscriptionRow, claim: PeriodClaim) => claim.card?.token ?? sub.processorToken;
 
@@ -299,7 +326,9 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
   const newCard = claim.card;
   // The period's invoice: issued by the settlement of its first attempt, named by every attempt.
   const invoiceId = claim.invoiceId ?? newId("invoice", realNow);
-  const result = await charge({
+  // A period its discount made free is settled paid, with no charge: the processor is not called.
+  const free = claim.amount === 0;
+  const result = free ? null : await charge({
     db,
     processor: args.processor,
     accountId: sub.accountId,
@@ -318,18 +347,20 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
   });
   const period = and(eq(subscriptionPeriods.subscriptionId, sub.id), eq(subscriptionPeriods.periodIndex, n));
   const statements: Statement[] = [
-    // A claim taken over after a crash charges with the same reference: record that charge once.
-    guard(db, PERIOD_ALREADY_SETTLED, sql`NOT EXISTS (SELECT 1 FROM payments WHERE charge_reference = ${reference})`),
-    ...result.statements,
+    result
+      ? // A claim taken over after a crash charges with the same reference: record that charge once.
+        guard(db, PERIOD_ALREADY_SETTLED, sql`NOT EXISTS (SELECT 1 FROM payments WHERE charge_reference = ${reference})`)
+      : guard(db, PERIOD_ALREADY_SETTLED, sql`EXISTS (SELECT 1 FROM subscription_periods WHERE subscription_id = ${sub.id} AND period_index = ${n} AND status = 'open')`),
+    ...(result?.statements ?? []),
   ];
-  const events: EmittedEvent[] = [...result.events];
+  const events: EmittedEvent[] = [...(result?.events ?? [])];
   const notify = (type: "subscription_renewal" | "subscription_canceled" | "subscription_updated", status: string) =>
     events.push(emitEvent(db, sub, { type, subscriptionId: sub.id, status }, realNow));
   const updatedAt = isoTime(realNow);
   let outcome: PeriodOutcome;
   let subscriptionChanges: Partial<SubscriptionRow> = {};
 
-  if (result.succeeded) {
+  if (!result || result.succeeded) {
     const next = periodStartMs(sub.billingAnchor, plan.interval, n + 1);
     subscriptionChanges = {
       ...args.changes,
@@ -343,7 +374,7 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
       updatedAt,
     };
     statements.push(
-      db.update(subscriptionPeriods).set({ status: "paid", paymentId: result.payment.id, updatedAt }).where(period),
+      db.update(subscriptionPeriods).set({ status: "paid", paymentId: result?.payment.id ?? null, updatedAt }).where(period),
       db.update(subscriptions).set(subscriptionChanges).where(asClaimed(sub)),
     );
     notify("subscription_renewal", "success");
@@ -378,21 +409,39 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
       outcome = "canceled";
     }
   }
-  const paymentId = result.payment.id;
-  const invoiceOutcome: Extract<InvoiceOutcome, { kind: "paid" | "failed" }> = result.succeeded
-    ? { kind: "paid", paymentId }
-    : { kind: "failed", paymentId, status: outcome === "canceled" ? "uncollectible" : "open" };
-  const invoice = claim.invoiceId
-    ? settleInvoice(db, sub, claim.invoiceId, invoiceOutcome, realNow)
-    : issueInvoice(db, periodInvoice(args.row, n, invoiceId, claim.amount), invoiceOutcome, realNow);
-  statements.push(...invoice.statements);
-  events.push(...invoice.events);
+  const invoiceOutcome: Extract<InvoiceOutcome, { kind: "paid" | "failed" }> = !result
+    ? { kind: "paid", paymentId: null }
+    : result.succeeded
+      ? { kind: "paid", paymentId: result.payment.id }
+      : { kind: "failed", paymentId: result.payment.id, status: outcome === "canceled" ? "uncollectible" : "open" };
+  if (claim.invoiceId) {
+    const settled = settleInvoice(db, sub, claim.invoiceId, invoiceOutcome, realNow);
+    statements.push(...settled.statements);
+    events.push(...settled.events);
+  } else {
+    const issued = issueInvoice(db, periodInvoice(args.row, n, invoiceId, claim), invoiceOutcome, realNow);
+    statements.push(...issued.statements);
+    events.push(...issued.events);
+    // The discount was used by this invoice (a `once` coupon by no other). Not when the
+    // subscription redeemed another coupon since the period began: that one starts afresh.
+    if (claim.discount > 0) {
+      statements.push(
+        rawStatement(
+          db,
+          sql`UPDATE subscriptions SET discount_uses = discount_uses + 1 WHERE id = ${sub.id} AND discount_start <= ${isoTime(periodStartMs(sub.billingAnchor, plan.interval, n))}`,
+        ),
+      );
+    }
+  }
   // The payment is recorded whatever happened to the subscription meanwhile: money moved.
   return { outcome, charge: result, subscriptionChanges, writes: { statements, events } };
 }
 
-/** The invoice of a subscription's billing period `n`: one line, the period at `amount`. */
-export function periodInvoice(row: Pick<BillableRow, "sub" | "plan">, n: number, id: string, amount: number) {
+/**
+ * The invoice of a subscription's billing period `n`: one line, the period's price (what it
+ * charges plus its discount), and the discount the claim took off, as the invoice's discount.
+ */
+export function periodInvoice(row: Pick<BillableRow, "sub" | "plan">, n: number, id: string, charged: Pick<PeriodClaim, "amount" | "discount" | "currency">) {
   const { sub, plan } = row;
   const periodStart = isoTime(periodStartMs(sub.billingAnchor, plan.interval, n));
   const periodEnd = isoTime(periodStartMs(sub.billingAnchor, plan.interval, n + 1));
@@ -405,7 +454,8 @@ export function periodInvoice(row: Pick<BillableRow, "sub" | "plan">, n: number,
     currency: plan.currency,
     periodStart,
     periodEnd,
-    lines: [subscriptionLine(plan, sub.quantity, amount, periodStart, periodEnd)],
+    lines: [subscriptionLine(plan, sub.quantity, charged.amount + charged.discount, periodStart, periodEnd)],
+    coupon: discountAsCoupon(charged.discount, charged.currency),
   };
 }
 

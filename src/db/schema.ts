@@ -376,6 +376,12 @@ export const subscriptions = sqliteTable(
     dunningAttempts: integer("dunning_attempts").notNull().default(0),
     cancelAtPeriodEnd: integer("cancel_at_period_end", { mode: "boolean" }).notNull().default(false),
     canceledAt: text("canceled_at"),
+    // The discount (src/billing/coupons.ts): the coupon's API id, when it started, when it ends
+    // (repeating only), and how many invoices it has discounted (a `once` coupon: one).
+    couponId: text("coupon_id"),
+    discountStart: text("discount_start"),
+    discountEnd: text("discount_end"),
+    discountUses: integer("discount_uses").notNull().default(0),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -400,7 +406,9 @@ export const subscriptionPeriods = sqliteTable(
     subscriptionId: text("subscription_id").notNull(),
     periodIndex: integer("period_index").notNull(),
     periodStart: text("period_start").notNull(),
+    // What the period charges: its price less `discount` (integer minor units).
     amount: integer("amount").notNull(),
+    discount: integer("discount").notNull().default(0),
     currency: text("currency").notNull(),
     // void: its invoice was voided (POST /invoices/{id}/void), so the period is never charged.
     status: text("status", { enum: ["open", "paid", "uncollectible", "void"] }).notNull(),
@@ -466,6 +474,58 @@ export const invoices = sqliteTable(
     index("invoices_status").on(t.accountId, t.livemode, t.status, t.id),
     check("invoices_total", sql`${t.total} = ${t.subtotal} - ${t.discount} AND ${t.discount} >= 0 AND ${t.amountDue} >= 0 AND ${t.amountPaid} >= 0`),
   ],
+);
+
+// Coupons (src/billing/coupons.ts): a discount a subscription can redeem. The API id is the
+// caller's (`SUMMER20`) or generated (`co_…`), unique per account and mode; `pk` is time-ordered
+// (lists are newest first). A coupon's value and duration never change; DELETE only stops new
+// redemptions (`valid` false). `times_redeemed` counts redemptions, and the CHECK makes
+// `max_redemptions` hold in the batch that redeems, however many redeem at once.
+export const coupons = sqliteTable(
+  "coupons",
+  {
+    pk: text("pk").primaryKey(),
+    id: text("id").notNull(),
+    accountId: text("account_id").notNull(),
+    livemode: livemode(),
+    name: text("name").notNull(),
+    // Hundredths of a percent (12.5% = 1250), or null for an amount_off coupon.
+    percentOffBasisPoints: integer("percent_off_basis_points"),
+    amountOff: integer("amount_off"),
+    currency: text("currency"),
+    duration: text("duration", { enum: ["once", "repeating", "forever"] }).notNull(),
+    durationInMonths: integer("duration_in_months"),
+    maxRedemptions: integer("max_redemptions"),
+    redeemBy: text("redeem_by"),
+    timesRedeemed: integer("times_redeemed").notNull().default(0),
+    valid: integer("valid", { mode: "boolean" }).notNull().default(true),
+    createdAt: createdAt(),
+    updatedAt: text("updated_at").notNull(),
+    deletedAt: text("deleted_at"),
+  },
+  (t) => [
+    uniqueIndex("coupons_account_id").on(t.accountId, t.livemode, t.id),
+    index("coupons_account").on(t.accountId, t.livemode, t.pk),
+    check("coupons_redemptions", sql`${t.maxRedemptions} IS NULL OR ${t.timesRedeemed} <= ${t.maxRedemptions}`),
+    check("coupons_value", sql`(${t.percentOffBasisPoints} IS NULL) <> (${t.amountOff} IS NULL) AND (${t.amountOff} IS NULL) = (${t.currency} IS NULL)`),
+  ],
+);
+
+// One row per redemption of a coupon: by a subscription's creation (reserved under the first
+// charge's reference before the card is charged, so a retry of the request reuses it) or update.
+export const couponRedemptions = sqliteTable(
+  "coupon_redemptions",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    livemode: livemode(),
+    couponPk: text("coupon_pk").notNull(),
+    // The subscription that holds it; null while a creation's reservation awaits its charge.
+    subscriptionId: text("subscription_id"),
+    reference: text("reference").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex("coupon_redemptions_reference").on(t.reference)],
 );
 
 // An invoice's lines, in order. Read through their invoice (whose account and mode they share).

@@ -20,6 +20,8 @@ export const ID_PREFIXES = {
   testClock: "clock",
   invoice: "in",
   invoiceLine: "il",
+  coupon: "co",
+  couponRedemption: "cr",
 } as const;
 export type IdKind = keyof typeof ID_PREFIXES;
 

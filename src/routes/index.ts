@@ -13,6 +13,7 @@ import { registerEvents } from "./events";
 import { registerPlans } from "./plans";
 import { registerSubscriptions } from "./subscriptions";
 import { registerInvoices } from "./invoices";
+import { registerCoupons } from "./coupons";
 import { registerTestClocks } from "./test-clocks";
 import { registerProcessor } from "./processor";
 import { registerStripeWebhooks } from "./processor-webhooks/stripe";
@@ -43,6 +44,7 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>) {
   registerPlans(app);
   registerSubscriptions(app);
   registerInvoices(app);
+  registerCoupons(app);
   registerTestClocks(app);
   registerProcessor(app);
   registerStripeWebhooks(app);

@@ -137,10 +137,11 @@ describe("the renewal job", () => {
     const broken = await subscribed(acct, user.id, plan.id);
     await makeDue(sub.id);
     await makeDue(broken.id);
-    // A dead worker's stale claim on the broken one, for an amount no payment may have.
+    // A dead worker's stale claim on the broken one, for an amount no payment may have (a negative
+    // one: 0 is a period its discount made free, settled without a payment).
     const stale = new Date(Date.now() - 11 * 60 * 1000).toISOString();
     await env.DB.prepare(
-      "INSERT INTO subscription_periods (id, account_id, subscription_id, period_index, period_start, amount, currency, status, attempts, created_at, updated_at) VALUES (?, ?, ?, 1, ?, 0, 'usd', 'open', 1, ?, ?)",
+      "INSERT INTO subscription_periods (id, account_id, subscription_id, period_index, period_start, amount, currency, status, attempts, created_at, updated_at) VALUES (?, ?, ?, 1, ?, -1, 'usd', 'open', 1, ?, ?)",
     )
       .bind(`sper_bad${broken.id.slice(4)}`, acct.id, broken.id, broken.next_billing_date, stale, stale)
       .run();

@@ -128,7 +128,7 @@ function fullBody(op: Operation): unknown {
       ],
     };
   }
-  if (op.operationId === "updateSubscription") return { quantity: 2, plan_id: fx.plan, cancel_at_period_end: false, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) };
+  if (op.operationId === "updateSubscription") return { quantity: 2, plan_id: fx.plan, cancel_at_period_end: false, coupon: fx.coupon, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) };
   if (op.operationId === "updatePlan") return { name: "Basic+", description: null, active: true };
   if (op.operationId === "updateWebhook") return { url: "https://receiver.example.com/x", events: ["payout.paid"], status: "active", ordering: "none" };
   if (op.operationId === "redeliverEvent") return { endpoint_id: fx.webhook };
@@ -138,7 +138,10 @@ function fullBody(op: Operation): unknown {
   if (op.operationId === "createRefund") return { payment_id: fx.payment, amount: 1, reason: "duplicate" };
   if (op.operationId === "createAccessToken") return { grant_type: "client_credentials", scope: "users:read", client_id: "x", client_secret: "sk_test_x" };
   if (op.operationId === "createWebhook") return { ...(validBody(op, fx) as object), ordering: "per_object" };
-  if (op.operationId === "createSubscription") return { ...(validBody(op, fx) as object), quantity: 1 };
+  if (op.operationId === "createSubscription") return { ...(validBody(op, fx) as object), quantity: 1, coupon: fx.coupon };
+  if (op.operationId === "createCoupon") {
+    return { id: "PROOF10", name: "Proof", percent_off: 10, amount_off: 100, currency: "usd", duration: "repeating", duration_in_months: 2, max_redemptions: 5, redeem_by: "2099-01-01T00:00:00Z" };
+  }
   return validBody(op, fx);
 }
 

@@ -154,6 +154,8 @@ const ROUTES: Record<string, { table?: string; consumes?: keyof Fixtures | "conn
   advanceTestClock: { consumes: "clock" },
   voidInvoice: { consumes: "invoice" },
   payInvoice: { consumes: "invoice" },
+  createCoupon: { table: "coupons" },
+  deleteCoupon: { consumes: "coupon" },
   // The processor connection (the live secret key's; Stripe is the fake): made where there is none,
   // removed where there is one.
   connectProcessor: { consumes: "no_connection" },
@@ -200,6 +202,11 @@ async function fixturesFor(op: Operation): Promise<Fixtures> {
       return { ...fx, clock: await created(await call("/api/test-clocks", { key: acct.key, body: { frozen_time: "2030-01-01T00:00:00.000Z" } })) };
     case "invoice":
       return { ...fx, invoice: await openInvoice(acct, fx.user, fx.plan, fx.subscription) };
+    case "coupon": {
+      const res = await call("/coupons", { key: acct.key, body: { name: "Fresh", percent_off: 10, duration: "once" } });
+      expect(res.status, res.text).toBe(201);
+      return { ...fx, coupon: res.body.id as string };
+    }
     case "no_connection":
       await env.DB.prepare("DELETE FROM processor_connections WHERE account_id = ?").bind(acct.id).run();
       return fx;

@@ -225,6 +225,8 @@ export interface Fixtures {
   clock: string;
   /** An open invoice: the declined renewal of a second subscription (past_due), which void or pay acts on. */
   invoice: string;
+  /** A coupon (its id is generated, co_…), not redeemed. */
+  coupon: string;
 }
 
 async function created(res: CallResult, status = 201) {
@@ -273,7 +275,8 @@ export async function seed(acct: Account): Promise<Fixtures> {
   const payout = (await payoutWithoutSettlement(acct)).id;
   const invoice = await openInvoice(acct, user.id, plan, subscription);
   const clock = (await created(await call("/api/test-clocks", { key: acct.key, body: { frozen_time: "2030-01-01T00:00:00.000Z" } }))).id;
+  const coupon = (await created(await call("/coupons", { key: acct.key, body: { name: "Proof", percent_off: 10, duration: "once" } }))).id;
   const event = (await call("/api/events?limit=1", { key: acct.key })).body.data[0].id;
   const webhook = (await created(await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/proof`, events: ["payout.paid"] } }))).id;
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice };
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon };
 }

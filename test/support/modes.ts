@@ -78,7 +78,8 @@ export async function seedLive(account: Account, liveKey: string, test: Fixtures
   for (const line of lines.results) await copyAsLive("invoice_lines", "invoiceLine", line.id, { invoice_id: invoice });
   const event = (await call("/api/events?limit=1", { key: liveKey })).body.data[0].id;
   const webhook = (await created("/api/webhooks", liveKey, { url: `${RECEIVER_ORIGIN}/proof-live`, events: ["payout.paid"] })).id;
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice };
+  const coupon = (await created("/coupons", liveKey, { name: "Live proof", percent_off: 10, duration: "once" })).id;
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon };
 }
 
 /** An account with one object of every kind in each mode. */

@@ -134,6 +134,10 @@ export const SCOPE_OF: Record<string, (typeof SCOPES)[number]> = {
   getInvoicePdf: "invoices:read",
   voidInvoice: "invoices:write",
   payInvoice: "invoices:write",
+  createCoupon: "coupons:write",
+  listCoupons: "coupons:read",
+  getCoupon: "coupons:read",
+  deleteCoupon: "coupons:write",
 };
 
 /**
@@ -163,6 +167,7 @@ const ID_OF_PATH: [string, keyof Fixtures][] = [
   ["/subscriptions/", "subscription"],
   ["/api/test-clocks/", "clock"],
   ["/invoices/", "invoice"],
+  ["/coupons/", "coupon"],
 ];
 
 /** The fixture id for an operation's {id}; fails for a path no fixture covers (a new resource). */
@@ -205,6 +210,8 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     disconnectProcessor: () => undefined,
     voidInvoice: () => undefined,
     payInvoice: () => undefined,
+    createCoupon: () => ({ name: "Proof 20", percent_off: 20, duration: "repeating", duration_in_months: 2 }),
+    deleteCoupon: () => undefined,
   };
   if (!Object.hasOwn(bodies, op.operationId)) throw new Error(`No valid body for ${op.operationId}: add one to test/support/operations.ts`);
   return bodies[op.operationId]();

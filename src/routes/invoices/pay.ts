@@ -7,7 +7,7 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { eq, sql } from "drizzle-orm";
-import { PERIOD_ALREADY_SETTLED, type PeriodClaim, chargePeriod, claimOf, claimPeriod, hasUnsettledClaim, releaseClaim } from "../../billing/periods";
+import { PERIOD_ALREADY_SETTLED, chargeOf, type PeriodClaim, chargePeriod, claimOf, claimPeriod, hasUnsettledClaim, releaseClaim } from "../../billing/periods";
 import { runBatch } from "../../db/batch";
 import { invoices } from "../../db/schema";
 import type { AppEnv } from "../../context";
@@ -68,8 +68,9 @@ export function registerPayInvoice(app: OpenAPIHono<AppEnv>) {
         chargePeriod(db, { processor, row: current, claim, at: billingNow(current.clock, realNow), realNow, manual: true }),
       );
       // Money moved: the settlement commits whatever became of the caller's key or claim meanwhile.
-      const options = { moneyMoved: { paymentId: settlement.charge.payment.id }, claimGuard: false, failures: { [PERIOD_ALREADY_SETTLED]: changedMeanwhile } };
-      if (settlement.outcome !== "renewed") return await answerDecline(c, settlement.charge, settlement.writes, options);
+      const charged = chargeOf(settlement);
+      const options = { moneyMoved: { paymentId: charged.payment.id }, claimGuard: false, failures: { [PERIOD_ALREADY_SETTLED]: changedMeanwhile } };
+      if (settlement.outcome !== "renewed") return await answerDecline(c, charged, settlement.writes, options);
       const answer = db.select({ invoice: sql<string>`${invoiceAnswerSql(id)}` }).from(invoices).where(eq(invoices.id, id));
       const { answered } = await commit(c, { ...settlement.writes, answer }, 200, invoiceAnswerSql(id), options);
       // An earlier try of the settlement committed and its answer was lost: read the invoice it wrote.

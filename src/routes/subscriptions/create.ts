@@ -7,18 +7,20 @@ import { eq } from "drizzle-orm";
 import { periodStartMs } from "../../domain/billing-calendar";
 import { chargeableAmount } from "../../billing/pricing";
 import { processorForRequest } from "../../processor";
-import { payments, plans, subscriptionPeriods, subscriptions, testClocks, users } from "../../db/schema";
+import { coupons, payments, plans, subscriptionPeriods, subscriptions, testClocks, users } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { newId } from "../../domain/ids";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
-import { invalidRequest } from "../../lib/errors";
+import { cardDeclined, invalidRequest } from "../../lib/errors";
 import { found } from "../reads";
 import { commitAndRespond, firstChargeReference, outcomeTracked } from "../write-path";
 import { charge, paymentEventData } from "../../payments/charge";
 import { issueInvoice, subscriptionLine } from "../../billing/invoices";
 import { readCard } from "../../payments/card-input";
-import { emitEvent } from "../../webhooks/outbox";
+import { type EmittedEvent, emitEvent } from "../../webhooks/outbox";
+import { type Statement, runBatch } from "../../db/batch";
+import { NO_DISCOUNT, assertCouponCurrency, bindReservation, couponRefusals, discountAsCoupon, discountColumns, periodDiscount, redeemCoupon, releaseReservation } from "../../billing/coupons";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
 import { idempotencyClaimLost } from "../../middleware/idempotency";
 import { answerDecline, billingNow, cardColumns, type SubscriptionRow, tags } from "./common";
@@ -51,7 +53,8 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
     const body = c.req.valid("json");
     const realNow = clock.now();
     // Two reads in parallel (not one db.batch: drizzle maps a batched join's columns by name, and the tables share names).
-    const [userRows, planRows] = await Promise.all([
+    // The coupon is read only when one is sent: a create without one keeps its round trips.
+    const [userRows, planRows, couponRows] = await Promise.all([
       db
         .select({ user: users, clock: testClocks })
         .from(users)
@@ -59,11 +62,14 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         .where(owned(users, auth, eq(users.id, body.user_id)))
         .limit(1),
       db.select().from(plans).where(owned(plans, auth, eq(plans.id, body.plan_id))).limit(1),
+      body.coupon === undefined ? Promise.resolve([]) : db.select().from(coupons).where(owned(coupons, auth, eq(coupons.id, body.coupon))).limit(1),
     ]);
     const { user, clock: testClock } = await found(c, userRows[0], "user", body.user_id, "user_id");
     const plan = await found(c, planRows[0], "plan", body.plan_id, "plan_id");
     if (!plan.active) throw invalidRequest("plan_inactive", `Plan ${plan.id} is archived and accepts no new subscriptions.`, "plan_id");
-    const amount = chargeableAmount(plan, body.quantity);
+    const coupon = body.coupon === undefined ? null : await found(c, couponRows[0], "coupon", body.coupon, "coupon");
+    if (coupon) assertCouponCurrency(coupon, plan.currency);
+    const subtotal = chargeableAmount(plan, body.quantity);
     const card = await readCard(c.env, body, realNow);
     const processor = await processorForRequest(c);
 
@@ -72,6 +78,19 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
     const customer = { id: user.id, email: user.email };
     const start = billingNow(testClock, realNow);
     const next = periodStartMs(isoTime(start), plan.interval, 1);
+    // The discount on the first invoice, and what is charged: the price less it.
+    const discountColumnsOf = coupon ? discountColumns(coupon, start) : NO_DISCOUNT;
+    const discount = coupon ? periodDiscount(discountColumnsOf, coupon, subtotal, plan.currency, start) : 0;
+    const amount = subtotal - discount;
+    const reference = firstChargeReference(c);
+    // The coupon is redeemed before the card is charged (reserved under the charge's reference, so a
+    // retry with the same Idempotency-Key reuses the reservation): one used up meanwhile is refused
+    // before any money moves. The batch that creates the subscription binds the reservation to it.
+    const couponReference = `${reference ?? id}:coupon`;
+    // A reservation whose commit answer was lost may hold the coupon's last redemption: the key stays
+    // claimed (outcome unknown), so its retry reuses the same reference and the same reservation.
+    if (coupon) await outcomeTracked(c, () => runBatch(db, redeemCoupon(db, coupon, couponReference, null, realNow), couponRefusals(coupon.id)));
+    const couponStatements = (made: boolean) => (!coupon ? [] : made ? [bindReservation(db, couponReference, id)] : releaseReservation(db, couponReference, realNow));
     // The first period's invoice: issued, finalized (numbered) and paid or failed in the batch
     // that records the charge. A declined first charge creates no subscription, and nothing can
     // ever pay its invoice: it is voided there and then (it keeps its number: numbers are gap-free).
@@ -87,11 +106,13 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
           currency: plan.currency,
           periodStart: isoTime(start),
           periodEnd: isoTime(next),
-          lines: [subscriptionLine(plan, body.quantity, amount, isoTime(start), isoTime(next))],
+          lines: [subscriptionLine(plan, body.quantity, subtotal, isoTime(start), isoTime(next))],
+          coupon: discountAsCoupon(discount, plan.currency),
         },
         outcome,
         realNow,
       );
+    if (amount === 0) return createFree();
     // A processor call that still threw after its retries may have moved money: the outcome is
     // unknown, so the Idempotency-Key stays claimed (a retry after the lock charges the same reference).
     const result = await outcomeTracked(c, () => charge({
@@ -111,7 +132,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
       // A retry with the same Idempotency-Key (after a lost answer or a failed commit) reaches the
       // processor with the same reference, which a live processor uses to refuse a second charge.
       // The use of the key is part of it: after the key's 24 hours, the same key is a new charge.
-      processorReference: firstChargeReference(c),
+      processorReference: reference,
       // The reference was first sent when this use of the Idempotency-Key began.
       firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : realNow,
     }));
@@ -123,66 +144,99 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         c,
         result,
         {
-          statements: [db.insert(payments).values(failed), ...voided.statements],
+          statements: [db.insert(payments).values(failed), ...voided.statements, ...couponStatements(false)],
           events: [emitEvent(db, auth, { type: "payment.failed", data: paymentEventData(failed, customer) }, realNow), ...voided.events],
         },
         { failures: { [CHARGE_RECORDED]: idempotencyClaimLost } },
       );
     }
 
+    // The card was charged: a key revoked meanwhile must not lose the record of it. The claim
+    // guard stays: a request that took the key over charges with the same reference and records it.
     const paid = invoice({ kind: "paid", paymentId: result.payment.id }, id);
-    const row: SubscriptionRow = {
-      id,
-      accountId: auth.accountId,
-      livemode: auth.livemode,
-      userId: user.id,
-      planId: plan.id,
-      status: "active",
-      quantity: body.quantity,
-      ...cardColumns(card),
-      processorToken: result.token,
-      startDate: isoTime(start),
-      billingAnchor: isoTime(start),
-      periodsBilled: 1,
-      currentPeriodStart: isoTime(start),
-      nextBillingDate: isoTime(next),
-      dueAt: next,
-      dunningAttempts: 0,
-      cancelAtPeriodEnd: false,
-      canceledAt: null,
-      createdAt: isoTime(realNow),
-      updatedAt: isoTime(realNow),
-    };
-    return commitAndRespond(
-      c,
-      {
-        statements: [
-          db.insert(subscriptions).values(row),
-          db.insert(subscriptionPeriods).values({
-            id: newId("period", realNow),
-            accountId: auth.accountId,
-            livemode: auth.livemode,
-            subscriptionId: id,
-            periodIndex: 0,
-            periodStart: isoTime(start),
-            amount,
-            currency: plan.currency,
-            status: "paid",
-            attempts: 1,
-            paymentId: result.payment.id,
-            createdAt: isoTime(realNow),
-            updatedAt: isoTime(realNow),
-          }),
-          ...result.statements,
-          ...paid.statements,
-        ],
-        events: [...result.events, emitEvent(db, auth, { type: "subscription_created", subscriptionId: id, status: "active" }, realNow), ...paid.events],
-      },
-      201,
-      serializeSubscription(row),
-      // The card was charged: a key revoked meanwhile must not lose the record of it. The claim
-      // guard stays: a request that took the key over charges with the same reference and records it.
-      { moneyMoved: { paymentId: result.payment.id }, failures: { [CHARGE_RECORDED]: idempotencyClaimLost } },
-    );
+    return commitSubscription(result.token, result.payment.id, result.statements, result.events, paid, {
+      moneyMoved: { paymentId: result.payment.id },
+      failures: { [CHARGE_RECORDED]: idempotencyClaimLost },
+    });
+
+    /**
+     * A first invoice its discount made free: the card is vaulted (a live processor checks it with
+     * its bank), not charged, and the subscription starts with its first period paid by no payment.
+     */
+    async function createFree() {
+      const { token, outcome } = await outcomeTracked(c, () =>
+        processor.vaultCard({ card: card.card, customer, reference: `${reference ?? id}:vault`, firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : realNow }),
+      );
+      if (outcome.status === "failed" || !token) {
+        await runBatch(db, couponStatements(false));
+        throw cardDeclined(outcome.status === "failed" ? outcome.code : "processing_error", outcome.status === "failed" ? outcome.message : "The card could not be vaulted.");
+      }
+      return commitSubscription(token, null, [], [], invoice({ kind: "paid", paymentId: null }, id), {});
+    }
+
+    function commitSubscription(
+      token: string,
+      paymentId: string | null,
+      chargeStatements: Statement[],
+      chargeEvents: EmittedEvent[],
+      paid: ReturnType<typeof invoice>,
+      options: Parameters<typeof commitAndRespond>[4],
+    ) {
+      const row: SubscriptionRow = {
+        id,
+        accountId: auth.accountId,
+        livemode: auth.livemode,
+        userId: user.id,
+        planId: plan.id,
+        status: "active",
+        quantity: body.quantity,
+        ...cardColumns(card),
+        processorToken: token,
+        startDate: isoTime(start),
+        billingAnchor: isoTime(start),
+        periodsBilled: 1,
+        currentPeriodStart: isoTime(start),
+        nextBillingDate: isoTime(next),
+        dueAt: next,
+        dunningAttempts: 0,
+        cancelAtPeriodEnd: false,
+        canceledAt: null,
+        ...discountColumnsOf,
+        discountUses: discount > 0 ? 1 : 0,
+        createdAt: isoTime(realNow),
+        updatedAt: isoTime(realNow),
+      };
+      return commitAndRespond(
+        c,
+        {
+          statements: [
+            db.insert(subscriptions).values(row),
+            db.insert(subscriptionPeriods).values({
+              id: newId("period", realNow),
+              accountId: auth.accountId,
+              livemode: auth.livemode,
+              subscriptionId: id,
+              periodIndex: 0,
+              periodStart: isoTime(start),
+              amount,
+              discount,
+              currency: plan.currency,
+              status: "paid",
+              attempts: 1,
+              paymentId,
+              createdAt: isoTime(realNow),
+              updatedAt: isoTime(realNow),
+            }),
+            ...chargeStatements,
+            ...paid.statements,
+            ...couponStatements(true),
+          ],
+          events: [...chargeEvents, emitEvent(db, auth, { type: "subscription_created", subscriptionId: id, status: "active" }, realNow), ...paid.events],
+        },
+        201,
+        serializeSubscription(row),
+        { ...options, failures: { ...options?.failures, ...(coupon ? couponRefusals(coupon.id) : {}) } },
+      );
+    }
   });
 }

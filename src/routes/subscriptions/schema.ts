@@ -3,16 +3,21 @@ import { subscriptions } from "../../db/schema";
 import { rowAnswer } from "../../middleware/stored-answers";
 import { CardFields, CardSummarySchema, OptionalCardFields } from "../../payments/card-input";
 import { cardOf } from "../../payments/serialize";
+import { discountOf } from "../../billing/coupons";
 import { bodyObject, booleanField, closedSet, closedSetFilter, idField, livemodeField, queryObject, timestamp, wholeNumber } from "../shared";
 
 const quantity = wholeNumber("quantity", 1, 1_000_000).openapi({ description: "Units subscribed to: tiered plans price by it; a fixed plan charges its price times the quantity.", example: 1 });
 const userId = idField("user_id", "a user", "usr_01jd2x4k5m6n7p8q9r0s1t2v3w");
 const planId = idField("plan_id", "a plan", "plan_01jd2x4k5m6n7p8q9r0s1t2v3w");
+const couponField = idField("coupon", "a coupon", "SUMMER20").openapi({
+  description: "A coupon's id: its discount applies to the subscription's invoices from now (the first one included, on create), for the coupon's duration.",
+});
 
 export const CreateSubscriptionBody = bodyObject({
   user_id: userId,
   plan_id: planId,
   quantity: quantity.default(1),
+  coupon: couponField.optional(),
   ...CardFields,
 }).openapi("SubscriptionRequest");
 
@@ -21,6 +26,10 @@ export const UpdateSubscriptionBody = bodyObject({
   plan_id: planId.optional().openapi({ description: "A plan with the same currency and interval; it prices the next period on." }),
   quantity: quantity.optional().openapi({ description: "Takes effect from the next period, without proration." }),
   cancel_at_period_end: booleanField("cancel_at_period_end").optional().openapi({ description: "true cancels when the current period ends; false undoes that." }),
+  coupon: couponField
+    .nullable()
+    .optional()
+    .openapi({ description: "A coupon's id: its discount replaces any other from now, starting with the next invoice. null removes the discount." }),
 }).openapi("SubscriptionUpdateRequest");
 
 export const SUBSCRIPTION_STATUSES = ["incomplete", "active", "past_due", "canceled"] as const;
@@ -39,6 +48,14 @@ export const SubscriptionSchema = z
     start_date: timestamp("When the subscription started."),
     current_period_start: timestamp("Start of the last paid period."),
     next_billing_date: z.string().nullable().openapi({ description: "When the next period is charged (null once canceled). ISO 8601 UTC." }),
+    discount: z
+      .object({
+        coupon: z.string().openapi({ description: "The coupon's id (GET /coupons/{id})." }),
+        start: z.string().openapi({ description: "When the discount began (ISO 8601 UTC, on the subscription's clock)." }),
+        end: z.string().nullable().openapi({ description: "When a repeating discount ends; null for once and forever." }),
+      })
+      .nullable()
+      .openapi({ description: "The coupon whose discount applies to the subscription's invoices, or null." }),
     cancel_at_period_end: z.boolean().openapi({ description: "true while the subscription is set to cancel when the current period ends; false once it is canceled." }),
     canceled_at: z.string().nullable(),
     created_at: timestamp("When the subscription was created."),
@@ -60,6 +77,7 @@ export function serializeSubscription(row: typeof subscriptions.$inferSelect): S
     start_date: row.startDate,
     current_period_start: row.currentPeriodStart,
     next_billing_date: row.status === "canceled" ? null : row.nextBillingDate,
+    discount: discountOf(row),
     // Once canceled, nothing is left to cancel at the period's end (rows canceled before this rule included).
     cancel_at_period_end: row.status !== "canceled" && row.cancelAtPeriodEnd,
     canceled_at: row.canceledAt,

@@ -8,6 +8,7 @@ import { and, eq, inArray, sql } from "drizzle-orm";
 import {
   type BillableRow,
   PERIOD_ALREADY_SETTLED,
+  chargeOf,
   type PeriodClaim,
   chargeInFlight,
   chargePeriod,
@@ -22,17 +23,18 @@ import { chargeableAmount, type PlanRow } from "../../billing/pricing";
 import { processorForRequest } from "../../processor";
 import { randomToken } from "../../lib/crypto";
 import { guard, runBatch } from "../../db/batch";
-import { type ClaimCard, plans, subscriptions } from "../../db/schema";
+import { type ClaimCard, coupons, plans, subscriptions } from "../../db/schema";
+import { type CouponRow, NO_DISCOUNT, assertCouponCurrency, couponRefusals, discountColumns, redeemCoupon } from "../../billing/coupons";
 import { owned } from "../../db/scope";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { ApiError, cardDeclined, invalidRequest } from "../../lib/errors";
-import { readById } from "../reads";
+import { readById, readOne } from "../reads";
 import { assertKeyClaimedFirst, commit, commitAndAnswerRow, outcomeTracked } from "../write-path";
 import { type CardInput, cardInBody, readCard } from "../../payments/card-input";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
-import { alreadyCanceled, answerDecline, chargeInProgress, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags } from "./common";
+import { alreadyCanceled, answerDecline, billingNow, chargeInProgress, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags } from "./common";
 import { SubscriptionSchema, serializeSubscription, subscriptionAnswer, UpdateSubscriptionBody } from "./schema";
 
 const update = apiRoute({
@@ -43,7 +45,7 @@ const update = apiRoute({
   operationId: "updateSubscription",
   summary: "Replace payment details, or change plan or quantity",
   description:
-    "New card details replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity take effect from the next period, without proration. Answers the subscription as the change committed it. While a charge of the period is at the processor with its outcome not yet known, new card details answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
+    "New card details replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity take effect from the next period, without proration. coupon redeems a coupon whose discount applies from the next invoice (replacing any other); null removes the discount. Answers the subscription as the change committed it. While a charge of the period is at the processor with its outcome not yet known, new card details answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
   scope: "subscriptions:write",
   request: { params: subscriptionId, ...jsonBodyOf(UpdateSubscriptionBody) },
   responses: { 200: json(SubscriptionSchema, "The updated subscription.") },
@@ -60,8 +62,8 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     const body = c.req.valid("json");
     const realNow = clock.now();
     const newCard = cardInBody(body);
-    if (!newCard && body.plan_id === undefined && body.quantity === undefined && body.cancel_at_period_end === undefined) {
-      throw invalidRequest("parameter_missing", "Send new payment details, plan_id, quantity or cancel_at_period_end.");
+    if (!newCard && body.plan_id === undefined && body.quantity === undefined && body.cancel_at_period_end === undefined && body.coupon === undefined) {
+      throw invalidRequest("parameter_missing", "Send new payment details, plan_id, quantity, cancel_at_period_end or coupon.");
     }
     const current = await loadSubscription(c, id);
     const { sub } = current;
@@ -88,6 +90,19 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     if (body.plan_id !== undefined) changes.planId = plan.id;
     if (body.quantity !== undefined) changes.quantity = body.quantity;
     if (body.cancel_at_period_end !== undefined) changes.cancelAtPeriodEnd = body.cancel_at_period_end;
+    // A coupon's discount starts now (the subscription's clock) and applies from the next invoice;
+    // it is redeemed in the batch that writes it. null removes the discount.
+    let redeem: { coupon: CouponRow; reference: string } | null = null;
+    if (body.coupon === null) Object.assign(changes, NO_DISCOUNT);
+    if (typeof body.coupon === "string") {
+      if (newCard && sub.status === "past_due") {
+        throw invalidRequest("parameter_unexpected", "coupon: new card details on a past_due subscription charge the unpaid period now; send coupon in a request of its own.", "coupon");
+      }
+      const coupon = await readOne(c, db.select().from(coupons).where(owned(coupons, auth, eq(coupons.id, body.coupon))).limit(1), "coupon", body.coupon, "coupon");
+      assertCouponCurrency(coupon, plan.currency);
+      Object.assign(changes, discountColumns(coupon, billingNow(current.clock, realNow)));
+      redeem = { coupon, reference: `${sub.id}:coupon:${c.var.idempotency ? `${c.var.idempotency.key}:${c.var.idempotency.since}` : randomToken(20)}` };
+    }
     const card = newCard ? await readCard(c.env, newCard, realNow) : null;
     const processor = card ? await processorForRequest(c) : null;
     // Every new card is vaulted first (no money moves): the token is what a charge, a retry of it
@@ -129,8 +144,9 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       try {
         const settlement = await outcomeTracked(c, () => chargePeriod(db, { processor, row: current, claim, at: realNow, realNow, changes }));
         // Money moved: the settlement commits whatever became of the caller's key or claim meanwhile.
-        const options = { moneyMoved: { paymentId: settlement.charge.payment.id }, claimGuard: false, failures: { [PERIOD_ALREADY_SETTLED]: changedMeanwhile } };
-        if (settlement.outcome !== "renewed") return await answerDecline(c, settlement.charge, settlement.writes, options);
+        const charged = chargeOf(settlement);
+        const options = { moneyMoved: { paymentId: charged.payment.id }, claimGuard: false, failures: { [PERIOD_ALREADY_SETTLED]: changedMeanwhile } };
+        if (settlement.outcome !== "renewed") return await answerDecline(c, charged, settlement.writes, options);
         // The answer is the row as the settlement committed it (a concurrent change included).
         const where = eq(subscriptions.id, sub.id);
         const { returned } = await commit(c, { ...settlement.writes, returning: db.select().from(subscriptions).where(where) }, 200, null, {
@@ -160,6 +176,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           // sending its reference again with the card it was sent with, which is the
           // subscription's until it settles (src/billing/claims.ts).
           ...(body.cancel_at_period_end === true || vaulted ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`)] : []),
+          ...(redeem ? redeemCoupon(db, redeem.coupon, redeem.reference, sub.id, realNow) : []),
         ],
         // Only the fields sent are written; the answer is the row as this batch committed it, so a
         // renewal that committed since the read above shows in it (and in the stored answer).
@@ -174,7 +191,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       },
       subscriptionAnswer,
       eq(subscriptions.id, sub.id),
-      { failures: { [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id), [CHARGE_IN_FLIGHT]: chargeInProgress } },
+      { failures: { [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id), [CHARGE_IN_FLIGHT]: chargeInProgress, ...(redeem ? couponRefusals(redeem.coupon.id) : {}) } },
     );
   });
 }
