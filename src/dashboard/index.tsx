@@ -24,6 +24,7 @@ import { registerModePages } from "./pages/mode";
 import { registerPaymentPages } from "./pages/payments";
 import { registerPayoutPages } from "./pages/payouts";
 import { registerPlanPages } from "./pages/plans";
+import { registerCouponPages } from "./pages/coupons";
 import { registerProcessorPages } from "./pages/processor";
 import { registerSignInPages } from "./pages/sign-in";
 import { registerSubscriptionPages } from "./pages/subscriptions";
@@ -133,6 +134,7 @@ export function registerDashboard(app: OpenAPIHono<AppEnv>) {
   registerSubscriptionPages(dash);
   registerInvoicePages(dash);
   registerPlanPages(dash);
+  registerCouponPages(dash);
   registerUserPages(dash);
   registerKeyPages(dash);
   registerTestClockPages(dash);

@@ -34,6 +34,7 @@ export const NAV: NavItem[] = [
   { path: "/dashboard/subscriptions", label: "Subscriptions", scope: "subscriptions:read" },
   { path: "/dashboard/invoices", label: "Invoices", scope: "invoices:read" },
   { path: "/dashboard/plans", label: "Plans", scope: "plans:read" },
+  { path: "/dashboard/coupons", label: "Coupons", scope: "coupons:read" },
   { path: "/dashboard/users", label: "Users", scope: "users:read" },
   { path: "/dashboard/keys", label: "API keys", scope: "keys:read" },
   { path: "/dashboard/test-clocks", label: "Test clocks", scope: "test_clocks:read", mode: "test" },
@@ -55,6 +56,8 @@ export const NOTICES: Record<string, (id: string) => string> = {
   subscription_canceled: (id) => `Subscription ${id} canceled.`,
   subscription_cancel_scheduled: (id) => `Subscription ${id} will cancel at the end of its period.`,
   plan_created: (id) => `Plan ${id} created.`,
+  coupon_created: (id) => `Coupon ${id} created.`,
+  coupon_deleted: (id) => `Coupon ${id} deleted: it can no longer be redeemed.`,
   key_revoked: (id) => `Key ${id} revoked.`,
   clock_created: (id) => `Test clock ${id} created.`,
   clock_advanced: (id) => `Test clock ${id} advanced.`,
@@ -304,9 +307,9 @@ export function FormFields({ session }: { session: DashboardSession }) {
 
 export function StatusBadge({ status }: { status: string }) {
   const tone =
-    ["active", "delivered", "paid", "completed", "succeeded", "ready"].includes(status) ? "ok"
+    ["active", "delivered", "paid", "completed", "succeeded", "ready", "valid"].includes(status) ? "ok"
     : ["pending", "past_due", "partially_refunded", "advancing", "incomplete"].includes(status) ? "warn"
-    : ["failed", "disabled", "canceled", "revoked"].includes(status) ? "bad"
+    : ["failed", "disabled", "canceled", "revoked", "deleted"].includes(status) ? "bad"
     : "";
   return <span class={`badge ${tone}`}>{status}</span>;
 }

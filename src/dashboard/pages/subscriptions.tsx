@@ -17,6 +17,7 @@ interface Subscription {
   quantity: number;
   card: { brand: string; last4: string };
   next_billing_date: string | null;
+  discount: { coupon: string; start: string; end: string | null } | null;
   cancel_at_period_end: boolean;
   canceled_at: string | null;
   created_at: string;
@@ -69,6 +70,16 @@ async function listPage(c: Context<DashEnv>) {
                   </td>
                   <td>
                     <PlanRef id={s.plan_id} names={names} />
+                    {s.discount ? (
+                      <div class="muted" data-discount={s.discount.coupon}>
+                        coupon <a href={`/dashboard/coupons#coupon-${encodeURIComponent(s.discount.coupon)}`}>{s.discount.coupon}</a>
+                        {s.discount.end ? (
+                          <>
+                            {" "}until <Time iso={s.discount.end} />
+                          </>
+                        ) : null}
+                      </div>
+                    ) : null}
                   </td>
                   <td>
                     <StatusBadge status={s.status} />

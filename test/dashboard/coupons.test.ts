@@ -1,0 +1,79 @@
+// The dashboard's Coupons page: the list (terms, redemptions, status), the create form (checked
+// field by field, the API's refusal beside its field), delete through the API's route, the
+// discount on the Subscriptions page, and a key without coupons:read.
+import { beforeAll, describe, expect, it } from "vitest";
+import { type Account, call, signup } from "../support/http";
+import { createKey, createPlan, createUser, subscribed } from "../support/fixtures";
+import { CARDS } from "../support/cards";
+import { dashboardFetch, signIn, submit, textOf } from "./support";
+
+let acct: Account;
+let cookie: string;
+
+beforeAll(async () => {
+  acct = await signup("Dashboard coupons");
+  cookie = await signIn(acct.key);
+}, 30_000);
+
+describe("the Coupons page", () => {
+  it("creates a percentage coupon and an amount coupon from the form, and lists them with their terms", async () => {
+    const home = await dashboardFetch("/dashboard", { cookie });
+    expect(home.html).toContain('href="/dashboard/coupons"');
+    const made = await submit(cookie, "/dashboard/coupons", "/dashboard/coupons", { id: "DASH20", name: "Dash sale", percent_off: "20", duration: "repeating", duration_in_months: "3" });
+    expect(made.status, made.html.slice(0, 300)).toBe(303);
+    expect(made.location).toMatch(/done=coupon_created/);
+    const amount = await submit(cookie, "/dashboard/coupons", "/dashboard/coupons", { name: "Ten off", amount_off: "10.00", currency: "eur", duration: "once", max_redemptions: "5" });
+    expect(amount.status).toBe(303);
+    expect((await call("/coupons/DASH20", { key: acct.key })).body).toMatchObject({ percent_off: 20, duration: "repeating", duration_in_months: 3 });
+
+    const list = await dashboardFetch("/dashboard/coupons", { cookie });
+    const text = textOf(list.html);
+    expect(list.html).toContain('data-coupon="DASH20"');
+    expect(text).toContain("20% off for 3 months");
+    expect(text).toMatch(/10\.00 EUR off once|€10\.00 off once/);
+    expect(text).toContain("0 of 5");
+  });
+
+  it("shows each problem beside its field, and the API's refusal too, without creating anything", async () => {
+    const before = (await call("/coupons?limit=100", { key: acct.key })).body.data.length;
+    const both = await submit(cookie, "/dashboard/coupons", "/dashboard/coupons", { name: "Both", percent_off: "10", amount_off: "5", currency: "usd", duration: "once" });
+    expect(both.status).toBe(400);
+    expect(textOf(both.html)).toContain("Give a percentage or an amount off, not both.");
+    const months = await submit(cookie, "/dashboard/coupons", "/dashboard/coupons", { name: "Months", percent_off: "10", duration: "repeating" });
+    expect(months.status).toBe(400);
+    expect(textOf(months.html)).toContain("A repeating coupon needs its number of months");
+    await call("/coupons", { key: acct.key, body: { id: "TAKEN", name: "Taken", percent_off: 5, duration: "once" } });
+    const taken = await submit(cookie, "/dashboard/coupons", "/dashboard/coupons", { id: "TAKEN", name: "Again", percent_off: "10", duration: "once" });
+    expect(taken.status).toBe(409);
+    expect(textOf(taken.html)).toContain("A coupon with id TAKEN already exists");
+    expect((await call("/coupons?limit=100", { key: acct.key })).body.data.length).toBe(before + 1);
+  });
+
+  it("deletes a coupon through the API; a subscription keeps its discount, shown on the Subscriptions page", async () => {
+    await call("/coupons", { key: acct.key, body: { id: "KEEP", name: "Keep", percent_off: 15, duration: "forever" } });
+    const user = await createUser(acct, { name: "Cora Coupon", email: "cora@example.com" });
+    const plan = await createPlan(acct, { name: "Coupon plan", price: 40 });
+    const sub = await subscribed(acct, user.id, plan.id, CARDS.visa, { coupon: "KEEP" });
+    const deleted = await submit(cookie, "/dashboard/coupons", "/dashboard/coupons/KEEP/delete");
+    expect(deleted.status, deleted.html.slice(0, 300)).toBe(303);
+    expect((await call("/coupons/KEEP", { key: acct.key })).body).toMatchObject({ valid: false, deleted_at: expect.any(String) });
+    const list = await dashboardFetch("/dashboard/coupons", { cookie });
+    expect(list.html).not.toContain('action="/dashboard/coupons/KEEP/delete"');
+    const subs = await dashboardFetch("/dashboard/subscriptions", { cookie });
+    expect(subs.html).toContain('data-discount="KEEP"');
+    expect((await call(`/subscriptions/${sub.id}`, { key: acct.key })).body.discount.coupon).toBe("KEEP");
+  });
+
+  it("a key without coupons:read has no Coupons in its menu and is refused the page; coupons:read alone gets no forms", async () => {
+    const none = await signIn((await createKey(acct, ["users:read"], "no coupons")).secret);
+    expect((await dashboardFetch("/dashboard", { cookie: none })).html).not.toContain('href="/dashboard/coupons"');
+    const page = await dashboardFetch("/dashboard/coupons", { cookie: none });
+    expect(page.status).toBe(403);
+    expect(textOf(page.html)).toContain("missing_scope");
+    const reader = await signIn((await createKey(acct, ["coupons:read"], "coupon reader")).secret);
+    const readOnly = await dashboardFetch("/dashboard/coupons", { cookie: reader });
+    expect(readOnly.status).toBe(200);
+    expect(readOnly.html).not.toContain('id="create-coupon"');
+    expect(readOnly.html).not.toContain("/delete");
+  });
+});
