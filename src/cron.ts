@@ -1,6 +1,6 @@
 // The Cron Trigger (every minute): each task is idempotent and bounded per run.
 import type { Bindings } from "./env";
-import { renewalsTask, staleClaimsTask, testClocksTask } from "./billing/jobs";
+import { renewalsTask, staleClaimsTask, testClocksTask, trialNoticesTask } from "./billing/jobs";
 import { expireRecords } from "./jobs/expiry";
 import { sweepStalePayouts } from "./payments/settle-payout";
 import { sweepStaleRefunds } from "./payments/settle-refund";
@@ -13,6 +13,7 @@ const tasks: Record<string, Task> = {
   renewals: renewalsTask,
   testClocks: testClocksTask,
   staleClaims: staleClaimsTask,
+  trialNotices: trialNoticesTask,
   expireRecords: async (env, scheduledTime) => void (await expireRecords(env, scheduledTime)),
   settlePayouts: async (env, scheduledTime) => void (await sweepStalePayouts(env, scheduledTime)),
   settleRefunds: async (env, scheduledTime) => void (await sweepStaleRefunds(env, scheduledTime)),

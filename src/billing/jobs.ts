@@ -3,6 +3,8 @@ import type { Bindings } from "../env";
 import { fanOutRenewals, type RenewalFanoutMessage, renewChunk, type RenewalJobMessage, startRenewalFanout } from "./renewals";
 import { continueTestClock, resumeTestClocks, type TestClockJobMessage } from "./test-clocks";
 import { settleStaleClaims } from "./claims";
+import { sendWallClockTrialNotices } from "./trials";
+import { createDb } from "../db/client";
 
 export type BillingJobMessage = RenewalJobMessage | RenewalFanoutMessage | TestClockJobMessage;
 
@@ -31,4 +33,9 @@ export async function testClocksTask(env: Bindings): Promise<void> {
 /** Cron task: settle the period charges claimed and never settled, once their lease ran out (src/billing/claims.ts). */
 export async function staleClaimsTask(env: Bindings): Promise<void> {
   await settleStaleClaims(env);
+}
+
+/** Cron task: the subscription_trial_will_end notices that fell due (src/billing/trials.ts). */
+export async function trialNoticesTask(env: Bindings, scheduledTime: number): Promise<void> {
+  await sendWallClockTrialNotices(env, createDb(env.DB), scheduledTime);
 }

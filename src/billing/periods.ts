@@ -53,7 +53,8 @@ export type PeriodOutcome = "renewed" | "past_due" | "canceled" | "skipped";
 
 /** A claim older than this belongs to a worker that died before settling; it may be taken over. */
 export const CLAIM_STALE_MS = 10 * 60 * 1000;
-export const RENEWING = ["active", "past_due"] as const;
+/** The statuses whose subscriptions are charged when due: a trial's end, a renewal, a dunning retry. */
+export const RENEWING = ["trialing", "active", "past_due"] as const;
 
 /** The processor reference of one attempt at one period: fixed, so a retried call is the same charge. */
 export const periodReference = (subscriptionId: string, periodIndex: number, attempt: number) =>
@@ -80,7 +81,7 @@ export function selectBillableRows(db: Db) {
 }
 
 export const isDue = (sub: SubscriptionRow, at: number) =>
-  (sub.status === "active" || sub.status === "past_due") && sub.dueAt !== null && sub.dueAt <= at;
+  (RENEWING as readonly string[]).includes(sub.status) && sub.dueAt !== null && sub.dueAt <= at;
 
 /** SQL: the subscription is still in the state that was read (and, for a renewal, due at `dueBy`). */
 export const stillAsRead = (sub: SubscriptionRow, dueBy?: number) => sql`EXISTS (SELECT 1 FROM subscriptions AS as_read
@@ -178,7 +179,8 @@ export function claimPeriod(
   if (kind === "card_update" && !card) throw new Error("a card update claims the period for a vaulted card");
   if (kind === "pay" && sub.status !== "past_due") throw new Error("Pay now claims the open period of a past_due subscription");
   const asRead = stillAsRead(sub, kind === "renewal" ? at : undefined);
-  if (sub.status === "active") {
+  // A new period's first attempt (a trial's end claims period 0 the same way).
+  if (sub.status === "active" || sub.status === "trialing") {
     const startMs = periodStartMs(sub.billingAnchor, plan.interval, n);
     const start = isoTime(startMs);
     // The period's price, less what the subscription's discount takes off the invoice dated at its start.
@@ -378,7 +380,7 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
       db.update(subscriptions).set(subscriptionChanges).where(asClaimed(sub)),
     );
     notify("subscription_renewal", "success");
-    if (newCard) notify("subscription_updated", "active");
+    if (newCard || sub.status === "trialing") notify("subscription_updated", "active");
     outcome = "renewed";
   } else if (newCard || args.manual) {
     // The new card (or Pay now) was declined: the attempt counts, the scheduled retry stands, nothing else changes.
@@ -475,8 +477,9 @@ export function cancelAtPeriodEndWrites(db: Db, sub: SubscriptionRow, at: number
       guard(db, CANCEL_AT_PERIOD_END_STALE, ready),
       db
         .update(subscriptions)
-        // An active subscription ends exactly at its period end; a past_due one when its retry was due.
-        .set({ status: "canceled", canceledAt: sub.status === "active" ? sub.nextBillingDate : isoTime(at), cancelAtPeriodEnd: false, dueAt: null, updatedAt })
+        // An active subscription ends exactly at its period end (a trialing one at its trial's end);
+        // a past_due one when its retry was due.
+        .set({ status: "canceled", canceledAt: sub.status !== "past_due" ? sub.nextBillingDate : isoTime(at), cancelAtPeriodEnd: false, dueAt: null, updatedAt })
         .where(eq(subscriptions.id, sub.id)),
       db
         .update(subscriptionPeriods)

@@ -16,6 +16,7 @@ import type { Bindings } from "../env";
 import { sendInBatches } from "../lib/queue";
 import { RENEWING, selectBillableRows } from "./periods";
 import { renewSubscriptions } from "./renewals";
+import { sendTestClockTrialNotices } from "./trials";
 
 /** Renewal steps one advance request runs itself; the rest continues on the job queue. */
 export const TEST_CLOCK_SYNC_STEPS = 24;
@@ -74,6 +75,8 @@ export async function maxAdvanceTime(db: Db, clock: ClockRef): Promise<number | 
  */
 export async function runTestClock(env: Bindings, db: Db, clock: ClockRef, maxSteps: number): Promise<{ steps: number; done: boolean }> {
   const frozenMs = Date.parse(clock.frozenTime);
+  // The trial notices that fell due first (a notice is due before the trial's end it announces).
+  await sendTestClockTrialNotices(env, db, clock.id, frozenMs, Date.now());
   for (let steps = 0; steps < maxSteps; steps++) {
     const [row] = await selectBillableRows(db)
       .where(dueOnClock(clock, frozenMs))

@@ -344,6 +344,8 @@ export const plans = sqliteTable(
     // tier priced by unit_amount_decimal has unit_amount null.
     tiers: text("tiers", { mode: "json" }).$type<{ up_to: number | null; unit_amount: number | null; flat_amount: number; unit_amount_decimal?: string }[]>(),
     active: integer("active", { mode: "boolean" }).notNull(),
+    // Days of trial a new subscription gets (0–730), unless it gives its own; null for none.
+    trialPeriodDays: integer("trial_period_days"),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -358,7 +360,7 @@ export const subscriptions = sqliteTable(
     livemode: livemode(),
     userId: text("user_id").notNull(),
     planId: text("plan_id").notNull(),
-    status: text("status", { enum: ["incomplete", "active", "past_due", "canceled"] }).notNull(),
+    status: text("status", { enum: ["incomplete", "trialing", "active", "past_due", "canceled"] }).notNull(),
     quantity: integer("quantity").notNull().default(1),
     ...cardColumns,
     // The processor's reusable token for the card, from the first charge: renewals charge it.
@@ -382,6 +384,12 @@ export const subscriptions = sqliteTable(
     discountStart: text("discount_start"),
     discountEnd: text("discount_end"),
     discountUses: integer("discount_uses").notNull().default(0),
+    // A trial (src/domain/trials.ts): when it started and ends (the billing anchor: the first period
+    // starts there), when subscription_trial_will_end is due (epoch ms), and whether it was sent.
+    trialStart: text("trial_start"),
+    trialEnd: text("trial_end"),
+    trialWillEndAt: integer("trial_will_end_at"),
+    trialWillEndSent: integer("trial_will_end_sent", { mode: "boolean" }).notNull().default(false),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -391,6 +399,7 @@ export const subscriptions = sqliteTable(
     index("subscriptions_user").on(t.userId, t.id),
     index("subscriptions_account_user").on(t.accountId, t.livemode, t.userId, t.id),
     index("subscriptions_due").on(t.dueAt),
+    index("subscriptions_trial_notice").on(t.status, t.trialWillEndSent, t.trialWillEndAt),
     check("subscriptions_quantity_positive", sql`${t.quantity} > 0`),
   ],
 );

@@ -7,6 +7,7 @@
 import { z } from "@hono/zod-openapi";
 import { containsCardNumber } from "../domain/cards";
 import { closest } from "../lib/did-you-mean";
+import { invalidRequest } from "../lib/errors";
 
 export const timestamp = (description: string) =>
   z.string().openapi({ description: `${description} ISO 8601 UTC with milliseconds.`, example: "2026-11-21T12:00:00.000Z" });
@@ -117,3 +118,14 @@ export const emailField = z
   .max(254)
   .pipe(z.email({ error: EMAIL }))
   .openapi({ type: "string", format: "email", example: "ada@example.com" });
+
+/**
+ * A future instant sent as ISO 8601 text with its offset (`2027-01-31T23:59:59Z`): epoch ms, or
+ * a 400 naming `param`. `now` is the clock it must be after (a test clock's for billing times).
+ */
+export function futureInstant(text: string, param: string, now: number): number {
+  const at = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/.test(text) ? Date.parse(text) : Number.NaN;
+  if (Number.isNaN(at)) throw invalidRequest("parameter_invalid", `${param} must be a date and time in ISO 8601 with its offset, such as 2027-01-31T23:59:59Z; "${text.slice(0, 40)}" is not one.`, param);
+  if (at <= now) throw invalidRequest("parameter_invalid", `${param} must be in the future.`, param);
+  return at;
+}

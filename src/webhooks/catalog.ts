@@ -19,10 +19,11 @@ export const ENVELOPE_EVENT_TYPES = {
 } as const;
 
 export const NOTIFICATION_EVENT_TYPES = {
-  subscription_created: "A subscription was created and its first period paid.",
+  subscription_created: "A subscription was created: its first period paid, or its trial begun (status trialing).",
   subscription_renewal: "A renewal charge was attempted (status success or failed).",
   subscription_updated: "A subscription's payment details, plan or quantity changed.",
   subscription_canceled: "A subscription was canceled.",
+  subscription_trial_will_end: "A subscription's trial ends in three days (or sooner, for a shorter trial): its first period is charged then.",
 } as const;
 
 export type EnvelopeEventType = keyof typeof ENVELOPE_EVENT_TYPES;

@@ -1,6 +1,6 @@
 // The dashboard's Coupons page: the list (terms, redemptions, status), the create form (checked
 // field by field, the API's refusal beside its field), delete through the API's route, the
-// discount on the Subscriptions page, and a key without coupons:read.
+// discount and a trial on the Subscriptions page, and a key without coupons:read.
 import { beforeAll, describe, expect, it } from "vitest";
 import { type Account, call, signup } from "../support/http";
 import { createKey, createPlan, createUser, subscribed } from "../support/fixtures";
@@ -59,8 +59,13 @@ describe("the Coupons page", () => {
     expect((await call("/coupons/KEEP", { key: acct.key })).body).toMatchObject({ valid: false, deleted_at: expect.any(String) });
     const list = await dashboardFetch("/dashboard/coupons", { cookie });
     expect(list.html).not.toContain('action="/dashboard/coupons/KEEP/delete"');
+    const trialing = await subscribed(acct, user.id, plan.id, CARDS.visa, { trial_period_days: 14 });
     const subs = await dashboardFetch("/dashboard/subscriptions", { cookie });
     expect(subs.html).toContain('data-discount="KEEP"');
+    expect(subs.html).toContain(`data-trial-end="${trialing.trial_end}"`);
+    const filtered = await dashboardFetch("/dashboard/subscriptions?status=trialing", { cookie });
+    expect(filtered.html).toContain(`data-subscription="${trialing.id}"`);
+    expect(filtered.html).not.toContain(`data-subscription="${sub.id}"`);
     expect((await call(`/subscriptions/${sub.id}`, { key: acct.key })).body.discount.coupon).toBe("KEEP");
   });
 

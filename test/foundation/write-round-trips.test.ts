@@ -21,7 +21,8 @@ import { withoutSecrets } from "../../src/middleware/stored-answers";
 const EXPECTED_ABOVE_ONE: Record<string, number> = {
   createSubscription: 4,
   updateSubscription: 3,
-  advanceTestClock: 6,
+  // An advance also reads the trial notices that fell due on the clock (src/billing/trials.ts).
+  advanceTestClock: 7,
   // The processor connection reads the one it replaces (to keep its created_at) or removes (to
   // answer its Stripe account), after asking Stripe to check the key.
   connectProcessor: 2,

@@ -227,6 +227,7 @@ describe("20 concurrent requests with one Idempotency-Key", () => {
     createPlan: "plans",
     createSubscription: "subscriptions",
     createTestClock: "test_clocks",
+    createCoupon: "coupons",
   };
   /** Idempotency does not apply to these (README: sign-up has no account, tokens are not replayed). */
   const NOT_IDEMPOTENT = new Set(["createAccount", "createAccessToken"]);

@@ -24,6 +24,8 @@ export function describeEvent(event: WebhookEvent): string {
     case "subscription_updated":
     case "subscription_canceled":
       return `${event.type} (${event.status}): ${event.data.id} is ${event.data.status}, next billing ${event.data.next_billing_date ?? "none"}`;
+    case "subscription_trial_will_end":
+      return `subscription_trial_will_end: ${event.data.id}'s trial ends ${event.data.trial_end}`;
     case "invoice.created":
     case "invoice.finalized":
     case "invoice.paid":

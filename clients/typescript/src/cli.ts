@@ -494,16 +494,16 @@ async function plan(ctx: TriggerContext) {
   return created;
 }
 
-async function subscription(ctx: TriggerContext, testClock?: string, pan: string = TEST_CARDS.success) {
+async function subscription(ctx: TriggerContext, testClock?: string, extra: { trial_period_days?: number } = {}, pan: string = TEST_CARDS.success) {
   const customer = await user(ctx, testClock);
   const fixed = await plan(ctx);
-  const sub = await ctx.tender.POST("/subscriptions", { body: { user_id: customer.id, plan_id: fixed.id, ...card(ctx, pan) } });
-  ctx.say(`Created subscription ${sub.id} (first period charged)`);
+  const sub = await ctx.tender.POST("/subscriptions", { body: { user_id: customer.id, plan_id: fixed.id, ...extra, ...card(ctx, pan) } });
+  ctx.say(`Created subscription ${sub.id} (${sub.status === "trialing" ? `trialing until ${sub.trial_end}` : "first period charged"})`);
   return { user: customer.id, plan: fixed.id, subscription: sub.id, sub };
 }
 
 async function firstPayment(ctx: TriggerContext, pan: string = TEST_CARDS.success) {
-  const made = await subscription(ctx, undefined, pan);
+  const made = await subscription(ctx, undefined, {}, pan);
   const payments = await ctx.tender.GET("/payments", { params: { query: { subscription_id: made.subscription, limit: 1 } } });
   const payment = payments.data[0]?.id;
   if (!payment) throw new Error(`no payment found for ${made.subscription}`);
@@ -677,6 +677,19 @@ export const TRIGGERS: Record<EventType, TriggerPlan> = {
       await ctx.tender.DELETE("/subscriptions/{id}", { params: { path: { id: objects.subscription } } });
       ctx.say(`Canceled subscription ${objects.subscription}`);
       return { objects, objectId: objects.subscription };
+    },
+  },
+  subscription_trial_will_end: {
+    creates: "a test clock, a user on it and a subscription with a 14-day trial, then advances the clock 11 days",
+    async run(ctx) {
+      const start = new Date(Math.floor(ctx.now / 1000) * 1000).toISOString();
+      const testClock = await ctx.tender.POST("/api/test-clocks", { body: { frozen_time: start, name: "tender trigger subscription_trial_will_end" } });
+      ctx.say(`Created test clock ${testClock.id} at ${start}`);
+      const { sub, ...objects } = await subscription(ctx, testClock.id, { trial_period_days: 14 });
+      const to = new Date(Date.parse(sub.trial_end ?? start) - 3 * 86_400_000 + 60_000).toISOString();
+      await ctx.tender.POST("/api/test-clocks/{id}/advance", { params: { path: { id: testClock.id } }, body: { frozen_time: to } });
+      ctx.say(`Advanced test clock ${testClock.id} to ${to} (three days before the trial ends on ${sub.trial_end})`);
+      return { objects: { test_clock: testClock.id, ...objects }, objectId: objects.subscription };
     },
   },
   subscription_renewal: {

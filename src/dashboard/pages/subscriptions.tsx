@@ -18,13 +18,14 @@ interface Subscription {
   card: { brand: string; last4: string };
   next_billing_date: string | null;
   discount: { coupon: string; start: string; end: string | null } | null;
+  trial_end: string | null;
   cancel_at_period_end: boolean;
   canceled_at: string | null;
   created_at: string;
 }
 
 const BACK = "/dashboard/subscriptions";
-const STATUSES = ["active", "past_due", "canceled"];
+const STATUSES = ["trialing", "active", "past_due", "canceled"];
 
 async function listPage(c: Context<DashEnv>) {
   const session = c.var.session!;
@@ -83,6 +84,11 @@ async function listPage(c: Context<DashEnv>) {
                   </td>
                   <td>
                     <StatusBadge status={s.status} />
+                    {s.status === "trialing" && s.trial_end ? (
+                      <div class="muted" data-trial-end={s.trial_end}>
+                        trial ends <Time iso={s.trial_end} />
+                      </div>
+                    ) : null}
                     {s.cancel_at_period_end && s.status !== "canceled" ? <div class="muted">cancels at period end</div> : null}
                     {s.canceled_at ? (
                       <div class="muted">

@@ -104,6 +104,7 @@ export const WEBHOOK_PAYLOADS = {
   subscription_renewal: notification("subscription_renewal", RenewalStatus),
   subscription_updated: notification("subscription_updated", SubscriptionStatus),
   subscription_canceled: notification("subscription_canceled", z.literal("canceled")),
+  subscription_trial_will_end: notification("subscription_trial_will_end", z.literal("trialing")),
   [TEST_EVENT_TYPE]: envelope(TEST_EVENT_TYPE, TestEventData, "none"),
 } satisfies Record<EventType | typeof TEST_EVENT_TYPE, z.ZodTypeAny>;
 

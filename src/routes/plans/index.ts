@@ -179,6 +179,7 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
       unitAmountDecimal,
       tiers,
       active: true,
+      trialPeriodDays: body.trial_period_days ? body.trial_period_days : null,
       createdAt: isoTime(now),
       updatedAt: isoTime(now),
     };

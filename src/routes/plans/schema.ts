@@ -3,7 +3,8 @@ import { plans } from "../../db/schema";
 import { CURRENCY_EXPONENTS, formatMinor } from "../../domain/money";
 import { MAX_TIERS } from "../../domain/pricing";
 import { CurrencyField } from "../../payments/money-input";
-import { bodyObject, booleanField, closedSet, livemodeField, textField, timestamp } from "../shared";
+import { bodyObject, booleanField, closedSet, livemodeField, textField, timestamp, wholeNumber } from "../shared";
+import { MAX_TRIAL_DAYS } from "../../domain/trials";
 import { rowAnswer } from "../../middleware/stored-answers";
 import { planUnitAmountDecimal, tierUnitAmountDecimal } from "../../billing/pricing";
 
@@ -55,6 +56,9 @@ export const CreatePlanBody = bodyObject({
     .max(MAX_TIERS)
     .optional()
     .openapi({ description: "Required for volume and graduated plans, ascending by up_to; only the last tier has up_to null." }),
+  trial_period_days: wholeNumber("trial_period_days", 0, MAX_TRIAL_DAYS)
+    .optional()
+    .openapi({ description: "Days of free trial each new subscription gets (0 for none), unless the subscription gives its own.", example: 14 }),
 }).openapi("PlanRequest");
 
 export const UpdatePlanBody = bodyObject({
@@ -92,6 +96,7 @@ export const PlanSchema = z
     tiers: z.array(TierSchema).nullable(),
     description: z.string().nullable(),
     active: z.boolean(),
+    trial_period_days: z.number().int().nullable().openapi({ description: "Days of free trial a new subscription gets, or null for none." }),
     created_at: timestamp("When the plan was created."),
     updated_at: timestamp("When the plan was last changed."),
   })
@@ -125,6 +130,7 @@ export function serializePlan(row: typeof plans.$inferSelect): PlanJson {
       })) ?? null,
     description: row.description,
     active: row.active,
+    trial_period_days: row.trialPeriodDays,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };

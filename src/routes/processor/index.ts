@@ -96,7 +96,7 @@ const noConnection = () =>
 
 /** SQL: live money of the account depends on its connection (subscriptions to renew, payouts or refunds to settle). */
 const liveMoneyInFlight = (accountId: string): SQL => sql`(
-  EXISTS (SELECT 1 FROM subscriptions WHERE account_id = ${accountId} AND livemode = 1 AND status IN ('active', 'past_due'))
+  EXISTS (SELECT 1 FROM subscriptions WHERE account_id = ${accountId} AND livemode = 1 AND status IN ('trialing', 'active', 'past_due'))
   OR EXISTS (SELECT 1 FROM payouts WHERE account_id = ${accountId} AND livemode = 1 AND status = 'pending')
   OR EXISTS (SELECT 1 FROM refunds WHERE account_id = ${accountId} AND livemode = 1 AND status = 'pending'))`;
 

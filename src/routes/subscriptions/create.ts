@@ -22,6 +22,8 @@ import { type EmittedEvent, emitEvent } from "../../webhooks/outbox";
 import { type Statement, runBatch } from "../../db/batch";
 import { NO_DISCOUNT, assertCouponCurrency, bindReservation, couponRefusals, discountAsCoupon, discountColumns, periodDiscount, redeemCoupon, releaseReservation } from "../../billing/coupons";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
+import { futureInstant } from "../shared";
+import { resolveTrialEnd, trialWillEndAt } from "../../domain/trials";
 import { idempotencyClaimLost } from "../../middleware/idempotency";
 import { answerDecline, billingNow, cardColumns, type SubscriptionRow, tags } from "./common";
 import { CreateSubscriptionBody, SubscriptionSchema, serializeSubscription } from "./schema";
@@ -34,7 +36,7 @@ const create = apiRoute({
   operationId: "createSubscription",
   summary: "Subscribe a user to a plan",
   description:
-    "Validates the user, the plan and the card, then charges the first period. On success the subscription is active and next_billing_date is one interval later, anchored to the start day (Jan 31 -> Feb 28/29 -> Mar 31). A decline answers 402, records the failed payment, emits payment.failed and creates no subscription. In live mode the card is charged through the account's Stripe connection (a confirmed PaymentIntent on the user's Stripe Customer, kept for renewals off-session); a card that needs 3D Secure answers 402 with decline_code authentication_required (Tender cannot ask the holder to authenticate).",
+    "Validates the user, the plan and the card, then charges the first period. On success the subscription is active and next_billing_date is one interval later, anchored to the start day (Jan 31 -> Feb 28/29 -> Mar 31). With a trial (trial_end or trial_period_days, else the plan's trial_period_days) the card is vaulted, not charged: the subscription is trialing, subscription_trial_will_end is sent three days before the trial ends, and the first period is charged at trial_end, which anchors the billing day (a decline then goes to dunning). A coupon is redeemed before the card is charged, and its discount applies to the first invoice (after the trial, if any); a discount that leaves nothing to pay vaults the card and charges nothing. A decline answers 402, records the failed payment, emits payment.failed and creates no subscription. In live mode the card is charged through the account's Stripe connection (a confirmed PaymentIntent on the user's Stripe Customer, kept for renewals off-session); a card that needs 3D Secure answers 402 with decline_code authentication_required (Tender cannot ask the holder to authenticate).",
   scope: "subscriptions:write",
   request: jsonBodyOf(CreateSubscriptionBody),
   responses: { 201: json(SubscriptionSchema, "The active subscription.") },
@@ -46,6 +48,20 @@ const create = apiRoute({
  * stale claim) and charged with the same reference. It answers for the key.
  */
 const CHARGE_RECORDED = "unique:payments.charge_reference";
+
+/**
+ * When the trial of a subscription starting at `start` ends (epoch ms), or null for none: the
+ * request's trial_end, else its trial_period_days, else the plan's (src/domain/trials.ts).
+ */
+function readTrialEnd(body: { trial_end?: string; trial_period_days?: number }, plan: { trialPeriodDays: number | null }, start: number): number | null {
+  if (body.trial_end !== undefined && body.trial_period_days !== undefined) {
+    throw invalidRequest("parameter_unexpected", "trial_period_days: give trial_end or trial_period_days, not both.", "trial_period_days");
+  }
+  const trialEnd = body.trial_end === undefined ? undefined : futureInstant(body.trial_end, "trial_end", start);
+  const resolved = resolveTrialEnd({ start, trialEnd, trialPeriodDays: body.trial_period_days, planTrialPeriodDays: plan.trialPeriodDays });
+  if (!resolved.ok) throw invalidRequest("parameter_invalid", resolved.message, resolved.reason === "trial_period_days_invalid" ? "trial_period_days" : "trial_end");
+  return resolved.trialEnd;
+}
 
 export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async function createSubscription(c) {
@@ -77,10 +93,14 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
     const invoiceId = newId("invoice", realNow);
     const customer = { id: user.id, email: user.email };
     const start = billingNow(testClock, realNow);
-    const next = periodStartMs(isoTime(start), plan.interval, 1);
-    // The discount on the first invoice, and what is charged: the price less it.
+    // A trial (the request's trial_end or trial_period_days, else the plan's): nothing is charged
+    // until it ends, and the first period starts there (the billing anchor).
+    const trialEnd = readTrialEnd(body, plan, start);
+    const next = trialEnd ?? periodStartMs(isoTime(start), plan.interval, 1);
+    // The discount on the first invoice, and what is charged: the price less it. A trial's first
+    // invoice comes at its end, priced by the renewal that makes it.
     const discountColumnsOf = coupon ? discountColumns(coupon, start) : NO_DISCOUNT;
-    const discount = coupon ? periodDiscount(discountColumnsOf, coupon, subtotal, plan.currency, start) : 0;
+    const discount = coupon && trialEnd === null ? periodDiscount(discountColumnsOf, coupon, subtotal, plan.currency, start) : 0;
     const amount = subtotal - discount;
     const reference = firstChargeReference(c);
     // The coupon is redeemed before the card is charged (reserved under the charge's reference, so a
@@ -112,7 +132,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         outcome,
         realNow,
       );
-    if (amount === 0) return createFree();
+    if (trialEnd !== null || amount === 0) return createWithoutCharge();
     // A processor call that still threw after its retries may have moved money: the outcome is
     // unknown, so the Idempotency-Key stays claimed (a retry after the lock charges the same reference).
     const result = await outcomeTracked(c, () => charge({
@@ -160,10 +180,11 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
     });
 
     /**
-     * A first invoice its discount made free: the card is vaulted (a live processor checks it with
-     * its bank), not charged, and the subscription starts with its first period paid by no payment.
+     * A trial, or a first invoice its discount made free: the card is vaulted (a live processor
+     * checks it with its bank), not charged. A trial starts `trialing` with no period billed yet; a
+     * free first period is paid by no payment.
      */
-    async function createFree() {
+    async function createWithoutCharge() {
       const { token, outcome } = await outcomeTracked(c, () =>
         processor.vaultCard({ card: card.card, customer, reference: `${reference ?? id}:vault`, firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : realNow }),
       );
@@ -171,7 +192,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         await runBatch(db, couponStatements(false));
         throw cardDeclined(outcome.status === "failed" ? outcome.code : "processing_error", outcome.status === "failed" ? outcome.message : "The card could not be vaulted.");
       }
-      return commitSubscription(token, null, [], [], invoice({ kind: "paid", paymentId: null }, id), {});
+      return commitSubscription(token, null, [], [], trialEnd === null ? invoice({ kind: "paid", paymentId: null }, id) : null, {});
     }
 
     function commitSubscription(
@@ -179,7 +200,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
       paymentId: string | null,
       chargeStatements: Statement[],
       chargeEvents: EmittedEvent[],
-      paid: ReturnType<typeof invoice>,
+      paid: ReturnType<typeof invoice> | null,
       options: Parameters<typeof commitAndRespond>[4],
     ) {
       const row: SubscriptionRow = {
@@ -188,13 +209,13 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         livemode: auth.livemode,
         userId: user.id,
         planId: plan.id,
-        status: "active",
+        status: trialEnd === null ? "active" : "trialing",
         quantity: body.quantity,
         ...cardColumns(card),
         processorToken: token,
         startDate: isoTime(start),
-        billingAnchor: isoTime(start),
-        periodsBilled: 1,
+        billingAnchor: isoTime(trialEnd ?? start),
+        periodsBilled: trialEnd === null ? 1 : 0,
         currentPeriodStart: isoTime(start),
         nextBillingDate: isoTime(next),
         dueAt: next,
@@ -203,6 +224,10 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         canceledAt: null,
         ...discountColumnsOf,
         discountUses: discount > 0 ? 1 : 0,
+        trialStart: trialEnd === null ? null : isoTime(start),
+        trialEnd: trialEnd === null ? null : isoTime(trialEnd),
+        trialWillEndAt: trialEnd === null ? null : trialWillEndAt(start, trialEnd),
+        trialWillEndSent: false,
         createdAt: isoTime(realNow),
         updatedAt: isoTime(realNow),
       };
@@ -211,7 +236,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         {
           statements: [
             db.insert(subscriptions).values(row),
-            db.insert(subscriptionPeriods).values({
+            ...(trialEnd !== null ? [] : [db.insert(subscriptionPeriods).values({
               id: newId("period", realNow),
               accountId: auth.accountId,
               livemode: auth.livemode,
@@ -226,12 +251,12 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
               paymentId,
               createdAt: isoTime(realNow),
               updatedAt: isoTime(realNow),
-            }),
+            })]),
             ...chargeStatements,
-            ...paid.statements,
+            ...(paid?.statements ?? []),
             ...couponStatements(true),
           ],
-          events: [...chargeEvents, emitEvent(db, auth, { type: "subscription_created", subscriptionId: id, status: "active" }, realNow), ...paid.events],
+          events: [...chargeEvents, emitEvent(db, auth, { type: "subscription_created", subscriptionId: id, status: row.status }, realNow), ...(paid?.events ?? [])],
         },
         201,
         serializeSubscription(row),

@@ -4,6 +4,7 @@ import { rowAnswer } from "../../middleware/stored-answers";
 import { CardFields, CardSummarySchema, OptionalCardFields } from "../../payments/card-input";
 import { cardOf } from "../../payments/serialize";
 import { discountOf } from "../../billing/coupons";
+import { MAX_TRIAL_DAYS } from "../../domain/trials";
 import { bodyObject, booleanField, closedSet, closedSetFilter, idField, livemodeField, queryObject, timestamp, wholeNumber } from "../shared";
 
 const quantity = wholeNumber("quantity", 1, 1_000_000).openapi({ description: "Units subscribed to: tiered plans price by it; a fixed plan charges its price times the quantity.", example: 1 });
@@ -18,6 +19,14 @@ export const CreateSubscriptionBody = bodyObject({
   plan_id: planId,
   quantity: quantity.default(1),
   coupon: couponField.optional(),
+  trial_period_days: wholeNumber("trial_period_days", 0, MAX_TRIAL_DAYS)
+    .optional()
+    .openapi({ description: "Days of free trial (0 for none), instead of the plan's trial_period_days. The card is vaulted, not charged; the first period is charged when the trial ends.", example: 14 }),
+  trial_end: z
+    .string({ error: "trial_end must be a future date and time in ISO 8601, such as 2027-01-31T00:00:00Z." })
+    .max(40)
+    .optional()
+    .openapi({ description: "When the trial ends (ISO 8601, on the user's test clock if it has one), instead of trial_period_days: at most 730 days away.", example: "2027-01-31T00:00:00Z" }),
   ...CardFields,
 }).openapi("SubscriptionRequest");
 
@@ -32,7 +41,7 @@ export const UpdateSubscriptionBody = bodyObject({
     .openapi({ description: "A coupon's id: its discount replaces any other from now, starting with the next invoice. null removes the discount." }),
 }).openapi("SubscriptionUpdateRequest");
 
-export const SUBSCRIPTION_STATUSES = ["incomplete", "active", "past_due", "canceled"] as const;
+export const SUBSCRIPTION_STATUSES = ["incomplete", "trialing", "active", "past_due", "canceled"] as const;
 export const SubscriptionStatus = z.enum(SUBSCRIPTION_STATUSES);
 
 export const SubscriptionSchema = z
@@ -42,11 +51,13 @@ export const SubscriptionSchema = z
     livemode: livemodeField,
     user_id: z.string(),
     plan_id: z.string(),
-    status: SubscriptionStatus.openapi({ description: "active; past_due while a failed renewal is retried; canceled." }),
+    status: SubscriptionStatus.openapi({ description: "trialing until its trial ends; active; past_due while a failed charge is retried; canceled." }),
     quantity: z.number().int(),
     card: CardSummarySchema,
     start_date: timestamp("When the subscription started."),
     current_period_start: timestamp("Start of the last paid period."),
+    trial_start: z.string().nullable().openapi({ description: "When its trial began, or null when it had none." }),
+    trial_end: z.string().nullable().openapi({ description: "When its trial ends (or ended): the first period is charged then, and the billing day is anchored there." }),
     next_billing_date: z.string().nullable().openapi({ description: "When the next period is charged (null once canceled). ISO 8601 UTC." }),
     discount: z
       .object({
@@ -76,6 +87,8 @@ export function serializeSubscription(row: typeof subscriptions.$inferSelect): S
     card: cardOf(row),
     start_date: row.startDate,
     current_period_start: row.currentPeriodStart,
+    trial_start: row.trialStart,
+    trial_end: row.trialEnd,
     next_billing_date: row.status === "canceled" ? null : row.nextBillingDate,
     discount: discountOf(row),
     // Once canceled, nothing is left to cancel at the period's end (rows canceled before this rule included).

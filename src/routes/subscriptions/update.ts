@@ -169,7 +169,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       c,
       {
         statements: [
-          guard(db, SUBSCRIPTION_CANCELED, sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status IN ('active', 'past_due'))`),
+          guard(db, SUBSCRIPTION_CANCELED, sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status IN ('trialing', 'active', 'past_due'))`),
           // Setting cancel at period end under a charge already at the processor would answer that
           // a period will not be charged while it is being charged (as DELETE ?at_period_end=true).
           // Nor is the card replaced under it: a charge whose outcome is unknown is settled by
@@ -183,7 +183,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
         returning: db
           .update(subscriptions)
           .set(changes)
-          .where(and(owned(subscriptions, auth, eq(subscriptions.id, sub.id)), inArray(subscriptions.status, ["active", "past_due"])))
+          .where(and(owned(subscriptions, auth, eq(subscriptions.id, sub.id)), inArray(subscriptions.status, ["trialing", "active", "past_due"])))
           .returning(),
         events: [
           emitEvent(db, auth, { type: "subscription_updated", subscriptionId: sub.id, status: sql`(SELECT status FROM subscriptions WHERE id = ${sub.id})` }, realNow),
