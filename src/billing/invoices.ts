@@ -108,6 +108,17 @@ export function subscriptionLine(
   };
 }
 
+/** The line of a metered period: its aggregated usage, priced through the plan. */
+export function usageLine(
+  plan: Pick<typeof plans.$inferSelect, "name" | "pricingModel" | "unitAmount" | "unitAmountDecimal">,
+  quantity: number,
+  amount: number,
+  periodStart: string,
+  periodEnd: string,
+): InvoiceLineInput {
+  return { ...subscriptionLine(plan, quantity, amount, periodStart, periodEnd), type: "usage", description: `${quantity} × ${plan.name} (usage)` };
+}
+
 // ---------------------------------------------------------------------------------------------
 // The serializer
 

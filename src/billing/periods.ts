@@ -31,8 +31,9 @@ import type { Processor } from "../processor/types";
 import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { nextRetryAt, periodStartMs } from "../domain/billing-calendar";
 import { type PlanRow, periodAmount } from "./pricing";
-import { type InvoiceOutcome, issueInvoice, settleInvoice, subscriptionLine, uncollectibleInvoicesOf } from "./invoices";
+import { type InvoiceOutcome, issueInvoice, settleInvoice, subscriptionLine, uncollectibleInvoicesOf, usageLine } from "./invoices";
 import { type CouponRow, discountAsCoupon, periodDiscount } from "./coupons";
+import { type PeriodUsage, isMetered, meteredPeriod, usageUnchanged } from "./usage";
 
 export type SubscriptionRow = typeof subscriptions.$inferSelect;
 export type UserRow = typeof users.$inferSelect;
@@ -45,6 +46,8 @@ export interface BillableRow {
   user: UserRow;
   /** The coupon of the subscription's discount, if it has one (read by renewals; a claim of a new period needs it). */
   coupon?: CouponRow | null;
+  /** A metered subscription's records of the period being claimed (read by renewals; a metered claim needs them). */
+  usage?: PeriodUsage;
   /** The row of the period being collected (index = periods_billed), once claimed. */
   period: PeriodRow | null;
 }
@@ -110,6 +113,8 @@ export interface PeriodClaim {
   amount: number;
   /** What the subscription's discount took off the period's price. */
   discount: number;
+  /** A metered period's aggregated usage; null for a licensed one. */
+  usageQuantity: number | null;
   currency: string;
   /** The card the attempt charges when it is not the subscription's: a past-due card update's. */
   card: ClaimCard | null;
@@ -128,17 +133,20 @@ const periodInvoiceId = sql.raw(
 );
 
 /** What a claim statement returns. */
-const CLAIM_RETURNING = sql`RETURNING attempts, amount, discount, currency, claim_card, created_at, ${periodInvoiceId} AS invoice_id`;
+const CLAIM_RETURNING = sql`RETURNING attempts, amount, discount, usage_quantity, currency, claim_card, created_at, ${periodInvoiceId} AS invoice_id`;
 
 export function claimOf(result: unknown): PeriodClaim | null {
   const row = (
-    result as { results?: (Omit<PeriodClaim, "card" | "periodCreatedAt" | "invoiceId"> & { claim_card: string | null; created_at: string; invoice_id: string | null })[] }
+    result as {
+      results?: (Omit<PeriodClaim, "card" | "periodCreatedAt" | "invoiceId" | "usageQuantity"> & { usage_quantity: number | null; claim_card: string | null; created_at: string; invoice_id: string | null })[];
+    }
   ).results?.[0];
   if (!row) return null;
   return {
     attempts: row.attempts,
     amount: row.amount,
     discount: row.discount,
+    usageQuantity: row.usage_quantity ?? null,
     currency: row.currency,
     card: row.claim_card === null ? null : (JSON.parse(row.claim_card) as ClaimCard),
     periodCreatedAt: Date.parse(row.created_at),
@@ -156,7 +164,7 @@ export function claimOf(result: unknown): PeriodClaim | null {
  */
 export function claimPeriod(
   db: Db,
-  row: Pick<BillableRow, "sub" | "plan"> & { coupon?: CouponRow | null },
+  row: Pick<BillableRow, "sub" | "plan"> & { coupon?: CouponRow | null; usage?: PeriodUsage },
   kind: "renewal" | "card_update" | "pay" | "takeover",
   at: number,
   realNow: number,
@@ -183,14 +191,25 @@ export function claimPeriod(
   if (sub.status === "active" || sub.status === "trialing") {
     const startMs = periodStartMs(sub.billingAnchor, plan.interval, n);
     const start = isoTime(startMs);
-    // The period's price, less what the subscription's discount takes off the invoice dated at its start.
-    const subtotal = periodAmount(plan, sub.quantity);
+    // The period's price (a metered period's: its usage, priced; the claim holds only if no record
+    // arrived since it was read), less what the subscription's discount takes off the invoice of
+    // the period that starts then.
+    let subtotal: number;
+    let usageQuantity: number | null = null;
+    let usageHolds: SQL = sql`1`;
+    if (isMetered(plan)) {
+      if (!row.usage) throw new Error(`a metered claim of ${sub.id} needs its period's usage`);
+      ({ quantity: usageQuantity, amount: subtotal } = meteredPeriod(plan, sub.billingAnchor, n, row.usage));
+      usageHolds = usageUnchanged(sub.id, n, row.usage);
+    } else {
+      subtotal = periodAmount(plan, sub.quantity);
+    }
     const discount = periodDiscount(sub, row.coupon ?? null, subtotal, plan.currency, startMs);
     return rawStatement(
       db,
-      sql`INSERT INTO subscription_periods (id, account_id, livemode, subscription_id, period_index, period_start, amount, discount, currency, status, attempts, created_at, updated_at)
-        SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.livemode ? 1 : 0}, ${sub.id}, ${n}, ${start}, ${subtotal - discount}, ${discount}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
-        WHERE ${asRead} AND NOT ${sql.raw(sub.cancelAtPeriodEnd ? "1" : "0")}
+      sql`INSERT INTO subscription_periods (id, account_id, livemode, subscription_id, period_index, period_start, amount, discount, usage_quantity, currency, status, attempts, created_at, updated_at)
+        SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.livemode ? 1 : 0}, ${sub.id}, ${n}, ${start}, ${subtotal - discount}, ${discount}, ${usageQuantity}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
+        WHERE ${asRead} AND ${usageHolds} AND NOT ${sql.raw(sub.cancelAtPeriodEnd ? "1" : "0")}
         ON CONFLICT (subscription_id, period_index) DO UPDATE SET updated_at = excluded.updated_at
           WHERE subscription_periods.status = 'open' AND subscription_periods.attempts = 1 AND subscription_periods.updated_at < ${staleIso}
         ${CLAIM_RETURNING}`,
@@ -221,6 +240,7 @@ export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard
       attempts: subscriptionPeriods.attempts,
       amount: subscriptionPeriods.amount,
       discount: subscriptionPeriods.discount,
+      usageQuantity: subscriptionPeriods.usageQuantity,
       currency: subscriptionPeriods.currency,
       card: subscriptionPeriods.claimCard,
       createdAt: subscriptionPeriods.createdAt,
@@ -236,7 +256,7 @@ export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard
       ),
     );
   return row
-    ? { attempts: row.attempts, amount: row.amount, discount: row.discount, currency: row.currency, card: row.card ?? null, periodCreatedAt: Date.parse(row.createdAt), invoiceId: row.invoiceId ?? null }
+    ? { attempts: row.attempts, amount: row.amount, discount: row.discount, usageQuantity: row.usageQuantity ?? null, currency: row.currency, card: row.card ?? null, periodCreatedAt: Date.parse(row.createdAt), invoiceId: row.invoiceId ?? null }
     : null;
 }
 
@@ -363,13 +383,16 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
   let subscriptionChanges: Partial<SubscriptionRow> = {};
 
   if (!result || result.succeeded) {
-    const next = periodStartMs(sub.billingAnchor, plan.interval, n + 1);
+    // A licensed period is paid at its start, so the next is due when it ends; a metered one is
+    // invoiced at its end, so the next is due when the period after it ends.
+    const ahead = isMetered(plan) ? 1 : 0;
+    const next = periodStartMs(sub.billingAnchor, plan.interval, n + 1 + ahead);
     subscriptionChanges = {
       ...args.changes,
       ...(newCard ? claimCardColumns(newCard) : {}),
       status: "active",
       periodsBilled: n + 1,
-      currentPeriodStart: isoTime(periodStartMs(sub.billingAnchor, plan.interval, n)),
+      currentPeriodStart: isoTime(periodStartMs(sub.billingAnchor, plan.interval, n + ahead)),
       nextBillingDate: isoTime(next),
       dueAt: next,
       dunningAttempts: 0,
@@ -443,7 +466,7 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
  * The invoice of a subscription's billing period `n`: one line, the period's price (what it
  * charges plus its discount), and the discount the claim took off, as the invoice's discount.
  */
-export function periodInvoice(row: Pick<BillableRow, "sub" | "plan">, n: number, id: string, charged: Pick<PeriodClaim, "amount" | "discount" | "currency">) {
+export function periodInvoice(row: Pick<BillableRow, "sub" | "plan">, n: number, id: string, charged: Pick<PeriodClaim, "amount" | "discount" | "currency" | "usageQuantity">) {
   const { sub, plan } = row;
   const periodStart = isoTime(periodStartMs(sub.billingAnchor, plan.interval, n));
   const periodEnd = isoTime(periodStartMs(sub.billingAnchor, plan.interval, n + 1));
@@ -456,7 +479,11 @@ export function periodInvoice(row: Pick<BillableRow, "sub" | "plan">, n: number,
     currency: plan.currency,
     periodStart,
     periodEnd,
-    lines: [subscriptionLine(plan, sub.quantity, charged.amount + charged.discount, periodStart, periodEnd)],
+    lines: [
+      charged.usageQuantity !== null
+        ? usageLine(plan, charged.usageQuantity, charged.amount + charged.discount, periodStart, periodEnd)
+        : subscriptionLine(plan, sub.quantity, charged.amount + charged.discount, periodStart, periodEnd),
+    ],
     coupon: discountAsCoupon(charged.discount, charged.currency),
   };
 }

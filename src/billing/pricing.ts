@@ -2,7 +2,7 @@
 import type { plans } from "../db/schema";
 import { MAX_AMOUNT, MIN_AMOUNT } from "../domain/money";
 import { minorDecimal, fromMinorUnits } from "../domain/decimal";
-import { priceFor, priceLine, type Tier } from "../domain/pricing";
+import { type ExactPriceInput, priceFor, priceLine, type Tier } from "../domain/pricing";
 import { invalidRequest } from "../lib/errors";
 
 export type PlanRow = typeof plans.$inferSelect;
@@ -34,12 +34,16 @@ export function periodAmount(plan: PlanRow, quantity: number): number {
   if (!hasDecimalPrice(plan)) {
     return priceFor(plan.pricingModel, { unitAmount: plan.unitAmount ?? 0, tiers: plan.tiers ? toTiers(plan.tiers) : null }, quantity);
   }
+  return priceLine(plan.pricingModel, exactPriceOf(plan), quantity);
+}
+
+/** The plan's prices as exact decimals of the minor unit (its unit price, or its tiers'). */
+export function exactPriceOf(plan: PlanRow): ExactPriceInput {
   const unit = planUnitAmountDecimal(plan);
-  const exact = {
+  return {
     unitAmountDecimal: unit === null ? null : minorDecimal(unit),
     tiers: plan.tiers?.map((t) => ({ upTo: t.up_to, unitAmountDecimal: minorDecimal(tierUnitAmountDecimal(t)), flatAmountDecimal: fromMinorUnits(t.flat_amount) })) ?? null,
   };
-  return priceLine(plan.pricingModel, exact, quantity);
 }
 
 /** The period amount, or a 400 when it is zero or beyond the largest chargeable amount. */

@@ -28,6 +28,7 @@ import {
   selectBillableRows,
 } from "./periods";
 import { processorResolver } from "../processor";
+import { isMetered, usageOfOpenPeriods } from "./usage";
 import type { Processor } from "../processor/types";
 import { sendInBatches } from "../lib/queue";
 
@@ -131,9 +132,14 @@ export async function renewSubscriptions(
     else if (processors.has(i)) toCharge.push(i);
   }
 
+  // A metered period is priced by its usage, read before its claim (which checks it still holds).
+  const metered = toCharge.filter((i) => isMetered(rows[i].plan) && rows[i].sub.status === "active").map((i) => rows[i].sub);
+  const usage = await usageOfOpenPeriods(db, metered);
   const claims = await runBatch(
     db,
-    toCharge.map((i) => claimPeriod(db, rows[i], rows[i].sub.cancelAtPeriodEnd ? "takeover" : "renewal", atOf(rows[i]), realNow)),
+    toCharge.map((i) =>
+      claimPeriod(db, { ...rows[i], usage: usage.get(rows[i].sub.id) }, rows[i].sub.cancelAtPeriodEnd ? "takeover" : "renewal", atOf(rows[i]), realNow),
+    ),
   );
   const claimed = toCharge.flatMap((i, j) => {
     const claim = claimOf(claims[j]);

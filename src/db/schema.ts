@@ -346,6 +346,10 @@ export const plans = sqliteTable(
     active: integer("active", { mode: "boolean" }).notNull(),
     // Days of trial a new subscription gets (0–730), unless it gives its own; null for none.
     trialPeriodDays: integer("trial_period_days"),
+    // licensed: the price × quantity, charged at each period's start. metered: the period's usage
+    // (aggregated by aggregate_usage) priced through the plan, invoiced at the period's end.
+    usageType: text("usage_type", { enum: ["licensed", "metered"] }).notNull().default("licensed"),
+    aggregateUsage: text("aggregate_usage", { enum: ["sum", "max", "last_during_period"] }),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -418,6 +422,8 @@ export const subscriptionPeriods = sqliteTable(
     // What the period charges: its price less `discount` (integer minor units).
     amount: integer("amount").notNull(),
     discount: integer("discount").notNull().default(0),
+    // A metered period's usage, aggregated when the period was claimed (null for a licensed one).
+    usageQuantity: integer("usage_quantity"),
     currency: text("currency").notNull(),
     // void: its invoice was voided (POST /invoices/{id}/void), so the period is never charged.
     status: text("status", { enum: ["open", "paid", "uncollectible", "void"] }).notNull(),
@@ -535,6 +541,25 @@ export const couponRedemptions = sqliteTable(
     createdAt: createdAt(),
   },
   (t) => [uniqueIndex("coupon_redemptions_reference").on(t.reference)],
+);
+
+// Usage of a metered subscription (POST /subscriptions/{id}/usage), in the billing period that
+// holds its timestamp. A period's usage is read by the claim that invoices it, which also checks
+// that no record arrived since (their count); a record for a period already claimed is refused.
+export const usageRecords = sqliteTable(
+  "usage_records",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    livemode: livemode(),
+    subscriptionId: text("subscription_id").notNull(),
+    periodIndex: integer("period_index").notNull(),
+    quantity: integer("quantity").notNull(),
+    action: text("action", { enum: ["increment", "set"] }).notNull(),
+    timestamp: text("timestamp").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index("usage_records_period").on(t.subscriptionId, t.periodIndex, t.id), check("usage_records_quantity", sql`${t.quantity} >= 0`)],
 );
 
 // An invoice's lines, in order. Read through their invoice (whose account and mode they share).

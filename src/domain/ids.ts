@@ -22,6 +22,7 @@ export const ID_PREFIXES = {
   invoiceLine: "il",
   coupon: "co",
   couponRedemption: "cr",
+  usageRecord: "mbur",
 } as const;
 export type IdKind = keyof typeof ID_PREFIXES;
 

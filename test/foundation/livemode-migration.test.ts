@@ -19,8 +19,8 @@ const PARENTS = ["accounts", "api_keys"];
 const LATER_TABLES = ["processor_connections", "processor_events"];
 /** Tables that a later migration (0013's invoices) creates and fills from the history it finds. */
 const BACKFILLED = ["invoices", "invoice_lines"];
-/** Tables a later migration (0015's coupons) creates, holding rows the fixtures made: put back once it exists. */
-const RESTORED_AFTER = ["coupons", "coupon_redemptions"];
+/** Tables a later migration (0015's coupons, 0017's usage records) creates, holding rows the fixtures made: put back once it exists. */
+const RESTORED_AFTER = ["coupons", "coupon_redemptions", "usage_records"];
 
 async function insertRows(table: string, rows: Record<string, unknown>[]) {
   const columns = await columnsOf(table);
@@ -70,6 +70,11 @@ describe("migration 0009 on a database with data", () => {
     // Forward again: 0008 onwards.
     await applyD1Migrations(env.DB, migrations);
     for (const table of RESTORED_AFTER) await insertRows(table, rows[table]);
+    // A plan's usage type (0017) did not exist at 0007, so every plan made before it is licensed;
+    // the fixtures' metered plan, made today, is put back as it was.
+    for (const plan of rows.plans.filter((p) => p.usage_type === "metered")) {
+      await env.DB.prepare("UPDATE plans SET usage_type = 'metered', aggregate_usage = ? WHERE id = ?").bind(plan.aggregate_usage, plan.id).run();
+    }
     for (const table of tables) {
       if (BACKFILLED.includes(table)) expect(await countOf(`SELECT count(*) AS n FROM "${table}"`), `${table} made again from the history`).toBeGreaterThan(0);
       else expect(await countOf(`SELECT count(*) AS n FROM "${table}"`), `${table} keeps its rows`).toBe(rows[table].length);

@@ -123,6 +123,8 @@ function fullBody(op: Operation): unknown {
       description: "Per seat",
       pricing_model: "volume",
       trial_period_days: 14,
+      usage_type: "licensed",
+      aggregate_usage: "sum",
       tiers: [
         { up_to: 5, unit_price: 7, unit_amount_decimal: "700", flat_price: 1 },
         { up_to: null, unit_price: 6 },
@@ -140,6 +142,7 @@ function fullBody(op: Operation): unknown {
   if (op.operationId === "createAccessToken") return { grant_type: "client_credentials", scope: "users:read", client_id: "x", client_secret: "sk_test_x" };
   if (op.operationId === "createWebhook") return { ...(validBody(op, fx) as object), ordering: "per_object" };
   if (op.operationId === "createSubscription") return { ...(validBody(op, fx) as object), quantity: 1, coupon: fx.coupon, trial_period_days: 7, trial_end: "2099-01-01T00:00:00Z" };
+  if (op.operationId === "createUsageRecord") return { quantity: 3, timestamp: "2020-01-01T00:00:00Z", action: "set" };
   if (op.operationId === "createCoupon") {
     return { id: "PROOF10", name: "Proof", percent_off: 10, amount_off: 100, currency: "usd", duration: "repeating", duration_in_months: 2, max_redemptions: 5, redeem_by: "2099-01-01T00:00:00Z" };
   }

@@ -32,6 +32,8 @@ const EXPECTED_ABOVE_ONE: Record<string, number> = {
   payInvoice: 5,
   // A void reads the invoice (its status and period) before its one batch.
   voidInvoice: 2,
+  // Usage reads the subscription (its plan, period and clock) before its one batch.
+  createUsageRecord: 2,
 };
 
 describe("round trips of idempotent writes", () => {

@@ -79,7 +79,9 @@ export async function seedLive(account: Account, liveKey: string, test: Fixtures
   const event = (await call("/api/events?limit=1", { key: liveKey })).body.data[0].id;
   const webhook = (await created("/api/webhooks", liveKey, { url: `${RECEIVER_ORIGIN}/proof-live`, events: ["payout.paid"] })).id;
   const coupon = (await created("/coupons", liveKey, { name: "Live proof", percent_off: 10, duration: "once" })).id;
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon };
+  const meteredPlan = (await created("/subscription-plans", liveKey, { name: "Live calls", price: 0.01, currency: "usd", interval: "month", usage_type: "metered" })).id;
+  const metered = await copyAsLive("subscriptions", "subscription", test.metered, { user_id: user.id, plan_id: meteredPlan });
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, metered };
 }
 
 /** An account with one object of every kind in each mode. */

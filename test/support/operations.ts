@@ -138,6 +138,8 @@ export const SCOPE_OF: Record<string, (typeof SCOPES)[number]> = {
   listCoupons: "coupons:read",
   getCoupon: "coupons:read",
   deleteCoupon: "coupons:write",
+  createUsageRecord: "subscriptions:write",
+  listUsage: "subscriptions:read",
 };
 
 /**
@@ -170,8 +172,13 @@ const ID_OF_PATH: [string, keyof Fixtures][] = [
   ["/coupons/", "coupon"],
 ];
 
+/** Operations whose {id} is a particular fixture of its kind: usage is reported to a metered subscription. */
+const ID_OF_OPERATION: Record<string, keyof Fixtures> = { createUsageRecord: "metered", listUsage: "metered" };
+
 /** The fixture id for an operation's {id}; fails for a path no fixture covers (a new resource). */
 export function fixtureId(op: Operation, fx: Fixtures): string {
+  const own = ID_OF_OPERATION[op.operationId];
+  if (own) return fx[own];
   const match = ID_OF_PATH.find(([prefix]) => op.path.startsWith(`${prefix}{id}`));
   if (!match) throw new Error(`No fixture fills the {id} of ${label(op)}: add one to test/support/operations.ts`);
   return fx[match[1]];
@@ -212,6 +219,7 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     payInvoice: () => undefined,
     createCoupon: () => ({ name: "Proof 20", percent_off: 20, duration: "repeating", duration_in_months: 2 }),
     deleteCoupon: () => undefined,
+    createUsageRecord: () => ({ quantity: 7 }),
   };
   if (!Object.hasOwn(bodies, op.operationId)) throw new Error(`No valid body for ${op.operationId}: add one to test/support/operations.ts`);
   return bodies[op.operationId]();

@@ -31,7 +31,7 @@ const create = apiRoute({
   operationId: "createPlan",
   summary: "Create a subscription plan",
   description:
-    "A fixed plan charges `price` (a decimal in major units) per interval; a volume or graduated plan is priced by `tiers` and the subscription's quantity.",
+    "A fixed plan charges `price` (a decimal in major units) per interval; a volume or graduated plan is priced by `tiers` and the subscription's quantity. A metered plan (usage_type metered) prices the usage reported for each period instead of a quantity, and invoices it at the period's end.",
   scope: "plans:write",
   request: jsonBodyOf(CreatePlanBody),
   responses: { 201: json(PlanSchema, "The new plan.") },
@@ -166,6 +166,12 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
       }
     }
 
+    if (body.usage_type === "licensed" && body.aggregate_usage !== undefined) {
+      throw invalidRequest("parameter_unexpected", "aggregate_usage: only a metered plan aggregates usage.", "aggregate_usage");
+    }
+    if (body.usage_type === "metered" && body.trial_period_days) {
+      throw invalidRequest("parameter_unexpected", "trial_period_days: a metered plan is billed in arrears for its usage, and has no trial.", "trial_period_days");
+    }
     const row: typeof plans.$inferInsert & typeof plans.$inferSelect = {
       id: newId("plan", now),
       accountId: auth.accountId,
@@ -180,6 +186,8 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
       tiers,
       active: true,
       trialPeriodDays: body.trial_period_days ? body.trial_period_days : null,
+      usageType: body.usage_type,
+      aggregateUsage: body.usage_type === "metered" ? (body.aggregate_usage ?? "sum") : null,
       createdAt: isoTime(now),
       updatedAt: isoTime(now),
     };

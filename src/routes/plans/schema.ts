@@ -59,6 +59,12 @@ export const CreatePlanBody = bodyObject({
   trial_period_days: wholeNumber("trial_period_days", 0, MAX_TRIAL_DAYS)
     .optional()
     .openapi({ description: "Days of free trial each new subscription gets (0 for none), unless the subscription gives its own.", example: 14 }),
+  usage_type: closedSet("usage_type", ["licensed", "metered"])
+    .default("licensed")
+    .openapi({ description: "licensed: the price × quantity, charged at each period's start. metered: the usage reported for a period (POST /subscriptions/{id}/usage), priced through the plan's unit price or tiers and invoiced at the period's end." }),
+  aggregate_usage: closedSet("aggregate_usage", ["sum", "max", "last_during_period"])
+    .optional()
+    .openapi({ description: "How a metered period's usage adds up: sum (default), max (the largest usage at one time) or last_during_period. Metered plans only." }),
 }).openapi("PlanRequest");
 
 export const UpdatePlanBody = bodyObject({
@@ -97,6 +103,8 @@ export const PlanSchema = z
     description: z.string().nullable(),
     active: z.boolean(),
     trial_period_days: z.number().int().nullable().openapi({ description: "Days of free trial a new subscription gets, or null for none." }),
+    usage_type: z.enum(["licensed", "metered"]),
+    aggregate_usage: z.enum(["sum", "max", "last_during_period"]).nullable().openapi({ description: "How a metered period's usage adds up; null for a licensed plan." }),
     created_at: timestamp("When the plan was created."),
     updated_at: timestamp("When the plan was last changed."),
   })
@@ -131,6 +139,8 @@ export function serializePlan(row: typeof plans.$inferSelect): PlanJson {
     description: row.description,
     active: row.active,
     trial_period_days: row.trialPeriodDays,
+    usage_type: row.usageType,
+    aggregate_usage: row.aggregateUsage,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };

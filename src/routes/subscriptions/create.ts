@@ -6,6 +6,7 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq } from "drizzle-orm";
 import { periodStartMs } from "../../domain/billing-calendar";
 import { chargeableAmount } from "../../billing/pricing";
+import { isMetered } from "../../billing/usage";
 import { processorForRequest } from "../../processor";
 import { coupons, payments, plans, subscriptionPeriods, subscriptions, testClocks, users } from "../../db/schema";
 import { owned } from "../../db/scope";
@@ -85,7 +86,13 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
     if (!plan.active) throw invalidRequest("plan_inactive", `Plan ${plan.id} is archived and accepts no new subscriptions.`, "plan_id");
     const coupon = body.coupon === undefined ? null : await found(c, couponRows[0], "coupon", body.coupon, "coupon");
     if (coupon) assertCouponCurrency(coupon, plan.currency);
-    const subtotal = chargeableAmount(plan, body.quantity);
+    // A metered plan is billed in arrears for its usage: nothing is charged now, and it has no quantity.
+    const metered = isMetered(plan);
+    if (metered && body.quantity !== 1) throw invalidRequest("parameter_unexpected", "quantity: a metered plan is billed by the usage reported for each period, not by a quantity.", "quantity");
+    if (metered && (body.trial_end !== undefined || body.trial_period_days)) {
+      throw invalidRequest("parameter_unexpected", `${body.trial_end !== undefined ? "trial_end" : "trial_period_days"}: a metered plan is billed in arrears for its usage, and has no trial.`, body.trial_end !== undefined ? "trial_end" : "trial_period_days");
+    }
+    const subtotal = metered ? 0 : chargeableAmount(plan, body.quantity);
     const card = await readCard(c.env, body, realNow);
     const processor = await processorForRequest(c);
 
@@ -100,7 +107,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
     // The discount on the first invoice, and what is charged: the price less it. A trial's first
     // invoice comes at its end, priced by the renewal that makes it.
     const discountColumnsOf = coupon ? discountColumns(coupon, start) : NO_DISCOUNT;
-    const discount = coupon && trialEnd === null ? periodDiscount(discountColumnsOf, coupon, subtotal, plan.currency, start) : 0;
+    const discount = coupon && trialEnd === null && !metered ? periodDiscount(discountColumnsOf, coupon, subtotal, plan.currency, start) : 0;
     const amount = subtotal - discount;
     const reference = firstChargeReference(c);
     // The coupon is redeemed before the card is charged (reserved under the charge's reference, so a
@@ -132,7 +139,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         outcome,
         realNow,
       );
-    if (trialEnd !== null || amount === 0) return createWithoutCharge();
+    if (trialEnd !== null || metered || amount === 0) return createWithoutCharge();
     // A processor call that still threw after its retries may have moved money: the outcome is
     // unknown, so the Idempotency-Key stays claimed (a retry after the lock charges the same reference).
     const result = await outcomeTracked(c, () => charge({
@@ -192,7 +199,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         await runBatch(db, couponStatements(false));
         throw cardDeclined(outcome.status === "failed" ? outcome.code : "processing_error", outcome.status === "failed" ? outcome.message : "The card could not be vaulted.");
       }
-      return commitSubscription(token, null, [], [], trialEnd === null ? invoice({ kind: "paid", paymentId: null }, id) : null, {});
+      return commitSubscription(token, null, [], [], trialEnd === null && !metered ? invoice({ kind: "paid", paymentId: null }, id) : null, {});
     }
 
     function commitSubscription(
@@ -215,7 +222,8 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         processorToken: token,
         startDate: isoTime(start),
         billingAnchor: isoTime(trialEnd ?? start),
-        periodsBilled: trialEnd === null ? 1 : 0,
+        // A trial's or a metered subscription's first period is billed later (at the trial's end, at the period's end).
+        periodsBilled: trialEnd === null && !metered ? 1 : 0,
         currentPeriodStart: isoTime(start),
         nextBillingDate: isoTime(next),
         dueAt: next,
@@ -236,7 +244,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         {
           statements: [
             db.insert(subscriptions).values(row),
-            ...(trialEnd !== null ? [] : [db.insert(subscriptionPeriods).values({
+            ...(trialEnd !== null || metered ? [] : [db.insert(subscriptionPeriods).values({
               id: newId("period", realNow),
               accountId: auth.accountId,
               livemode: auth.livemode,

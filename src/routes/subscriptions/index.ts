@@ -7,10 +7,12 @@ import { registerCancelSubscription } from "./cancel";
 import { registerCreateSubscription } from "./create";
 import { registerReadSubscriptions } from "./read";
 import { registerUpdateSubscription } from "./update";
+import { registerUsage } from "./usage";
 
 export function registerSubscriptions(app: OpenAPIHono<AppEnv>) {
   registerCreateSubscription(app);
   registerReadSubscriptions(app);
   registerUpdateSubscription(app);
   registerCancelSubscription(app);
+  registerUsage(app);
 }

@@ -74,6 +74,13 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       const planId = body.plan_id;
       plan = await readById(c, plans, planId, "plan", "plan_id");
       if (!plan.active) throw invalidRequest("plan_inactive", `Plan ${plan.id} is archived and accepts no new subscriptions.`, "plan_id");
+      if (plan.usageType !== current.plan.usageType) {
+        throw invalidRequest(
+          "plan_incompatible",
+          `Plan ${plan.id} is ${plan.usageType}; the subscription's plan is ${current.plan.usageType}. Cancel and subscribe to change how it is billed.`,
+          "plan_id",
+        );
+      }
       if (plan.currency !== current.plan.currency || plan.interval !== current.plan.interval) {
         throw invalidRequest(
           "plan_incompatible",
@@ -82,8 +89,11 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
         );
       }
     }
+    if (body.quantity !== undefined && plan.usageType === "metered") {
+      throw invalidRequest("parameter_unexpected", "quantity: a metered plan is billed by the usage reported for each period, not by a quantity.", "quantity");
+    }
     const quantity = body.quantity ?? sub.quantity;
-    if (plan.id !== sub.planId || quantity !== sub.quantity) chargeableAmount(plan, quantity);
+    if ((plan.id !== sub.planId || quantity !== sub.quantity) && plan.usageType !== "metered") chargeableAmount(plan, quantity);
 
     // Only what the request sends is written.
     const changes: Partial<SubscriptionRow> = { updatedAt: isoTime(realNow) };

@@ -1,0 +1,59 @@
+// Metered usage (DESIGN.md "Billing depth"): a metered subscription is billed in arrears. Its
+// usage records fall in the billing period that holds their timestamp; when a period ends, the
+// renewal run claims it like any period (src/billing/periods.ts), priced by the period's usage
+// aggregated by the plan (sum, max, last_during_period) and priced through its unit price or tiers,
+// rounded once (src/domain/usage.ts).
+//
+// A record and the claim that invoices its period cannot miss each other: a record's insert is
+// refused once its period is claimed (400 usage_period_closed), and the claim checks that the
+// period's records are still the ones it priced (their count), else it is lost and the next run
+// prices it again.
+import { type SQL, and, eq, inArray, sql } from "drizzle-orm";
+import type { Db } from "../db/client";
+import { usageRecords } from "../db/schema";
+import { periodStartMs } from "../domain/billing-calendar";
+import { type AggregateUsage, type UsageRecord, meteredLine } from "../domain/usage";
+import { exactPriceOf, type PlanRow } from "./pricing";
+
+export type UsageRecordRow = typeof usageRecords.$inferSelect;
+
+/** A period's records as a claim prices them. */
+export interface PeriodUsage {
+  records: UsageRecord[];
+}
+
+export const isMetered = (plan: Pick<PlanRow, "usageType">) => plan.usageType === "metered";
+
+/** The records of each subscription's period `periodsBilled` (the one a claim invoices), by subscription id. */
+export async function usageOfOpenPeriods(db: Db, subs: { id: string; periodsBilled: number }[]): Promise<Map<string, PeriodUsage>> {
+  const out = new Map<string, PeriodUsage>(subs.map((s) => [s.id, { records: [] }]));
+  if (subs.length === 0) return out;
+  const wanted = new Map(subs.map((s) => [s.id, s.periodsBilled]));
+  const rows = await db
+    .select({ subscriptionId: usageRecords.subscriptionId, periodIndex: usageRecords.periodIndex, quantity: usageRecords.quantity, action: usageRecords.action, timestamp: usageRecords.timestamp })
+    .from(usageRecords)
+    .where(inArray(usageRecords.subscriptionId, [...wanted.keys()]))
+    .orderBy(usageRecords.id);
+  for (const row of rows) {
+    if (wanted.get(row.subscriptionId) !== row.periodIndex) continue;
+    out.get(row.subscriptionId)!.records.push({ quantity: row.quantity, action: row.action, timestamp: row.timestamp });
+  }
+  return out;
+}
+
+/** A metered period's usage and its price: the aggregated quantity, and the line's amount (rounded once). */
+export function meteredPeriod(plan: PlanRow, billingAnchor: string, n: number, usage: PeriodUsage): { quantity: number; amount: number } {
+  const period = { start: periodStartMs(billingAnchor, plan.interval, n), end: periodStartMs(billingAnchor, plan.interval, n + 1) };
+  const { quantity, amount } = meteredLine({
+    records: usage.records,
+    aggregate: (plan.aggregateUsage ?? "sum") as AggregateUsage,
+    period,
+    pricingModel: plan.pricingModel,
+    price: exactPriceOf(plan),
+  });
+  return { quantity, amount };
+}
+
+/** SQL: the period still has exactly the records a claim priced (none arrived since). */
+export const usageUnchanged = (subscriptionId: string, n: number, usage: PeriodUsage): SQL =>
+  sql`(SELECT COUNT(*) FROM ${usageRecords} WHERE ${and(eq(usageRecords.subscriptionId, subscriptionId), eq(usageRecords.periodIndex, n))}) = ${usage.records.length}`;
