@@ -922,38 +922,64 @@ async function renewalPhase(account) {
     log(`renewals: skipped (${billing.join(", ")} not served)`);
     return null;
   }
-  // One user, plan and subscription over HTTP: the template for the clones.
+  // One user and four subscriptions over HTTP, the templates of a mix of clones (a quarter each):
+  // a fixed plan, a graduated tiered plan at quantity 6, a metered plan at 0.35 cent per unit (each
+  // clone with 1,000 units of usage in its period), and the fixed plan with a 20%-off coupon.
   const user = (await must({ method: "POST", path: "/api/users", key: account.key, body: { name: "Subscriber", email: "subscriber@example.com" } })).json();
-  const plan = (await must({ method: "POST", path: "/subscription-plans", key: account.key, idem: `bench-plan-${RUN}`, body: { name: "Bench", price: 10, currency: "usd", interval: "month" } })).json();
-  const sub = (await must({ method: "POST", path: "/subscriptions", key: account.key, idem: `bench-sub-${RUN}`, body: { user_id: user.id, plan_id: plan.id, quantity: 1, ...CARD } })).json();
-  if (!/^sub_[0-9a-z]{26}$/.test(sub.id)) throw new Error(`unexpected subscription id ${sub.id}`);
-  const [template] = d1Query(`SELECT * FROM subscriptions WHERE id = '${sub.id}'`);
-  if (!template) throw new Error(`subscription ${sub.id} not found with wrangler d1 execute`);
-  const columns = Object.keys(template);
-  for (const needed of ["id", "due_at", "periods_billed", "status"]) {
+  const planOf = async (name, body) => (await must({ method: "POST", path: "/subscription-plans", key: account.key, idem: `bench-plan-${name}-${RUN}`, body: { name, currency: "usd", interval: "month", ...body } })).json();
+  const fixed = await planOf("Bench", { price: 10 });
+  const tiered = await planOf("Bench tiers", { pricing_model: "graduated", tiers: [{ up_to: 5, unit_price: 7 }, { up_to: null, unit_price: 6.5 }] });
+  const metered = await planOf("Bench usage", { usage_type: "metered", unit_amount_decimal: "0.35" });
+  await must({ method: "POST", path: "/coupons", key: account.key, idem: `bench-coupon-${RUN}`, body: { id: `BENCH${RUN}`.slice(0, 64).replace(/[^A-Za-z0-9_-]/g, "_"), name: "Bench 20% off", percent_off: 20, duration: "forever" } });
+  const couponId = `BENCH${RUN}`.slice(0, 64).replace(/[^A-Za-z0-9_-]/g, "_");
+  const subscribe = async (name, body) =>
+    (await must({ method: "POST", path: "/subscriptions", key: account.key, idem: `bench-sub-${name}-${RUN}`, body: { user_id: user.id, quantity: 1, ...body, ...CARD } })).json();
+  const templates = [
+    await subscribe("fixed", { plan_id: fixed.id }),
+    await subscribe("tiered", { plan_id: tiered.id, quantity: 6 }),
+    await subscribe("metered", { plan_id: metered.id }),
+    await subscribe("discounted", { plan_id: fixed.id, coupon: couponId }),
+  ];
+  for (const sub of templates) if (!/^sub_[0-9a-z]{26}$/.test(sub.id)) throw new Error(`unexpected subscription id ${sub.id}`);
+  const templateIds = templates.map((t) => `'${t.id}'`).join(", ");
+  const rows = d1Query(`SELECT * FROM subscriptions WHERE id IN (${templateIds})`);
+  if (rows.length !== templates.length) throw new Error("the template subscriptions were not found with wrangler d1 execute");
+  const columns = Object.keys(rows[0]);
+  for (const needed of ["id", "due_at", "periods_billed", "status", "plan_id"]) {
     if (!columns.includes(needed)) throw new Error(`subscriptions has no ${needed} column; the bench's seeding needs updating`);
   }
-  // Clones: distinct ids (the template's time and first random characters, then a counter), due an
-  // hour ago. Their next period starts a month from now, so each renews exactly once.
+  const template = rows[0];
+  // Clones: distinct ids (a template's time and first random characters, its index, then a counter),
+  // due an hour ago. Their next period starts a month from now, so each renews exactly once.
   const dueAt = Date.now() - 60 * 60 * 1000;
-  const select = columns.map((c) => (c === "id" ? `'sub_' || substr(t.id, 5, 16) || printf('%010d', n.i)` : c === "due_at" ? String(dueAt) : `t.${c}`));
-  const sqlText = `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${CONFIG.subscriptions})
+  const share = Math.ceil(CONFIG.subscriptions / templates.length);
+  const counts = templates.map((_, k) => Math.max(0, Math.min(share, CONFIG.subscriptions - k * share)));
+  const select = (k) => columns.map((c) => (c === "id" ? `'sub_' || substr(t.id, 5, 15) || '${k}' || printf('%010d', n.i)` : c === "due_at" ? String(dueAt) : `t.${c}`));
+  const seedSql = templates
+    .map(
+      (t, k) => `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${counts[k]})
 INSERT INTO subscriptions (${columns.join(", ")})
-SELECT ${select.join(", ")}
-FROM subscriptions AS t, n WHERE t.id = '${sub.id}';
-`;
+SELECT ${select(k).join(", ")}
+FROM subscriptions AS t, n WHERE t.id = '${t.id}';`,
+    )
+    .join("\n");
+  // Each metered clone's usage: 1,000 units in the period it is invoiced for (its first).
+  const usageSql = `INSERT INTO usage_records (id, account_id, livemode, subscription_id, period_index, quantity, action, timestamp, created_at)
+SELECT 'mbur_' || substr(s.id, 5), s.account_id, s.livemode, s.id, 0, 1000, 'increment', s.billing_anchor, s.created_at
+FROM subscriptions AS s WHERE s.plan_id = '${metered.id}' AND s.id <> '${templates[2].id}';`;
   const file = path.join(TMP, "seed-subscriptions.sql");
-  fs.writeFileSync(file, sqlText);
-  log(`renewals: seeding ${fmt(CONFIG.subscriptions)} clones of ${sub.id} with wrangler d1 execute --file`);
+  fs.writeFileSync(file, `${seedSql}\n${usageSql}\n`);
+  log(`renewals: seeding ${fmt(CONFIG.subscriptions)} clones of ${templates.length} subscriptions (fixed, tiered, metered, discounted) with wrangler d1 execute --file`);
   wrangler(["d1", "execute", "DB", "--local", "--persist-to", STATE_REL, "--file", path.relative(ROOT, file)]);
-  const baseBilled = template.periods_billed;
-  const where = `account_id = '${template.account_id}' AND id <> '${sub.id}'`;
+  // A metered subscription's first period is billed at its end (periods_billed 0); the others' next.
+  const baseOf = `(CASE WHEN plan_id = '${metered.id}' THEN 0 ELSE 1 END)`;
+  const where = `account_id = '${template.account_id}' AND id NOT IN (${templateIds})`;
   const [{ n: seeded }] = d1Query(`SELECT COUNT(*) AS n FROM subscriptions WHERE ${where} AND due_at <= ${Date.now()} AND status = 'active'`);
   if (seeded !== CONFIG.subscriptions) throw new Error(`seeded ${seeded} due subscriptions, expected ${CONFIG.subscriptions}`);
 
   const sqlite = await openSqlite();
   const countSql = `SELECT
-    SUM(CASE WHEN periods_billed > ${baseBilled} THEN 1 ELSE 0 END) AS renewed,
+    SUM(CASE WHEN periods_billed > ${baseOf} THEN 1 ELSE 0 END) AS renewed,
     SUM(CASE WHEN status <> 'active' THEN 1 ELSE 0 END) AS not_active
     FROM subscriptions WHERE ${where}`;
   const progress = () => {
@@ -994,7 +1020,8 @@ FROM subscriptions AS t, n WHERE t.id = '${sub.id}';
   recordProblems("renewals (/__scheduled)", renewStatuses, new Map());
   sqlite?.close();
   const [final] = d1Query(countSql);
-  const [payments] = d1Query(`SELECT COUNT(*) AS n FROM payments WHERE account_id = '${template.account_id}' AND subscription_id IS NOT NULL AND subscription_id <> '${sub.id}'`);
+  const [payments] = d1Query(`SELECT COUNT(*) AS n FROM payments WHERE account_id = '${template.account_id}' AND subscription_id IS NOT NULL AND subscription_id NOT IN (${templateIds})`);
+  const [invoiced] = d1Query(`SELECT COUNT(*) AS n, COUNT(DISTINCT subscription_id || ':' || period_index) AS periods FROM invoices WHERE account_id = '${template.account_id}' AND subscription_id NOT IN (${templateIds})`);
   const cpu = cpuDelta(before, after);
   if (cpu.restarted) results.reloads.push({ phase: "renewals", lines: ["the workerd processes changed during the phase"] });
   const renewal = {
@@ -1002,6 +1029,7 @@ FROM subscriptions AS t, n WHERE t.id = '${sub.id}';
     renewed: Number(final.renewed ?? 0),
     notActive: Number(final.not_active ?? 0),
     payments: payments.n,
+    invoices: invoiced.n,
     triggers,
     workerCpuPerSub: cpu.restarted ? null : cpu.worker / Math.max(1, Number(final.renewed ?? 0)),
     foreignCpus: cpu.restarted ? null : cpu.foreign / cpu.wallMs,
@@ -1010,11 +1038,13 @@ FROM subscriptions AS t, n WHERE t.id = '${sub.id}';
   if (renewal.notActive > 0) problems.push({ phase: "renewals", what: "subscriptions left past_due or canceled", count: renewal.notActive });
   // One payment per renewed period: more would be a period charged twice.
   if (renewal.payments !== renewal.renewed) problems.push({ phase: "renewals", what: `${renewal.payments} payments for ${renewal.renewed} renewed periods`, count: Math.abs(renewal.payments - renewal.renewed) });
-  const [twice] = d1Query(`SELECT COUNT(*) AS n FROM subscriptions WHERE ${where} AND periods_billed > ${baseBilled + 1}`);
+  // One invoice per renewed period, never two for one period.
+  if (invoiced.n !== renewal.renewed || invoiced.periods !== invoiced.n) problems.push({ phase: "renewals", what: `${invoiced.n} invoices (${invoiced.periods} periods) for ${renewal.renewed} renewed periods`, count: Math.abs(invoiced.n - renewal.renewed) });
+  const [twice] = d1Query(`SELECT COUNT(*) AS n FROM subscriptions WHERE ${where} AND periods_billed > ${baseOf} + 1`);
   if (twice.n > 0) problems.push({ phase: "renewals", what: "subscriptions that advanced more than one period", count: twice.n });
   log(
     `renewals: ${fmt(renewal.renewed)}/${fmt(CONFIG.subscriptions)} renewed in ${renewal.seconds === null ? "n/a (timed out)" : `${fmt(renewal.seconds, 1)} s`} ` +
-      `with ${triggers} cron trigger(s); ${fmt(renewal.payments)} payments; worker CPU ${fmt(renewal.workerCpuPerSub, 2)} ms per renewal`,
+      `with ${triggers} cron trigger(s); ${fmt(renewal.payments)} payments, ${fmt(renewal.invoices)} invoices; worker CPU ${fmt(renewal.workerCpuPerSub, 2)} ms per renewal`,
   );
   checkReloads("renewals");
   return renewal;
@@ -1107,10 +1137,10 @@ function report({ date, env, concurrency, calibration, health, payout, userGet, 
   ]);
   if (renewal) {
     rows.push([
-      `Renew ${fmt(CONFIG.subscriptions)} due subscriptions`,
-      renewal.seconds === null ? `timed out: ${fmt(renewal.renewed)} renewed in ${CONFIG.renewalTimeoutMs / 1000} s` : `${fmt(renewal.seconds, 1)} s (${fmt(CONFIG.subscriptions / renewal.seconds)} /s, ${renewal.triggers} cron runs; ${fmt(renewal.payments)} payments for ${fmt(renewal.renewed)} periods)`,
-      `≤ ${GOALS.renewalSeconds} s, no period charged twice`,
-      met(renewal.seconds !== null && renewal.seconds <= GOALS.renewalSeconds && renewal.payments === renewal.renewed),
+      `Renew ${fmt(CONFIG.subscriptions)} due subscriptions (a quarter each fixed, tiered, metered, discounted)`,
+      renewal.seconds === null ? `timed out: ${fmt(renewal.renewed)} renewed in ${CONFIG.renewalTimeoutMs / 1000} s` : `${fmt(renewal.seconds, 1)} s (${fmt(CONFIG.subscriptions / renewal.seconds)} /s, ${renewal.triggers} cron runs; ${fmt(renewal.payments)} payments and ${fmt(renewal.invoices)} invoices for ${fmt(renewal.renewed)} periods)`,
+      `≤ ${GOALS.renewalSeconds} s, one invoice and one charge per period`,
+      met(renewal.seconds !== null && renewal.seconds <= GOALS.renewalSeconds && renewal.payments === renewal.renewed && renewal.invoices === renewal.renewed),
     ]);
   } else {
     rows.push([`Renew ${fmt(CONFIG.subscriptions)} due subscriptions`, "not available", "—", "n/a"]);
@@ -1317,7 +1347,10 @@ async function main() {
   const renewal = await renewalPhase(accounts[4]);
 
   const { markdown, rows } = report({ date, env, concurrency, calibration, health, payout, userGet, hooks, renewal });
-  fs.writeFileSync(RESULTS, markdown);
+  // The sections other benches write (bench/floor.mjs, bench/heap.mjs: <!-- name --> … <!-- /name -->) are kept.
+  const previous = fs.existsSync(RESULTS) ? fs.readFileSync(RESULTS, "utf8") : "";
+  const kept = [...previous.matchAll(/<!-- ([a-z]+) -->[\s\S]*?<!-- \/\1 -->/g)].map((m) => m[0]);
+  fs.writeFileSync(RESULTS, kept.length ? `${markdown.trimEnd()}\n\n${kept.join("\n\n")}\n` : markdown);
   console.log("");
   console.log(table(["Figure", "Value", "Goal", "Met"], rows));
   console.log("");

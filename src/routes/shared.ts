@@ -119,13 +119,16 @@ export const emailField = z
   .pipe(z.email({ error: EMAIL }))
   .openapi({ type: "string", format: "email", example: "ada@example.com" });
 
-/**
- * A future instant sent as ISO 8601 text with its offset (`2027-01-31T23:59:59Z`): epoch ms, or
- * a 400 naming `param`. `now` is the clock it must be after (a test clock's for billing times).
- */
-export function futureInstant(text: string, param: string, now: number): number {
+/** An instant sent as ISO 8601 text with its offset (`2027-01-31T23:59:59Z`): epoch ms, or a 400 naming `param`. */
+export function instantField(text: string, param: string): number {
   const at = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/.test(text) ? Date.parse(text) : Number.NaN;
   if (Number.isNaN(at)) throw invalidRequest("parameter_invalid", `${param} must be a date and time in ISO 8601 with its offset, such as 2027-01-31T23:59:59Z; "${text.slice(0, 40)}" is not one.`, param);
+  return at;
+}
+
+/** instantField, which must be after `now` (a test clock's for billing times). */
+export function futureInstant(text: string, param: string, now: number): number {
+  const at = instantField(text, param);
   if (at <= now) throw invalidRequest("parameter_invalid", `${param} must be in the future.`, param);
   return at;
 }

@@ -16,7 +16,7 @@ import { invalidRequest } from "../../lib/errors";
 import { withLiveKeyAll } from "../reads";
 import { commitAndRespond } from "../write-path";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
-import { bodyObject, closedSet, livemodeField, timestamp, wholeNumber } from "../shared";
+import { bodyObject, closedSet, instantField, livemodeField, timestamp, wholeNumber } from "../shared";
 import { alreadyCanceled, billingNow, loadSubscription, subscriptionId, tags } from "./common";
 
 export const UsageBody = bodyObject({
@@ -105,8 +105,7 @@ export function registerUsage(app: OpenAPIHono<AppEnv>) {
     const now = billingNow(testClock, realNow);
     let at = now;
     if (body.timestamp !== undefined) {
-      const parsed = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/.test(body.timestamp) ? Date.parse(body.timestamp) : Number.NaN;
-      if (Number.isNaN(parsed)) throw invalidRequest("parameter_invalid", `timestamp must be a date and time in ISO 8601 with its offset, such as 2027-01-31T12:00:00Z; "${body.timestamp.slice(0, 40)}" is not one.`, "timestamp");
+      const parsed = instantField(body.timestamp, "timestamp");
       if (parsed > now) throw invalidRequest("parameter_invalid", "timestamp must not be in the future.", "timestamp");
       at = parsed;
     }
