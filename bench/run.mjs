@@ -926,7 +926,7 @@ async function renewalPhase(account) {
   // a fixed plan, a graduated tiered plan at quantity 6, a metered plan at 0.35 cent per unit (each
   // clone with 1,000 units of usage in its period), and the fixed plan with a 20%-off coupon.
   const user = (await must({ method: "POST", path: "/api/users", key: account.key, body: { name: "Subscriber", email: "subscriber@example.com" } })).json();
-  const planOf = async (name, body) => (await must({ method: "POST", path: "/subscription-plans", key: account.key, idem: `bench-plan-${name}-${RUN}`, body: { name, currency: "usd", interval: "month", ...body } })).json();
+  const planOf = async (name, body) => (await must({ method: "POST", path: "/subscription-plans", key: account.key, idem: `bench-plan-${name.replace(/\W/g, "-")}-${RUN}`, body: { name, currency: "usd", interval: "month", ...body } })).json();
   const fixed = await planOf("Bench", { price: 10 });
   const tiered = await planOf("Bench tiers", { pricing_model: "graduated", tiers: [{ up_to: 5, unit_price: 7 }, { up_to: null, unit_price: 6.5 }] });
   const metered = await planOf("Bench usage", { usage_type: "metered", unit_amount_decimal: "0.35" });
@@ -996,7 +996,8 @@ FROM subscriptions AS s WHERE s.plan_id = '${metered.id}' AND s.id <> '${templat
   const renewStatuses = new Map();
   const trigger = async () => {
     triggers++;
-    const res = await send(setupAgent, { path: "/__scheduled?cron=*+*+*+*+*", timeoutMs: 60_000 });
+    // A trigger the busy dev server drops (socket hang up) is counted, not fatal: the next stall triggers again.
+    const res = await send(setupAgent, { path: "/__scheduled?cron=*+*+*+*+*", timeoutMs: 60_000 }).catch((error) => ({ status: `error: ${error.message}` }));
     if (res.status !== 200) bump(renewStatuses, res.status);
     lastChange = performance.now();
   };
@@ -1019,6 +1020,9 @@ FROM subscriptions AS s WHERE s.plan_id = '${metered.id}' AND s.id <> '${templat
   const after = cpuSnapshot();
   recordProblems("renewals (/__scheduled)", renewStatuses, new Map());
   sqlite?.close();
+  // Past the time limit, chunks already on the queue still commit: let them, so that the counts
+  // below (renewed periods, payments, invoices) are read at one quiet moment, not mid-commit.
+  if (doneAt === null) await waitQuiet(120_000);
   const [final] = d1Query(countSql);
   const [payments] = d1Query(`SELECT COUNT(*) AS n FROM payments WHERE account_id = '${template.account_id}' AND subscription_id IS NOT NULL AND subscription_id NOT IN (${templateIds})`);
   const [invoiced] = d1Query(`SELECT COUNT(*) AS n, COUNT(DISTINCT subscription_id || ':' || period_index) AS periods FROM invoices WHERE account_id = '${template.account_id}' AND subscription_id NOT IN (${templateIds})`);
@@ -1030,11 +1034,12 @@ FROM subscriptions AS s WHERE s.plan_id = '${metered.id}' AND s.id <> '${templat
     notActive: Number(final.not_active ?? 0),
     payments: payments.n,
     invoices: invoiced.n,
+    withinLimit: last.renewed,
     triggers,
     workerCpuPerSub: cpu.restarted ? null : cpu.worker / Math.max(1, Number(final.renewed ?? 0)),
     foreignCpus: cpu.restarted ? null : cpu.foreign / cpu.wallMs,
   };
-  if (doneAt === null) problems.push({ phase: "renewals", what: `only ${renewal.renewed} of ${CONFIG.subscriptions} renewed within ${CONFIG.renewalTimeoutMs / 1000} s`, count: CONFIG.subscriptions - renewal.renewed });
+  if (doneAt === null) problems.push({ phase: "renewals", what: `only ${last.renewed} of ${CONFIG.subscriptions} renewed within ${CONFIG.renewalTimeoutMs / 1000} s (${renewal.renewed} once the queue was quiet)`, count: CONFIG.subscriptions - last.renewed });
   if (renewal.notActive > 0) problems.push({ phase: "renewals", what: "subscriptions left past_due or canceled", count: renewal.notActive });
   // One payment per renewed period: more would be a period charged twice.
   if (renewal.payments !== renewal.renewed) problems.push({ phase: "renewals", what: `${renewal.payments} payments for ${renewal.renewed} renewed periods`, count: Math.abs(renewal.payments - renewal.renewed) });
@@ -1138,7 +1143,7 @@ function report({ date, env, concurrency, calibration, health, payout, userGet, 
   if (renewal) {
     rows.push([
       `Renew ${fmt(CONFIG.subscriptions)} due subscriptions (a quarter each fixed, tiered, metered, discounted)`,
-      renewal.seconds === null ? `timed out: ${fmt(renewal.renewed)} renewed in ${CONFIG.renewalTimeoutMs / 1000} s` : `${fmt(renewal.seconds, 1)} s (${fmt(CONFIG.subscriptions / renewal.seconds)} /s, ${renewal.triggers} cron runs; ${fmt(renewal.payments)} payments and ${fmt(renewal.invoices)} invoices for ${fmt(renewal.renewed)} periods)`,
+      renewal.seconds === null ? `timed out: ${fmt(renewal.withinLimit)} renewed in ${CONFIG.renewalTimeoutMs / 1000} s (then ${fmt(renewal.renewed)} once the queued chunks committed: ${fmt(renewal.payments)} payments, ${fmt(renewal.invoices)} invoices)` : `${fmt(renewal.seconds, 1)} s (${fmt(CONFIG.subscriptions / renewal.seconds)} /s, ${renewal.triggers} cron runs; ${fmt(renewal.payments)} payments and ${fmt(renewal.invoices)} invoices for ${fmt(renewal.renewed)} periods)`,
       `≤ ${GOALS.renewalSeconds} s, one invoice and one charge per period`,
       met(renewal.seconds !== null && renewal.seconds <= GOALS.renewalSeconds && renewal.payments === renewal.renewed && renewal.invoices === renewal.renewed),
     ]);
