@@ -1,6 +1,7 @@
 // The dashboard's Coupons page: the list (terms, redemptions, status), the create form (checked
 // field by field, the API's refusal beside its field), delete through the API's route, the
-// discount and a trial on the Subscriptions page, and a key without coupons:read.
+// discount, a trial and a metered subscription's usage on the Subscriptions page, and a key
+// without coupons:read.
 import { beforeAll, describe, expect, it } from "vitest";
 import { type Account, call, signup } from "../support/http";
 import { createKey, createPlan, createUser, subscribed } from "../support/fixtures";
@@ -67,6 +68,16 @@ describe("the Coupons page", () => {
     expect(filtered.html).toContain(`data-subscription="${trialing.id}"`);
     expect(filtered.html).not.toContain(`data-subscription="${sub.id}"`);
     expect((await call(`/subscriptions/${sub.id}`, { key: acct.key })).body.discount.coupon).toBe("KEEP");
+  });
+
+  it("a metered subscription shows the usage of its open period on the Subscriptions page", async () => {
+    const plan = (await call("/subscription-plans", { key: acct.key, body: { name: "Dash calls", price: 0.01, currency: "usd", interval: "month", usage_type: "metered", aggregate_usage: "sum" } })).body;
+    const user = await createUser(acct, { name: "Mia Metered", email: "mia@example.com" });
+    const sub = await subscribed(acct, user.id, plan.id);
+    for (const quantity of [120, 30]) expect((await call(`/subscriptions/${sub.id}/usage`, { key: acct.key, body: { quantity } })).status).toBe(201);
+    const subs = await dashboardFetch("/dashboard/subscriptions", { cookie });
+    expect(subs.html).toContain('data-usage="150"');
+    expect(textOf(subs.html)).toContain("150 units used this period");
   });
 
   it("a key without coupons:read has no Coupons in its menu and is refused the page; coupons:read alone gets no forms", async () => {

@@ -8,6 +8,38 @@ import { Id, Time } from "../format";
 import { Empty, FormFields, Pager, StatusBadge, TableWrap, can, render, StatusFilter } from "../layout";
 import { apiQuery, listQuery } from "../lists";
 import { PlanRef, UserRef, namesFor } from "../names";
+import { and, eq, inArray } from "drizzle-orm";
+import type { Db } from "../../db/client";
+import type { Tenant } from "../../db/scope";
+import { plans, subscriptions, usageRecords } from "../../db/schema";
+import { periodStartMs } from "../../domain/billing-calendar";
+import { type AggregateUsage, aggregateUsage } from "../../domain/usage";
+
+/**
+ * The usage so far in the open period of each metered subscription among `ids` (aggregated as its
+ * plan says), by subscription id. Two reads, only when the page shows a metered subscription.
+ */
+async function openPeriodUsage(db: Db, auth: Tenant & { keyId?: string }, ids: string[]): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  if (ids.length === 0) return out;
+  const metered = await db
+    .select({ id: subscriptions.id, n: subscriptions.periodsBilled, anchor: subscriptions.billingAnchor, interval: plans.interval, aggregate: plans.aggregateUsage })
+    .from(subscriptions)
+    .innerJoin(plans, eq(plans.id, subscriptions.planId))
+    .where(and(eq(subscriptions.accountId, auth.accountId), eq(subscriptions.livemode, auth.livemode), inArray(subscriptions.id, ids), eq(plans.usageType, "metered")));
+  if (metered.length === 0) return out;
+  const records = await db
+    .select({ subscriptionId: usageRecords.subscriptionId, periodIndex: usageRecords.periodIndex, quantity: usageRecords.quantity, action: usageRecords.action, timestamp: usageRecords.timestamp })
+    .from(usageRecords)
+    .where(inArray(usageRecords.subscriptionId, metered.map((m) => m.id)))
+    .orderBy(usageRecords.id);
+  for (const m of metered) {
+    const own = records.filter((r) => r.subscriptionId === m.id && r.periodIndex === m.n);
+    const period = { start: periodStartMs(m.anchor, m.interval, m.n), end: periodStartMs(m.anchor, m.interval, m.n + 1) };
+    out.set(m.id, aggregateUsage(own, (m.aggregate ?? "sum") as AggregateUsage, period));
+  }
+  return out;
+}
 
 interface Subscription {
   id: string;
@@ -35,6 +67,7 @@ async function listPage(c: Context<DashEnv>) {
   const page = answer.body;
   const write = can(session, "subscriptions:write");
   const names = await namesFor(c.var.db, session.auth, { users: page.data.map((s) => s.user_id), plans: page.data.map((s) => s.plan_id) });
+  const usage = await openPeriodUsage(c.var.db, session.auth, page.data.filter((s) => s.status !== "canceled").map((s) => s.id));
   return render(c, 200, {
     title: "Subscriptions",
     active: BACK,
@@ -71,6 +104,11 @@ async function listPage(c: Context<DashEnv>) {
                   </td>
                   <td>
                     <PlanRef id={s.plan_id} names={names} />
+                    {usage.has(s.id) ? (
+                      <div class="muted" data-usage={usage.get(s.id)}>
+                        {usage.get(s.id)} units used this period
+                      </div>
+                    ) : null}
                     {s.discount ? (
                       <div class="muted" data-discount={s.discount.coupon}>
                         coupon <a href={`/dashboard/coupons#coupon-${encodeURIComponent(s.discount.coupon)}`}>{s.discount.coupon}</a>
