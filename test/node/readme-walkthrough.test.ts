@@ -116,6 +116,21 @@ describe("README.md, the shell walk-through", () => {
       ["POST", /^\/api\/test-clocks\/clock_\w+\/advance$/, 200, (b) => expect(b).toMatchObject({ frozen_time: "2026-03-31T12:00:00.000Z" })],
       // Declined on February 28, retried March 1, 3 and 5, then canceled: what the README says.
       ["GET", /^\/subscriptions\/sub_\w+$/, 200, (b) => expect(b).toMatchObject({ id: calls[17].body.id, status: "canceled", canceled_at: "2026-03-05T12:00:00.000Z" })],
+      // Billing depth on a clock of its own: a trial with a coupon, and a metered plan.
+      ["POST", /^\/api\/test-clocks$/, 201, (b) => expect(b).toMatchObject({ frozen_time: "2026-05-01T00:00:00.000Z" })],
+      ["POST", /^\/api\/users$/, 201, (b) => expect(b).toMatchObject({ name: "Mia", test_clock: calls[20].body.id })],
+      ["POST", /^\/coupons$/, 201, (b) => expect(b).toMatchObject({ id: "LAUNCH20", percent_off: 20, duration: "repeating", duration_in_months: 2 })],
+      ["POST", /^\/subscriptions$/, 201, (b) => expect(b).toMatchObject({ status: "trialing", trial_end: "2026-05-15T00:00:00.000Z", discount: { coupon: "LAUNCH20" } })],
+      ["POST", /^\/subscription-plans$/, 201, (b) => expect(b).toMatchObject({ usage_type: "metered", unit_amount_decimal: "0.35" })],
+      ["POST", /^\/subscriptions$/, 201, (b) => expect(b).toMatchObject({ status: "active", plan_id: calls[24].body.id, next_billing_date: "2026-06-01T00:00:00.000Z" })],
+      ["POST", /^\/subscriptions\/sub_\w+\/usage$/, 201, (b) => expect(b).toMatchObject({ quantity: 1000, subscription_id: calls[25].body.id })],
+      ["POST", /^\/api\/test-clocks\/clock_\w+\/advance$/, 200, (b) => expect(b).toMatchObject({ frozen_time: "2026-06-01T00:01:00.000Z" })],
+      // Newest first: the metered period (June 1: 3.50), then the trial's first period (May 15: 19.99 less 20%).
+      ["GET", /^\/invoices\?user_id=usr_\w+$/, 200, (b) =>
+        expect(b.data.map((i: any) => [i.status, i.subtotal, i.discount, i.total])).toEqual([
+          ["paid", 350, 0, 350],
+          ["paid", 1999, 400, 1599],
+        ])],
     ];
     expect(calls.map((c) => `${c.method} ${c.path}`)).toHaveLength(expected.length);
     expected.forEach(([method, path, status, check], i) => {
