@@ -23,6 +23,7 @@ import type { Db } from "../db/client";
 import { guard, rawStatement, type Statement } from "../db/batch";
 import { type ClaimCard, coupons, plans, subscriptionPeriods, subscriptions, users } from "../db/schema";
 import { newId } from "../domain/ids";
+import { MAX_AMOUNT } from "../domain/money";
 import { isoTime } from "../lib/clock";
 import { charge, type ChargeResult } from "../payments/charge";
 import { cardOf } from "../payments/serialize";
@@ -86,10 +87,16 @@ export function selectBillableRows(db: Db) {
 export const isDue = (sub: SubscriptionRow, at: number) =>
   (RENEWING as readonly string[]).includes(sub.status) && sub.dueAt !== null && sub.dueAt <= at;
 
-/** SQL: the subscription is still in the state that was read (and, for a renewal, due at `dueBy`). */
+/**
+ * SQL: the subscription is still in the state that was read (and, for a renewal, due at `dueBy`),
+ * its plan, quantity and discount included: a claim priced from a row that changed since is lost,
+ * and the next run prices it again.
+ */
 export const stillAsRead = (sub: SubscriptionRow, dueBy?: number) => sql`EXISTS (SELECT 1 FROM subscriptions AS as_read
   WHERE as_read.id = ${sub.id} AND as_read.status = ${sub.status} AND as_read.periods_billed = ${sub.periodsBilled}
     AND as_read.dunning_attempts = ${sub.dunningAttempts} AND as_read.cancel_at_period_end = ${sub.cancelAtPeriodEnd ? 1 : 0}
+    AND as_read.plan_id = ${sub.planId} AND as_read.quantity = ${sub.quantity}
+    AND as_read.coupon_id IS ${sub.couponId} AND as_read.discount_start IS ${sub.discountStart}
     ${dueBy === undefined ? sql`` : sql`AND as_read.due_at <= ${dueBy}`})`;
 
 /**
@@ -200,6 +207,7 @@ export function claimPeriod(
     if (isMetered(plan)) {
       if (!row.usage) throw new Error(`a metered claim of ${sub.id} needs its period's usage`);
       ({ quantity: usageQuantity, amount: subtotal } = meteredPeriod(plan, sub.billingAnchor, n, row.usage));
+      if (subtotal > MAX_AMOUNT) throw new RangeError(`the usage of period ${n} of ${sub.id} prices at ${subtotal}, beyond the largest chargeable amount`);
       usageHolds = usageUnchanged(sub.id, n, row.usage);
     } else {
       subtotal = periodAmount(plan, sub.quantity);

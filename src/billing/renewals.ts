@@ -129,19 +129,29 @@ export async function renewSubscriptions(
     // A subscription set to cancel at period end is canceled, unless a charge of the period never
     // settled: that charge is taken over (same reference) and recorded first.
     if (row.sub.cancelAtPeriodEnd && !hasUnsettledClaim(row)) toCancel.push(i);
+    // A trial's end is charged once its subscription_trial_will_end has gone out (a later run).
+    else if (row.sub.status === "trialing" && !row.sub.trialWillEndSent) continue;
     else if (processors.has(i)) toCharge.push(i);
   }
 
   // A metered period is priced by its usage, read before its claim (which checks it still holds).
   const metered = toCharge.filter((i) => isMetered(rows[i].plan) && rows[i].sub.status === "active").map((i) => rows[i].sub);
   const usage = await usageOfOpenPeriods(db, metered);
-  const claims = await runBatch(
-    db,
-    toCharge.map((i) =>
-      claimPeriod(db, { ...rows[i], usage: usage.get(rows[i].sub.id) }, rows[i].sub.cancelAtPeriodEnd ? "takeover" : "renewal", atOf(rows[i]), realNow),
-    ),
-  );
-  const claimed = toCharge.flatMap((i, j) => {
+  // A period that cannot be priced (a metered period beyond the largest chargeable amount, which
+  // the usage endpoint refuses to reach) is left unclaimed and logged; the rest of the chunk goes on.
+  const claimable: number[] = [];
+  const statements = toCharge.flatMap((i) => {
+    try {
+      const statement = claimPeriod(db, { ...rows[i], usage: usage.get(rows[i].sub.id) }, rows[i].sub.cancelAtPeriodEnd ? "takeover" : "renewal", atOf(rows[i]), realNow);
+      claimable.push(i);
+      return [statement];
+    } catch (error) {
+      console.error(JSON.stringify({ message: "renewal: the period cannot be priced; left unclaimed", subscription: rows[i].sub.id, error: String(error) }));
+      return [];
+    }
+  });
+  const claims = await runBatch(db, statements);
+  const claimed = claimable.flatMap((i, j) => {
     const claim = claimOf(claims[j]);
     return claim ? [{ i, row: rows[i], claim, at: atOf(rows[i]), processor: processors.get(i)! }] : [];
   });

@@ -16,7 +16,7 @@ import type { Bindings } from "../env";
 import { sendInBatches } from "../lib/queue";
 import { RENEWING, selectBillableRows } from "./periods";
 import { renewSubscriptions } from "./renewals";
-import { sendTestClockTrialNotices } from "./trials";
+import { sendTestClockTrialNotices, TRIAL_NOTICES_PER_RUN } from "./trials";
 
 /** Renewal steps one advance request runs itself; the rest continues on the job queue. */
 export const TEST_CLOCK_SYNC_STEPS = 24;
@@ -75,8 +75,9 @@ export async function maxAdvanceTime(db: Db, clock: ClockRef): Promise<number | 
  */
 export async function runTestClock(env: Bindings, db: Db, clock: ClockRef, maxSteps: number): Promise<{ steps: number; done: boolean }> {
   const frozenMs = Date.parse(clock.frozenTime);
-  // The trial notices that fell due first (a notice is due before the trial's end it announces).
-  await sendTestClockTrialNotices(env, db, clock.id, frozenMs, Date.now());
+  // The trial notices that fell due first (a notice is due before the trial's end it announces,
+  // and a trial's end is charged only once its notice is out): all of them, a run's worth at a time.
+  while ((await sendTestClockTrialNotices(env, db, clock.id, frozenMs, Date.now())) === TRIAL_NOTICES_PER_RUN);
   for (let steps = 0; steps < maxSteps; steps++) {
     const [row] = await selectBillableRows(db)
       .where(dueOnClock(clock, frozenMs))

@@ -32,7 +32,13 @@ export async function usageOfOpenPeriods(db: Db, subs: { id: string; periodsBill
   const rows = await db
     .select({ subscriptionId: usageRecords.subscriptionId, periodIndex: usageRecords.periodIndex, quantity: usageRecords.quantity, action: usageRecords.action, timestamp: usageRecords.timestamp })
     .from(usageRecords)
-    .where(inArray(usageRecords.subscriptionId, [...wanted.keys()]))
+    .where(
+      and(
+        inArray(usageRecords.subscriptionId, [...wanted.keys()]),
+        // Only the open period's records (as the subscription stands now; checked against the one read below).
+        sql`${usageRecords.periodIndex} = (SELECT periods_billed FROM subscriptions WHERE subscriptions.id = ${usageRecords.subscriptionId})`,
+      ),
+    )
     .orderBy(usageRecords.id);
   for (const row of rows) {
     if (wanted.get(row.subscriptionId) !== row.periodIndex) continue;

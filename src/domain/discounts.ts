@@ -144,7 +144,7 @@ export function discountEnd(duration: CouponDuration, start: Instant): number | 
 
 /**
  * Whether a discount applies to an invoice dated `invoiceDate` (a renewal's period start, a
- * proration invoiced at once at the change, a metered period's end):
+ * proration invoiced at once at the change, a metered period: its start, as every period invoice is dated):
  * - never before the discount's start;
  * - once: only to the first invoice on or after its start (`invoicesAlreadyDiscounted` = 0);
  * - repeating N months: to every invoice dated before start + N months (so a monthly plan with

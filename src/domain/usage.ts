@@ -13,7 +13,8 @@
  * A period without records aggregates to 0 and is priced at 0.
  */
 import { addIntervals, periodIndexAt, type BillingInterval } from "./billing-calendar";
-import { roundToMinor, type MinorDecimal } from "./decimal";
+import { fromMinorUnits, roundToMinor, type MinorDecimal } from "./decimal";
+import { MAX_AMOUNT } from "./money";
 import { SECOND_MS, toEpochMs, type Instant } from "./instants";
 import { priceExact, type ExactPriceInput, type PricingModel } from "./pricing";
 
@@ -118,4 +119,46 @@ export function meteredLine(input: {
   const quantity = aggregateUsage(input.records, input.aggregate, input.period);
   const exactAmount = priceExact(input.pricingModel, input.price, quantity);
   return { quantity, exactAmount, amount: roundToMinor(exactAmount) };
+}
+
+/**
+ * The largest usage Q such that every usage from 0 to Q prices, rounded, at no more than
+ * `maxAmount` minor units (MAX_AMOUNT, the largest chargeable amount); Number.MAX_SAFE_INTEGER
+ * when no usage goes beyond it. A period's aggregated usage never exceeds the sum of its records'
+ * quantities (whatever their actions and the aggregate), so a period whose quantities add up to at
+ * most Q is always chargeable: the usage endpoint refuses a record that would take them past it.
+ *
+ * The price is non-decreasing in the usage under "fixed" and "graduated", and within each tier
+ * under "volume" (whose price may fall at a tier's boundary), so each such range is searched by
+ * bisection and the first usage beyond `maxAmount` is found exactly.
+ */
+export function largestBillableUsage(model: PricingModel, price: ExactPriceInput, maxAmount: number = MAX_AMOUNT): number {
+  // A rounded price is at most maxAmount exactly when the exact price is below maxAmount + 1/2.
+  const limitTwice = fromMinorUnits(maxAmount).scaled * 2n + fromMinorUnits(1).scaled;
+  const fits = (q: number) => priceExact(model, price, q).scaled * 2n < limitTwice;
+  const ranges: [number, number][] = [];
+  if (model === "volume" && price.tiers) {
+    let from = 1;
+    for (const tier of price.tiers) {
+      const to = tier.upTo ?? Number.MAX_SAFE_INTEGER;
+      ranges.push([from, to]);
+      from = to + 1;
+    }
+  } else {
+    ranges.push([0, Number.MAX_SAFE_INTEGER]);
+  }
+  for (const [lo, hi] of ranges) {
+    if (!fits(lo)) return lo - 1;
+    if (fits(hi)) continue;
+    // fits(low) holds and fits(high) does not: narrow down to neighbours.
+    let low = lo;
+    let high = hi;
+    while (high - low > 1) {
+      const mid = low + Math.floor((high - low) / 2);
+      if (fits(mid)) low = mid;
+      else high = mid;
+    }
+    return low;
+  }
+  return Number.MAX_SAFE_INTEGER;
 }

@@ -38,6 +38,40 @@ describe("a charge in flight", () => {
   });
 });
 
+describe("a coupon change under a charge in flight", () => {
+  it("answers 409 charge_in_progress, then applies once the charge settled; the settled charge kept its own discount", async () => {
+    const acct = await signup();
+    const user = await createUser(acct);
+    const plan = await createPlan(acct);
+    const sub = await subscribed(acct, user.id, plan.id);
+    const coupon = await call("/coupons", { key: acct.key, body: { name: "Once", percent_off: 50, duration: "once" } });
+    expect(coupon.status, coupon.text).toBe(201);
+    const now = new Date().toISOString();
+    await env.DB.prepare(
+      "INSERT INTO subscription_periods (id, account_id, subscription_id, period_index, period_start, amount, currency, status, attempts, created_at, updated_at) VALUES ('sper_coupon_race', ?, ?, 1, ?, 1999, 'usd', 'open', 1, ?, ?)",
+    ).bind(acct.id, sub.id, now, now, now).run();
+    for (const value of [coupon.body.id, null]) {
+      const refused = await call(`/subscriptions/${sub.id}`, { method: "PUT", key: acct.key, body: { coupon: value } });
+      expectError(refused, 409, "invalid_request_error", "charge_in_progress");
+    }
+    // Nothing was redeemed by the refused request.
+    expect((await call(`/coupons/${coupon.body.id}`, { key: acct.key })).body.times_redeemed).toBe(0);
+    expect((await getSubscription(acct, sub.id)).discount).toBeNull();
+
+    await env.DB.prepare("UPDATE subscription_periods SET updated_at = ? WHERE id = 'sper_coupon_race'").bind(new Date(Date.now() - 11 * 60 * 1000).toISOString()).run();
+    await env.DB.prepare("UPDATE subscriptions SET due_at = ? WHERE id = ?").bind(Date.now() - 1000, sub.id).run();
+    expect(await renewChunk(env, [sub.id])).toEqual(["renewed"]);
+    const applied = await call(`/subscriptions/${sub.id}`, { method: "PUT", key: acct.key, body: { coupon: coupon.body.id } });
+    expect(applied.status, applied.text).toBe(200);
+    expect(applied.body.discount).toMatchObject({ coupon: coupon.body.id });
+    // The period charged under the claim is full price; the once coupon waits for the next invoice, unused.
+    const payments = (await call(`/payments?subscription_id=${sub.id}&limit=10`, { key: acct.key })).body.data as { amount: number }[];
+    expect(payments.map((p) => p.amount)).toEqual([1999, 1999]);
+    const row = await env.DB.prepare("SELECT discount_uses FROM subscriptions WHERE id = ?").bind(sub.id).first<{ discount_uses: number }>();
+    expect(row!.discount_uses).toBe(0);
+  });
+});
+
 describe("processor references", () => {
   it("a first charge sent with an Idempotency-Key reaches the processor with a reference derived from it", async () => {
     const acct = await signup();

@@ -130,6 +130,41 @@ describe("usage reported while its period is being invoiced", () => {
     expectError(await usage(acct, sub.id, { quantity: 1, timestamp: "2026-05-31T23:59:30Z" }), 400, "invalid_request_error", "usage_period_closed");
   });
 
+  it("a period that cannot be priced is left unclaimed and logged, and the rest of its chunk renews", async () => {
+    // Records written past the bound (as before it existed) price the period beyond the largest
+    // chargeable amount: that one subscription is skipped, the other in the same run is invoiced.
+    const acct = await signup();
+    const clock = await createClock(acct, START);
+    const user = await createUser(acct, { testClock: clock.id });
+    const dear = (await call("/subscription-plans", { key: acct.key, body: { name: "Dear", price: 10_000, currency: "usd", interval: "month", usage_type: "metered" } })).body;
+    const cheap = (await call("/subscription-plans", { key: acct.key, body: { name: "Cheap", price: 1, currency: "usd", interval: "month", usage_type: "metered" } })).body;
+    const stuck = await subscribed(acct, user.id, dear.id);
+    const fine = await subscribed(acct, user.id, cheap.id);
+    expect((await usage(acct, stuck.id, { quantity: 90_000 })).status).toBe(201);
+    expect((await usage(acct, fine.id, { quantity: 5 })).status).toBe(201);
+    await env.DB.prepare("UPDATE usage_records SET quantity = 1000000000 WHERE subscription_id = ?").bind(stuck.id).run();
+    const { renewSubscriptions } = await import("../../src/billing/renewals");
+    const { selectBillableRows } = await import("../../src/billing/periods");
+    const { createDb } = await import("../../src/db/client");
+    const { subscriptions } = await import("../../src/db/schema");
+    const { inArray } = await import("drizzle-orm");
+    const db = createDb(env.DB);
+    const rows = await selectBillableRows(db).where(inArray(subscriptions.id, [stuck.id, fine.id]));
+    const errors: string[] = [];
+    const original = console.error;
+    console.error = (line: string) => errors.push(String(line));
+    try {
+      const outcomes = await renewSubscriptions(env, db, rows, () => Date.parse("2026-06-01T00:00:01Z"));
+      expect(outcomes[rows.findIndex((r) => r.sub.id === stuck.id)]).toBe("skipped");
+      expect(outcomes[rows.findIndex((r) => r.sub.id === fine.id)]).toBe("renewed");
+    } finally {
+      console.error = original;
+    }
+    expect(errors.some((e) => e.includes(stuck.id) && e.includes("cannot be priced"))).toBe(true);
+    expect(await invoicesOf(acct, stuck.id)).toEqual([]);
+    expect((await invoicesOf(acct, fine.id)).map((i) => i.total)).toEqual([500]);
+  });
+
   it("a renewal job run twice invoices a metered period once", async () => {
     const acct = await signup();
     const user = await createUser(acct);
@@ -192,6 +227,37 @@ describe("metered errors and isolation", () => {
     const sub = await subscribed(acct, user.id, metered.id);
     expectError(await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { plan_id: licensed.id } }), 400, "invalid_request_error", "plan_incompatible");
     expectError(await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { quantity: 2 } }), 400, "invalid_request_error", "parameter_unexpected");
+    // Nor does it move to another metered plan: the plan prices the open period's usage at its end.
+    const dearer = (await call("/subscription-plans", { key: acct.key, body: { name: "m2", price: 9, currency: "usd", interval: "month", usage_type: "metered" } })).body;
+    const moved = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { plan_id: dearer.id } });
+    expectError(moved, 400, "invalid_request_error", "plan_incompatible");
+    expect(moved.body.error.param).toBe("plan_id");
+    expect((await getSubscription(acct, sub.id)).plan_id).toBe(metered.id);
+  });
+
+  it("refuses usage that would price its period beyond the largest chargeable amount, counting records written before it", async () => {
+    // 10,000.00 (1,000,000 minor units) a unit: 99,999 units reach 99,999,000,000 (the limit is 99,999,999,999).
+    const { acct, sub } = await clocked({ price: 10_000 });
+    const tooMuch = await usage(acct, sub.id, { quantity: 100_000 });
+    expectError(tooMuch, 400, "invalid_request_error", "usage_too_large");
+    expect(tooMuch.body.error.param).toBe("quantity");
+    expect(tooMuch.body.error.message).toContain("99999");
+    expect((await usage(acct, sub.id, { quantity: 60_000, action: "set" })).status).toBe(201);
+    // A set replaces the usage at its second, but the bound counts every record's quantity.
+    expectError(await usage(acct, sub.id, { quantity: 40_000, action: "set" }), 400, "invalid_request_error", "usage_too_large");
+    expect((await usage(acct, sub.id, { quantity: 39_999 })).status).toBe(201);
+    expectError(await usage(acct, sub.id, { quantity: 1 }), 400, "invalid_request_error", "usage_too_large");
+    // Nothing of the refused records was written.
+    expect((await call(`/subscriptions/${sub.id}/usage`, { key: acct.key })).body.data[0]).toMatchObject({ total_usage: 99_999, records: 2 });
+  });
+
+  it("two records racing for the last of a period's room: exactly one is written", async () => {
+    const { acct, sub } = await clocked({ price: 10_000 });
+    expect((await usage(acct, sub.id, { quantity: 99_000 })).status).toBe(201);
+    const raced = await Promise.all([usage(acct, sub.id, { quantity: 600 }), usage(acct, sub.id, { quantity: 600 })]);
+    expect(raced.map((r) => r.status).sort()).toEqual([201, 400]);
+    expect(raced.find((r) => r.status === 400)!.body.error.code).toBe("usage_too_large");
+    expect((await call(`/subscriptions/${sub.id}/usage`, { key: acct.key })).body.data[0]).toMatchObject({ total_usage: 99_600, records: 2 });
   });
 
   it("another account's or the other mode's subscription answers 404 for usage, both ways", async () => {

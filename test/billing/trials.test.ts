@@ -148,6 +148,31 @@ describe("a trial on the wall clock", () => {
     expect(await notificationsOf(acct.id, sub.id)).toEqual(["subscription_created:trialing", "subscription_trial_will_end:trialing"]);
     expect(await paymentsOf(acct, sub.id)).toEqual([]);
   });
+
+  it("a trial's end falling due before its notice went out is charged only after the notice", async () => {
+    // A trial shorter than the gap between two cron runs: its notice and its end are due at once.
+    const acct = await signup();
+    const user = await createUser(acct);
+    const plan = await createPlan(acct, { price: 30 });
+    const sub = await subscribed(acct, user.id, plan.id, CARDS.visa, { trial_period_days: 1 });
+    const ended = new Date(Date.now() - 60_000).toISOString();
+    await env.DB.prepare("UPDATE subscriptions SET due_at = ?, trial_will_end_at = ?, trial_end = ?, billing_anchor = ? WHERE id = ?")
+      .bind(Date.now() - 60_000, Date.now() - 60_000, ended, ended, sub.id)
+      .run();
+    const { renewChunk } = await import("../../src/billing/renewals");
+    expect(await renewChunk(env, [sub.id])).toEqual(["skipped"]);
+    expect(await paymentsOf(acct, sub.id)).toEqual([]);
+    await runCron(); // sends the notice (and may already renew, after it)
+    await renewChunk(env, [sub.id]); // renews now, unless the cron's run did (then: skipped)
+    expect((await paymentsOf(acct, sub.id)).map((p) => p.amount)).toEqual([3000]);
+    expect(await notificationsOf(acct.id, sub.id)).toEqual([
+      "subscription_created:trialing",
+      "subscription_trial_will_end:trialing",
+      "subscription_renewal:success",
+      "subscription_updated:active",
+    ]);
+    expect((await getSubscription(acct, sub.id)).status).toBe("active");
+  });
 });
 
 describe("trial errors", () => {

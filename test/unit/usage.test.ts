@@ -3,9 +3,9 @@ import { describe, expect, it } from "vitest";
 import { addIntervals } from "../../src/domain/billing-calendar";
 import { formatMinorDecimal, fromMinorUnits, minorDecimal } from "../../src/domain/decimal";
 import { invoiceTotals } from "../../src/domain/invoice-math";
-import { formatMinor } from "../../src/domain/money";
-import type { DecimalTier } from "../../src/domain/pricing";
-import { aggregateUsage, meteredLine, usagePeriodAt, type UsageRecord } from "../../src/domain/usage";
+import { formatMinor, MAX_AMOUNT } from "../../src/domain/money";
+import { type DecimalTier, type ExactPriceInput, type PricingModel, priceExact, priceLine } from "../../src/domain/pricing";
+import { aggregateUsage, largestBillableUsage, meteredLine, usagePeriodAt, type UsageRecord } from "../../src/domain/usage";
 
 const START = Date.UTC(2026, 2, 1);
 const END = Date.UTC(2026, 3, 1);
@@ -133,5 +133,60 @@ describe("meteredLine", () => {
       const line = meteredLine({ records: [inc(1000, 5)], aggregate: "max", period, pricingModel: "fixed", price: { unitAmountDecimal: minorDecimal("0.35"), tiers: null } });
       expect(formatMinor(invoiceTotals({ currency, lines: [{ amount: line.amount, proration: false }] }).total, exponent)).toBe(shown);
     }
+  });
+});
+
+describe("largestBillableUsage", () => {
+  const rounded = (model: PricingModel, price: ExactPriceInput, q: number) => priceExact(model, price, q).scaled * 2n < (fromMinorUnits(MAX_AMOUNT).scaled * 2n + fromMinorUnits(1).scaled);
+  const tier = (upTo: number | null, unit: string, flat = 0): DecimalTier => ({ upTo, unitAmountDecimal: minorDecimal(unit), flatAmountDecimal: fromMinorUnits(flat) });
+
+  it("is the last usage a fixed unit price can charge, to the unit", () => {
+    expect(largestBillableUsage("fixed", { unitAmountDecimal: minorDecimal("1"), tiers: null })).toBe(MAX_AMOUNT);
+    expect(largestBillableUsage("fixed", { unitAmountDecimal: minorDecimal("1000"), tiers: null })).toBe(Math.floor(MAX_AMOUNT / 1000));
+    // 0.35 of a minor unit: the rounded price of Q units stays within MAX_AMOUNT, Q + 1 does not.
+    const q = largestBillableUsage("fixed", { unitAmountDecimal: minorDecimal("0.35"), tiers: null });
+    expect(priceLine("fixed", { unitAmountDecimal: minorDecimal("0.35"), tiers: null }, q)).toBeLessThanOrEqual(MAX_AMOUNT);
+    expect(priceLine("fixed", { unitAmountDecimal: minorDecimal("0.35"), tiers: null }, q + 1)).toBeGreaterThan(MAX_AMOUNT);
+    // A price so small that no safe usage reaches the limit.
+    expect(largestBillableUsage("fixed", { unitAmountDecimal: minorDecimal("0.000000000001"), tiers: null })).toBe(Number.MAX_SAFE_INTEGER);
+    // A free plan: any usage is chargeable (at 0).
+    expect(largestBillableUsage("fixed", { unitAmountDecimal: minorDecimal("0"), tiers: null })).toBe(Number.MAX_SAFE_INTEGER);
+  });
+
+  it("stops a volume plan at the first usage past the limit, though a later tier would price it lower again", () => {
+    // 10 units at the limit's tenth each reach MAX_AMOUNT exactly; the 11th unit is past it,
+    // though from 1,000 units on the price falls to 1 per unit.
+    const tenth = String(Math.floor(MAX_AMOUNT / 10));
+    const price = { unitAmountDecimal: null, tiers: [tier(999, tenth), tier(null, "1")] };
+    expect(largestBillableUsage("volume", price)).toBe(10);
+    expect(rounded("volume", price, 1_000)).toBe(true); // cheaper again, but not reachable through 11..999
+  });
+
+  it("bounds a flat fee alone: a tier whose flat fee is past the limit ends the usage before it", () => {
+    const price = { unitAmountDecimal: null, tiers: [tier(5, "1"), tier(null, "0", MAX_AMOUNT + 1)] };
+    expect(largestBillableUsage("graduated", price)).toBe(5);
+    expect(largestBillableUsage("volume", price)).toBe(5);
+  });
+
+  it("every usage up to it is chargeable and the next one is not (graduated, volume, fixed)", () => {
+    const amount = fc.oneof(fc.constantFrom("0", "1", "0.35", "7", "123456.5"), fc.integer({ min: 1, max: 10_000_000_000 }).map(String));
+    const tiers = fc
+      .uniqueArray(fc.integer({ min: 1, max: 1_000_000_000 }), { minLength: 0, maxLength: 4 })
+      .chain((bounds) => fc.tuple(fc.constant([...bounds].sort((a, b) => a - b)), fc.array(fc.tuple(amount, fc.integer({ min: 0, max: 1_000_000 })), { minLength: bounds.length + 1, maxLength: bounds.length + 1 })))
+      .map(([bounds, prices]) => prices.map(([unit, flat], i) => tier(i < bounds.length ? bounds[i] : null, unit, flat)));
+    const plan = fc.oneof(
+      amount.map((unit) => ({ model: "fixed" as const, price: { unitAmountDecimal: minorDecimal(unit), tiers: null } })),
+      tiers.map((t) => ({ model: "graduated" as const, price: { unitAmountDecimal: null, tiers: t } })),
+      tiers.map((t) => ({ model: "volume" as const, price: { unitAmountDecimal: null, tiers: t } })),
+    );
+    fc.assert(
+      fc.property(plan, fc.double({ min: 0, max: 1, noNaN: true }), ({ model, price }, fraction) => {
+        const q = largestBillableUsage(model, price);
+        if (q < Number.MAX_SAFE_INTEGER) expect(rounded(model, price, q + 1)).toBe(false);
+        // Any usage from 0 to Q, and the tier bounds within it, are chargeable.
+        const probes = [0, q, Math.floor(q * fraction), ...(price.tiers ?? []).flatMap((t) => (t.upTo !== null && t.upTo <= q ? [t.upTo] : []))];
+        for (const p of probes) expect(rounded(model, price, p)).toBe(true);
+      }),
+    );
   });
 });

@@ -45,7 +45,7 @@ const update = apiRoute({
   operationId: "updateSubscription",
   summary: "Replace payment details, or change plan or quantity",
   description:
-    "New card details replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity take effect from the next period, without proration. coupon redeems a coupon whose discount applies from the next invoice (replacing any other); null removes the discount. Answers the subscription as the change committed it. While a charge of the period is at the processor with its outcome not yet known, new card details answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
+    "New card details replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity take effect from the next period, without proration; a metered subscription's plan does not change (400 plan_incompatible). coupon redeems a coupon whose discount applies from the next invoice (replacing any other); null removes the discount. Answers the subscription as the change committed it. While a charge of the period is at the processor with its outcome not yet known, new card details, cancel_at_period_end true and coupon answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
   scope: "subscriptions:write",
   request: { params: subscriptionId, ...jsonBodyOf(UpdateSubscriptionBody) },
   responses: { 200: json(SubscriptionSchema, "The updated subscription.") },
@@ -74,6 +74,15 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       const planId = body.plan_id;
       plan = await readById(c, plans, planId, "plan", "plan_id");
       if (!plan.active) throw invalidRequest("plan_inactive", `Plan ${plan.id} is archived and accepts no new subscriptions.`, "plan_id");
+      if (current.plan.usageType === "metered" && plan.usageType === "metered") {
+        // The plan prices the open period's usage when the period ends: a new plan would reprice
+        // usage reported under the old one.
+        throw invalidRequest(
+          "plan_incompatible",
+          `Subscription ${sub.id} is metered: its plan ${current.plan.id} prices the usage of the open period when that period ends, so it does not change. Cancel at period end and subscribe to plan ${plan.id}.`,
+          "plan_id",
+        );
+      }
       if (plan.usageType !== current.plan.usageType) {
         throw invalidRequest(
           "plan_incompatible",
@@ -185,7 +194,9 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           // Nor is the card replaced under it: a charge whose outcome is unknown is settled by
           // sending its reference again with the card it was sent with, which is the
           // subscription's until it settles (src/billing/claims.ts).
-          ...(body.cancel_at_period_end === true || vaulted ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`)] : []),
+          // A coupon is not changed under it either: the charge's discount was fixed by its claim,
+          // and its settlement counts that discount's use against the coupon then in place.
+          ...(body.cancel_at_period_end === true || vaulted || body.coupon !== undefined ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`)] : []),
           ...(redeem ? redeemCoupon(db, redeem.coupon, redeem.reference, sub.id, realNow) : []),
         ],
         // Only the fields sent are written; the answer is the row as this batch committed it, so a

@@ -8,7 +8,9 @@ import { guard } from "../../db/batch";
 import { invoices, subscriptionPeriods, usageRecords } from "../../db/schema";
 import { periodStartMs } from "../../domain/billing-calendar";
 import { newId } from "../../domain/ids";
-import { aggregateUsage, type AggregateUsage, usagePeriodAt } from "../../domain/usage";
+import { MAX_AMOUNT } from "../../domain/money";
+import { aggregateUsage, type AggregateUsage, largestBillableUsage, usagePeriodAt } from "../../domain/usage";
+import { exactPriceOf } from "../../billing/pricing";
 import { isMetered, type UsageRecordRow } from "../../billing/usage";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
@@ -66,7 +68,7 @@ const create = apiRoute({
   operationId: "createUsageRecord",
   summary: "Report usage of a metered subscription",
   description:
-    "Records usage in the billing period that holds its timestamp. At the period's end the period's usage, aggregated as the plan says, is priced through the plan's unit price or tiers, invoiced and charged. A period already invoiced answers 400 usage_period_closed. Send an Idempotency-Key: a retry then records once.",
+    "Records usage in the billing period that holds its timestamp. At the period's end the period's usage, aggregated as the plan says, is priced through the plan's unit price or tiers, invoiced and charged. A period already invoiced answers 400 usage_period_closed; quantities that would add up, within one period, to more than the plan can charge (the largest chargeable amount) answer 400 usage_too_large. Send an Idempotency-Key: a retry then records once.",
   scope: "subscriptions:write",
   request: { params: subscriptionId, ...jsonBodyOf(UsageBody) },
   responses: { 201: json(UsageRecordSchema, "The usage record.") },
@@ -86,12 +88,20 @@ const list = apiRoute({
 });
 
 const USAGE_PERIOD_CLOSED = "usage_period_closed";
+const USAGE_TOO_LARGE = "usage_too_large";
 const SUBSCRIPTION_CANCELED = "subscription_canceled";
 
 const notMetered = (id: string, planId: string) =>
   invalidRequest("subscription_not_metered", `Subscription ${id} is on plan ${planId}, which is licensed: usage is reported only for a metered plan.`);
 const periodClosed = (start: string) =>
   invalidRequest("usage_period_closed", `The billing period that began ${start} has been invoiced; it takes no more usage.`, "timestamp");
+
+const usageTooLarge = (start: string, planId: string, maxUsage: number) =>
+  invalidRequest(
+    USAGE_TOO_LARGE,
+    `The quantities reported for the billing period that began ${start} would add up to more than ${maxUsage}: beyond that, plan ${planId} could price the period above the largest chargeable amount (${MAX_AMOUNT} minor units).`,
+    "quantity",
+  );
 
 export function registerUsage(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async function createUsageRecord(c) {
@@ -112,6 +122,11 @@ export function registerUsage(app: OpenAPIHono<AppEnv>) {
     if (at < Date.parse(sub.billingAnchor)) throw invalidRequest("parameter_invalid", `timestamp must not be before the subscription's first period (${sub.billingAnchor}).`, "timestamp");
     const period = usagePeriodAt(sub.billingAnchor, plan.interval, at);
     if (period.index < sub.periodsBilled) throw periodClosed(isoTime(period.start));
+    // A period's aggregated usage is at most the sum of its records' quantities, so keeping that
+    // sum within maxUsage keeps every period chargeable (checked in the batch, against records
+    // written concurrently).
+    const maxUsage = largestBillableUsage(plan.pricingModel, exactPriceOf(plan));
+    if (body.quantity > maxUsage) throw usageTooLarge(isoTime(period.start), plan.id, maxUsage);
     const row: UsageRecordRow = {
       id: newId("usageRecord", realNow),
       accountId: auth.accountId,
@@ -130,6 +145,11 @@ export function registerUsage(app: OpenAPIHono<AppEnv>) {
           // The period may have been claimed for its invoice since it was read: then it is closed.
           guard(db, USAGE_PERIOD_CLOSED, sql`NOT EXISTS (SELECT 1 FROM ${subscriptionPeriods} WHERE subscription_id = ${id} AND period_index = ${period.index})`),
           guard(db, SUBSCRIPTION_CANCELED, sql`EXISTS (SELECT 1 FROM subscriptions WHERE id = ${id} AND status != 'canceled')`),
+          guard(
+            db,
+            USAGE_TOO_LARGE,
+            sql`(SELECT COALESCE(SUM(quantity), 0) FROM ${usageRecords} WHERE subscription_id = ${id} AND period_index = ${period.index}) + ${body.quantity} <= ${maxUsage}`,
+          ),
           db.insert(usageRecords).values(row),
         ],
       },
@@ -146,7 +166,13 @@ export function registerUsage(app: OpenAPIHono<AppEnv>) {
         period_end: isoTime(period.end),
         created_at: row.createdAt,
       },
-      { failures: { [USAGE_PERIOD_CLOSED]: () => periodClosed(isoTime(period.start)), [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id) } },
+      {
+        failures: {
+          [USAGE_PERIOD_CLOSED]: () => periodClosed(isoTime(period.start)),
+          [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id),
+          [USAGE_TOO_LARGE]: () => usageTooLarge(isoTime(period.start), plan.id, maxUsage),
+        },
+      },
     );
   });
 
