@@ -46,6 +46,8 @@ export interface InvoiceLineInput {
   /** Integer minor units, already rounded once; negative for a credit. */
   amount: number;
   proration: boolean;
+  /** Whether the invoice's discount applies to it (default: not a proration). */
+  discountable?: boolean;
   periodStart: string;
   periodEnd: string;
 }
@@ -84,7 +86,7 @@ export type InvoiceOutcome =
 
 /** The totals of an invoice from its lines (and coupon). */
 export function totalsOf(input: Pick<InvoiceInput, "currency" | "lines" | "coupon">): InvoiceTotals {
-  return invoiceTotals({ currency: input.currency, lines: input.lines.map((l) => ({ amount: l.amount, proration: l.proration })), coupon: input.coupon ?? null });
+  return invoiceTotals({ currency: input.currency, lines: input.lines.map((l) => ({ amount: l.amount, proration: l.proration, discountable: l.discountable })), coupon: input.coupon ?? null });
 }
 
 /** The one line of a subscription's billing period: `<quantity> × <plan name>`. */

@@ -18,10 +18,10 @@
 //      (src/billing/invoices.ts: issued, numbered and settled by its first attempt's settlement,
 //      and settled again by each later attempt: one invoice per period, whatever the attempts)
 //      and the events.
-import { type SQL, and, eq, inArray, sql } from "drizzle-orm";
+import { type SQL, and, eq, inArray, isNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { guard, rawStatement, type Statement } from "../db/batch";
-import { type ClaimCard, coupons, plans, subscriptionPeriods, subscriptions, users } from "../db/schema";
+import { type ClaimCard, coupons, invoiceItems, plans, subscriptionPeriods, subscriptions, users } from "../db/schema";
 import { newId } from "../domain/ids";
 import { MAX_AMOUNT } from "../domain/money";
 import { isoTime } from "../lib/clock";
@@ -32,7 +32,8 @@ import type { Processor } from "../processor/types";
 import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { nextRetryAt, periodStartMs } from "../domain/billing-calendar";
 import { type PlanRow, periodAmount } from "./pricing";
-import { type InvoiceOutcome, issueInvoice, settleInvoice, subscriptionLine, uncollectibleInvoicesOf, usageLine } from "./invoices";
+import { type InvoiceOutcome, issueInvoice, settleInvoice, subscriptionLine, totalsOf, uncollectibleInvoicesOf, usageLine } from "./invoices";
+import { type InvoiceItemRow, carriedCreditItem, carriedCreditLine, itemLine, pendingItemsOf } from "./prorations";
 import { type CouponRow, discountAsCoupon, periodDiscount } from "./coupons";
 import { type PeriodUsage, isMetered, meteredPeriod, usageUnchanged } from "./usage";
 
@@ -53,7 +54,8 @@ export interface BillableRow {
   period: PeriodRow | null;
 }
 
-export type PeriodOutcome = "renewed" | "past_due" | "canceled" | "skipped";
+/** `unpriceable`: the period's price is beyond the largest chargeable amount; left unclaimed (and logged). */
+export type PeriodOutcome = "renewed" | "past_due" | "canceled" | "skipped" | "unpriceable";
 
 /** A claim older than this belongs to a worker that died before settling; it may be taken over. */
 export const CLAIM_STALE_MS = 10 * 60 * 1000;
@@ -87,17 +89,21 @@ export function selectBillableRows(db: Db) {
 export const isDue = (sub: SubscriptionRow, at: number) =>
   (RENEWING as readonly string[]).includes(sub.status) && sub.dueAt !== null && sub.dueAt <= at;
 
-/**
- * SQL: the subscription is still in the state that was read (and, for a renewal, due at `dueBy`),
- * its plan, quantity and discount included: a claim priced from a row that changed since is lost,
- * and the next run prices it again.
- */
+/** SQL: the subscription is still in the state that was read (and, for a renewal, due at `dueBy`). */
 export const stillAsRead = (sub: SubscriptionRow, dueBy?: number) => sql`EXISTS (SELECT 1 FROM subscriptions AS as_read
   WHERE as_read.id = ${sub.id} AND as_read.status = ${sub.status} AND as_read.periods_billed = ${sub.periodsBilled}
     AND as_read.dunning_attempts = ${sub.dunningAttempts} AND as_read.cancel_at_period_end = ${sub.cancelAtPeriodEnd ? 1 : 0}
-    AND as_read.plan_id = ${sub.planId} AND as_read.quantity = ${sub.quantity}
-    AND as_read.coupon_id IS ${sub.couponId} AND as_read.discount_start IS ${sub.discountStart}
     ${dueBy === undefined ? sql`` : sql`AND as_read.due_at <= ${dueBy}`})`;
+
+/**
+ * SQL: what a new period's price was computed from is as read: the plan, quantity, discount and
+ * pending items. A first claim priced from a row that changed since is lost, and the next run
+ * prices it again (a later attempt charges the amount already fixed on the period's row).
+ */
+const pricedAsRead = (sub: SubscriptionRow) => sql`EXISTS (SELECT 1 FROM subscriptions AS priced
+  WHERE priced.id = ${sub.id} AND priced.plan_id = ${sub.planId} AND priced.quantity = ${sub.quantity}
+    AND priced.coupon_id IS ${sub.couponId} AND priced.discount_start IS ${sub.discountStart} AND priced.discount_uses = ${sub.discountUses}
+    AND priced.pending_items = ${sub.pendingItems})`;
 
 /**
  * SQL: a charge claimed for the subscription's open period has not settled, so it may be at the
@@ -122,6 +128,10 @@ export interface PeriodClaim {
   discount: number;
   /** A metered period's aggregated usage; null for a licensed one. */
   usageQuantity: number | null;
+  /** The pending proration items priced in (how many, their sum), and the credit carried on when they took the total below zero. */
+  items: number;
+  itemsAmount: number;
+  creditCarried: number;
   currency: string;
   /** The card the attempt charges when it is not the subscription's: a past-due card update's. */
   card: ClaimCard | null;
@@ -140,12 +150,19 @@ const periodInvoiceId = sql.raw(
 );
 
 /** What a claim statement returns. */
-const CLAIM_RETURNING = sql`RETURNING attempts, amount, discount, usage_quantity, currency, claim_card, created_at, ${periodInvoiceId} AS invoice_id`;
+const CLAIM_RETURNING = sql`RETURNING attempts, amount, discount, usage_quantity, items, items_amount, credit_carried, currency, claim_card, created_at, ${periodInvoiceId} AS invoice_id`;
 
 export function claimOf(result: unknown): PeriodClaim | null {
   const row = (
     result as {
-      results?: (Omit<PeriodClaim, "card" | "periodCreatedAt" | "invoiceId" | "usageQuantity"> & { usage_quantity: number | null; claim_card: string | null; created_at: string; invoice_id: string | null })[];
+      results?: (Omit<PeriodClaim, "card" | "periodCreatedAt" | "invoiceId" | "usageQuantity" | "itemsAmount" | "creditCarried"> & {
+        usage_quantity: number | null;
+        items_amount: number;
+        credit_carried: number;
+        claim_card: string | null;
+        created_at: string;
+        invoice_id: string | null;
+      })[];
     }
   ).results?.[0];
   if (!row) return null;
@@ -154,6 +171,9 @@ export function claimOf(result: unknown): PeriodClaim | null {
     amount: row.amount,
     discount: row.discount,
     usageQuantity: row.usage_quantity ?? null,
+    items: row.items,
+    itemsAmount: row.items_amount,
+    creditCarried: row.credit_carried,
     currency: row.currency,
     card: row.claim_card === null ? null : (JSON.parse(row.claim_card) as ClaimCard),
     periodCreatedAt: Date.parse(row.created_at),
@@ -207,17 +227,22 @@ export function claimPeriod(
     if (isMetered(plan)) {
       if (!row.usage) throw new Error(`a metered claim of ${sub.id} needs its period's usage`);
       ({ quantity: usageQuantity, amount: subtotal } = meteredPeriod(plan, sub.billingAnchor, n, row.usage));
-      if (subtotal > MAX_AMOUNT) throw new RangeError(`the usage of period ${n} of ${sub.id} prices at ${subtotal}, beyond the largest chargeable amount`);
       usageHolds = usageUnchanged(sub.id, n, row.usage);
     } else {
       subtotal = periodAmount(plan, sub.quantity);
     }
     const discount = periodDiscount(sub, row.coupon ?? null, subtotal, plan.currency, startMs);
+    // The pending proration items come on top; a total they take below zero charges nothing and
+    // carries the rest on as a credit (src/billing/prorations.ts).
+    const net = subtotal - discount + sub.pendingItemsAmount;
+    const amount = Math.max(0, net);
+    const carried = Math.max(0, -net);
+    if (subtotal > MAX_AMOUNT || amount > MAX_AMOUNT) throw new RangeError(`period ${n} of ${sub.id} prices at ${subtotal} (${amount} due), beyond the largest chargeable amount`);
     return rawStatement(
       db,
-      sql`INSERT INTO subscription_periods (id, account_id, livemode, subscription_id, period_index, period_start, amount, discount, usage_quantity, currency, status, attempts, created_at, updated_at)
-        SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.livemode ? 1 : 0}, ${sub.id}, ${n}, ${start}, ${subtotal - discount}, ${discount}, ${usageQuantity}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
-        WHERE ${asRead} AND ${usageHolds} AND NOT ${sql.raw(sub.cancelAtPeriodEnd ? "1" : "0")}
+      sql`INSERT INTO subscription_periods (id, account_id, livemode, subscription_id, period_index, period_start, amount, discount, usage_quantity, items, items_amount, credit_carried, currency, status, attempts, created_at, updated_at)
+        SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.livemode ? 1 : 0}, ${sub.id}, ${n}, ${start}, ${amount}, ${discount}, ${usageQuantity}, ${sub.pendingItems}, ${sub.pendingItemsAmount}, ${carried}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
+        WHERE ${asRead} AND ${pricedAsRead(sub)} AND ${usageHolds} AND NOT ${sql.raw(sub.cancelAtPeriodEnd ? "1" : "0")}
         ON CONFLICT (subscription_id, period_index) DO UPDATE SET updated_at = excluded.updated_at
           WHERE subscription_periods.status = 'open' AND subscription_periods.attempts = 1 AND subscription_periods.updated_at < ${staleIso}
         ${CLAIM_RETURNING}`,
@@ -249,6 +274,9 @@ export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard
       amount: subscriptionPeriods.amount,
       discount: subscriptionPeriods.discount,
       usageQuantity: subscriptionPeriods.usageQuantity,
+      items: subscriptionPeriods.items,
+      itemsAmount: subscriptionPeriods.itemsAmount,
+      creditCarried: subscriptionPeriods.creditCarried,
       currency: subscriptionPeriods.currency,
       card: subscriptionPeriods.claimCard,
       createdAt: subscriptionPeriods.createdAt,
@@ -264,7 +292,7 @@ export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard
       ),
     );
   return row
-    ? { attempts: row.attempts, amount: row.amount, discount: row.discount, usageQuantity: row.usageQuantity ?? null, currency: row.currency, card: row.card ?? null, periodCreatedAt: Date.parse(row.createdAt), invoiceId: row.invoiceId ?? null }
+    ? { attempts: row.attempts, amount: row.amount, discount: row.discount, usageQuantity: row.usageQuantity ?? null, items: row.items, itemsAmount: row.itemsAmount, creditCarried: row.creditCarried, currency: row.currency, card: row.card ?? null, periodCreatedAt: Date.parse(row.createdAt), invoiceId: row.invoiceId ?? null }
     : null;
 }
 
@@ -356,7 +384,20 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
   const newCard = claim.card;
   // The period's invoice: issued by the settlement of its first attempt, named by every attempt.
   const invoiceId = claim.invoiceId ?? newId("invoice", realNow);
-  // A period its discount made free is settled paid, with no charge: the processor is not called.
+  // The invoice of the period's first attempt, with the pending items its claim priced in, built
+  // before any money moves: it must come to what the claim charges.
+  let invoice: ReturnType<typeof periodInvoice> | null = null;
+  let items: InvoiceItemRow[] = [];
+  if (!claim.invoiceId) {
+    if (claim.items > 0) items = await pendingItemsOf(db, sub.id);
+    if (items.length !== claim.items || items.reduce((sum, item) => sum + item.amount, 0) !== claim.itemsAmount) {
+      throw new Error(`the pending items of ${sub.id} are not the ${claim.items} its claim of period ${n} priced`);
+    }
+    invoice = periodInvoice(args.row, n, invoiceId, claim, items);
+    const due = totalsOf(invoice).amountDue;
+    if (due !== claim.amount) throw new Error(`the invoice of period ${n} of ${sub.id} comes to ${due}, its claim to ${claim.amount}`);
+  }
+  // A period its discount (or a credit) made free is settled paid, with no charge: the processor is not called.
   const free = claim.amount === 0;
   const result = free ? null : await charge({
     db,
@@ -452,9 +493,10 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
     statements.push(...settled.statements);
     events.push(...settled.events);
   } else {
-    const issued = issueInvoice(db, periodInvoice(args.row, n, invoiceId, claim), invoiceOutcome, realNow);
+    const issued = issueInvoice(db, invoice!, invoiceOutcome, realNow);
     statements.push(...issued.statements);
     events.push(...issued.events);
+    statements.push(...takeItems(db, sub, invoiceId, items, claim, invoice!, realNow));
     // The discount was used by this invoice (a `once` coupon by no other). Not when the
     // subscription redeemed another coupon since the period began: that one starts afresh.
     if (claim.discount > 0) {
@@ -474,10 +516,18 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
  * The invoice of a subscription's billing period `n`: one line, the period's price (what it
  * charges plus its discount), and the discount the claim took off, as the invoice's discount.
  */
-export function periodInvoice(row: Pick<BillableRow, "sub" | "plan">, n: number, id: string, charged: Pick<PeriodClaim, "amount" | "discount" | "currency" | "usageQuantity">) {
+export function periodInvoice(
+  row: Pick<BillableRow, "sub" | "plan">,
+  n: number,
+  id: string,
+  charged: Pick<PeriodClaim, "amount" | "discount" | "currency" | "usageQuantity" | "itemsAmount" | "creditCarried">,
+  items: InvoiceItemRow[] = [],
+) {
   const { sub, plan } = row;
   const periodStart = isoTime(periodStartMs(sub.billingAnchor, plan.interval, n));
   const periodEnd = isoTime(periodStartMs(sub.billingAnchor, plan.interval, n + 1));
+  // The period's own price: what the claim charges, plus its discount, less the items and the credit carried on.
+  const price = charged.amount + charged.discount - charged.itemsAmount - charged.creditCarried;
   return {
     id,
     tenant: sub,
@@ -489,11 +539,31 @@ export function periodInvoice(row: Pick<BillableRow, "sub" | "plan">, n: number,
     periodEnd,
     lines: [
       charged.usageQuantity !== null
-        ? usageLine(plan, charged.usageQuantity, charged.amount + charged.discount, periodStart, periodEnd)
-        : subscriptionLine(plan, sub.quantity, charged.amount + charged.discount, periodStart, periodEnd),
+        ? usageLine(plan, charged.usageQuantity, price, periodStart, periodEnd)
+        : subscriptionLine(plan, sub.quantity, price, periodStart, periodEnd),
+      ...items.map(itemLine),
+      ...(charged.creditCarried > 0 ? [carriedCreditLine(charged.creditCarried, periodStart, periodEnd)] : []),
     ],
     coupon: discountAsCoupon(charged.discount, charged.currency),
   };
+}
+
+/**
+ * The statements that give the invoice of a period's first attempt the items its claim priced in,
+ * and carry on the credit of one whose items took it below zero, as an item for the next invoice.
+ */
+function takeItems(db: Db, sub: SubscriptionRow, invoiceId: string, items: InvoiceItemRow[], claim: PeriodClaim, invoice: { currency: string; periodStart: string; periodEnd: string }, at: number): Statement[] {
+  if (items.length === 0 && claim.creditCarried === 0) return [];
+  const carried = claim.creditCarried > 0 ? carriedCreditItem(sub, claim.creditCarried, invoice.currency, invoice.periodStart, invoice.periodEnd, at) : null;
+  return [
+    ...(items.length > 0 ? [db.update(invoiceItems).set({ invoiceId }).where(and(inArray(invoiceItems.id, items.map((i) => i.id)), isNull(invoiceItems.invoiceId)))] : []),
+    ...(carried ? [db.insert(invoiceItems).values(carried)] : []),
+    rawStatement(
+      db,
+      sql`UPDATE subscriptions SET pending_items = pending_items - ${items.length} + ${carried ? 1 : 0},
+        pending_items_amount = pending_items_amount - ${claim.itemsAmount} + ${carried ? carried.amount : 0} WHERE id = ${sub.id}`,
+    ),
+  ];
 }
 
 /**

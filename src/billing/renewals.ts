@@ -29,6 +29,7 @@ import {
 } from "./periods";
 import { processorResolver } from "../processor";
 import { isMetered, usageOfOpenPeriods } from "./usage";
+import { sendTrialNotice } from "./trials";
 import type { Processor } from "../processor/types";
 import { sendInBatches } from "../lib/queue";
 
@@ -129,16 +130,21 @@ export async function renewSubscriptions(
     // A subscription set to cancel at period end is canceled, unless a charge of the period never
     // settled: that charge is taken over (same reference) and recorded first.
     if (row.sub.cancelAtPeriodEnd && !hasUnsettledClaim(row)) toCancel.push(i);
-    // A trial's end is charged once its subscription_trial_will_end has gone out (a later run).
-    else if (row.sub.status === "trialing" && !row.sub.trialWillEndSent) continue;
     else if (processors.has(i)) toCharge.push(i);
   }
+  // A trial's end is charged after its subscription_trial_will_end: one not sent yet (its trial is
+  // shorter than the gap between two cron runs, or the notices are behind) is sent first.
+  await eachLimited(
+    toCharge.filter((i) => rows[i].sub.status === "trialing" && !rows[i].sub.trialWillEndSent),
+    CHARGE_CONCURRENCY,
+    (i) => sendTrialNotice(env, db, rows[i].sub, realNow),
+  );
 
   // A metered period is priced by its usage, read before its claim (which checks it still holds).
   const metered = toCharge.filter((i) => isMetered(rows[i].plan) && rows[i].sub.status === "active").map((i) => rows[i].sub);
   const usage = await usageOfOpenPeriods(db, metered);
-  // A period that cannot be priced (a metered period beyond the largest chargeable amount, which
-  // the usage endpoint refuses to reach) is left unclaimed and logged; the rest of the chunk goes on.
+  // A period that cannot be priced (beyond the largest chargeable amount, which the usage endpoint
+  // and plan changes refuse to reach) is left unclaimed and logged; the rest of the chunk goes on.
   const claimable: number[] = [];
   const statements = toCharge.flatMap((i) => {
     try {
@@ -146,7 +152,9 @@ export async function renewSubscriptions(
       claimable.push(i);
       return [statement];
     } catch (error) {
+      if (!(error instanceof RangeError)) throw error;
       console.error(JSON.stringify({ message: "renewal: the period cannot be priced; left unclaimed", subscription: rows[i].sub.id, error: String(error) }));
+      outcomes[i] = "unpriceable";
       return [];
     }
   });

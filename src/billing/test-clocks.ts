@@ -6,7 +6,7 @@
 // subscription on it, so it runs a bounded number of renewals. An advance that could not finish
 // within its request continues on the job queue, and the cron resumes any clock whose
 // continuation died (a clock with due work is "advancing" until that work is done).
-import { and, asc, eq, inArray, lte, sql } from "drizzle-orm";
+import { and, asc, eq, inArray, lte, notInArray, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { createDb } from "../db/client";
 import { type Tenant, ownedBy } from "../db/scope";
@@ -78,15 +78,19 @@ export async function runTestClock(env: Bindings, db: Db, clock: ClockRef, maxSt
   // The trial notices that fell due first (a notice is due before the trial's end it announces,
   // and a trial's end is charged only once its notice is out): all of them, a run's worth at a time.
   while ((await sendTestClockTrialNotices(env, db, clock.id, frozenMs, Date.now())) === TRIAL_NOTICES_PER_RUN);
+  // A subscription whose period cannot be priced is left due (and logged by the renewal run); the
+  // clock moves past it, so the others on it are not held back.
+  const unpriceable: string[] = [];
   for (let steps = 0; steps < maxSteps; steps++) {
     const [row] = await selectBillableRows(db)
-      .where(dueOnClock(clock, frozenMs))
+      .where(and(dueOnClock(clock, frozenMs), unpriceable.length > 0 ? notInArray(subscriptions.id, unpriceable) : undefined))
       .orderBy(asc(subscriptions.dueAt), asc(subscriptions.id))
       .limit(1);
-    if (!row) return { steps, done: true };
+    if (!row) return { steps, done: unpriceable.length === 0 };
     const [outcome] = await renewSubscriptions(env, db, [row], (r) => r.sub.dueAt as number);
+    if (outcome === "unpriceable") unpriceable.push(row.sub.id);
     // Claimed by a concurrent run of the same clock: that run carries on.
-    if (outcome === "skipped") return { steps, done: false };
+    else if (outcome === "skipped") return { steps, done: false };
   }
   return { steps: maxSteps, done: !(await testClockHasDueWork(db, clock)) };
 }

@@ -15,6 +15,27 @@ import { commitWrites, emitEvent } from "../webhooks/outbox";
 export const TRIAL_NOTICES_PER_RUN = 100;
 const NOTICE_ALREADY_SENT = "trial_notice_already_sent";
 
+/** Sends one subscription's notice, unless it was sent (or its trial ended) meanwhile. */
+export async function sendTrialNotice(env: Bindings, db: Db, sub: { id: string; accountId: string; livemode: boolean }, realNow: number): Promise<boolean> {
+  try {
+    await commitWrites(
+      { db, queue: env.DELIVERY_QUEUE },
+      {
+        statements: [
+          guard(db, NOTICE_ALREADY_SENT, sql`EXISTS (SELECT 1 FROM subscriptions WHERE id = ${sub.id} AND status = 'trialing' AND trial_will_end_sent = 0)`),
+          db.update(subscriptions).set({ trialWillEndSent: true, updatedAt: isoTime(realNow) }).where(eq(subscriptions.id, sub.id)),
+        ],
+        events: [emitEvent(db, sub, { type: "subscription_trial_will_end", subscriptionId: sub.id, status: "trialing" }, realNow)],
+      },
+    );
+    return true;
+  } catch (error) {
+    // Sent meanwhile by another run, or the trial ended or was canceled: nothing to send.
+    if (failureReason(error) === NOTICE_ALREADY_SENT) return false;
+    throw error;
+  }
+}
+
 /** Sends the due notices of the trialing subscriptions that `where` selects (joined with their users). */
 async function sendTrialNotices(env: Bindings, db: Db, where: SQL, realNow: number): Promise<number> {
   const rows = await db
@@ -27,20 +48,9 @@ async function sendTrialNotices(env: Bindings, db: Db, where: SQL, realNow: numb
   let failure: unknown = null;
   for (const sub of rows) {
     try {
-      await commitWrites(
-        { db, queue: env.DELIVERY_QUEUE },
-        {
-          statements: [
-            guard(db, NOTICE_ALREADY_SENT, sql`EXISTS (SELECT 1 FROM subscriptions WHERE id = ${sub.id} AND status = 'trialing' AND trial_will_end_sent = 0)`),
-            db.update(subscriptions).set({ trialWillEndSent: true, updatedAt: isoTime(realNow) }).where(eq(subscriptions.id, sub.id)),
-          ],
-          events: [emitEvent(db, sub, { type: "subscription_trial_will_end", subscriptionId: sub.id, status: "trialing" }, realNow)],
-        },
-      );
-      sent++;
+      if (await sendTrialNotice(env, db, sub, realNow)) sent++;
     } catch (error) {
-      // Sent meanwhile by another run, or the trial ended or was canceled: nothing to send.
-      if (failureReason(error) !== NOTICE_ALREADY_SENT) failure ??= error;
+      failure ??= error;
     }
   }
   if (failure) throw failure;

@@ -10,7 +10,7 @@
 // prices it again.
 import { type SQL, and, eq, inArray, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
-import { usageRecords } from "../db/schema";
+import { subscriptions, usageRecords } from "../db/schema";
 import { periodStartMs } from "../domain/billing-calendar";
 import { type AggregateUsage, type UsageRecord, meteredLine } from "../domain/usage";
 import { exactPriceOf, type PlanRow } from "./pricing";
@@ -29,16 +29,13 @@ export async function usageOfOpenPeriods(db: Db, subs: { id: string; periodsBill
   const out = new Map<string, PeriodUsage>(subs.map((s) => [s.id, { records: [] }]));
   if (subs.length === 0) return out;
   const wanted = new Map(subs.map((s) => [s.id, s.periodsBilled]));
+  // Only the open period's records (as the subscription stands now; checked against the one read
+  // below), found through the (subscription_id, period_index) index.
   const rows = await db
     .select({ subscriptionId: usageRecords.subscriptionId, periodIndex: usageRecords.periodIndex, quantity: usageRecords.quantity, action: usageRecords.action, timestamp: usageRecords.timestamp })
-    .from(usageRecords)
-    .where(
-      and(
-        inArray(usageRecords.subscriptionId, [...wanted.keys()]),
-        // Only the open period's records (as the subscription stands now; checked against the one read below).
-        sql`${usageRecords.periodIndex} = (SELECT periods_billed FROM subscriptions WHERE subscriptions.id = ${usageRecords.subscriptionId})`,
-      ),
-    )
+    .from(subscriptions)
+    .innerJoin(usageRecords, and(eq(usageRecords.subscriptionId, subscriptions.id), eq(usageRecords.periodIndex, subscriptions.periodsBilled)))
+    .where(inArray(subscriptions.id, [...wanted.keys()]))
     .orderBy(usageRecords.id);
   for (const row of rows) {
     if (wanted.get(row.subscriptionId) !== row.periodIndex) continue;

@@ -2,6 +2,7 @@
 // account-scoped helpers in src/db/scope.ts. Money columns are integers in minor units.
 import { sql } from "drizzle-orm";
 import { check, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import type { OpenCharge } from "../domain/proration";
 
 const createdAt = () => text("created_at").notNull();
 // Test or live: every object belongs to one account AND one mode. Each mode's queries filter on
@@ -394,6 +395,12 @@ export const subscriptions = sqliteTable(
     trialEnd: text("trial_end"),
     trialWillEndAt: integer("trial_will_end_at"),
     trialWillEndSent: integer("trial_will_end_sent", { mode: "boolean" }).notNull().default(false),
+    // Proration (src/billing/prorations.ts): what the current period was charged since its last
+    // change (src/domain/proration.ts OpenCharge, as JSON; null: the period's own charge), and the
+    // proration items waiting for the next invoice (how many, and their sum in minor units).
+    openCharge: text("open_charge", { mode: "json" }).$type<OpenCharge>(),
+    pendingItems: integer("pending_items").notNull().default(0),
+    pendingItemsAmount: integer("pending_items_amount").notNull().default(0),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -424,6 +431,11 @@ export const subscriptionPeriods = sqliteTable(
     discount: integer("discount").notNull().default(0),
     // A metered period's usage, aggregated when the period was claimed (null for a licensed one).
     usageQuantity: integer("usage_quantity"),
+    // The subscription's pending proration items the claim priced in (how many, and their sum),
+    // and the credit its invoice carries to the next one when the items took the total below zero.
+    items: integer("items").notNull().default(0),
+    itemsAmount: integer("items_amount").notNull().default(0),
+    creditCarried: integer("credit_carried").notNull().default(0),
     currency: text("currency").notNull(),
     // void: its invoice was voided (POST /invoices/{id}/void), so the period is never charged.
     status: text("status", { enum: ["open", "paid", "uncollectible", "void"] }).notNull(),
@@ -571,7 +583,7 @@ export const invoiceLines = sqliteTable(
     accountId: text("account_id").notNull(),
     livemode: livemode(),
     position: integer("position").notNull(),
-    type: text("type", { enum: ["subscription", "proration", "usage"] }).notNull(),
+    type: text("type", { enum: ["subscription", "proration", "usage", "credit"] }).notNull(),
     description: text("description").notNull(),
     quantity: integer("quantity").notNull(),
     // The exact unit price in minor units (up to 12 decimals), when the line has one.
@@ -583,6 +595,30 @@ export const invoiceLines = sqliteTable(
     periodEnd: text("period_end").notNull(),
   },
   (t) => [uniqueIndex("invoice_lines_invoice").on(t.invoiceId, t.position)],
+);
+
+// Invoice items (src/billing/prorations.ts): lines waiting for a subscription's next invoice: the
+// credit and the charge of a prorated change, and a credit carried from an invoice whose total would
+// have been negative. The settlement that issues the next invoice takes them (invoice_id).
+export const invoiceItems = sqliteTable(
+  "invoice_items",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    livemode: livemode(),
+    subscriptionId: text("subscription_id").notNull(),
+    type: text("type", { enum: ["proration", "credit"] }).notNull(),
+    description: text("description").notNull(),
+    quantity: integer("quantity").notNull(),
+    // Integer minor units, rounded once; negative for a credit.
+    amount: integer("amount").notNull(),
+    currency: text("currency").notNull(),
+    periodStart: text("period_start").notNull(),
+    periodEnd: text("period_end").notNull(),
+    invoiceId: text("invoice_id"),
+    createdAt: createdAt(),
+  },
+  (t) => [index("invoice_items_pending").on(t.subscriptionId, t.invoiceId, t.id)],
 );
 
 /** A card a period attempt charges, vaulted at the processor: see subscriptionPeriods.claimCard. */

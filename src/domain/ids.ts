@@ -20,6 +20,7 @@ export const ID_PREFIXES = {
   testClock: "clock",
   invoice: "in",
   invoiceLine: "il",
+  invoiceItem: "ii",
   coupon: "co",
   couponRedemption: "cr",
   usageRecord: "mbur",

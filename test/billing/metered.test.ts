@@ -155,7 +155,7 @@ describe("usage reported while its period is being invoiced", () => {
     console.error = (line: string) => errors.push(String(line));
     try {
       const outcomes = await renewSubscriptions(env, db, rows, () => Date.parse("2026-06-01T00:00:01Z"));
-      expect(outcomes[rows.findIndex((r) => r.sub.id === stuck.id)]).toBe("skipped");
+      expect(outcomes[rows.findIndex((r) => r.sub.id === stuck.id)]).toBe("unpriceable");
       expect(outcomes[rows.findIndex((r) => r.sub.id === fine.id)]).toBe("renewed");
     } finally {
       console.error = original;
@@ -163,6 +163,13 @@ describe("usage reported while its period is being invoiced", () => {
     expect(errors.some((e) => e.includes(stuck.id) && e.includes("cannot be priced"))).toBe(true);
     expect(await invoicesOf(acct, stuck.id)).toEqual([]);
     expect((await invoicesOf(acct, fine.id)).map((i) => i.total)).toEqual([500]);
+    // The clock's advance moves past it: the other subscription's next period is invoiced.
+    expect((await usage(acct, fine.id, { quantity: 2, timestamp: "2026-06-15T00:00:00Z" })).status).toBe(400); // the clock is still at May 1
+    await advance(acct, clock.id, "2026-06-20T00:00:00.000Z");
+    expect((await usage(acct, fine.id, { quantity: 2 })).status).toBe(201);
+    await advance(acct, clock.id, "2026-07-01T00:01:00.000Z");
+    expect((await invoicesOf(acct, fine.id)).map((i) => i.total)).toEqual([500, 200]);
+    expect(await invoicesOf(acct, stuck.id)).toEqual([]);
   });
 
   it("a renewal job run twice invoices a metered period once", async () => {
@@ -241,7 +248,7 @@ describe("metered errors and isolation", () => {
     const tooMuch = await usage(acct, sub.id, { quantity: 100_000 });
     expectError(tooMuch, 400, "invalid_request_error", "usage_too_large");
     expect(tooMuch.body.error.param).toBe("quantity");
-    expect(tooMuch.body.error.message).toContain("99999");
+    expect(tooMuch.body.error.message).toContain("more than 99999:");
     expect((await usage(acct, sub.id, { quantity: 60_000, action: "set" })).status).toBe(201);
     // A set replaces the usage at its second, but the bound counts every record's quantity.
     expectError(await usage(acct, sub.id, { quantity: 40_000, action: "set" }), 400, "invalid_request_error", "usage_too_large");

@@ -184,7 +184,7 @@ describe("a change committed between a renewal's read and its claim", () => {
     const dearer = await createPlan(acct, { price: 50 });
     const coupon = (await call("/coupons", { key: acct.key, body: { name: "Tenth", percent_off: 10, duration: "forever" } })).body;
     await makeDue(sub.id);
-    for (const change of [{ quantity: 2 }, { plan_id: dearer.id }, { coupon: coupon.id }]) {
+    for (const change of [{ quantity: 2, proration_behavior: "none" }, { plan_id: dearer.id, proration_behavior: "none" }, { coupon: coupon.id }]) {
       const [stale] = await selectBillableRows(db).where(eq(subscriptions.id, sub.id));
       const res = await call(`/subscriptions/${sub.id}`, { method: "PUT", key: acct.key, body: change });
       expect(res.status, res.text).toBe(200);

@@ -322,13 +322,13 @@ describe("PUT /subscriptions/{id}", () => {
     expect(renewal).toMatchObject({ status: "failed", failure_code: "card_declined", amount: 1999 });
   });
 
-  it("changes plan and quantity from the next period, without proration", async () => {
+  it("changes plan and quantity from the next period with proration_behavior none", async () => {
     const acct = await signup();
     const user = await createUser(acct);
     const basic = await createPlan(acct, { price: 10 });
     const graduated = await createPlan(acct, { price: undefined, pricing_model: "graduated", tiers: DESIGN_TIERS });
     const sub = await subscribed(acct, user.id, basic.id);
-    const res = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { plan_id: graduated.id, quantity: 6 } });
+    const res = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { plan_id: graduated.id, quantity: 6, proration_behavior: "none" } });
     expect(res.status, res.text).toBe(200);
     expect(res.body).toMatchObject({ plan_id: graduated.id, quantity: 6, next_billing_date: sub.next_billing_date });
     expect((await paymentsOf(acct.id)).map((p) => p.amount)).toEqual([1000]);

@@ -5,7 +5,8 @@ import { and, eq, sql } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { isoTime } from "../../lib/clock";
 import type { Statement } from "../../db/batch";
-import { plans, subscriptionPeriods, subscriptions, testClocks, users } from "../../db/schema";
+import { alias } from "drizzle-orm/sqlite-core";
+import { coupons, plans, subscriptionPeriods, subscriptions, testClocks, users } from "../../db/schema";
 import { owned } from "../../db/scope";
 import type { AppEnv } from "../../context";
 import { cardDeclined, conflict } from "../../lib/errors";
@@ -31,10 +32,21 @@ export const chargeInProgress = () =>
   );
 
 /** A subscription of the caller's account with its plan, user, the user's test clock and the period being collected. */
+/** The current period's row (periods_billed - 1): what it was charged, for a prorated change. */
+const paidPeriods = alias(subscriptionPeriods, "paid_period");
+
 export async function loadSubscription(c: Context<AppEnv>, id: string) {
   const { db, auth } = c.var;
   const [row] = await db
-    .select({ sub: subscriptions, plan: plans, user: users, clock: testClocks, period: subscriptionPeriods })
+    .select({
+      sub: subscriptions,
+      plan: plans,
+      user: users,
+      clock: testClocks,
+      period: subscriptionPeriods,
+      paid: { amount: paidPeriods.amount, status: paidPeriods.status, discount: paidPeriods.discount },
+      couponPercentOff: coupons.percentOffBasisPoints,
+    })
     .from(subscriptions)
     .innerJoin(plans, eq(plans.id, subscriptions.planId))
     .innerJoin(users, eq(users.id, subscriptions.userId))
@@ -43,6 +55,8 @@ export async function loadSubscription(c: Context<AppEnv>, id: string) {
       subscriptionPeriods,
       and(eq(subscriptionPeriods.subscriptionId, subscriptions.id), eq(subscriptionPeriods.periodIndex, subscriptions.periodsBilled)),
     )
+    .leftJoin(paidPeriods, and(eq(paidPeriods.subscriptionId, subscriptions.id), eq(paidPeriods.periodIndex, sql`${subscriptions.periodsBilled} - 1`)))
+    .leftJoin(coupons, and(eq(coupons.accountId, subscriptions.accountId), eq(coupons.livemode, subscriptions.livemode), eq(coupons.id, subscriptions.couponId)))
     .where(owned(subscriptions, auth, eq(subscriptions.id, id)))
     .limit(1);
   return found(c, row, "subscription", id);

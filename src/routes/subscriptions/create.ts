@@ -236,6 +236,9 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         trialEnd: trialEnd === null ? null : isoTime(trialEnd),
         trialWillEndAt: trialEnd === null ? null : trialWillEndAt(start, trialEnd),
         trialWillEndSent: false,
+        openCharge: null,
+        pendingItems: 0,
+        pendingItemsAmount: 0,
         createdAt: isoTime(realNow),
         updatedAt: isoTime(realNow),
       };

@@ -5,6 +5,7 @@ import { CardFields, CardSummarySchema, OptionalCardFields } from "../../payment
 import { cardOf } from "../../payments/serialize";
 import { discountOf } from "../../billing/coupons";
 import { MAX_TRIAL_DAYS } from "../../domain/trials";
+import { PRORATION_BEHAVIORS } from "../../billing/prorations";
 import { bodyObject, booleanField, closedSet, closedSetFilter, idField, livemodeField, queryObject, timestamp, wholeNumber } from "../shared";
 
 const quantity = wholeNumber("quantity", 1, 1_000_000).openapi({ description: "Units subscribed to: tiered plans price by it; a fixed plan charges its price times the quantity.", example: 1 });
@@ -32,8 +33,14 @@ export const CreateSubscriptionBody = bodyObject({
 
 export const UpdateSubscriptionBody = bodyObject({
   ...OptionalCardFields,
-  plan_id: planId.optional().openapi({ description: "A plan with the same currency and interval; it prices the next period on." }),
-  quantity: quantity.optional().openapi({ description: "Takes effect from the next period, without proration." }),
+  plan_id: planId.optional().openapi({ description: "A plan with the same currency and interval. On an active subscription it applies now, prorated as proration_behavior says; it prices every period after." }),
+  quantity: quantity.optional().openapi({ description: "Applies now, prorated as proration_behavior says, and prices every period after." }),
+  proration_behavior: closedSet("proration_behavior", PRORATION_BEHAVIORS)
+    .optional()
+    .openapi({
+      description:
+        "How a change of plan_id or quantity on an active subscription is billed. create_prorations (the default): a credit for the unused time of what the current period was charged and a charge for the time left at the new price, as lines of the next invoice (seconds left over the period's seconds, each line rounded once). none: the new price from the next period, nothing prorated. always_invoice is not available yet (400). A trialing or past_due subscription's change is never prorated.",
+    }),
   cancel_at_period_end: booleanField("cancel_at_period_end").optional().openapi({ description: "true cancels when the current period ends; false undoes that." }),
   coupon: couponField
     .nullable()

@@ -20,10 +20,12 @@ import {
   releaseClaim,
 } from "../../billing/periods";
 import { chargeableAmount, type PlanRow } from "../../billing/pricing";
+import { MAX_AMOUNT } from "../../domain/money";
 import { processorForRequest } from "../../processor";
 import { randomToken } from "../../lib/crypto";
 import { guard, runBatch } from "../../db/batch";
-import { type ClaimCard, coupons, plans, subscriptions } from "../../db/schema";
+import { type ClaimCard, coupons, invoiceItems, plans, subscriptionPeriods, subscriptions } from "../../db/schema";
+import { currentOpenCharge, currentPeriod, prorationItems } from "../../billing/prorations";
 import { type CouponRow, NO_DISCOUNT, assertCouponCurrency, couponRefusals, discountColumns, redeemCoupon } from "../../billing/coupons";
 import { owned } from "../../db/scope";
 import { clock, isoTime } from "../../lib/clock";
@@ -45,7 +47,7 @@ const update = apiRoute({
   operationId: "updateSubscription",
   summary: "Replace payment details, or change plan or quantity",
   description:
-    "New card details replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity take effect from the next period, without proration; a metered subscription's plan does not change (400 plan_incompatible). coupon redeems a coupon whose discount applies from the next invoice (replacing any other); null removes the discount. Answers the subscription as the change committed it. While a charge of the period is at the processor with its outcome not yet known, new card details, cancel_at_period_end true and coupon answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
+    "New card details replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity apply now: on an active subscription, proration_behavior create_prorations (the default) credits the unused time of what the current period was charged and charges the time left at the new price, as lines of the next invoice (a credit that takes that invoice below zero is carried on, never refunded); none prorates nothing. A metered subscription's plan does not change (400 plan_incompatible). coupon redeems a coupon whose discount applies from the next invoice (replacing any other); null removes the discount. Answers the subscription as the change committed it. While a charge of the period is at the processor with its outcome not yet known, new card details, cancel_at_period_end true, coupon and a prorated change answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
   scope: "subscriptions:write",
   request: { params: subscriptionId, ...jsonBodyOf(UpdateSubscriptionBody) },
   responses: { 200: json(SubscriptionSchema, "The updated subscription.") },
@@ -54,6 +56,7 @@ const update = apiRoute({
 
 const SUBSCRIPTION_CANCELED = "subscription_canceled";
 const CHARGE_IN_FLIGHT = "charge_in_flight";
+const SUBSCRIPTION_CHANGED = "subscription_changed";
 
 export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
   app.openapi(update, async function updateSubscription(c) {
@@ -79,7 +82,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
         // usage reported under the old one.
         throw invalidRequest(
           "plan_incompatible",
-          `Subscription ${sub.id} is metered: its plan ${current.plan.id} prices the usage of the open period when that period ends, so it does not change. Cancel at period end and subscribe to plan ${plan.id}.`,
+          `Subscription ${sub.id} is metered: its plan ${current.plan.id} prices the usage of the open period when that period ends, so it does not change (a new plan would reprice usage already reported).`,
           "plan_id",
         );
       }
@@ -102,12 +105,44 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       throw invalidRequest("parameter_unexpected", "quantity: a metered plan is billed by the usage reported for each period, not by a quantity.", "quantity");
     }
     const quantity = body.quantity ?? sub.quantity;
-    if ((plan.id !== sub.planId || quantity !== sub.quantity) && plan.usageType !== "metered") chargeableAmount(plan, quantity);
+    const priceChanges = plan.id !== sub.planId || quantity !== sub.quantity;
+    if (priceChanges && plan.usageType !== "metered") chargeableAmount(plan, quantity);
+    const behavior = body.proration_behavior ?? "create_prorations";
+    if (behavior === "always_invoice") {
+      throw invalidRequest(
+        "parameter_unsupported",
+        "proration_behavior always_invoice is not available yet: create_prorations puts the credit and the charge on the next invoice; none prorates nothing.",
+        "proration_behavior",
+      );
+    }
+    // An active subscription's change of price is prorated from now (its test clock's now) to the
+    // current period's end; a trialing or past_due one's, or one whose period is over and not yet
+    // renewed, applies from the next period.
+    let proration: ReturnType<typeof prorationItems> = null;
+    const at = billingNow(current.clock, realNow);
+    if (priceChanges && behavior === "create_prorations" && sub.status === "active" && sub.periodsBilled >= 1 && current.plan.usageType !== "metered" && at < currentPeriod(sub, current.plan).end) {
+      // What the current period was charged, and the percentage its discount took off, if any:
+      // the charge line is discounted alike.
+      const paid = current.paid?.status ? current.paid : null;
+      const percentOff = paid && paid.discount > 0 ? (current.couponPercentOff ?? 0) : 0;
+      proration = prorationItems({ sub, oldPlan: current.plan, newPlan: plan, quantity, current: currentOpenCharge(sub, current.plan, paid), at, percentOffBasisPoints: percentOff });
+      // The next invoice (the new price and every pending item) must stay chargeable.
+      if (proration && chargeableAmount(plan, quantity) + sub.pendingItemsAmount + proration.amount > MAX_AMOUNT) {
+        throw invalidRequest("amount_too_large", `With its prorations, the next invoice of ${sub.id} would come to more than the largest chargeable amount (${MAX_AMOUNT} minor units).`, "quantity");
+      }
+    }
 
     // Only what the request sends is written.
     const changes: Partial<SubscriptionRow> = { updatedAt: isoTime(realNow) };
     if (body.plan_id !== undefined) changes.planId = plan.id;
     if (body.quantity !== undefined) changes.quantity = body.quantity;
+    if (proration) {
+      Object.assign(changes, {
+        openCharge: proration.next,
+        pendingItems: sql`${subscriptions.pendingItems} + ${proration.items.length}`,
+        pendingItemsAmount: sql`${subscriptions.pendingItemsAmount} + ${proration.amount}`,
+      });
+    }
     if (body.cancel_at_period_end !== undefined) changes.cancelAtPeriodEnd = body.cancel_at_period_end;
     // A coupon's discount starts now (the subscription's clock) and applies from the next invoice;
     // it is redeemed in the batch that writes it. null removes the discount.
@@ -196,7 +231,22 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           // subscription's until it settles (src/billing/claims.ts).
           // A coupon is not changed under it either: the charge's discount was fixed by its claim,
           // and its settlement counts that discount's use against the coupon then in place.
-          ...(body.cancel_at_period_end === true || vaulted || body.coupon !== undefined ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`)] : []),
+          ...(body.cancel_at_period_end === true || vaulted || body.coupon !== undefined || proration
+            ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`)]
+            : []),
+          // A proration was computed from the subscription as read: its plan, quantity, period and
+          // pending items. Changed since (a renewal, another change): the request is refused.
+          ...(proration
+            ? [
+                guard(
+                  db,
+                  SUBSCRIPTION_CHANGED,
+                  sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status = 'active' AND s.plan_id = ${sub.planId}
+                    AND s.quantity = ${sub.quantity} AND s.periods_billed = ${sub.periodsBilled} AND s.pending_items = ${sub.pendingItems})`,
+                ),
+                db.insert(invoiceItems).values(proration.items),
+              ]
+            : []),
           ...(redeem ? redeemCoupon(db, redeem.coupon, redeem.reference, sub.id, realNow) : []),
         ],
         // Only the fields sent are written; the answer is the row as this batch committed it, so a
@@ -212,7 +262,14 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       },
       subscriptionAnswer,
       eq(subscriptions.id, sub.id),
-      { failures: { [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id), [CHARGE_IN_FLIGHT]: chargeInProgress, ...(redeem ? couponRefusals(redeem.coupon.id) : {}) } },
+      {
+        failures: {
+          [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id),
+          [CHARGE_IN_FLIGHT]: chargeInProgress,
+          [SUBSCRIPTION_CHANGED]: changedMeanwhile,
+          ...(redeem ? couponRefusals(redeem.coupon.id) : {}),
+        },
+      },
     );
   });
 }

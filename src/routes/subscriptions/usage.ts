@@ -99,7 +99,7 @@ const periodClosed = (start: string) =>
 const usageTooLarge = (start: string, planId: string, maxUsage: number) =>
   invalidRequest(
     USAGE_TOO_LARGE,
-    `The quantities reported for the billing period that began ${start} would add up to more than ${maxUsage}: beyond that, plan ${planId} could price the period above the largest chargeable amount (${MAX_AMOUNT} minor units).`,
+    `The quantities reported for the billing period that began ${start} (for a max or last_during_period plan, at this timestamp's second) would add up to more than ${maxUsage}: beyond that, plan ${planId} could price the period above the largest chargeable amount (${MAX_AMOUNT} minor units).`,
     "quantity",
   );
 
@@ -122,10 +122,12 @@ export function registerUsage(app: OpenAPIHono<AppEnv>) {
     if (at < Date.parse(sub.billingAnchor)) throw invalidRequest("parameter_invalid", `timestamp must not be before the subscription's first period (${sub.billingAnchor}).`, "timestamp");
     const period = usagePeriodAt(sub.billingAnchor, plan.interval, at);
     if (period.index < sub.periodsBilled) throw periodClosed(isoTime(period.start));
-    // A period's aggregated usage is at most the sum of its records' quantities, so keeping that
-    // sum within maxUsage keeps every period chargeable (checked in the batch, against records
-    // written concurrently).
+    // The usage at a second is at most the sum of the quantities recorded at it; a period's `sum`
+    // is at most the sum of all its records', and its `max` or `last_during_period` at most the
+    // largest sum at one second. Keeping that within maxUsage keeps every period chargeable
+    // (checked in the batch, against records written concurrently).
     const maxUsage = largestBillableUsage(plan.pricingModel, exactPriceOf(plan));
+    const perSecond = (plan.aggregateUsage ?? "sum") !== "sum";
     if (body.quantity > maxUsage) throw usageTooLarge(isoTime(period.start), plan.id, maxUsage);
     const row: UsageRecordRow = {
       id: newId("usageRecord", realNow),
@@ -148,7 +150,8 @@ export function registerUsage(app: OpenAPIHono<AppEnv>) {
           guard(
             db,
             USAGE_TOO_LARGE,
-            sql`(SELECT COALESCE(SUM(quantity), 0) FROM ${usageRecords} WHERE subscription_id = ${id} AND period_index = ${period.index}) + ${body.quantity} <= ${maxUsage}`,
+            sql`(SELECT COALESCE(SUM(quantity), 0) FROM ${usageRecords} WHERE subscription_id = ${id} AND period_index = ${period.index}
+              ${perSecond ? sql`AND substr(timestamp, 1, 19) = ${row.timestamp.slice(0, 19)}` : sql``}) + ${body.quantity} <= ${maxUsage}`,
           ),
           db.insert(usageRecords).values(row),
         ],

@@ -1,0 +1,252 @@
+// Proration (issue 21, item 3): a change of plan or quantity on an active subscription, with
+// proration_behavior create_prorations (the default), credits the unused time of what the current
+// period was charged and charges the time left at the new price, as items of the next invoice;
+// none prorates nothing. Credits carry to the next invoice; a negative total is never charged and
+// never refunded. All through the public API, on a test clock.
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { type Account, call, expectError, signup } from "../support/http";
+import { createPlan, createUser, getSubscription, subscribed } from "../support/fixtures";
+import { CARDS } from "../support/cards";
+import { advance, createClock } from "../support/clock";
+import { invoicePdfText } from "../support/pdf";
+
+// April has 30 days: the 16th at midnight is exactly halfway through the period.
+const START = "2026-04-01T00:00:00.000Z";
+
+async function clocked(price = 30) {
+  const acct = await signup("Proration Co");
+  const clock = await createClock(acct, START);
+  const user = await createUser(acct, { testClock: clock.id });
+  const plan = await createPlan(acct, { name: "Basic", price });
+  const sub = await subscribed(acct, user.id, plan.id, CARDS.visa);
+  return { acct, clock, user, plan, sub };
+}
+
+const put = (acct: Account, id: string, body: Record<string, unknown>) => call(`/subscriptions/${id}`, { key: acct.key, method: "PUT", body });
+
+async function invoicesOf(acct: Account, subscriptionId: string) {
+  const res = await call(`/invoices?subscription_id=${subscriptionId}&limit=100`, { key: acct.key });
+  expect(res.status, res.text).toBe(200);
+  return (res.body.data as Record<string, any>[]).reverse();
+}
+
+async function paymentsOf(acct: Account, subscriptionId: string) {
+  const res = await call(`/payments?subscription_id=${subscriptionId}&limit=100`, { key: acct.key });
+  return (res.body.data as Record<string, any>[]).reverse().map((p) => p.amount as number);
+}
+
+const linesOf = (invoice: Record<string, any>) => (invoice.lines as Record<string, any>[]).map((l) => [l.type, l.amount]);
+
+describe("create_prorations", () => {
+  it("an upgrade from 30.00 to 60.00 halfway through a 30-day period credits 15.00 and charges 30.00 on the next invoice", async () => {
+    const { acct, clock, plan, sub } = await clocked();
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    const changed = await put(acct, sub.id, { plan_id: pro.id });
+    expect(changed.status, changed.text).toBe(200);
+    expect(changed.body.plan_id).toBe(pro.id);
+    // Nothing is charged now.
+    expect(await paymentsOf(acct, sub.id)).toEqual([3000]);
+
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    const [first, second] = await invoicesOf(acct, sub.id);
+    expect(linesOf(first)).toEqual([["subscription", 3000]]);
+    expect(linesOf(second)).toEqual([
+      ["subscription", 6000],
+      ["proration", -1500],
+      ["proration", 3000],
+    ]);
+    expect(second.lines[1]).toMatchObject({ proration: true, description: "Unused time on 1 × Basic after 2026-04-16", period_start: "2026-04-16T00:00:00.000Z", period_end: "2026-05-01T00:00:00.000Z" });
+    expect(second.lines[2]).toMatchObject({ proration: true, description: "Remaining time on 1 × Pro after 2026-04-16" });
+    expect(second).toMatchObject({ status: "paid", subtotal: 7500, discount: 0, total: 7500, amount_paid: 7500 });
+    expect(await paymentsOf(acct, sub.id)).toEqual([3000, 7500]);
+    const text = await invoicePdfText(acct.key, second.id);
+    expect(text).toContain(second.number);
+    expect(text).toContain("Unused time on 1 × Basic after 2026-04-16");
+    expect(text).toContain("Total 75.00 USD");
+    // The period after: the new price alone.
+    await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
+    expect(linesOf((await invoicesOf(acct, sub.id))[2])).toEqual([["subscription", 6000]]);
+    expect(plan.id).not.toBe(pro.id);
+  });
+
+  it("an upgrade then a downgrade in one period bills only the time used: the second change credits what the first charged", async () => {
+    const { acct, clock, plan, sub } = await clocked();
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    await advance(acct, clock.id, "2026-04-11T00:00:00.000Z"); // 10 of 30 days used
+    expect((await put(acct, sub.id, { plan_id: pro.id })).status).toBe(200);
+    await advance(acct, clock.id, "2026-04-21T00:00:00.000Z"); // 10 more at 60.00
+    expect((await put(acct, sub.id, { plan_id: plan.id })).status).toBe(200);
+    // The same change again is no change: no items.
+    expect((await put(acct, sub.id, { plan_id: plan.id })).status).toBe(200);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    const second = (await invoicesOf(acct, sub.id))[1];
+    // Day 10: credit 20/30 of 30.00, charge 20/30 of 60.00; day 20: credit 10/20 of that charge, charge 10/30 of 30.00.
+    expect(linesOf(second)).toEqual([
+      ["subscription", 3000],
+      ["proration", -2000],
+      ["proration", 4000],
+      ["proration", -2000],
+      ["proration", 1000],
+    ]);
+    // 10 days at 60.00 instead of 30.00: 10.00 more, exactly.
+    expect(second.total).toBe(3000 + 1000);
+  });
+
+  it("a downgrade whose credit exceeds the next invoice charges nothing and carries the rest, invoice after invoice, never refunded", async () => {
+    const { acct, clock, sub } = await clocked(60);
+    const small = await createPlan(acct, { name: "Small", price: 10 });
+    await advance(acct, clock.id, "2026-04-02T00:00:00.000Z"); // 1 of 30 days used
+    expect((await put(acct, sub.id, { plan_id: small.id })).status).toBe(200);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
+    await advance(acct, clock.id, "2026-07-01T00:01:00.000Z");
+    await advance(acct, clock.id, "2026-08-01T00:01:00.000Z");
+    await advance(acct, clock.id, "2026-09-01T00:01:00.000Z");
+    const invoices = await invoicesOf(acct, sub.id);
+    // Credit 29/30 of 60.00 = 58.00, charge 29/30 of 10.00 = 9.67: 48.33 owed to the customer.
+    expect(linesOf(invoices[1])).toEqual([
+      ["subscription", 1000],
+      ["proration", -5800],
+      ["proration", 967],
+      ["credit", 3833],
+    ]);
+    expect(invoices.slice(1).map((i) => [i.total, i.amount_due, i.status])).toEqual([
+      [0, 0, "paid"],
+      [0, 0, "paid"],
+      [0, 0, "paid"],
+      [0, 0, "paid"],
+      [167, 167, "paid"],
+    ]);
+    expect(linesOf(invoices[2])).toEqual([
+      ["subscription", 1000],
+      ["credit", -3833],
+      ["credit", 2833],
+    ]);
+    expect(linesOf(invoices[5])).toEqual([
+      ["subscription", 1000],
+      ["credit", -833],
+    ]);
+    // Only the first period and the last were charged: no refund, no negative charge.
+    expect(await paymentsOf(acct, sub.id)).toEqual([6000, 167]);
+    // Money is conserved: the charges are April's 60.00, the prorations and five periods at 10.00.
+    const charged = (await paymentsOf(acct, sub.id)).reduce((a, b) => a + b, 0);
+    expect(charged).toBe(6000 - 5800 + 967 + 5 * 1000);
+  });
+
+  it("a quantity change is prorated alike; a percentage discount of the period is folded into the charge line", async () => {
+    const { acct, clock, sub } = await clocked();
+    const coupon = (await call("/coupons", { key: acct.key, body: { name: "Half", percent_off: 50, duration: "forever" } })).body;
+    // The coupon applies from the next invoice: the first period (May) is discounted.
+    expect((await put(acct, sub.id, { coupon: coupon.id })).status).toBe(200);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    await advance(acct, clock.id, "2026-05-16T12:00:00.000Z"); // half of May's 31 days
+    expect((await put(acct, sub.id, { quantity: 3 })).status).toBe(200);
+    await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
+    const june = (await invoicesOf(acct, sub.id))[2];
+    // May charged 15.00 (30.00 less 50%): half of it is credited; 3 × 30.00 for half the period, less 50%.
+    expect(linesOf(june)).toEqual([
+      ["subscription", 9000],
+      ["proration", -750],
+      ["proration", 2250],
+    ]);
+    // The discount is taken on the period line only.
+    expect(june).toMatchObject({ subtotal: 10500, discount: 4500, total: 6000 });
+  });
+});
+
+describe("none, and what is never prorated", () => {
+  it("none applies the new price from the next period, with no items", async () => {
+    const { acct, clock, sub } = await clocked();
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    expect((await put(acct, sub.id, { plan_id: pro.id, proration_behavior: "none" })).status).toBe(200);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    expect(linesOf((await invoicesOf(acct, sub.id))[1])).toEqual([["subscription", 6000]]);
+  });
+
+  it("a trialing subscription's change is not prorated", async () => {
+    const acct = await signup();
+    const clock = await createClock(acct, START);
+    const user = await createUser(acct, { testClock: clock.id });
+    const plan = await createPlan(acct, { name: "Basic", price: 30 });
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    const sub = await subscribed(acct, user.id, plan.id, CARDS.visa, { trial_period_days: 10 });
+    await advance(acct, clock.id, "2026-04-05T00:00:00.000Z");
+    expect((await put(acct, sub.id, { plan_id: pro.id })).status).toBe(200);
+    await advance(acct, clock.id, "2026-04-11T00:01:00.000Z");
+    expect(linesOf((await invoicesOf(acct, sub.id))[0])).toEqual([["subscription", 6000]]);
+  });
+});
+
+describe("proration errors and races", () => {
+  it("refuses an unknown proration_behavior, and always_invoice for now, changing nothing", async () => {
+    const { acct, plan, sub } = await clocked();
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    const bad = await put(acct, sub.id, { plan_id: pro.id, proration_behavior: "sometimes" });
+    expectError(bad, 400, "invalid_request_error");
+    expect(bad.body.error.param).toBe("proration_behavior");
+    const unsupported = await put(acct, sub.id, { plan_id: pro.id, proration_behavior: "always_invoice" });
+    expectError(unsupported, 400, "invalid_request_error", "parameter_unsupported");
+    expect(unsupported.body.error.param).toBe("proration_behavior");
+    expect((await getSubscription(acct, sub.id)).plan_id).toBe(plan.id);
+    const row = await env.DB.prepare("SELECT pending_items, pending_items_amount FROM subscriptions WHERE id = ?").bind(sub.id).first();
+    expect(row).toEqual({ pending_items: 0, pending_items_amount: 0 });
+  });
+
+  it("a prorated change under a charge in flight answers 409 charge_in_progress and writes no items", async () => {
+    const { acct, sub } = await clocked();
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    const now = new Date().toISOString();
+    await env.DB.prepare(
+      "INSERT INTO subscription_periods (id, account_id, subscription_id, period_index, period_start, amount, currency, status, attempts, created_at, updated_at) VALUES ('sper_prorate_race', ?, ?, 1, ?, 3000, 'usd', 'open', 1, ?, ?)",
+    ).bind(acct.id, sub.id, now, now, now).run();
+    expectError(await put(acct, sub.id, { plan_id: pro.id }), 409, "invalid_request_error", "charge_in_progress");
+    expect((await env.DB.prepare("SELECT COUNT(*) AS n FROM invoice_items WHERE subscription_id = ?").bind(sub.id).first<{ n: number }>())!.n).toBe(0);
+  });
+
+  it("two changes at once: one is prorated, the other answers 409 subscription_changed; the items are one change's", async () => {
+    const { acct, clock, sub } = await clocked();
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    const max = await createPlan(acct, { name: "Max", price: 90 });
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    const answers = await Promise.all([put(acct, sub.id, { plan_id: pro.id }), put(acct, sub.id, { plan_id: max.id })]);
+    const statuses = answers.map((a) => a.status).sort();
+    const items = (await env.DB.prepare("SELECT amount FROM invoice_items WHERE subscription_id = ? ORDER BY id").bind(sub.id).all<{ amount: number }>()).results.map((r) => r.amount);
+    if (statuses[1] === 409) {
+      expect(statuses).toEqual([200, 409]);
+      expect(answers.find((a) => a.status === 409)!.body.error.code).toBe("subscription_changed");
+      expect(items).toHaveLength(2);
+    } else {
+      // They ran one after the other: the second credits what the first charged.
+      expect(statuses).toEqual([200, 200]);
+      expect(items).toHaveLength(4);
+      expect(items[2]).toBe(-items[1]);
+    }
+    const row = await env.DB.prepare("SELECT pending_items, pending_items_amount FROM subscriptions WHERE id = ?").bind(sub.id).first<{ pending_items: number; pending_items_amount: number }>();
+    expect(row).toEqual({ pending_items: items.length, pending_items_amount: items.reduce((a, b) => a + b, 0) });
+  });
+
+  it("a change committed between the renewal's read and its claim makes the claim lose; the next run invoices the items", async () => {
+    const { acct, clock, sub } = await clocked();
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    await advance(acct, clock.id, "2026-04-30T00:00:00.000Z"); // one day left
+    const { renewSubscriptions } = await import("../../src/billing/renewals");
+    const { selectBillableRows } = await import("../../src/billing/periods");
+    const { createDb } = await import("../../src/db/client");
+    const { subscriptions } = await import("../../src/db/schema");
+    const { eq } = await import("drizzle-orm");
+    const db = createDb(env.DB);
+    const [stale] = await selectBillableRows(db).where(eq(subscriptions.id, sub.id));
+    expect((await put(acct, sub.id, { plan_id: pro.id })).status).toBe(200);
+    expect(await renewSubscriptions(env, db, [stale], () => Date.parse("2026-05-01T00:00:00Z"))).toEqual(["skipped"]);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    expect(linesOf((await invoicesOf(acct, sub.id))[1])).toEqual([
+      ["subscription", 6000],
+      ["proration", -100],
+      ["proration", 200],
+    ]);
+    expect(await paymentsOf(acct, sub.id)).toEqual([3000, 6100]);
+  });
+});
