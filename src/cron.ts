@@ -2,6 +2,7 @@
 import type { Bindings } from "./env";
 import { renewalsTask, staleClaimsTask, testClocksTask, trialNoticesTask } from "./billing/jobs";
 import { expireRecords } from "./jobs/expiry";
+import { settleStaleProrationCharges } from "./billing/proration-charges";
 import { sweepStalePayouts } from "./payments/settle-payout";
 import { sweepStaleRefunds } from "./payments/settle-refund";
 import { sweepDeliveries } from "./webhooks/sweeper";
@@ -13,6 +14,7 @@ const tasks: Record<string, Task> = {
   renewals: renewalsTask,
   testClocks: testClocksTask,
   staleClaims: staleClaimsTask,
+  staleProrationCharges: async (env, scheduledTime) => void (await settleStaleProrationCharges(env, scheduledTime)),
   trialNotices: trialNoticesTask,
   expireRecords: async (env, scheduledTime) => void (await expireRecords(env, scheduledTime)),
   settlePayouts: async (env, scheduledTime) => void (await sweepStalePayouts(env, scheduledTime)),

@@ -103,7 +103,7 @@ export const stillAsRead = (sub: SubscriptionRow, dueBy?: number) => sql`EXISTS 
 const pricedAsRead = (sub: SubscriptionRow) => sql`EXISTS (SELECT 1 FROM subscriptions AS priced
   WHERE priced.id = ${sub.id} AND priced.plan_id = ${sub.planId} AND priced.quantity = ${sub.quantity}
     AND priced.coupon_id IS ${sub.couponId} AND priced.discount_start IS ${sub.discountStart} AND priced.discount_uses = ${sub.discountUses}
-    AND priced.pending_items = ${sub.pendingItems})`;
+    AND priced.pending_items = ${sub.pendingItems}) AND NOT ${prorationChargeInFlight(sub.id)}`;
 
 /**
  * SQL: a charge claimed for the subscription's open period has not settled, so it may be at the
@@ -111,10 +111,14 @@ const pricedAsRead = (sub: SubscriptionRow) => sql`EXISTS (SELECT 1 FROM subscri
  * CLAIM_STALE_MS is taken over by the cron, src/billing/claims.ts, which sends the same reference
  * with the same card and records it, due or not). A cancel must not pass under it, however old.
  */
-export const chargeInFlight = (subscriptionId: string, _realNow?: number) => sql`EXISTS (SELECT 1 FROM subscription_periods AS p
+export const chargeInFlight = (subscriptionId: string, _realNow?: number) => sql`(EXISTS (SELECT 1 FROM subscription_periods AS p
   JOIN subscriptions AS s ON s.id = p.subscription_id
   WHERE p.subscription_id = ${subscriptionId} AND p.period_index = s.periods_billed AND p.status = 'open'
-    AND p.attempts > s.dunning_attempts)`;
+    AND p.attempts > s.dunning_attempts) OR ${prorationChargeInFlight(subscriptionId)})`;
+
+/** SQL: the charge of a change invoiced at once (src/billing/proration-charges.ts) is claimed and unsettled. */
+export const prorationChargeInFlight = (subscriptionId: string) =>
+  sql`EXISTS (SELECT 1 FROM proration_charges AS pc WHERE pc.subscription_id = ${subscriptionId} AND pc.status = 'claimed')`;
 
 /** The period being collected has a claimed attempt that never settled. */
 export const hasUnsettledClaim = (row: Pick<BillableRow, "sub" | "period">) =>

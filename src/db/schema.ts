@@ -621,6 +621,49 @@ export const invoiceItems = sqliteTable(
   (t) => [index("invoice_items_pending").on(t.subscriptionId, t.invoiceId, t.id)],
 );
 
+/** A change invoiced at once: what its settlement makes of the subscription once its invoice is paid. */
+export interface ProrationChange {
+  planId: string;
+  quantity: number;
+  openCharge: OpenCharge;
+  /** The subscription's pending items after the invoice took them. */
+  pendingItems: number;
+  pendingItemsAmount: number;
+  /** The change's own items (deleted on a decline); the older pending items go back to pending. */
+  newItemIds: string[];
+}
+
+// The charge of a change with proration_behavior always_invoice (src/billing/proration-charges.ts):
+// claimed in the batch that issues its invoice, charged, then settled: paid, and the change made;
+// or declined, and nothing changed. A claim never settled (the request died, the processor never
+// answered) is taken over by the cron once its lease ran out, with the same reference. While one
+// is claimed the subscription takes no other change and is not renewed.
+export const prorationCharges = sqliteTable(
+  "proration_charges",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    livemode: livemode(),
+    subscriptionId: text("subscription_id").notNull(),
+    invoiceId: text("invoice_id").notNull(),
+    reference: text("reference").notNull(),
+    amount: integer("amount").notNull(),
+    currency: text("currency").notNull(),
+    status: text("status", { enum: ["claimed", "paid", "declined"] }).notNull(),
+    change: text("change", { mode: "json" }).$type<ProrationChange>().notNull(),
+    paymentId: text("payment_id"),
+    createdAt: createdAt(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [
+    uniqueIndex("proration_charges_reference").on(t.reference),
+    // One charge in flight per subscription.
+    uniqueIndex("proration_charges_claimed").on(t.subscriptionId).where(sql`status = 'claimed'`),
+    index("proration_charges_stale").on(t.status, t.updatedAt),
+    check("proration_charges_amount", sql`${t.amount} > 0`),
+  ],
+);
+
 /** A card a period attempt charges, vaulted at the processor: see subscriptionPeriods.claimCard. */
 export interface ClaimCard {
   token: string;

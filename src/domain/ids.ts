@@ -21,6 +21,7 @@ export const ID_PREFIXES = {
   invoice: "in",
   invoiceLine: "il",
   invoiceItem: "ii",
+  prorationCharge: "prc",
   coupon: "co",
   couponRedemption: "cr",
   usageRecord: "mbur",

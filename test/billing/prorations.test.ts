@@ -156,6 +156,176 @@ describe("create_prorations", () => {
   });
 });
 
+describe("always_invoice", () => {
+  it("an upgrade from 30.00 to 60.00 halfway through a 30-day period charges 15.00 at once, on an invoice of its own with a PDF", async () => {
+    const { acct, clock, sub } = await clocked();
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    const changed = await put(acct, sub.id, { plan_id: pro.id, proration_behavior: "always_invoice" });
+    expect(changed.status, changed.text).toBe(200);
+    expect(changed.body.plan_id).toBe(pro.id);
+    expect(await paymentsOf(acct, sub.id)).toEqual([3000, 1500]);
+    const [, now] = await invoicesOf(acct, sub.id);
+    expect(linesOf(now)).toEqual([
+      ["proration", -1500],
+      ["proration", 3000],
+    ]);
+    expect(now).toMatchObject({ status: "paid", total: 1500, amount_paid: 1500, period_start: "2026-04-16T00:00:00.000Z", period_end: "2026-05-01T00:00:00.000Z" });
+    const text = await invoicePdfText(acct.key, now.id);
+    expect(text).toContain(now.number);
+    expect(text).toContain("Total 15.00 USD");
+    // Nothing waits for the next invoice: it is the new price alone.
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    expect(linesOf((await invoicesOf(acct, sub.id))[2])).toEqual([["subscription", 6000]]);
+    expect(await paymentsOf(acct, sub.id)).toEqual([3000, 1500, 6000]);
+  });
+
+  it("takes the items already pending onto the invoice; a downgrade whose credit exceeds them is paid at 0 and the credit carried on", async () => {
+    const { acct, clock, plan, sub } = await clocked();
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    await advance(acct, clock.id, "2026-04-11T00:00:00.000Z");
+    expect((await put(acct, sub.id, { plan_id: pro.id })).status).toBe(200); // +20.00 pending
+    await advance(acct, clock.id, "2026-04-21T00:00:00.000Z");
+    const down = await put(acct, sub.id, { plan_id: plan.id, proration_behavior: "always_invoice" });
+    expect(down.status, down.text).toBe(200);
+    const [, now] = await invoicesOf(acct, sub.id);
+    // The pending +20.00 (−20.00, +40.00), then −20.00 and +10.00: 10.00 at once.
+    expect(linesOf(now)).toEqual([
+      ["proration", -2000],
+      ["proration", 4000],
+      ["proration", -2000],
+      ["proration", 1000],
+    ]);
+    expect(now.total).toBe(1000);
+    expect(await paymentsOf(acct, sub.id)).toEqual([3000, 1000]);
+
+    // A downgrade right at the start of the next period: its credit is carried, nothing charged.
+    const small = await createPlan(acct, { name: "Small", price: 10 });
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    expect((await put(acct, sub.id, { plan_id: small.id, proration_behavior: "always_invoice" })).status).toBe(200);
+    const credited = (await invoicesOf(acct, sub.id))[3];
+    expect(credited).toMatchObject({ status: "paid", total: 0, amount_paid: 0, payment_id: null });
+    expect(credited.lines.map((l: Record<string, unknown>) => l.type)).toEqual(["proration", "proration", "credit"]);
+    const carried = credited.lines[2].amount as number;
+    expect(carried).toBeGreaterThan(0);
+    expect(await paymentsOf(acct, sub.id)).toEqual([3000, 1000, 3000]);
+    // The June invoice starts with that credit.
+    await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
+    const june = (await invoicesOf(acct, sub.id))[4];
+    expect(linesOf(june)[1]).toEqual(["credit", -carried]);
+  });
+
+  it("a declined charge answers 402 and changes nothing: the plan, the pending items; the invoice is void", async () => {
+    const acct = await signup();
+    const clock = await createClock(acct, START);
+    const user = await createUser(acct, { testClock: clock.id });
+    const plan = await createPlan(acct, { name: "Basic", price: 30 });
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    // Charged once, declined after.
+    const sub = await subscribed(acct, user.id, plan.id, CARDS.declineAfterFirst);
+    await advance(acct, clock.id, "2026-04-11T00:00:00.000Z");
+    expect((await put(acct, sub.id, { quantity: 2 })).status).toBe(200); // pending items
+    const before = await env.DB.prepare("SELECT pending_items, pending_items_amount, open_charge FROM subscriptions WHERE id = ?").bind(sub.id).first();
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    const declined = await put(acct, sub.id, { plan_id: pro.id, proration_behavior: "always_invoice" });
+    expectError(declined, 402, "card_error");
+    expect(await getSubscription(acct, sub.id)).toMatchObject({ plan_id: plan.id, quantity: 2 });
+    expect(await env.DB.prepare("SELECT pending_items, pending_items_amount, open_charge FROM subscriptions WHERE id = ?").bind(sub.id).first()).toEqual(before);
+    const voided = (await invoicesOf(acct, sub.id))[1];
+    expect(voided.status).toBe("void");
+    // The pending items wait for the next invoice, as before.
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    const may = (await invoicesOf(acct, sub.id))[2];
+    expect(linesOf(may).slice(1)).toEqual([
+      ["proration", -2000],
+      ["proration", 4000],
+    ]);
+  });
+
+  it("a charge whose outcome is lost is settled by the cron with the same reference: charged once, the change made", async () => {
+    const { acct, clock, sub } = await clocked();
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    const { sandboxProcessor } = await import("../../src/processor/sandbox");
+    const { vi } = await import("vitest");
+    // The processor takes the charge, and its answer never arrives.
+    const real = sandboxProcessor.chargeToken.bind(sandboxProcessor);
+    const spy = vi.spyOn(sandboxProcessor, "chargeToken").mockImplementation(async (args) => {
+      await real(args);
+      throw new Error("connection reset");
+    });
+    let lost;
+    try {
+      lost = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", idempotencyKey: "upgrade-1", body: { plan_id: pro.id, proration_behavior: "always_invoice" } });
+    } finally {
+      spy.mockRestore();
+    }
+    expectError(lost, 500, "api_error", "outcome_unknown");
+    // Claimed: the subscription takes no other change meanwhile.
+    expectError(await put(acct, sub.id, { quantity: 3 }), 409, "invalid_request_error", "charge_in_progress");
+    expect((await getSubscription(acct, sub.id)).plan_id).not.toBe(pro.id);
+    // The lease runs out; the cron sends the same reference and records it.
+    await env.DB.prepare("UPDATE proration_charges SET updated_at = ? WHERE subscription_id = ?").bind(new Date(Date.now() - 11 * 60_000).toISOString(), sub.id).run();
+    const { settleStaleProrationCharges } = await import("../../src/billing/proration-charges");
+    expect(await settleStaleProrationCharges(env)).toBe(1);
+    expect(await settleStaleProrationCharges(env)).toBe(0);
+    expect((await getSubscription(acct, sub.id)).plan_id).toBe(pro.id);
+    expect(await paymentsOf(acct, sub.id)).toEqual([3000, 1500]);
+    // The client's retry with the same key (once its lock ran out) is answered without a second charge.
+    const { IDEMPOTENCY_LOCK_MS } = await import("../../src/middleware/idempotency");
+    await env.DB.prepare("UPDATE idempotency_keys SET locked_at = locked_at - ? WHERE account_id = ? AND key = 'upgrade-1'").bind(IDEMPOTENCY_LOCK_MS + 1000, acct.id).run();
+    const retried = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", idempotencyKey: "upgrade-1", body: { plan_id: pro.id, proration_behavior: "always_invoice" } });
+    expect(retried.status, retried.text).toBe(200);
+    expect(retried.body.plan_id).toBe(pro.id);
+    expect(await paymentsOf(acct, sub.id)).toEqual([3000, 1500]);
+  });
+
+  it("a retry with the same Idempotency-Key takes its earlier run's claim over and charges it once", async () => {
+    const { acct, clock, sub } = await clocked();
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    const { sandboxProcessor } = await import("../../src/processor/sandbox");
+    const { vi } = await import("vitest");
+    // The processor is unreachable: nothing charged, the claim left behind.
+    const spy = vi.spyOn(sandboxProcessor, "chargeToken").mockRejectedValue(new Error("connection refused"));
+    const body = { plan_id: pro.id, proration_behavior: "always_invoice" };
+    let first;
+    try {
+      first = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", idempotencyKey: "upgrade-3", body });
+    } finally {
+      spy.mockRestore();
+    }
+    expectError(first, 500, "api_error", "outcome_unknown");
+    const { IDEMPOTENCY_LOCK_MS } = await import("../../src/middleware/idempotency");
+    await env.DB.prepare("UPDATE idempotency_keys SET locked_at = locked_at - ? WHERE account_id = ? AND key = 'upgrade-3'").bind(IDEMPOTENCY_LOCK_MS + 1000, acct.id).run();
+    const retried = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", idempotencyKey: "upgrade-3", body });
+    expect(retried.status, retried.text).toBe(200);
+    expect(retried.body.plan_id).toBe(pro.id);
+    expect(await paymentsOf(acct, sub.id)).toEqual([3000, 1500]);
+    expect((await invoicesOf(acct, sub.id)).map((i) => i.status)).toEqual(["paid", "paid"]);
+    // The cron finds nothing left to settle.
+    await env.DB.prepare("UPDATE proration_charges SET updated_at = ? WHERE subscription_id = ?").bind(new Date(Date.now() - 11 * 60_000).toISOString(), sub.id).run();
+    const { settleStaleProrationCharges } = await import("../../src/billing/proration-charges");
+    expect(await settleStaleProrationCharges(env)).toBe(0);
+  });
+
+  it("a retry with the same Idempotency-Key after a lost answer charges once", async () => {
+    const { acct, clock, sub } = await clocked();
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    const body = { plan_id: pro.id, proration_behavior: "always_invoice" };
+    const [a, b] = await Promise.all([
+      call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", idempotencyKey: "upgrade-2", body }),
+      call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", idempotencyKey: "upgrade-2", body }),
+    ]);
+    expect([a.status, b.status]).toContain(200);
+    const again = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", idempotencyKey: "upgrade-2", body });
+    expect(again.status).toBe(200);
+    expect(again.body.plan_id).toBe(pro.id);
+    expect(await paymentsOf(acct, sub.id)).toEqual([3000, 1500]);
+  });
+});
+
 describe("none, and what is never prorated", () => {
   it("none applies the new price from the next period, with no items", async () => {
     const { acct, clock, sub } = await clocked();
@@ -181,15 +351,15 @@ describe("none, and what is never prorated", () => {
 });
 
 describe("proration errors and races", () => {
-  it("refuses an unknown proration_behavior, and always_invoice for now, changing nothing", async () => {
+  it("refuses an unknown proration_behavior, and always_invoice beside card, coupon or cancel_at_period_end, changing nothing", async () => {
     const { acct, plan, sub } = await clocked();
     const pro = await createPlan(acct, { name: "Pro", price: 60 });
     const bad = await put(acct, sub.id, { plan_id: pro.id, proration_behavior: "sometimes" });
     expectError(bad, 400, "invalid_request_error");
     expect(bad.body.error.param).toBe("proration_behavior");
-    const unsupported = await put(acct, sub.id, { plan_id: pro.id, proration_behavior: "always_invoice" });
-    expectError(unsupported, 400, "invalid_request_error", "parameter_unsupported");
-    expect(unsupported.body.error.param).toBe("proration_behavior");
+    const mixed = await put(acct, sub.id, { plan_id: pro.id, proration_behavior: "always_invoice", cancel_at_period_end: true });
+    expectError(mixed, 400, "invalid_request_error", "parameter_unexpected");
+    expect(mixed.body.error.param).toBe("cancel_at_period_end");
     expect((await getSubscription(acct, sub.id)).plan_id).toBe(plan.id);
     const row = await env.DB.prepare("SELECT pending_items, pending_items_amount FROM subscriptions WHERE id = ?").bind(sub.id).first();
     expect(row).toEqual({ pending_items: 0, pending_items_amount: 0 });

@@ -208,7 +208,7 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     createPlan: () => ({ name: "Basic", price: 5, currency: "usd", interval: "month" }),
     updatePlan: () => ({ name: "Basic+" }),
     createSubscription: () => ({ user_id: fx.user, plan_id: fx.plan, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) }),
-    updateSubscription: () => ({ quantity: 2 }),
+    updateSubscription: () => ({ quantity: 2, proration_behavior: "none" }),
     cancelSubscription: () => undefined,
     createTestClock: () => ({ frozen_time: "2030-01-01T00:00:00.000Z", name: "proof" }),
     advanceTestClock: () => ({ frozen_time: "2030-02-01T00:00:00.000Z" }),

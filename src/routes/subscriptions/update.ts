@@ -26,6 +26,7 @@ import { randomToken } from "../../lib/crypto";
 import { guard, runBatch } from "../../db/batch";
 import { type ClaimCard, coupons, invoiceItems, plans, subscriptionPeriods, subscriptions } from "../../db/schema";
 import { currentOpenCharge, currentPeriod, prorationItems } from "../../billing/prorations";
+import { changeAndInvoiceNow } from "./invoice-now";
 import { type CouponRow, NO_DISCOUNT, assertCouponCurrency, couponRefusals, discountColumns, redeemCoupon } from "../../billing/coupons";
 import { owned } from "../../db/scope";
 import { clock, isoTime } from "../../lib/clock";
@@ -47,7 +48,7 @@ const update = apiRoute({
   operationId: "updateSubscription",
   summary: "Replace payment details, or change plan or quantity",
   description:
-    "New card details replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity apply now: on an active subscription, proration_behavior create_prorations (the default) credits the unused time of what the current period was charged and charges the time left at the new price, as lines of the next invoice (a credit that takes that invoice below zero is carried on, never refunded); none prorates nothing. A metered subscription's plan does not change (400 plan_incompatible). coupon redeems a coupon whose discount applies from the next invoice (replacing any other); null removes the discount. Answers the subscription as the change committed it. While a charge of the period is at the processor with its outcome not yet known, new card details, cancel_at_period_end true, coupon and a prorated change answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
+    "New card details replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity apply now: on an active subscription, proration_behavior create_prorations (the default) credits the unused time of what the current period was charged and charges the time left at the new price, as lines of the next invoice (a credit that takes that invoice below zero is carried on, never refunded); always_invoice invoices those lines (and any pending) at once and charges the invoice: the change holds only if it is paid (a decline answers 402 and puts it back; an invoice of nothing or a credit is paid at once, the credit carried on); none prorates nothing. A metered subscription's plan does not change (400 plan_incompatible). coupon redeems a coupon whose discount applies from the next invoice (replacing any other); null removes the discount. Answers the subscription as the change committed it. While a charge of the period (or of a change invoiced at once) is at the processor with its outcome not yet known, new card details, cancel_at_period_end true, coupon, plan_id and quantity answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
   scope: "subscriptions:write",
   request: { params: subscriptionId, ...jsonBodyOf(UpdateSubscriptionBody) },
   responses: { 200: json(SubscriptionSchema, "The updated subscription.") },
@@ -108,19 +109,16 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     const priceChanges = plan.id !== sub.planId || quantity !== sub.quantity;
     if (priceChanges && plan.usageType !== "metered") chargeableAmount(plan, quantity);
     const behavior = body.proration_behavior ?? "create_prorations";
-    if (behavior === "always_invoice") {
-      throw invalidRequest(
-        "parameter_unsupported",
-        "proration_behavior always_invoice is not available yet: create_prorations puts the credit and the charge on the next invoice; none prorates nothing.",
-        "proration_behavior",
-      );
+    if (behavior === "always_invoice" && (newCard || body.coupon !== undefined || body.cancel_at_period_end !== undefined)) {
+      const field = newCard ? "card_number" : body.coupon !== undefined ? "coupon" : "cancel_at_period_end";
+      throw invalidRequest("parameter_unexpected", `${field}: a change invoiced at once (proration_behavior always_invoice) is charged now; send ${field} in a request of its own.`, field);
     }
     // An active subscription's change of price is prorated from now (its test clock's now) to the
     // current period's end; a trialing or past_due one's, or one whose period is over and not yet
     // renewed, applies from the next period.
     let proration: ReturnType<typeof prorationItems> = null;
     const at = billingNow(current.clock, realNow);
-    if (priceChanges && behavior === "create_prorations" && sub.status === "active" && sub.periodsBilled >= 1 && current.plan.usageType !== "metered" && at < currentPeriod(sub, current.plan).end) {
+    if (priceChanges && behavior !== "none" && sub.status === "active" && sub.periodsBilled >= 1 && current.plan.usageType !== "metered" && at < currentPeriod(sub, current.plan).end) {
       // What the current period was charged, and the percentage its discount took off, if any:
       // the charge line is discounted alike.
       const paid = current.paid?.status ? current.paid : null;
@@ -129,6 +127,10 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       // The next invoice (the new price and every pending item) must stay chargeable.
       if (proration && chargeableAmount(plan, quantity) + sub.pendingItemsAmount + proration.amount > MAX_AMOUNT) {
         throw invalidRequest("amount_too_large", `With its prorations, the next invoice of ${sub.id} would come to more than the largest chargeable amount (${MAX_AMOUNT} minor units).`, "quantity");
+      }
+      if (proration && behavior === "always_invoice") {
+        const changes = { ...(body.plan_id !== undefined ? { planId: plan.id } : {}), ...(body.quantity !== undefined ? { quantity: body.quantity } : {}) };
+        return changeAndInvoiceNow(c, { row: current, plan, proration, changes, at, realNow });
       }
     }
 
@@ -231,7 +233,8 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           // subscription's until it settles (src/billing/claims.ts).
           // A coupon is not changed under it either: the charge's discount was fixed by its claim,
           // and its settlement counts that discount's use against the coupon then in place.
-          ...(body.cancel_at_period_end === true || vaulted || body.coupon !== undefined || proration
+          // Nor is the price changed under it (a change invoiced at once is put back if declined).
+          ...(body.cancel_at_period_end === true || vaulted || body.coupon !== undefined || priceChanges
             ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`)]
             : []),
           // A proration was computed from the subscription as read: its plan, quantity, period and

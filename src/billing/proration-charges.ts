@@ -1,0 +1,237 @@
+// A change with proration_behavior always_invoice (DESIGN.md "Billing depth"): its prorations, with
+// any items already pending, are invoiced at once and the invoice charged. As Stripe's
+// `pending_if_incomplete`, the change is made only once it is paid: a decline voids the invoice,
+// puts the pending items back and changes nothing.
+//
+//   1. One batch writes the change's items, issues the invoice (open) with them and the pending
+//      ones, and claims its charge (a proration_charges row holding the change, unique per
+//      subscription while claimed and unique by its processor reference), guarded by the
+//      subscription as read and no other charge in flight. An invoice that comes to nothing or
+//      less is paid there and then, with nothing charged, and the change made in the same batch.
+//   2. The charge is sent, with a reference fixed for the claim.
+//   3. One batch settles it: the payment (once: unique by its reference), then the invoice and the
+//      claim paid and the change made; or the decline, the invoice void and the items as before.
+//
+// While a charge is claimed the subscription takes no other change and is not renewed
+// (periods.chargeInFlight, periods' first claim). A claim left unsettled (the request died, the
+// processor never answered, the settlement's answer was lost) is taken over by the cron once its
+// lease ran out: the same reference is sent again (the processor answers the first call's outcome)
+// and its settlement recorded.
+import { and, asc, eq, inArray, isNull, lt, sql } from "drizzle-orm";
+import type { Db } from "../db/client";
+import { createDb } from "../db/client";
+import { failureReason, guard, rawStatement, type Statement } from "../db/batch";
+import { type ProrationChange, invoiceItems, prorationCharges, subscriptions, users } from "../db/schema";
+import { newId } from "../domain/ids";
+import type { OpenCharge } from "../domain/proration";
+import type { Bindings } from "../env";
+import { clock as wallClock, isoTime } from "../lib/clock";
+import { charge, type ChargeResult } from "../payments/charge";
+import { cardOf } from "../payments/serialize";
+import { processorResolver } from "../processor";
+import type { Processor } from "../processor/types";
+import { commitWrites, type EmittedEvent, emitEvent } from "../webhooks/outbox";
+import { issueInvoice, settleInvoice, totalsOf } from "./invoices";
+import { CLAIM_STALE_MS } from "./periods";
+import { type InvoiceItemRow, carriedCreditItem, carriedCreditLine, itemLine } from "./prorations";
+import type { PlanRow } from "./pricing";
+
+type SubscriptionRow = typeof subscriptions.$inferSelect;
+type UserRow = typeof users.$inferSelect;
+export type ProrationChargeRow = typeof prorationCharges.$inferSelect;
+
+/** Batch guard reason: this claim's charge is already recorded (another worker settled it). */
+export const PRORATION_ALREADY_SETTLED = "proration_already_settled";
+/** Claims the cron settles per run. */
+export const STALE_PRORATION_CHARGES_PER_RUN = 25;
+
+/** What invoicing a change at once writes, and the claim of its charge (null: nothing to charge). */
+export interface InvoicedChange {
+  statements: Statement[];
+  events: EmittedEvent[];
+  claim: ProrationChargeRow | null;
+  invoiceId: string;
+}
+
+/**
+ * The first batch of an always_invoice change: the change's items and the pending ones on a new
+ * invoice, and either the claim of its charge (holding `change`) or, for an invoice of nothing or a
+ * credit, the invoice paid and the credit carried on (the caller then makes the change in the same
+ * batch).
+ */
+export function invoiceChangeNow(
+  db: Db,
+  input: {
+    sub: SubscriptionRow;
+    plan: PlanRow;
+    newItems: InvoiceItemRow[];
+    pending: InvoiceItemRow[];
+    next: OpenCharge;
+    change: Pick<ProrationChange, "planId" | "quantity">;
+    reference: string;
+    at: number;
+    realNow: number;
+  },
+): InvoicedChange {
+  const { sub, plan, newItems, pending, at, realNow } = input;
+  const invoiceId = newId("invoice", realNow);
+  const items = [...pending, ...newItems];
+  const periodStart = isoTime(input.next.coversFrom);
+  const periodEnd = isoTime(input.next.periodEnd);
+  const total = items.reduce((sum, item) => sum + item.amount, 0);
+  const carried = Math.max(0, -total);
+  const invoice = {
+    id: invoiceId,
+    tenant: sub,
+    subscriptionId: sub.id,
+    periodIndex: null,
+    userId: sub.userId,
+    currency: plan.currency,
+    periodStart,
+    periodEnd,
+    lines: [...items.map(itemLine), ...(carried > 0 ? [carriedCreditLine(carried, periodStart, periodEnd)] : [])],
+  };
+  const due = totalsOf(invoice).amountDue;
+  const issued = issueInvoice(db, invoice, due > 0 ? { kind: "open" } : { kind: "paid", paymentId: null }, realNow);
+  const carry = carried > 0 ? carriedCreditItem(sub, carried, plan.currency, periodStart, periodEnd, at) : null;
+  const claim: ProrationChargeRow | null =
+    due > 0
+      ? {
+          id: newId("prorationCharge", realNow),
+          accountId: sub.accountId,
+          livemode: sub.livemode,
+          subscriptionId: sub.id,
+          invoiceId,
+          reference: input.reference,
+          amount: due,
+          currency: plan.currency,
+          status: "claimed",
+          change: { ...input.change, openCharge: input.next, ...pendingAfterInvoicing(newItems, pending), newItemIds: newItems.map((i) => i.id) },
+          paymentId: null,
+          createdAt: isoTime(realNow),
+          updatedAt: isoTime(realNow),
+        }
+      : null;
+  return {
+    statements: [
+      ...issued.statements,
+      db.insert(invoiceItems).values(newItems.map((item) => ({ ...item, invoiceId }))),
+      ...(pending.length > 0 ? [db.update(invoiceItems).set({ invoiceId }).where(and(inArray(invoiceItems.id, pending.map((i) => i.id)), isNull(invoiceItems.invoiceId)))] : []),
+      ...(carry ? [db.insert(invoiceItems).values(carry)] : []),
+      ...(claim ? [db.insert(prorationCharges).values(claim)] : []),
+    ],
+    events: issued.events,
+    claim,
+    invoiceId,
+  };
+}
+
+/** The subscription's pending items after invoicing them at once: none, or the credit carried on. */
+export function pendingAfterInvoicing(newItems: InvoiceItemRow[], pending: InvoiceItemRow[]) {
+  const total = [...pending, ...newItems].reduce((sum, item) => sum + item.amount, 0);
+  return total < 0 ? { pendingItems: 1, pendingItemsAmount: total } : { pendingItems: 0, pendingItemsAmount: 0 };
+}
+
+/** Sends a claimed change's charge: the subscription's card, the claim's reference. */
+export function chargeClaimed(db: Db, processor: Processor, sub: SubscriptionRow, user: Pick<UserRow, "id" | "email">, claim: ProrationChargeRow, realNow: number) {
+  return charge({
+    db,
+    processor,
+    accountId: sub.accountId,
+    livemode: sub.livemode,
+    customer: { id: user.id, email: user.email },
+    subscriptionId: sub.id,
+    invoiceId: claim.invoiceId,
+    amount: claim.amount,
+    currency: claim.currency,
+    source: { token: sub.processorToken },
+    summary: cardOf(sub),
+    fingerprint: sub.cardFingerprint,
+    at: realNow,
+    processorReference: claim.reference,
+    firstAttemptAt: Date.parse(claim.createdAt),
+  });
+}
+
+/**
+ * The batch that settles a claimed change's charge: the payment once, then the invoice and the
+ * claim paid and the change made; or, declined, the invoice void, the change's own items deleted
+ * and the older ones pending again (the subscription as it was).
+ */
+export function settleProrationCharge(db: Db, sub: SubscriptionRow, claim: ProrationChargeRow, result: ChargeResult, realNow: number): { statements: Statement[]; events: EmittedEvent[] } {
+  const now = isoTime(realNow);
+  const statements: Statement[] = [
+    guard(db, PRORATION_ALREADY_SETTLED, sql`NOT EXISTS (SELECT 1 FROM payments WHERE charge_reference = ${claim.reference})`),
+    ...result.statements,
+    db.update(prorationCharges).set({ status: result.succeeded ? "paid" : "declined", paymentId: result.payment.id, updatedAt: now }).where(eq(prorationCharges.id, claim.id)),
+  ];
+  const events: EmittedEvent[] = [...result.events];
+  if (result.succeeded) {
+    const settled = settleInvoice(db, sub, claim.invoiceId, { kind: "paid", paymentId: result.payment.id }, realNow);
+    statements.push(...settled.statements, makeChange(db, sub.id, claim.change, now));
+    events.push(...settled.events, emitEvent(db, sub, { type: "subscription_updated", subscriptionId: sub.id, status: sql`(SELECT status FROM subscriptions WHERE id = ${sub.id})` }, realNow));
+    return { statements, events };
+  }
+  const voided = settleInvoice(db, sub, claim.invoiceId, { kind: "failed", paymentId: result.payment.id, status: "void" }, realNow);
+  statements.push(
+    ...voided.statements,
+    ...(claim.change.newItemIds.length > 0 ? [db.delete(invoiceItems).where(inArray(invoiceItems.id, claim.change.newItemIds))] : []),
+    db.update(invoiceItems).set({ invoiceId: null }).where(eq(invoiceItems.invoiceId, claim.invoiceId)),
+  );
+  events.push(...voided.events);
+  return { statements, events };
+}
+
+/** The change a paid invoice makes: its plan, quantity, open charge and pending items. */
+export const makeChange = (db: Db, subscriptionId: string, change: Omit<ProrationChange, "newItemIds">, now: string): Statement =>
+  rawStatement(
+    db,
+    sql`UPDATE subscriptions SET plan_id = ${change.planId}, quantity = ${change.quantity}, open_charge = ${JSON.stringify(change.openCharge)},
+      pending_items = ${change.pendingItems}, pending_items_amount = ${change.pendingItemsAmount}, updated_at = ${now} WHERE id = ${subscriptionId}`,
+  );
+
+/**
+ * The cron task: settles the claimed change charges whose lease ran out. Each is taken over by one
+ * conditional UPDATE (one worker wins), sent again with its reference, and settled. Throws the
+ * first failure after trying every one.
+ */
+export async function settleStaleProrationCharges(env: Bindings, realNow: number = wallClock.now()): Promise<number> {
+  const db = createDb(env.DB);
+  const staleIso = isoTime(realNow - CLAIM_STALE_MS);
+  const found = await db
+    .select({ claim: prorationCharges, sub: subscriptions, user: users })
+    .from(prorationCharges)
+    .innerJoin(subscriptions, eq(subscriptions.id, prorationCharges.subscriptionId))
+    .innerJoin(users, eq(users.id, subscriptions.userId))
+    .where(and(eq(prorationCharges.status, "claimed"), lt(prorationCharges.updatedAt, staleIso)))
+    .orderBy(asc(prorationCharges.updatedAt))
+    .limit(STALE_PRORATION_CHARGES_PER_RUN);
+  const resolve = processorResolver(env, db);
+  let settled = 0;
+  let failure: unknown = null;
+  for (const { claim, sub, user } of found) {
+    try {
+      const processor = await resolve(sub);
+      // A live account without a connection keeps its claim until it connects one: the charge may have moved money.
+      if (!processor) continue;
+      const [taken] = await db
+        .update(prorationCharges)
+        .set({ updatedAt: isoTime(realNow) })
+        .where(and(eq(prorationCharges.id, claim.id), eq(prorationCharges.status, "claimed"), lt(prorationCharges.updatedAt, staleIso)))
+        .returning({ id: prorationCharges.id });
+      if (!taken) continue;
+      const result = await chargeClaimed(db, processor, sub, user, claim, realNow);
+      try {
+        await commitWrites({ db, queue: env.DELIVERY_QUEUE }, settleProrationCharge(db, sub, claim, result, realNow));
+      } catch (error) {
+        // Recorded meanwhile by the request that claimed it: nothing left to do.
+        if (failureReason(error) !== PRORATION_ALREADY_SETTLED) throw error;
+      }
+      settled++;
+    } catch (error) {
+      failure ??= error;
+    }
+  }
+  if (failure) throw failure;
+  return settled;
+}

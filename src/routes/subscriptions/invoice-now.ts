@@ -1,0 +1,119 @@
+// PUT /subscriptions/{id} with proration_behavior always_invoice: the change, its prorations and
+// any pending items on an invoice issued at once and charged (src/billing/proration-charges.ts).
+// The change holds only if the invoice is paid: a decline answers 402 and puts it back.
+import type { Context } from "hono";
+import { eq, sql } from "drizzle-orm";
+import { guard } from "../../db/batch";
+import { prorationCharges, subscriptions } from "../../db/schema";
+import { chargeInFlight } from "../../billing/periods";
+import {
+  PRORATION_ALREADY_SETTLED,
+  type ProrationChargeRow,
+  chargeClaimed,
+  invoiceChangeNow,
+  makeChange,
+  pendingAfterInvoicing,
+  settleProrationCharge,
+} from "../../billing/proration-charges";
+import { type prorationItems, pendingItemsOf } from "../../billing/prorations";
+import type { PlanRow } from "../../billing/pricing";
+import { processorForRequest } from "../../processor";
+import { randomToken } from "../../lib/crypto";
+import { isoTime } from "../../lib/clock";
+import { cardDeclined } from "../../lib/errors";
+import type { AppEnv } from "../../context";
+import { commitWrites, emitEvent } from "../../webhooks/outbox";
+import { assertKeyClaimedFirst, commit, commitAndAnswerRow, outcomeTracked } from "../write-path";
+import { alreadyCanceled, answerDecline, chargeInProgress, changedMeanwhile, type loadSubscription, type SubscriptionRow } from "./common";
+import { serializeSubscription, subscriptionAnswer } from "./schema";
+
+const SUBSCRIPTION_CANCELED = "subscription_canceled";
+const CHARGE_IN_FLIGHT = "charge_in_flight";
+const SUBSCRIPTION_CHANGED = "subscription_changed";
+
+export async function changeAndInvoiceNow(
+  c: Context<AppEnv>,
+  input: {
+    row: Awaited<ReturnType<typeof loadSubscription>>;
+    plan: PlanRow;
+    proration: NonNullable<ReturnType<typeof prorationItems>>;
+    changes: Partial<Pick<SubscriptionRow, "planId" | "quantity">>;
+    at: number;
+    realNow: number;
+  },
+) {
+  const { db, auth } = c.var;
+  const { row, plan, proration, at, realNow } = input;
+  const { sub, user } = row;
+  const where = eq(subscriptions.id, sub.id);
+  const processor = await processorForRequest(c);
+  // The charge's reference: fixed by the Idempotency-Key's use, so a retry is the same charge.
+  const key = c.var.idempotency;
+  const reference = `${sub.id}:proration:${key ? `${key.key}:${key.since}` : randomToken(20)}`;
+
+  // A retry that took its own earlier run over: that run's claim, if it committed, is charged (the
+  // same reference) and settled, instead of being refused as a change made meanwhile.
+  if (key?.takeover) {
+    const [own] = await db.select().from(prorationCharges).where(eq(prorationCharges.reference, reference));
+    if (own?.status === "claimed") return chargeAndSettle(own);
+    // Settled meanwhile (by the cron, after this key's earlier run lost its answer): paid, the
+    // change is made and the answer is the subscription; declined, nothing changed.
+    if (own?.status === "paid") return commitAndAnswerRow(c, { statements: [], events: [], returning: db.select().from(subscriptions).where(where) }, subscriptionAnswer, where);
+    if (own) throw cardDeclined("card_declined", `The card was declined for invoice ${own.invoiceId}; the change was not made.`);
+  }
+
+  const pending = await pendingItemsOf(db, sub.id);
+  if (pending.length !== sub.pendingItems) throw changedMeanwhile();
+  const change = { planId: input.changes.planId ?? sub.planId, quantity: input.changes.quantity ?? sub.quantity };
+  const invoiced = invoiceChangeNow(db, { sub, plan, newItems: proration.items, pending, next: proration.next, change, reference, at, realNow });
+  const writes = {
+    statements: [
+      guard(db, SUBSCRIPTION_CANCELED, sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status != 'canceled')`),
+      guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`),
+      guard(
+        db,
+        SUBSCRIPTION_CHANGED,
+        sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status = 'active' AND s.plan_id = ${sub.planId}
+          AND s.quantity = ${sub.quantity} AND s.periods_billed = ${sub.periodsBilled} AND s.pending_items = ${sub.pendingItems})`,
+      ),
+      ...invoiced.statements,
+    ],
+    events: invoiced.events,
+  };
+  const failures = { [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(sub.id), [CHARGE_IN_FLIGHT]: chargeInProgress, [SUBSCRIPTION_CHANGED]: changedMeanwhile };
+
+  // Nothing to charge (the credits cover it): the change and its paid invoice in one batch.
+  if (!invoiced.claim) {
+    const made = { ...change, openCharge: proration.next, ...pendingAfterInvoicing(proration.items, pending) };
+    return commitAndAnswerRow(
+      c,
+      {
+        statements: [...writes.statements, makeChange(db, sub.id, made, isoTime(realNow))],
+        events: [...writes.events, emitEvent(db, auth, { type: "subscription_updated", subscriptionId: sub.id, status: sql`(SELECT status FROM subscriptions WHERE id = ${sub.id})` }, realNow)],
+        returning: db.select().from(subscriptions).where(where),
+      },
+      subscriptionAnswer,
+      where,
+      { failures },
+    );
+  }
+  await commitWrites({ db, queue: c.env.DELIVERY_QUEUE, waitUntil: (p) => c.executionCtx.waitUntil(p) }, writes, failures);
+  return chargeAndSettle(invoiced.claim);
+
+  async function chargeAndSettle(claim: ProrationChargeRow) {
+    // A processor call that still threw after its retries may have moved money: the outcome is
+    // unknown, so the Idempotency-Key stays claimed, and the cron settles the claim after its lease.
+    assertKeyClaimedFirst(c);
+    const result = await outcomeTracked(c, () => chargeClaimed(db, processor, sub, user, claim, realNow));
+    const settlement = settleProrationCharge(db, sub, claim, result, realNow);
+    const options = { moneyMoved: { paymentId: result.payment.id }, claimGuard: false, failures: { [PRORATION_ALREADY_SETTLED]: changedMeanwhile } };
+    if (!result.succeeded) return answerDecline(c, result, settlement, options);
+    const { returned } = await commit(c, { ...settlement, returning: db.select().from(subscriptions).where(where) }, 200, null, {
+      ...options,
+      storedBody: subscriptionAnswer.stored(where),
+    });
+    // An earlier try of the settlement committed and its answer was lost: read the row it wrote.
+    const answered = (returned[0] as SubscriptionRow | undefined) ?? (await db.select().from(subscriptions).where(where))[0];
+    return c.json(serializeSubscription(answered), 200);
+  }
+}
