@@ -1,6 +1,7 @@
 -- Proration (issue 21): pending invoice items (a prorated change's credit and charge, a credit carried from
--- an invoice whose total would have been negative), a subscription's open charge and pending items, what a
--- period's claim priced in of them, and the charges of changes invoiced at once (always_invoice).
+-- an invoice whose total would have been negative), a subscription's open charge, pending items and change
+-- scheduled for the next period, what a period's claim priced in of them (and the percentage its discount
+-- took off), and the charges of changes invoiced at once (always_invoice).
 CREATE TABLE `invoice_items` (
 	`id` text PRIMARY KEY NOT NULL,
 	`account_id` text NOT NULL,
@@ -41,6 +42,9 @@ CREATE INDEX `proration_charges_stale` ON `proration_charges` (`status`,`updated
 ALTER TABLE `subscription_periods` ADD `items` integer DEFAULT 0 NOT NULL;--> statement-breakpoint
 ALTER TABLE `subscription_periods` ADD `items_amount` integer DEFAULT 0 NOT NULL;--> statement-breakpoint
 ALTER TABLE `subscription_periods` ADD `credit_carried` integer DEFAULT 0 NOT NULL;--> statement-breakpoint
+ALTER TABLE `subscription_periods` ADD `percent_off` integer;--> statement-breakpoint
 ALTER TABLE `subscriptions` ADD `open_charge` text;--> statement-breakpoint
 ALTER TABLE `subscriptions` ADD `pending_items` integer DEFAULT 0 NOT NULL;--> statement-breakpoint
-ALTER TABLE `subscriptions` ADD `pending_items_amount` integer DEFAULT 0 NOT NULL;
+ALTER TABLE `subscriptions` ADD `pending_items_amount` integer DEFAULT 0 NOT NULL;--> statement-breakpoint
+ALTER TABLE `subscriptions` ADD `pending_plan_id` text;--> statement-breakpoint
+ALTER TABLE `subscriptions` ADD `pending_quantity` integer;

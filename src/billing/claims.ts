@@ -18,7 +18,7 @@ import type { Bindings } from "../env";
 import { clock as wallClock, isoTime } from "../lib/clock";
 import { processorResolver } from "../processor";
 import type { Processor } from "../processor/types";
-import { CLAIM_STALE_MS, type PeriodOutcome, RENEWING, claimOf, claimPeriod } from "./periods";
+import { CLAIM_STALE_MS, type PeriodOutcome, RENEWING, attachPendingPlans, claimOf, claimPeriod } from "./periods";
 import { type ClaimedPeriod, chargeAndSettle } from "./renewals";
 
 export const STALE_CLAIMS_PER_RUN = 50;
@@ -44,6 +44,8 @@ export async function settleStaleClaims(env: Bindings, realNow: number = wallClo
     .orderBy(asc(subscriptionPeriods.updatedAt))
     .limit(limit);
   if (found.length === 0) return [];
+  // A first attempt's settlement invoices the period with the change scheduled for it.
+  await attachPendingPlans(db, found);
   // The processor of each claim's account and mode; a live account without a connection keeps its
   // claim (charge_in_progress) until it connects one, since the charge may have moved money.
   const resolve = processorResolver(env, db);

@@ -143,9 +143,12 @@ export const discountOf = (row: Pick<SubscriptionRow, "couponId" | "discountStar
  * What the subscription's discount takes off a period priced `subtotal`, on the invoice dated
  * `invoiceDate` (ms): 0 when it has none, or none applies to that invoice.
  */
+/** What pricing a period's discount needs of its coupon. */
+export type DiscountCoupon = Pick<CouponRow, "percentOffBasisPoints" | "amountOff" | "currency" | "duration" | "durationInMonths">;
+
 export function periodDiscount(
   sub: Pick<SubscriptionRow, "couponId" | "discountStart" | "discountUses">,
-  coupon: Pick<CouponRow, "percentOffBasisPoints" | "amountOff" | "currency" | "duration" | "durationInMonths"> | null,
+  coupon: DiscountCoupon | null,
   subtotal: number,
   currency: string,
   invoiceDate: number,

@@ -34,7 +34,7 @@ import { nextRetryAt, periodStartMs } from "../domain/billing-calendar";
 import { type PlanRow, periodAmount } from "./pricing";
 import { type InvoiceOutcome, issueInvoice, settleInvoice, subscriptionLine, totalsOf, uncollectibleInvoicesOf, usageLine } from "./invoices";
 import { type InvoiceItemRow, carriedCreditItem, carriedCreditLine, itemLine, pendingItemsOf } from "./prorations";
-import { type CouponRow, discountAsCoupon, periodDiscount } from "./coupons";
+import { type DiscountCoupon, discountAsCoupon, periodDiscount } from "./coupons";
 import { type PeriodUsage, isMetered, meteredPeriod, usageUnchanged } from "./usage";
 
 export type SubscriptionRow = typeof subscriptions.$inferSelect;
@@ -47,11 +47,34 @@ export interface BillableRow {
   plan: PlanRow;
   user: UserRow;
   /** The coupon of the subscription's discount, if it has one (read by renewals; a claim of a new period needs it). */
-  coupon?: CouponRow | null;
+  coupon?: DiscountCoupon | null;
   /** A metered subscription's records of the period being claimed (read by renewals; a metered claim needs them). */
   usage?: PeriodUsage;
   /** The row of the period being collected (index = periods_billed), once claimed. */
   period: PeriodRow | null;
+  /** The plan of a change scheduled for the next period (sub.pendingPlanId), read with the row. */
+  pendingPlan?: PlanRow | null;
+}
+
+/**
+ * The row as a new period is priced and invoiced: with its scheduled change (at_period_end), the
+ * pending plan and quantity, which that period's first settlement makes the subscription's.
+ */
+export function withScheduledChange<R extends Pick<BillableRow, "sub" | "plan" | "pendingPlan">>(row: R): R {
+  const { sub, pendingPlan } = row;
+  if (sub.pendingPlanId === null || !pendingPlan || pendingPlan.id !== sub.pendingPlanId) return row;
+  return { ...row, plan: pendingPlan, sub: { ...sub, planId: pendingPlan.id, quantity: sub.pendingQuantity ?? sub.quantity } };
+}
+
+/**
+ * The plans of the rows' scheduled changes, read in one query (only when a row has one) and set on
+ * them: a new period's claim prices with it, and its first settlement invoices with it.
+ */
+export async function attachPendingPlans<R extends Pick<BillableRow, "sub" | "pendingPlan">>(db: Db, rows: R[]): Promise<void> {
+  const ids = [...new Set(rows.flatMap((r) => (r.sub.pendingPlanId === null ? [] : [r.sub.pendingPlanId])))];
+  if (ids.length === 0) return;
+  const found = new Map((await db.select().from(plans).where(inArray(plans.id, ids))).map((p) => [p.id, p]));
+  for (const row of rows) if (row.sub.pendingPlanId !== null) row.pendingPlan = found.get(row.sub.pendingPlanId) ?? null;
 }
 
 /** `unpriceable`: the period's price is beyond the largest chargeable amount; left unclaimed (and logged). */
@@ -69,10 +92,26 @@ export const periodReference = (subscriptionId: string, periodIndex: number, att
 /** Batch guard reason: this attempt's charge is already recorded (another worker settled it). */
 export const PERIOD_ALREADY_SETTLED = "period_already_settled";
 
-/** The subscriptions, with what charging a period needs, in one query. */
+/**
+ * The subscriptions, with what charging a period needs, in one query. (D1 answers at most 100
+ * columns: the coupon brings only what pricing its discount needs.)
+ */
 export function selectBillableRows(db: Db) {
   return db
-    .select({ sub: subscriptions, plan: plans, user: users, coupon: coupons, period: subscriptionPeriods })
+    .select({
+      sub: subscriptions,
+      plan: plans,
+      user: users,
+      // (duration first: a left-joined object whose first field is null reads as no row.)
+      coupon: {
+        duration: coupons.duration,
+        percentOffBasisPoints: coupons.percentOffBasisPoints,
+        amountOff: coupons.amountOff,
+        currency: coupons.currency,
+        durationInMonths: coupons.durationInMonths,
+      },
+      period: subscriptionPeriods,
+    })
     .from(subscriptions)
     .innerJoin(plans, eq(plans.id, subscriptions.planId))
     .innerJoin(users, eq(users.id, subscriptions.userId))
@@ -103,7 +142,8 @@ export const stillAsRead = (sub: SubscriptionRow, dueBy?: number) => sql`EXISTS 
 const pricedAsRead = (sub: SubscriptionRow) => sql`EXISTS (SELECT 1 FROM subscriptions AS priced
   WHERE priced.id = ${sub.id} AND priced.plan_id = ${sub.planId} AND priced.quantity = ${sub.quantity}
     AND priced.coupon_id IS ${sub.couponId} AND priced.discount_start IS ${sub.discountStart} AND priced.discount_uses = ${sub.discountUses}
-    AND priced.pending_items = ${sub.pendingItems}) AND NOT ${prorationChargeInFlight(sub.id)}`;
+    AND priced.pending_items = ${sub.pendingItems} AND priced.pending_items_amount = ${sub.pendingItemsAmount}
+    AND priced.pending_plan_id IS ${sub.pendingPlanId} AND priced.pending_quantity IS ${sub.pendingQuantity}) AND NOT ${prorationChargeInFlight(sub.id)}`;
 
 /**
  * SQL: a charge claimed for the subscription's open period has not settled, so it may be at the
@@ -195,7 +235,7 @@ export function claimOf(result: unknown): PeriodClaim | null {
  */
 export function claimPeriod(
   db: Db,
-  row: Pick<BillableRow, "sub" | "plan"> & { coupon?: CouponRow | null; usage?: PeriodUsage },
+  row: Pick<BillableRow, "sub" | "plan"> & { coupon?: DiscountCoupon | null; usage?: PeriodUsage },
   kind: "renewal" | "card_update" | "pay" | "takeover",
   at: number,
   realNow: number,
@@ -218,8 +258,10 @@ export function claimPeriod(
   if (kind === "card_update" && !card) throw new Error("a card update claims the period for a vaulted card");
   if (kind === "pay" && sub.status !== "past_due") throw new Error("Pay now claims the open period of a past_due subscription");
   const asRead = stillAsRead(sub, kind === "renewal" ? at : undefined);
-  // A new period's first attempt (a trial's end claims period 0 the same way).
+  // A new period's first attempt (a trial's end claims period 0 the same way), priced with the
+  // change scheduled for it, if any.
   if (sub.status === "active" || sub.status === "trialing") {
+    const priced = withScheduledChange(row);
     const startMs = periodStartMs(sub.billingAnchor, plan.interval, n);
     const start = isoTime(startMs);
     // The period's price (a metered period's: its usage, priced; the claim holds only if no record
@@ -228,12 +270,12 @@ export function claimPeriod(
     let subtotal: number;
     let usageQuantity: number | null = null;
     let usageHolds: SQL = sql`1`;
-    if (isMetered(plan)) {
+    if (isMetered(priced.plan)) {
       if (!row.usage) throw new Error(`a metered claim of ${sub.id} needs its period's usage`);
       ({ quantity: usageQuantity, amount: subtotal } = meteredPeriod(plan, sub.billingAnchor, n, row.usage));
       usageHolds = usageUnchanged(sub.id, n, row.usage);
     } else {
-      subtotal = periodAmount(plan, sub.quantity);
+      subtotal = periodAmount(priced.plan, priced.sub.quantity);
     }
     const discount = periodDiscount(sub, row.coupon ?? null, subtotal, plan.currency, startMs);
     // The pending proration items come on top; a total they take below zero charges nothing and
@@ -244,8 +286,8 @@ export function claimPeriod(
     if (subtotal > MAX_AMOUNT || amount > MAX_AMOUNT) throw new RangeError(`period ${n} of ${sub.id} prices at ${subtotal} (${amount} due), beyond the largest chargeable amount`);
     return rawStatement(
       db,
-      sql`INSERT INTO subscription_periods (id, account_id, livemode, subscription_id, period_index, period_start, amount, discount, usage_quantity, items, items_amount, credit_carried, currency, status, attempts, created_at, updated_at)
-        SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.livemode ? 1 : 0}, ${sub.id}, ${n}, ${start}, ${amount}, ${discount}, ${usageQuantity}, ${sub.pendingItems}, ${sub.pendingItemsAmount}, ${carried}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
+      sql`INSERT INTO subscription_periods (id, account_id, livemode, subscription_id, period_index, period_start, amount, discount, usage_quantity, items, items_amount, credit_carried, percent_off, currency, status, attempts, created_at, updated_at)
+        SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.livemode ? 1 : 0}, ${sub.id}, ${n}, ${start}, ${amount}, ${discount}, ${usageQuantity}, ${sub.pendingItems}, ${sub.pendingItemsAmount}, ${carried}, ${discount > 0 ? (row.coupon?.percentOffBasisPoints ?? null) : null}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
         WHERE ${asRead} AND ${pricedAsRead(sub)} AND ${usageHolds} AND NOT ${sql.raw(sub.cancelAtPeriodEnd ? "1" : "0")}
         ON CONFLICT (subscription_id, period_index) DO UPDATE SET updated_at = excluded.updated_at
           WHERE subscription_periods.status = 'open' AND subscription_periods.attempts = 1 AND subscription_periods.updated_at < ${staleIso}
@@ -397,7 +439,7 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
     if (items.length !== claim.items || items.reduce((sum, item) => sum + item.amount, 0) !== claim.itemsAmount) {
       throw new Error(`the pending items of ${sub.id} are not the ${claim.items} its claim of period ${n} priced`);
     }
-    invoice = periodInvoice(args.row, n, invoiceId, claim, items);
+    invoice = periodInvoice(withScheduledChange(args.row), n, invoiceId, claim, items);
     const due = totalsOf(invoice).amountDue;
     if (due !== claim.amount) throw new Error(`the invoice of period ${n} of ${sub.id} comes to ${due}, its claim to ${claim.amount}`);
   }
@@ -501,6 +543,16 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
     statements.push(...issued.statements);
     events.push(...issued.events);
     statements.push(...takeItems(db, sub, invoiceId, items, claim, invoice!, realNow));
+    // The change scheduled for this period is the subscription's from now on.
+    if (sub.pendingPlanId !== null) {
+      statements.push(
+        rawStatement(
+          db,
+          sql`UPDATE subscriptions SET plan_id = pending_plan_id, quantity = COALESCE(pending_quantity, quantity), pending_plan_id = NULL, pending_quantity = NULL
+            WHERE id = ${sub.id} AND pending_plan_id = ${sub.pendingPlanId}`,
+        ),
+      );
+    }
     // The discount was used by this invoice (a `once` coupon by no other). Not when the
     // subscription redeemed another coupon since the period began: that one starts afresh.
     if (claim.discount > 0) {
@@ -560,7 +612,9 @@ function takeItems(db: Db, sub: SubscriptionRow, invoiceId: string, items: Invoi
   if (items.length === 0 && claim.creditCarried === 0) return [];
   const carried = claim.creditCarried > 0 ? carriedCreditItem(sub, claim.creditCarried, invoice.currency, invoice.periodStart, invoice.periodEnd, at) : null;
   return [
-    ...(items.length > 0 ? [db.update(invoiceItems).set({ invoiceId }).where(and(inArray(invoiceItems.id, items.map((i) => i.id)), isNull(invoiceItems.invoiceId)))] : []),
+    // Every pending item: the set is the claim's (no change is taken while its charge is in flight),
+    // named by the subscription, not by id (D1 binds at most 100 values per statement).
+    ...(items.length > 0 ? [db.update(invoiceItems).set({ invoiceId }).where(and(eq(invoiceItems.subscriptionId, sub.id), isNull(invoiceItems.invoiceId)))] : []),
     ...(carried ? [db.insert(invoiceItems).values(carried)] : []),
     rawStatement(
       db,

@@ -31,7 +31,7 @@ import { cardOf } from "../payments/serialize";
 import { processorResolver } from "../processor";
 import type { Processor } from "../processor/types";
 import { commitWrites, type EmittedEvent, emitEvent } from "../webhooks/outbox";
-import { issueInvoice, settleInvoice, totalsOf } from "./invoices";
+import { invoiceVoidedEvent, issueInvoice, settleInvoice, totalsOf } from "./invoices";
 import { CLAIM_STALE_MS } from "./periods";
 import { type InvoiceItemRow, carriedCreditItem, carriedCreditLine, itemLine } from "./prorations";
 import type { PlanRow } from "./pricing";
@@ -116,7 +116,8 @@ export function invoiceChangeNow(
     statements: [
       ...issued.statements,
       db.insert(invoiceItems).values(newItems.map((item) => ({ ...item, invoiceId }))),
-      ...(pending.length > 0 ? [db.update(invoiceItems).set({ invoiceId }).where(and(inArray(invoiceItems.id, pending.map((i) => i.id)), isNull(invoiceItems.invoiceId)))] : []),
+      // Every pending item (the batch is guarded by their count as read), named by the subscription: D1 binds at most 100 values.
+      ...(pending.length > 0 ? [db.update(invoiceItems).set({ invoiceId }).where(and(eq(invoiceItems.subscriptionId, sub.id), isNull(invoiceItems.invoiceId)))] : []),
       ...(carry ? [db.insert(invoiceItems).values(carry)] : []),
       ...(claim ? [db.insert(prorationCharges).values(claim)] : []),
     ],
@@ -173,6 +174,7 @@ export function settleProrationCharge(db: Db, sub: SubscriptionRow, claim: Prora
     return { statements, events };
   }
   const voided = settleInvoice(db, sub, claim.invoiceId, { kind: "failed", paymentId: result.payment.id, status: "void" }, realNow);
+  voided.events.push(invoiceVoidedEvent(db, sub, claim.invoiceId, realNow));
   statements.push(
     ...voided.statements,
     ...(claim.change.newItemIds.length > 0 ? [db.delete(invoiceItems).where(inArray(invoiceItems.id, claim.change.newItemIds))] : []),
@@ -187,7 +189,8 @@ export const makeChange = (db: Db, subscriptionId: string, change: Omit<Proratio
   rawStatement(
     db,
     sql`UPDATE subscriptions SET plan_id = ${change.planId}, quantity = ${change.quantity}, open_charge = ${JSON.stringify(change.openCharge)},
-      pending_items = ${change.pendingItems}, pending_items_amount = ${change.pendingItemsAmount}, updated_at = ${now} WHERE id = ${subscriptionId}`,
+      pending_items = ${change.pendingItems}, pending_items_amount = ${change.pendingItemsAmount}, pending_plan_id = NULL, pending_quantity = NULL,
+      updated_at = ${now} WHERE id = ${subscriptionId}`,
   );
 
 /**

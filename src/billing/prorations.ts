@@ -41,10 +41,10 @@ export function currentPeriod(sub: Pick<SubscriptionRow, "billingAnchor" | "peri
 
 /**
  * What the current period was charged, from when: the open charge a change in the period left, or
- * else the period's own charge (what its row charged net of its discount; nothing when its invoice
- * was voided and it was never paid).
+ * else the period's own charge (its price net of its discount; nothing when its invoice was voided
+ * and it was never paid).
  */
-export function currentOpenCharge(sub: SubscriptionRow, plan: PlanRow, paid: Pick<PeriodRow, "amount" | "status"> | null): OpenCharge {
+export function currentOpenCharge(sub: SubscriptionRow, plan: PlanRow, paid: Pick<PeriodRow, "amount" | "status" | "itemsAmount" | "creditCarried"> | null): OpenCharge {
   const period = currentPeriod(sub, plan);
   if (sub.openCharge && sub.openCharge.periodStart === period.start && sub.openCharge.periodEnd === period.end) return sub.openCharge;
   return openCharge({
@@ -52,7 +52,9 @@ export function currentOpenCharge(sub: SubscriptionRow, plan: PlanRow, paid: Pic
     periodStart: period.start,
     periodEnd: period.end,
     periodPrice: periodPrice(plan, sub.quantity),
-    amountCharged: paid?.status === "paid" ? paid.amount : 0,
+    // The period's own price less its discount, however it was paid (by card or a credit): not the
+    // items its invoice also took, nor the credit it carried on.
+    amountCharged: paid?.status === "paid" ? Math.max(0, paid.amount - paid.itemsAmount - paid.creditCarried) : 0,
   });
 }
 

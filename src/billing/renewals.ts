@@ -23,6 +23,7 @@ import {
   chargePeriod,
   claimOf,
   claimPeriod,
+  attachPendingPlans,
   hasUnsettledClaim,
   isDue,
   selectBillableRows,
@@ -119,6 +120,7 @@ export async function renewSubscriptions(
   const resolve = processorResolver(env, db);
   const processors = new Map<number, Processor>();
   const dueRows = rows.flatMap((row, i) => (isDue(row.sub, atOf(row)) ? [i] : []));
+  await attachPendingPlans(db, dueRows.map((i) => rows[i]));
   await Promise.all(
     dueRows.map(async (i) => {
       const processor = await resolve(rows[i].sub);

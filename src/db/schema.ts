@@ -401,6 +401,10 @@ export const subscriptions = sqliteTable(
     openCharge: text("open_charge", { mode: "json" }).$type<OpenCharge>(),
     pendingItems: integer("pending_items").notNull().default(0),
     pendingItemsAmount: integer("pending_items_amount").notNull().default(0),
+    // A change scheduled for the next period (at_period_end): the plan and quantity its first claim
+    // prices and its settlement makes the subscription's.
+    pendingPlanId: text("pending_plan_id"),
+    pendingQuantity: integer("pending_quantity"),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -436,6 +440,9 @@ export const subscriptionPeriods = sqliteTable(
     items: integer("items").notNull().default(0),
     itemsAmount: integer("items_amount").notNull().default(0),
     creditCarried: integer("credit_carried").notNull().default(0),
+    // The percentage (basis points) the period's discount took off, when it was a percent_off
+    // coupon's: a change prorated within the period discounts its charge line alike.
+    percentOff: integer("percent_off"),
     currency: text("currency").notNull(),
     // void: its invoice was voided (POST /invoices/{id}/void), so the period is never charged.
     status: text("status", { enum: ["open", "paid", "uncollectible", "void"] }).notNull(),

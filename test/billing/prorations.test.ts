@@ -156,6 +156,76 @@ describe("create_prorations", () => {
   });
 });
 
+describe("create_prorations over periods, coupons and many changes", () => {
+  it("a change in a period whose invoice also took prorations credits the period's own price, not those items", async () => {
+    const { acct, clock, plan, sub } = await clocked(10);
+    const big = await createPlan(acct, { name: "Big", price: 30 });
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    expect((await put(acct, sub.id, { plan_id: big.id })).status).toBe(200); // −5.00, +15.00
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z"); // May: 30.00 + 10.00
+    await advance(acct, clock.id, "2026-05-02T00:00:00.000Z"); // 1 of May's 31 days used
+    expect((await put(acct, sub.id, { plan_id: plan.id })).status).toBe(200);
+    await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
+    const [, may, june] = await invoicesOf(acct, sub.id);
+    expect(may.total).toBe(4000);
+    // 30/31 of May's own 30.00 credited (not of the 40.00 its invoice came to), 30/31 of 10.00
+    // charged: the 9.35 left over is carried on.
+    expect(linesOf(june)).toEqual([
+      ["subscription", 1000],
+      ["proration", -2903],
+      ["proration", 968],
+      ["credit", 935],
+    ]);
+    expect(june.total).toBe(0);
+  });
+
+  it("the charge line takes the percentage the period was discounted by, not a coupon applied since", async () => {
+    const { acct, clock, sub } = await clocked();
+    const fifth = (await call("/coupons", { key: acct.key, body: { name: "Fifth", percent_off: 20, duration: "forever" } })).body;
+    const free = (await call("/coupons", { key: acct.key, body: { name: "Free", percent_off: 100, duration: "forever" } })).body;
+    expect((await put(acct, sub.id, { coupon: fifth.id })).status).toBe(200);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z"); // May: 30.00 less 20%
+    await advance(acct, clock.id, "2026-05-16T12:00:00.000Z"); // half of May
+    expect((await put(acct, sub.id, { coupon: free.id })).status).toBe(200);
+    expect((await put(acct, sub.id, { quantity: 2 })).status).toBe(200);
+    await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
+    const june = (await invoicesOf(acct, sub.id))[2];
+    // Half of May's 24.00 credited; half of 2 × 30.00 less May's 20%; June itself free.
+    expect(linesOf(june)).toEqual([
+      ["subscription", 6000],
+      ["proration", -1200],
+      ["proration", 2400],
+    ]);
+    expect(june).toMatchObject({ discount: 6000, total: 1200 });
+  });
+
+  it("a subscription set to cancel at period end takes no create_prorations change (it has no next invoice); always_invoice and none work", async () => {
+    const { acct, clock, sub } = await clocked();
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    expect((await put(acct, sub.id, { cancel_at_period_end: true })).status).toBe(200);
+    const refused = await put(acct, sub.id, { quantity: 2 });
+    expectError(refused, 400, "invalid_request_error", "parameter_invalid");
+    expect(refused.body.error.param).toBe("proration_behavior");
+    expect((await put(acct, sub.id, { quantity: 2, proration_behavior: "always_invoice" })).status).toBe(200);
+    expect(await paymentsOf(acct, sub.id)).toEqual([3000, 1500]);
+  });
+
+  it("a hundred pending items are all taken by the next invoice (no statement binds them one by one)", async () => {
+    const { acct, clock, sub } = await clocked();
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    for (let i = 0; i < 51; i++) expect((await put(acct, sub.id, { quantity: 2 + (i % 2) })).status).toBe(200);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    const may = (await invoicesOf(acct, sub.id))[1];
+    expect(may.lines).toHaveLength(1 + 102);
+    expect(may.total).toBe(may.lines.reduce((sum: number, l: { amount: number }) => sum + l.amount, 0));
+    // The last change left 2 seats: May bills 2 × 30.00, and half a period at 2 seats less the 1 paid for, net.
+    expect(may.lines[0].amount).toBe(6000);
+    expect(may.total).toBe(6000 + 1500);
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM invoice_items WHERE subscription_id = ? AND invoice_id IS NULL").bind(sub.id).first()).toEqual({ n: 0 });
+    expect(await paymentsOf(acct, sub.id)).toEqual([3000, 7500]);
+  });
+});
+
 describe("always_invoice", () => {
   it("an upgrade from 30.00 to 60.00 halfway through a 30-day period charges 15.00 at once, on an invoice of its own with a PDF", async () => {
     const { acct, clock, sub } = await clocked();
@@ -261,8 +331,13 @@ describe("always_invoice", () => {
       spy.mockRestore();
     }
     expectError(lost, 500, "api_error", "outcome_unknown");
-    // Claimed: the subscription takes no other change meanwhile.
+    // Claimed: the subscription takes no other change meanwhile, and its open invoice is neither voided nor paid by hand.
     expectError(await put(acct, sub.id, { quantity: 3 }), 409, "invalid_request_error", "charge_in_progress");
+    expectError(await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "DELETE" }), 409, "invalid_request_error", "charge_in_progress");
+    const open = (await invoicesOf(acct, sub.id))[1];
+    expect(open.status).toBe("open");
+    expectError(await call(`/invoices/${open.id}/void`, { key: acct.key, method: "POST" }), 409, "invalid_request_error", "charge_in_progress");
+    expectError(await call(`/invoices/${open.id}/pay`, { key: acct.key, method: "POST" }), 409, "invalid_request_error", "charge_in_progress");
     expect((await getSubscription(acct, sub.id)).plan_id).not.toBe(pro.id);
     // The lease runs out; the cron sends the same reference and records it.
     await env.DB.prepare("UPDATE proration_charges SET updated_at = ? WHERE subscription_id = ?").bind(new Date(Date.now() - 11 * 60_000).toISOString(), sub.id).run();
@@ -323,6 +398,71 @@ describe("always_invoice", () => {
     expect(again.status).toBe(200);
     expect(again.body.plan_id).toBe(pro.id);
     expect(await paymentsOf(acct, sub.id)).toEqual([3000, 1500]);
+  });
+});
+
+describe("at_period_end: a change scheduled for the next period", () => {
+  it("a downgrade scheduled mid-period shows as pending_update, charges nothing now, and prices the next period", async () => {
+    const { acct, clock, sub } = await clocked(60);
+    const basic = await createPlan(acct, { name: "Basic", price: 30 });
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    const scheduled = await put(acct, sub.id, { plan_id: basic.id, quantity: 2, at_period_end: true });
+    expect(scheduled.status, scheduled.text).toBe(200);
+    expect(scheduled.body).toMatchObject({ plan_id: sub.plan_id, quantity: 1, pending_update: { plan_id: basic.id, quantity: 2, effective_at: "2026-05-01T00:00:00.000Z" } });
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM invoice_items WHERE subscription_id = ?").bind(sub.id).first()).toEqual({ n: 0 });
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    const may = (await invoicesOf(acct, sub.id))[1];
+    expect(linesOf(may)).toEqual([["subscription", 6000]]);
+    expect(may.lines[0].description).toBe("2 × Basic");
+    expect(await getSubscription(acct, sub.id)).toMatchObject({ plan_id: basic.id, quantity: 2, pending_update: null });
+    await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
+    expect(await paymentsOf(acct, sub.id)).toEqual([6000, 6000, 6000]);
+  });
+
+  it("a change made now replaces the scheduled one; scheduling the current plan clears it", async () => {
+    const { acct, clock, plan, sub } = await clocked();
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    expect((await put(acct, sub.id, { plan_id: pro.id, at_period_end: true })).body.pending_update).toMatchObject({ plan_id: pro.id });
+    expect((await put(acct, sub.id, { plan_id: plan.id, at_period_end: true })).body.pending_update).toBeNull();
+    expect((await put(acct, sub.id, { plan_id: pro.id, at_period_end: true })).body.pending_update).toMatchObject({ plan_id: pro.id });
+    const now = await put(acct, sub.id, { quantity: 2 });
+    expect(now.body).toMatchObject({ plan_id: plan.id, quantity: 2, pending_update: null });
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    // The period at 2 × 30.00, and the prorated change of quantity (half of one 30.00 credited, half of two charged).
+    expect(linesOf((await invoicesOf(acct, sub.id))[1])).toEqual([
+      ["subscription", 6000],
+      ["proration", -1500],
+      ["proration", 3000],
+    ]);
+  });
+
+  it("refuses at_period_end without plan_id or quantity, or with a proration, changing nothing", async () => {
+    const { acct, sub } = await clocked();
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    const missing = await put(acct, sub.id, { at_period_end: true });
+    expectError(missing, 400, "invalid_request_error", "parameter_missing");
+    expect(missing.body.error.param).toBe("at_period_end");
+    const prorated = await put(acct, sub.id, { plan_id: pro.id, at_period_end: true, proration_behavior: "always_invoice" });
+    expectError(prorated, 400, "invalid_request_error", "parameter_unexpected");
+    expect(prorated.body.error.param).toBe("proration_behavior");
+    const bad = await put(acct, sub.id, { plan_id: pro.id, at_period_end: "yes" });
+    expectError(bad, 400, "invalid_request_error");
+    expect(bad.body.error.param).toBe("at_period_end");
+    expect((await getSubscription(acct, sub.id)).pending_update).toBeNull();
+  });
+
+  it("a change scheduled during a trial prices the trial's first invoice", async () => {
+    const acct = await signup();
+    const clock = await createClock(acct, START);
+    const user = await createUser(acct, { testClock: clock.id });
+    const plan = await createPlan(acct, { name: "Basic", price: 30 });
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    const sub = await subscribed(acct, user.id, plan.id, CARDS.visa, { trial_period_days: 10 });
+    expect((await put(acct, sub.id, { plan_id: pro.id, at_period_end: true })).body.pending_update).toMatchObject({ plan_id: pro.id, effective_at: "2026-04-11T00:00:00.000Z" });
+    await advance(acct, clock.id, "2026-04-11T00:01:00.000Z");
+    expect(linesOf((await invoicesOf(acct, sub.id))[0])).toEqual([["subscription", 6000]]);
+    expect((await getSubscription(acct, sub.id)).plan_id).toBe(pro.id);
   });
 });
 

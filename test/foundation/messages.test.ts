@@ -131,7 +131,7 @@ function fullBody(op: Operation): unknown {
       ],
     };
   }
-  if (op.operationId === "updateSubscription") return { quantity: 2, plan_id: fx.plan, proration_behavior: "none", cancel_at_period_end: false, coupon: fx.coupon, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) };
+  if (op.operationId === "updateSubscription") return { quantity: 2, plan_id: fx.plan, proration_behavior: "none", at_period_end: false, cancel_at_period_end: false, coupon: fx.coupon, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) };
   if (op.operationId === "updatePlan") return { name: "Basic+", description: null, active: true };
   if (op.operationId === "updateWebhook") return { url: "https://receiver.example.com/x", events: ["payout.paid"], status: "active", ordering: "none" };
   if (op.operationId === "redeliverEvent") return { endpoint_id: fx.webhook };

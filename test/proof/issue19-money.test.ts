@@ -303,13 +303,13 @@ describe("PUT /subscriptions/{id} answers the row as committed", () => {
         expect(await renewChunk(env, [sub.id])).toEqual(["renewed"]);
       },
     });
-    const put = await fetchWith({ DB: db }, `/subscriptions/${sub.id}`, { method: "PUT", key: acct.key, json: { quantity: 2 }, headers: { "idempotency-key": "put-race-1" } });
+    const put = await fetchWith({ DB: db }, `/subscriptions/${sub.id}`, { method: "PUT", key: acct.key, json: { quantity: 2, proration_behavior: "none" }, headers: { "idempotency-key": "put-race-1" } });
     expect(renewed, "the renewal ran between the read and the batch").toBe(true);
     expect(put.status, put.text).toBe(200);
     const read = await call(`/subscriptions/${sub.id}`, { key: acct.key });
     expect(read.body.next_billing_date).not.toBe(sub.next_billing_date);
     expect(put.body).toEqual(read.body);
-    const replay = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { quantity: 2 }, idempotencyKey: "put-race-1" });
+    const replay = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { quantity: 2, proration_behavior: "none" }, idempotencyKey: "put-race-1" });
     expect(replay.headers.get("idempotent-replayed")).toBe("true");
     expect(replay.body).toEqual(read.body);
   });

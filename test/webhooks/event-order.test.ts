@@ -54,7 +54,7 @@ describe("a sequence per object", () => {
     const plan = (await call("/subscription-plans", { key: acct.key, body: { name: "Seats", price: 5, currency: "usd", interval: "month" } })).body;
     const sub = (await call("/subscriptions", { key: acct.key, body: { user_id: user.id, plan_id: plan.id, payment_method: "card", card_number: "4242424242424242", expiration_month: 12, expiration_year: 2035, cvv: "123" } })).body;
     const answers = await Promise.all(
-      Array.from({ length: 50 }, (_, i) => call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { quantity: i + 1 } })),
+      Array.from({ length: 50 }, (_, i) => call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { quantity: i + 1, proration_behavior: "none" } })),
     );
     expect(answers.every((a) => a.status === 200)).toBe(true);
     const events = await feed(acct.key, sub.id);

@@ -43,6 +43,10 @@ export function registerPayInvoice(app: OpenAPIHono<AppEnv>) {
     const realNow = clock.now();
     const invoice = await readById(c, invoices, id, "invoice");
     if (invoice.status !== "open") throw notOpen(id, invoice.status, "paid");
+    if (invoice.subscriptionId !== null && invoice.periodIndex === null) {
+      // A change invoiced at once: its invoice is open only while its own charge is in flight.
+      throw conflict("charge_in_progress", `Invoice ${id} is being charged for a change of its subscription invoiced at once; it settles within 10 minutes.`);
+    }
     if (invoice.subscriptionId === null || invoice.periodIndex === null) {
       throw conflict("invoice_not_payable", `Invoice ${id} bills no subscription period, so it has no card to charge.`);
     }

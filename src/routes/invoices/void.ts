@@ -47,6 +47,9 @@ export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
     const statements: Statement[] = [
       // Paid, or voided by another request, since it was read: refused.
       guard(db, INVOICE_CHANGED, sql`EXISTS (SELECT 1 FROM ${invoices} WHERE id = ${id} AND status = 'open')`),
+      // The invoice of a change invoiced at once is open only while its charge is at the processor:
+      // that charge settles it (paid, or void on a decline).
+      guard(db, CHARGE_IN_FLIGHT, sql`NOT EXISTS (SELECT 1 FROM proration_charges WHERE invoice_id = ${id} AND status = 'claimed')`),
     ];
     const events: EmittedEvent[] = [];
     const { subscriptionId, periodIndex } = invoice;

@@ -239,6 +239,8 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         openCharge: null,
         pendingItems: 0,
         pendingItemsAmount: 0,
+        pendingPlanId: null,
+        pendingQuantity: null,
         createdAt: isoTime(realNow),
         updatedAt: isoTime(realNow),
       };
@@ -256,6 +258,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
               periodStart: isoTime(start),
               amount,
               discount,
+              percentOff: discount > 0 ? (coupon?.percentOffBasisPoints ?? null) : null,
               currency: plan.currency,
               status: "paid",
               attempts: 1,

@@ -97,7 +97,10 @@ export async function changeAndInvoiceNow(
       { failures },
     );
   }
-  await commitWrites({ db, queue: c.env.DELIVERY_QUEUE, waitUntil: (p) => c.executionCtx.waitUntil(p) }, writes, failures);
+  // A claim whose commit answer was lost may have committed: the key is kept (500 outcome_unknown),
+  // and a retry of it after its lock takes this claim over (above); else the cron settles it.
+  assertKeyClaimedFirst(c);
+  await outcomeTracked(c, () => commitWrites({ db, queue: c.env.DELIVERY_QUEUE, waitUntil: (p) => c.executionCtx.waitUntil(p) }, writes, failures));
   return chargeAndSettle(invoiced.claim);
 
   async function chargeAndSettle(claim: ProrationChargeRow) {

@@ -41,6 +41,12 @@ export const UpdateSubscriptionBody = bodyObject({
       description:
         "How a change of plan_id or quantity on an active subscription is billed. create_prorations (the default): a credit for the unused time of what the current period was charged and a charge for the time left at the new price, as lines of the next invoice (seconds left over the period's seconds, each line rounded once). always_invoice: those lines, with any already pending, are invoiced and charged at once, and the change is made only if that invoice is paid (a decline answers 402 and changes nothing; an invoice of nothing or a credit is paid at once, the credit carried to the next invoice). none: the new price from the next period, nothing prorated. A trialing or past_due subscription's change is never prorated.",
     }),
+  at_period_end: booleanField("at_period_end")
+    .optional()
+    .openapi({
+      description:
+        "true schedules the plan_id and quantity sent for the next period, with no proration: the subscription keeps its plan until then, and pending_update shows the change. A later change of plan_id or quantity replaces it.",
+    }),
   cancel_at_period_end: booleanField("cancel_at_period_end").optional().openapi({ description: "true cancels when the current period ends; false undoes that." }),
   coupon: couponField
     .nullable()
@@ -74,6 +80,14 @@ export const SubscriptionSchema = z
       })
       .nullable()
       .openapi({ description: "The coupon whose discount applies to the subscription's invoices, or null." }),
+    pending_update: z
+      .object({
+        plan_id: z.string(),
+        quantity: z.number().int(),
+        effective_at: z.string().openapi({ description: "When the change takes effect: the start of the next period, which is invoiced at it." }),
+      })
+      .nullable()
+      .openapi({ description: "A change scheduled for the next period (PUT with at_period_end true), or null." }),
     cancel_at_period_end: z.boolean().openapi({ description: "true while the subscription is set to cancel when the current period ends; false once it is canceled." }),
     canceled_at: z.string().nullable(),
     created_at: timestamp("When the subscription was created."),
@@ -98,6 +112,10 @@ export function serializeSubscription(row: typeof subscriptions.$inferSelect): S
     trial_end: row.trialEnd,
     next_billing_date: row.status === "canceled" ? null : row.nextBillingDate,
     discount: discountOf(row),
+    pending_update:
+      row.pendingPlanId === null || row.status === "canceled"
+        ? null
+        : { plan_id: row.pendingPlanId, quantity: row.pendingQuantity ?? row.quantity, effective_at: row.nextBillingDate },
     // Once canceled, nothing is left to cancel at the period's end (rows canceled before this rule included).
     cancel_at_period_end: row.status !== "canceled" && row.cancelAtPeriodEnd,
     canceled_at: row.canceledAt,

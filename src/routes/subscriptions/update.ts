@@ -12,6 +12,7 @@ import {
   type PeriodClaim,
   chargeInFlight,
   chargePeriod,
+  prorationChargeInFlight,
   claimCardColumns,
   claimOf,
   claimPeriod,
@@ -48,7 +49,7 @@ const update = apiRoute({
   operationId: "updateSubscription",
   summary: "Replace payment details, or change plan or quantity",
   description:
-    "New card details replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity apply now: on an active subscription, proration_behavior create_prorations (the default) credits the unused time of what the current period was charged and charges the time left at the new price, as lines of the next invoice (a credit that takes that invoice below zero is carried on, never refunded); always_invoice invoices those lines (and any pending) at once and charges the invoice: the change holds only if it is paid (a decline answers 402 and puts it back; an invoice of nothing or a credit is paid at once, the credit carried on); none prorates nothing. A metered subscription's plan does not change (400 plan_incompatible). coupon redeems a coupon whose discount applies from the next invoice (replacing any other); null removes the discount. Answers the subscription as the change committed it. While a charge of the period (or of a change invoiced at once) is at the processor with its outcome not yet known, new card details, cancel_at_period_end true, coupon, plan_id and quantity answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
+    "New card details replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity apply now: on an active subscription, proration_behavior create_prorations (the default) credits the unused time of what the current period was charged and charges the time left at the new price, as lines of the next invoice (a credit that takes that invoice below zero is carried on, never refunded); always_invoice invoices those lines (and any pending) at once and charges the invoice: the change is made only once it is paid (a decline answers 402 and changes nothing; an invoice of nothing or a credit is paid at once, the credit carried on); none prorates nothing. at_period_end true schedules the plan_id and quantity for the next period instead, unprorated (pending_update). A subscription set to cancel at period end takes no create_prorations change (400). A metered subscription's plan does not change (400 plan_incompatible). coupon redeems a coupon whose discount applies from the next invoice (replacing any other); null removes the discount. Answers the subscription as the change committed it. While a charge of the period (or of a change invoiced at once) is at the processor with its outcome not yet known, new card details, cancel_at_period_end true, coupon, plan_id and quantity answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
   scope: "subscriptions:write",
   request: { params: subscriptionId, ...jsonBodyOf(UpdateSubscriptionBody) },
   responses: { 200: json(SubscriptionSchema, "The updated subscription.") },
@@ -66,6 +67,12 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     const body = c.req.valid("json");
     const realNow = clock.now();
     const newCard = cardInBody(body);
+    if (body.at_period_end === true && body.plan_id === undefined && body.quantity === undefined) {
+      throw invalidRequest("parameter_missing", "at_period_end schedules a change of plan_id or quantity: send one of them.", "at_period_end");
+    }
+    if (body.at_period_end === true && body.proration_behavior !== undefined && body.proration_behavior !== "none") {
+      throw invalidRequest("parameter_unexpected", "proration_behavior: a change scheduled at period end is not prorated; send none, or leave it out.", "proration_behavior");
+    }
     if (!newCard && body.plan_id === undefined && body.quantity === undefined && body.cancel_at_period_end === undefined && body.coupon === undefined) {
       throw invalidRequest("parameter_missing", "Send new payment details, plan_id, quantity, cancel_at_period_end or coupon.");
     }
@@ -108,7 +115,8 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     const quantity = body.quantity ?? sub.quantity;
     const priceChanges = plan.id !== sub.planId || quantity !== sub.quantity;
     if (priceChanges && plan.usageType !== "metered") chargeableAmount(plan, quantity);
-    const behavior = body.proration_behavior ?? "create_prorations";
+    const scheduled = body.at_period_end === true;
+    const behavior = scheduled ? "none" : (body.proration_behavior ?? "create_prorations");
     if (behavior === "always_invoice" && (newCard || body.coupon !== undefined || body.cancel_at_period_end !== undefined)) {
       const field = newCard ? "card_number" : body.coupon !== undefined ? "coupon" : "cancel_at_period_end";
       throw invalidRequest("parameter_unexpected", `${field}: a change invoiced at once (proration_behavior always_invoice) is charged now; send ${field} in a request of its own.`, field);
@@ -119,25 +127,46 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     let proration: ReturnType<typeof prorationItems> = null;
     const at = billingNow(current.clock, realNow);
     if (priceChanges && behavior !== "none" && sub.status === "active" && sub.periodsBilled >= 1 && current.plan.usageType !== "metered" && at < currentPeriod(sub, current.plan).end) {
+      // Pending items are collected by the next invoice, which a subscription set to cancel at
+      // its period's end never has: its change is invoiced at once, or not prorated.
+      if (behavior === "create_prorations" && sub.cancelAtPeriodEnd) {
+        throw invalidRequest(
+          "parameter_invalid",
+          `proration_behavior: subscription ${sub.id} cancels at the end of its period, so it has no next invoice to take prorations; send always_invoice (charged now) or none.`,
+          "proration_behavior",
+        );
+      }
       // What the current period was charged, and the percentage its discount took off, if any:
       // the charge line is discounted alike.
       const paid = current.paid?.status ? current.paid : null;
-      const percentOff = paid && paid.discount > 0 ? (current.couponPercentOff ?? 0) : 0;
-      proration = prorationItems({ sub, oldPlan: current.plan, newPlan: plan, quantity, current: currentOpenCharge(sub, current.plan, paid), at, percentOffBasisPoints: percentOff });
-      // The next invoice (the new price and every pending item) must stay chargeable.
-      if (proration && chargeableAmount(plan, quantity) + sub.pendingItemsAmount + proration.amount > MAX_AMOUNT) {
-        throw invalidRequest("amount_too_large", `With its prorations, the next invoice of ${sub.id} would come to more than the largest chargeable amount (${MAX_AMOUNT} minor units).`, "quantity");
+      try {
+        proration = prorationItems({ sub, oldPlan: current.plan, newPlan: plan, quantity, current: currentOpenCharge(sub, current.plan, paid), at, percentOffBasisPoints: paid?.percentOff ?? 0 });
+      } catch (error) {
+        // Another change, committed since this request began, prorated from a later moment.
+        if (error instanceof RangeError) throw changedMeanwhile();
+        throw error;
       }
-      if (proration && behavior === "always_invoice") {
-        const changes = { ...(body.plan_id !== undefined ? { planId: plan.id } : {}), ...(body.quantity !== undefined ? { quantity: body.quantity } : {}) };
-        return changeAndInvoiceNow(c, { row: current, plan, proration, changes, at, realNow });
-      }
+    }
+    // The next invoice (the new price and every pending item) must stay chargeable.
+    if (priceChanges && plan.usageType !== "metered" && chargeableAmount(plan, quantity) + Math.max(0, sub.pendingItemsAmount + (proration?.amount ?? 0)) > MAX_AMOUNT) {
+      throw invalidRequest("amount_too_large", `With its prorations, the next invoice of ${sub.id} would come to more than the largest chargeable amount (${MAX_AMOUNT} minor units).`, "quantity");
+    }
+    if (proration && behavior === "always_invoice") {
+      const changes = { ...(body.plan_id !== undefined ? { planId: plan.id } : {}), ...(body.quantity !== undefined ? { quantity: body.quantity } : {}) };
+      return changeAndInvoiceNow(c, { row: current, plan, proration, changes, at, realNow });
     }
 
     // Only what the request sends is written.
     const changes: Partial<SubscriptionRow> = { updatedAt: isoTime(realNow) };
-    if (body.plan_id !== undefined) changes.planId = plan.id;
-    if (body.quantity !== undefined) changes.quantity = body.quantity;
+    if (scheduled) {
+      // Scheduled for the next period (none when it is what the subscription already has).
+      Object.assign(changes, priceChanges ? { pendingPlanId: plan.id, pendingQuantity: quantity } : { pendingPlanId: null, pendingQuantity: null });
+    } else {
+      if (body.plan_id !== undefined) changes.planId = plan.id;
+      if (body.quantity !== undefined) changes.quantity = body.quantity;
+      // A change made now replaces one scheduled.
+      if (body.plan_id !== undefined || body.quantity !== undefined) Object.assign(changes, { pendingPlanId: null, pendingQuantity: null });
+    }
     if (proration) {
       Object.assign(changes, {
         openCharge: proration.next,
@@ -233,10 +262,14 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           // subscription's until it settles (src/billing/claims.ts).
           // A coupon is not changed under it either: the charge's discount was fixed by its claim,
           // and its settlement counts that discount's use against the coupon then in place.
-          // Nor is the price changed under it (a change invoiced at once is put back if declined).
-          ...(body.cancel_at_period_end === true || vaulted || body.coupon !== undefined || priceChanges
+          // Nor is a change prorated or scheduled under it: the claim priced the pending items and
+          // the scheduled change its settlement takes. Any change of price waits for the charge of
+          // a change invoiced at once, whose settlement makes that change.
+          ...(body.cancel_at_period_end === true || vaulted || body.coupon !== undefined || proration || (scheduled && priceChanges)
             ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`)]
-            : []),
+            : priceChanges
+              ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${prorationChargeInFlight(sub.id)}`)]
+              : []),
           // A proration was computed from the subscription as read: its plan, quantity, period and
           // pending items. Changed since (a renewal, another change): the request is refused.
           ...(proration
