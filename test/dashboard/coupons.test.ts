@@ -80,6 +80,25 @@ describe("the Coupons page", () => {
     expect(textOf(subs.html)).toContain("150 units used this period");
   });
 
+  it("a subscription's scheduled change and its prorations waiting for the next invoice show on the Subscriptions page", async () => {
+    const user = await createUser(acct, { name: "Pat Prorated", email: "pat@example.com" });
+    const basic = await createPlan(acct, { name: "Dash basic", price: 30 });
+    const pro = await createPlan(acct, { name: "Dash pro", price: 60 });
+    const scheduled = await subscribed(acct, user.id, basic.id);
+    const prorated = await subscribed(acct, user.id, basic.id);
+    expect((await call(`/subscriptions/${scheduled.id}`, { key: acct.key, method: "PUT", body: { plan_id: pro.id, quantity: 2, at_period_end: true } })).status).toBe(200);
+    expect((await call(`/subscriptions/${prorated.id}`, { key: acct.key, method: "PUT", body: { quantity: 3 } })).status).toBe(200);
+    const pending = (await call(`/subscriptions/${prorated.id}`, { key: acct.key })).body;
+    const items = await (await import("cloudflare:workers")).env.DB.prepare("SELECT SUM(amount) AS s FROM invoice_items WHERE subscription_id = ? AND invoice_id IS NULL").bind(prorated.id).first<{ s: number }>();
+    expect(items!.s).toBeGreaterThan(0);
+    const subs = await dashboardFetch("/dashboard/subscriptions", { cookie });
+    expect(subs.html).toContain(`data-pending-update="${pro.id}"`);
+    expect(textOf(subs.html)).toContain("changes to 2 × Dash pro on");
+    expect(subs.html).toContain(`data-pending-prorations="${items!.s}"`);
+    expect(textOf(subs.html)).toContain("prorations on the next invoice:");
+    expect(pending.quantity).toBe(3);
+  });
+
   it("a key without coupons:read has no Coupons in its menu and is refused the page; coupons:read alone gets no forms", async () => {
     const none = await signIn((await createKey(acct, ["users:read"], "no coupons")).secret);
     expect((await dashboardFetch("/dashboard", { cookie: none })).html).not.toContain('href="/dashboard/coupons"');

@@ -4,16 +4,30 @@ import type { Context, Hono } from "hono";
 import { act, apiErrorPage, field, redirectWithNotice, refuse } from "../actions";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
-import { Id, Time } from "../format";
+import { Id, Money, Time } from "../format";
 import { Empty, FormFields, Pager, StatusBadge, TableWrap, can, render, StatusFilter } from "../layout";
 import { apiQuery, listQuery } from "../lists";
 import { PlanRef, UserRef, namesFor } from "../names";
-import { and, eq, inArray } from "drizzle-orm";
+import { and, eq, gt, inArray } from "drizzle-orm";
 import type { Db } from "../../db/client";
 import type { Tenant } from "../../db/scope";
 import { plans, subscriptions, usageRecords } from "../../db/schema";
 import { periodStartMs } from "../../domain/billing-calendar";
 import { type AggregateUsage, aggregateUsage } from "../../domain/usage";
+
+/**
+ * The proration items of each subscription among `ids` waiting for its next invoice (their sum, in
+ * its plan's currency), by subscription id. One read.
+ */
+async function pendingProrations(db: Db, auth: Tenant, ids: string[]): Promise<Map<string, { amount: number; currency: string; items: number }>> {
+  if (ids.length === 0) return new Map();
+  const rows = await db
+    .select({ id: subscriptions.id, items: subscriptions.pendingItems, amount: subscriptions.pendingItemsAmount, currency: plans.currency })
+    .from(subscriptions)
+    .innerJoin(plans, eq(plans.id, subscriptions.planId))
+    .where(and(eq(subscriptions.accountId, auth.accountId), eq(subscriptions.livemode, auth.livemode), inArray(subscriptions.id, ids), gt(subscriptions.pendingItems, 0)));
+  return new Map(rows.map((r) => [r.id, { amount: r.amount, currency: r.currency, items: r.items }]));
+}
 
 /**
  * The usage so far in the open period of each metered subscription among `ids` (aggregated as its
@@ -51,6 +65,7 @@ interface Subscription {
   next_billing_date: string | null;
   discount: { coupon: string; start: string; end: string | null } | null;
   trial_end: string | null;
+  pending_update: { plan_id: string; quantity: number; effective_at: string } | null;
   cancel_at_period_end: boolean;
   canceled_at: string | null;
   created_at: string;
@@ -66,8 +81,12 @@ async function listPage(c: Context<DashEnv>) {
   if (!answer.ok) return apiErrorPage(c, answer, "read subscriptions", "/dashboard");
   const page = answer.body;
   const write = can(session, "subscriptions:write");
-  const names = await namesFor(c.var.db, session.auth, { users: page.data.map((s) => s.user_id), plans: page.data.map((s) => s.plan_id) });
-  const usage = await openPeriodUsage(c.var.db, session.auth, page.data.filter((s) => s.status !== "canceled").map((s) => s.id));
+  const names = await namesFor(c.var.db, session.auth, {
+    users: page.data.map((s) => s.user_id),
+    plans: page.data.flatMap((s) => (s.pending_update ? [s.plan_id, s.pending_update.plan_id] : [s.plan_id])),
+  });
+  const open = page.data.filter((s) => s.status !== "canceled").map((s) => s.id);
+  const [usage, prorations] = await Promise.all([openPeriodUsage(c.var.db, session.auth, open), pendingProrations(c.var.db, session.auth, open)]);
   return render(c, 200, {
     title: "Subscriptions",
     active: BACK,
@@ -107,6 +126,16 @@ async function listPage(c: Context<DashEnv>) {
                     {usage.has(s.id) ? (
                       <div class="muted" data-usage={usage.get(s.id)}>
                         {usage.get(s.id)} units used this period
+                      </div>
+                    ) : null}
+                    {s.pending_update ? (
+                      <div class="muted" data-pending-update={s.pending_update.plan_id}>
+                        changes to {s.pending_update.quantity} × <PlanRef id={s.pending_update.plan_id} names={names} /> on <Time iso={s.pending_update.effective_at} />
+                      </div>
+                    ) : null}
+                    {prorations.has(s.id) ? (
+                      <div class="muted" data-pending-prorations={prorations.get(s.id)!.amount}>
+                        prorations on the next invoice: <Money minor={prorations.get(s.id)!.amount} currency={prorations.get(s.id)!.currency} />
                       </div>
                     ) : null}
                     {s.discount ? (
