@@ -156,6 +156,18 @@ export const chargeInFlight = (subscriptionId: string, _realNow?: number) => sql
   WHERE p.subscription_id = ${subscriptionId} AND p.period_index = s.periods_billed AND p.status = 'open'
     AND p.attempts > s.dunning_attempts) OR ${prorationChargeInFlight(subscriptionId)})`;
 
+/**
+ * SQL: the first attempt at a new period is claimed and unsettled: its price (plan, quantity,
+ * scheduled change, pending items) is fixed, and its settlement issues the invoice from the
+ * subscription as it then reads it, so none of those may change until it settles. (A later
+ * attempt charges an invoice that exists already.) Or a change invoiced at once is in flight.
+ */
+export const priceChargeInFlight = (subscriptionId: string) => sql`(EXISTS (SELECT 1 FROM subscription_periods AS p
+  JOIN subscriptions AS s ON s.id = p.subscription_id
+  WHERE p.subscription_id = ${subscriptionId} AND p.period_index = s.periods_billed AND p.status = 'open'
+    AND p.attempts > s.dunning_attempts
+    AND NOT EXISTS (SELECT 1 FROM invoices AS i WHERE i.subscription_id = p.subscription_id AND i.period_index = p.period_index)) OR ${prorationChargeInFlight(subscriptionId)})`;
+
 /** SQL: the charge of a change invoiced at once (src/billing/proration-charges.ts) is claimed and unsettled. */
 export const prorationChargeInFlight = (subscriptionId: string) =>
   sql`EXISTS (SELECT 1 FROM proration_charges AS pc WHERE pc.subscription_id = ${subscriptionId} AND pc.status = 'claimed')`;
@@ -272,7 +284,7 @@ export function claimPeriod(
     let usageHolds: SQL = sql`1`;
     if (isMetered(priced.plan)) {
       if (!row.usage) throw new Error(`a metered claim of ${sub.id} needs its period's usage`);
-      ({ quantity: usageQuantity, amount: subtotal } = meteredPeriod(plan, sub.billingAnchor, n, row.usage));
+      ({ quantity: usageQuantity, amount: subtotal } = meteredPeriod(priced.plan, sub.billingAnchor, n, row.usage));
       usageHolds = usageUnchanged(sub.id, n, row.usage);
     } else {
       subtotal = periodAmount(priced.plan, priced.sub.quantity);

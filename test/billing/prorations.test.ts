@@ -208,6 +208,9 @@ describe("create_prorations over periods, coupons and many changes", () => {
     expect(refused.body.error.param).toBe("proration_behavior");
     expect((await put(acct, sub.id, { quantity: 2, proration_behavior: "always_invoice" })).status).toBe(200);
     expect(await paymentsOf(acct, sub.id)).toEqual([3000, 1500]);
+    expect((await put(acct, sub.id, { quantity: 3, proration_behavior: "none" })).body).toMatchObject({ quantity: 3, cancel_at_period_end: true });
+    // Nor does it take a scheduled change: no next period would.
+    expectError(await put(acct, sub.id, { quantity: 1, at_period_end: true }), 400, "invalid_request_error", "parameter_invalid");
   });
 
   it("a hundred pending items are all taken by the next invoice (no statement binds them one by one)", async () => {
@@ -404,7 +407,7 @@ describe("always_invoice", () => {
 describe("at_period_end: a change scheduled for the next period", () => {
   it("a downgrade scheduled mid-period shows as pending_update, charges nothing now, and prices the next period", async () => {
     const { acct, clock, sub } = await clocked(60);
-    const basic = await createPlan(acct, { name: "Basic", price: 30 });
+    const basic = await createPlan(acct, { name: "Basic", price: 25 });
     await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
     const scheduled = await put(acct, sub.id, { plan_id: basic.id, quantity: 2, at_period_end: true });
     expect(scheduled.status, scheduled.text).toBe(200);
@@ -412,11 +415,11 @@ describe("at_period_end: a change scheduled for the next period", () => {
     expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM invoice_items WHERE subscription_id = ?").bind(sub.id).first()).toEqual({ n: 0 });
     await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
     const may = (await invoicesOf(acct, sub.id))[1];
-    expect(linesOf(may)).toEqual([["subscription", 6000]]);
+    expect(linesOf(may)).toEqual([["subscription", 5000]]);
     expect(may.lines[0].description).toBe("2 × Basic");
     expect(await getSubscription(acct, sub.id)).toMatchObject({ plan_id: basic.id, quantity: 2, pending_update: null });
     await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
-    expect(await paymentsOf(acct, sub.id)).toEqual([6000, 6000, 6000]);
+    expect(await paymentsOf(acct, sub.id)).toEqual([6000, 5000, 5000]);
   });
 
   it("a change made now replaces the scheduled one; scheduling the current plan clears it", async () => {
@@ -450,6 +453,27 @@ describe("at_period_end: a change scheduled for the next period", () => {
     expectError(bad, 400, "invalid_request_error");
     expect(bad.body.error.param).toBe("at_period_end");
     expect((await getSubscription(acct, sub.id)).pending_update).toBeNull();
+  });
+
+  it("a change of price, or of the one scheduled, waits while a new period's first charge is in flight (409); a past_due subscription takes no scheduled change", async () => {
+    const { acct, plan, sub } = await clocked();
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    expect((await put(acct, sub.id, { plan_id: pro.id, at_period_end: true })).status).toBe(200);
+    const now = new Date().toISOString();
+    // The next period's first attempt is claimed (priced with the scheduled change) and at the processor.
+    await env.DB.prepare(
+      "INSERT INTO subscription_periods (id, account_id, subscription_id, period_index, period_start, amount, currency, status, attempts, created_at, updated_at) VALUES ('sper_first_race', ?, ?, 1, ?, 6000, 'usd', 'open', 1, ?, ?)",
+    ).bind(acct.id, sub.id, now, now, now).run();
+    for (const body of [{ quantity: 2, proration_behavior: "none" }, { plan_id: plan.id, at_period_end: true }, { quantity: 2 }]) {
+      expectError(await put(acct, sub.id, body), 409, "invalid_request_error", "charge_in_progress");
+    }
+    expect((await getSubscription(acct, sub.id)).pending_update).toMatchObject({ plan_id: pro.id });
+    // Past due: the scheduled change would wait for the unpaid period; it is refused.
+    await env.DB.prepare("DELETE FROM subscription_periods WHERE id = 'sper_first_race'").run();
+    await env.DB.prepare("UPDATE subscriptions SET status = 'past_due' WHERE id = ?").bind(sub.id).run();
+    const refused = await put(acct, sub.id, { quantity: 2, at_period_end: true });
+    expectError(refused, 400, "invalid_request_error", "parameter_invalid");
+    expect(refused.body.error.param).toBe("at_period_end");
   });
 
   it("a change scheduled during a trial prices the trial's first invoice", async () => {

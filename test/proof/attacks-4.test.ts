@@ -714,7 +714,7 @@ describe("PATCH /subscription-plans/{id} and DELETE /subscriptions/{id} with an 
     for (const [i, id] of subs.entries()) {
       const atPeriodEnd = i % 2 === 1;
       const [change, cancel] = await Promise.all([
-        call(`/subscriptions/${id}`, { key: acct.key, method: "PUT", body: { plan_id: planB.id, quantity: 3 } }),
+        call(`/subscriptions/${id}`, { key: acct.key, method: "PUT", body: { plan_id: planB.id, quantity: 3, proration_behavior: "none" } }),
         call(`/subscriptions/${id}${atPeriodEnd ? "?at_period_end=true" : ""}`, { key: acct.key, method: "DELETE", idempotencyKey: `race-${i}` }),
       ]);
       expect(cancel.status, cancel.text).toBe(200);

@@ -113,7 +113,8 @@ export function serializeSubscription(row: typeof subscriptions.$inferSelect): S
     next_billing_date: row.status === "canceled" ? null : row.nextBillingDate,
     discount: discountOf(row),
     pending_update:
-      row.pendingPlanId === null || row.status === "canceled"
+      // (none once canceled, or while set to cancel at period end: no next period takes it)
+      row.pendingPlanId === null || row.status === "canceled" || row.cancelAtPeriodEnd
         ? null
         : { plan_id: row.pendingPlanId, quantity: row.pendingQuantity ?? row.quantity, effective_at: row.nextBillingDate },
     // Once canceled, nothing is left to cancel at the period's end (rows canceled before this rule included).

@@ -12,7 +12,7 @@ import {
   type PeriodClaim,
   chargeInFlight,
   chargePeriod,
-  prorationChargeInFlight,
+  priceChargeInFlight,
   claimCardColumns,
   claimOf,
   claimPeriod,
@@ -116,6 +116,17 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     const priceChanges = plan.id !== sub.planId || quantity !== sub.quantity;
     if (priceChanges && plan.usageType !== "metered") chargeableAmount(plan, quantity);
     const scheduled = body.at_period_end === true;
+    // A scheduled change applies at the next period's first invoice: one a past_due subscription
+    // reaches only once its unpaid period is settled, and one set to cancel never has.
+    if (scheduled && (sub.status === "past_due" || sub.cancelAtPeriodEnd)) {
+      throw invalidRequest(
+        "parameter_invalid",
+        sub.status === "past_due"
+          ? `at_period_end: subscription ${sub.id} is past_due; pay or settle its open invoice first, or change it now.`
+          : `at_period_end: subscription ${sub.id} cancels at the end of its period, so no next period takes a scheduled change.`,
+        "at_period_end",
+      );
+    }
     const behavior = scheduled ? "none" : (body.proration_behavior ?? "create_prorations");
     if (behavior === "always_invoice" && (newCard || body.coupon !== undefined || body.cancel_at_period_end !== undefined)) {
       const field = newCard ? "card_number" : body.coupon !== undefined ? "coupon" : "cancel_at_period_end";
@@ -263,12 +274,13 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           // A coupon is not changed under it either: the charge's discount was fixed by its claim,
           // and its settlement counts that discount's use against the coupon then in place.
           // Nor is a change prorated or scheduled under it: the claim priced the pending items and
-          // the scheduled change its settlement takes. Any change of price waits for the charge of
-          // a change invoiced at once, whose settlement makes that change.
-          ...(body.cancel_at_period_end === true || vaulted || body.coupon !== undefined || proration || (scheduled && priceChanges)
+          // the scheduled change its settlement takes. Any other change of price (or of a scheduled
+          // one) waits for a new period's first charge, which is invoiced from the subscription as
+          // its settlement reads it, and for the charge of a change invoiced at once.
+          ...(body.cancel_at_period_end === true || vaulted || body.coupon !== undefined || proration || scheduled
             ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`)]
-            : priceChanges
-              ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${prorationChargeInFlight(sub.id)}`)]
+            : priceChanges || sub.pendingPlanId !== null
+              ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${priceChargeInFlight(sub.id)}`)]
               : []),
           // A proration was computed from the subscription as read: its plan, quantity, period and
           // pending items. Changed since (a renewal, another change): the request is refused.
@@ -278,7 +290,8 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
                   db,
                   SUBSCRIPTION_CHANGED,
                   sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status = 'active' AND s.plan_id = ${sub.planId}
-                    AND s.quantity = ${sub.quantity} AND s.periods_billed = ${sub.periodsBilled} AND s.pending_items = ${sub.pendingItems})`,
+                    AND s.quantity = ${sub.quantity} AND s.periods_billed = ${sub.periodsBilled} AND s.pending_items = ${sub.pendingItems}
+                    AND s.cancel_at_period_end = ${sub.cancelAtPeriodEnd ? 1 : 0})`,
                 ),
                 db.insert(invoiceItems).values(proration.items),
               ]
