@@ -10,6 +10,7 @@ import { CARDS } from "../support/cards";
 import { advance, createClock } from "../support/clock";
 import { invoicePdfText } from "../support/pdf";
 import { runJobs } from "../support/queue";
+import { readBillableRows, renewRows } from "../support/renewal-rows";
 
 const START = "2026-05-01T00:00:00.000Z";
 
@@ -143,18 +144,12 @@ describe("usage reported while its period is being invoiced", () => {
     expect((await usage(acct, stuck.id, { quantity: 90_000 })).status).toBe(201);
     expect((await usage(acct, fine.id, { quantity: 5 })).status).toBe(201);
     await env.DB.prepare("UPDATE usage_records SET quantity = 1000000000 WHERE subscription_id = ?").bind(stuck.id).run();
-    const { renewSubscriptions } = await import("../../src/billing/renewals");
-    const { selectBillableRows } = await import("../../src/billing/periods");
-    const { createDb } = await import("../../src/db/client");
-    const { subscriptions } = await import("../../src/db/schema");
-    const { inArray } = await import("drizzle-orm");
-    const db = createDb(env.DB);
-    const rows = await selectBillableRows(db).where(inArray(subscriptions.id, [stuck.id, fine.id]));
+    const rows = await readBillableRows(stuck.id, fine.id);
     const errors: string[] = [];
     const original = console.error;
     console.error = (line: string) => errors.push(String(line));
     try {
-      const outcomes = await renewSubscriptions(env, db, rows, () => Date.parse("2026-06-01T00:00:01Z"));
+      const outcomes = await renewRows(rows, Date.parse("2026-06-01T00:00:01Z"));
       expect(outcomes[rows.findIndex((r) => r.sub.id === stuck.id)]).toBe("unpriceable");
       expect(outcomes[rows.findIndex((r) => r.sub.id === fine.id)]).toBe("renewed");
     } finally {

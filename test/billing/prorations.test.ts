@@ -10,6 +10,7 @@ import { createPlan, createUser, getSubscription, subscribed } from "../support/
 import { CARDS } from "../support/cards";
 import { advance, createClock } from "../support/clock";
 import { invoicePdfText } from "../support/pdf";
+import { readBillableRows, renewRows } from "../support/renewal-rows";
 
 // April has 30 days: the 16th at midnight is exactly halfway through the period.
 const START = "2026-04-01T00:00:00.000Z";
@@ -566,15 +567,9 @@ describe("proration errors and races", () => {
     const { acct, clock, sub } = await clocked();
     const pro = await createPlan(acct, { name: "Pro", price: 60 });
     await advance(acct, clock.id, "2026-04-30T00:00:00.000Z"); // one day left
-    const { renewSubscriptions } = await import("../../src/billing/renewals");
-    const { selectBillableRows } = await import("../../src/billing/periods");
-    const { createDb } = await import("../../src/db/client");
-    const { subscriptions } = await import("../../src/db/schema");
-    const { eq } = await import("drizzle-orm");
-    const db = createDb(env.DB);
-    const [stale] = await selectBillableRows(db).where(eq(subscriptions.id, sub.id));
+    const stale = await readBillableRows(sub.id);
     expect((await put(acct, sub.id, { plan_id: pro.id })).status).toBe(200);
-    expect(await renewSubscriptions(env, db, [stale], () => Date.parse("2026-05-01T00:00:00Z"))).toEqual(["skipped"]);
+    expect(await renewRows(stale, Date.parse("2026-05-01T00:00:00Z"))).toEqual(["skipped"]);
     await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
     expect(linesOf((await invoicesOf(acct, sub.id))[1])).toEqual([
       ["subscription", 6000],
