@@ -24,19 +24,15 @@ export async function handleJob(message: JobMessage, env: Bindings, ctx: Executi
 }
 
 export async function handleJobBatch(batch: MessageBatch<JobMessage>, env: Bindings, ctx: ExecutionContext): Promise<void> {
-  // The messages of a batch run side by side (each job is idempotent and safe beside any other,
-  // a copy of itself included), each acknowledged or retried on its own.
-  await Promise.all(
-    batch.messages.map(async (message) => {
-      try {
-        await handleJob(message.body, env, ctx);
-        message.ack();
-      } catch (error) {
-        console.error(JSON.stringify({ message: "job failed; will retry", kind: message.body?.kind, attempts: message.attempts, error: String(error) }));
-        message.retry({ delaySeconds: Math.min(60, 2 ** message.attempts) });
-      }
-    }),
-  );
+  for (const message of batch.messages) {
+    try {
+      await handleJob(message.body, env, ctx);
+      message.ack();
+    } catch (error) {
+      console.error(JSON.stringify({ message: "job failed; will retry", kind: message.body?.kind, attempts: message.attempts, error: String(error) }));
+      message.retry({ delaySeconds: Math.min(60, 2 ** message.attempts) });
+    }
+  }
 }
 
 export async function enqueueJobs(queue: Queue, jobs: JobMessage[]): Promise<void> {
