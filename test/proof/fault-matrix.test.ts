@@ -594,6 +594,66 @@ describe("dunning retry", () => {
   for (const fault of PERIOD_FAULTS) matrixCase(`renewChunk (dunning retry): ${fault.name}, then redelivered`, () => periodCase("dunning", fault));
 });
 
+// --- a change invoiced at once, its charge left claimed -------------------------------------
+// PUT /subscriptions/{id} with proration_behavior always_invoice whose processor call never
+// answered (it charged, then timed out): the claim stays, and the cron settles it once its lease
+// ran out, sending the same reference again. Under each fault the change is made once, paid once.
+
+const changeSettleBatch = (o: D1Op) => writesTo(o, "payments") && writesTo(o, "proration_charges");
+const CHANGE_FAULTS: PeriodFault[] = [
+  { name: "D1 fails before the settle batch commits", d1: { kind: "fail_before_commit", when: changeSettleBatch }, resends: true },
+  { name: "D1 commits the settle batch and the answer is lost", d1: { kind: "commit_then_throw", when: changeSettleBatch }, resends: true },
+  { name: "the processor times out again after it charged", processor: "timeout_after_success", resends: true },
+  { name: "two cron runs at once", duplicate: true, resends: true },
+];
+
+async function changeCase(fault: PeriodFault) {
+  await ensureBackground();
+  const context = `change invoiced at once: ${fault.name}`;
+  const created = await call("/subscriptions", { key: bg.key, body: { user_id: bgUser, plan_id: bgPlan, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) } });
+  expect(created.status, created.text).toBe(201);
+  const id = created.body.id as string;
+  const since = await mark(ledger);
+  const mine = (c: { reference: string }) => c.reference.startsWith(`${id}:proration:`);
+  ledger.inject({ kind: "timeout_after_success", method: "chargeToken", when: mine });
+  const put = await call(`/subscriptions/${id}`, { key: bg.key, method: "PUT", body: { quantity: 3, proration_behavior: "always_invoice" } });
+  ledger.inject();
+  expect(put.status, `${context}: the request's outcome is unknown`).toBe(500);
+  const { settleStaleProrationCharges } = await import("../../src/billing/proration-charges");
+  const later = Date.now() + claimStaleMs() + 60_000;
+  if (fault.duplicate) {
+    ledger.inject({ kind: "slow", ms: 30, method: "chargeToken" });
+    await Promise.allSettled([settleStaleProrationCharges(env, later), settleStaleProrationCharges(env, later)]);
+    ledger.inject();
+  } else {
+    if (fault.processor) ledger.inject({ kind: fault.processor, method: "chargeToken", when: mine });
+    const faulty = fault.d1 ? faultyD1(env.DB, fault.d1) : env.DB;
+    await settleStaleProrationCharges(withEnv({ DB: faulty }), later).catch(() => undefined);
+    if (fault.d1) expect((faulty as ReturnType<typeof faultyD1>).fired.length, `${context}: the fault fired`).toBeGreaterThan(0);
+    ledger.inject();
+    // The next cron run, once the claim's new lease ran out too.
+    await settleStaleProrationCharges(env, later + claimStaleMs() + 60_000);
+  }
+  await ledger.idle();
+  const sub = await one<{ quantity: number }>("SELECT quantity FROM subscriptions WHERE id = ?", id);
+  expect.soft(sub.quantity, `${context}: the change is made`).toBe(3);
+  const claim = await one<{ status: string }>("SELECT status FROM proration_charges WHERE subscription_id = ?", id);
+  expect.soft(claim.status, `${context}: the claim is settled`).toBe("paid");
+  const paid = await countOf("SELECT count(*) AS n FROM payments WHERE subscription_id = ? AND status = 'completed' AND charge_reference LIKE ?", id, `${id}:proration:%`);
+  expect.soft(paid, `${context}: one completed payment for the change`).toBe(1);
+  const invoice = await one<{ status: string; amount_paid: number }>("SELECT status, amount_paid FROM invoices WHERE subscription_id = ? AND period_index IS NULL", id);
+  expect.soft(invoice.status, `${context}: its invoice is paid`).toBe("paid");
+  await invariants(context, [
+    () => paymentsEqualCharges(ledger, { since }),
+    () => atMostOneProcessorCallPer(ledger, "proration", { since, once: !fault.resends }),
+    () => refundsNeverExceedPayment(),
+  ]);
+}
+
+describe("a change invoiced at once, settled by the cron", () => {
+  for (const fault of CHANGE_FAULTS) matrixCase(`settleStaleProrationCharges: ${fault.name}`, () => changeCase(fault));
+});
+
 // --- past-due card update -------------------------------------------------------------------
 // PUT /subscriptions/{id} with a new card on a past_due subscription: the card is vaulted, the
 // period's next attempt claimed for it, charged, and settled. Whatever fails, the claim is settled
@@ -976,7 +1036,7 @@ describe("cron sweeps", () => {
 describe("after every case", () => {
   it("ran every registered combination, then the whole database holds the invariants", async () => {
     // 23 operations × 3 D1 faults × with/without a key, and 46 background-job cases.
-    const EXPECTED = 23 * 3 * 2 + 6 + 6 + 6 + 6 + 7 + 7 + 2 + 6 + 12; // + the two variants of updateSubscription
+    const EXPECTED = 23 * 3 * 2 + 6 + 6 + 6 + 6 + 7 + 7 + 2 + 6 + 12 + 4; // + the two variants of updateSubscription, and the cron's settlement of a change's charge
     expect(registered).toBeGreaterThanOrEqual(EXPECTED);
     expect(ran, `cases that did not run: ${registered - ran}`).toBe(registered);
 

@@ -54,13 +54,14 @@ const describeCall = (c: LedgerCall) =>
 // ---------------------------------------------------------------------------------------------
 // The processor
 
-export type ReferenceKind = "payout" | "refund" | "period_attempt" | "idempotency_key";
+export type ReferenceKind = "payout" | "refund" | "period_attempt" | "idempotency_key" | "proration";
 
 const REFERENCE_KINDS: Record<ReferenceKind, (c: LedgerCall) => boolean> = {
   payout: (c) => c.method === "sendPayout",
   refund: (c) => c.method === "refund",
   period_attempt: (c) => (c.method === "chargeToken" || c.method === "chargeCard") && /:period:\d+:attempt:\d+$/.test(c.reference),
   idempotency_key: (c) => c.method === "chargeCard" && /:idempotency:/.test(c.reference),
+  proration: (c) => c.method === "chargeToken" && /:proration:/.test(c.reference),
 };
 
 /**
