@@ -18,7 +18,7 @@ import type { Bindings } from "../env";
 import { clock as wallClock, isoTime } from "../lib/clock";
 import { processorResolver } from "../processor";
 import type { Processor } from "../processor/types";
-import { CLAIM_STALE_MS, type PeriodOutcome, RENEWING, attachPendingPlans, claimOf, claimPeriod } from "./periods";
+import { CLAIM_STALE_MS, type PeriodOutcome, RENEWING, attachPendingPlans, claimOf, claimPeriod, openPeriodColumns } from "./periods";
 import { type ClaimedPeriod, chargeAndSettle } from "./renewals";
 
 export const STALE_CLAIMS_PER_RUN = 50;
@@ -27,7 +27,7 @@ export const STALE_CLAIMS_PER_RUN = 50;
 export async function settleStaleClaims(env: Bindings, realNow: number = wallClock.now(), limit = STALE_CLAIMS_PER_RUN): Promise<PeriodOutcome[]> {
   const db = createDb(env.DB);
   const found = await db
-    .select({ sub: subscriptions, plan: plans, user: users, period: subscriptionPeriods, clock: testClocks })
+    .select({ sub: subscriptions, plan: plans, user: users, period: openPeriodColumns, clock: testClocks })
     .from(subscriptionPeriods)
     .innerJoin(subscriptions, and(eq(subscriptions.id, subscriptionPeriods.subscriptionId), eq(subscriptions.periodsBilled, subscriptionPeriods.periodIndex)))
     .innerJoin(plans, eq(plans.id, subscriptions.planId))

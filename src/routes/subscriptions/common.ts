@@ -11,6 +11,7 @@ import { owned } from "../../db/scope";
 import type { AppEnv } from "../../context";
 import { cardDeclined, conflict } from "../../lib/errors";
 import { found } from "../reads";
+import { openPeriodColumns } from "../../billing/periods";
 import { type CommitOptions, commit } from "../write-path";
 import type { ChargeResult } from "../../payments/charge";
 import type { EmittedEvent } from "../../webhooks/outbox";
@@ -34,7 +35,7 @@ export const chargeInProgress = () =>
 /** A subscription of the caller's account with its plan, user, the user's test clock and the period being collected. */
 /**
  * The current period's row (periods_billed - 1): what it was charged, for a prorated change. (D1
- * answers at most 100 columns: this load is near it, so it takes only the fields it needs.)
+ * answers at most 100 columns: the periods' rows bring only the fields used.)
  */
 const paidPeriods = alias(subscriptionPeriods, "paid_period");
 
@@ -46,7 +47,7 @@ export async function loadSubscription(c: Context<AppEnv>, id: string) {
       plan: plans,
       user: users,
       clock: testClocks,
-      period: subscriptionPeriods,
+      period: openPeriodColumns,
       paid: {
         amount: paidPeriods.amount,
         status: paidPeriods.status,
