@@ -99,7 +99,7 @@ export const PERIOD_ALREADY_SETTLED = "period_already_settled";
 
 /**
  * The subscriptions, with what charging a period needs, in one query. (D1 answers at most 100
- * columns: the coupon and the open period bring only what is used, 71 in all.)
+ * columns: the coupon and the open period bring only what is used, 70 in all.)
  */
 export function selectBillableRows(db: Db) {
   return db
