@@ -27,9 +27,6 @@ export type InvoiceItemRow = typeof invoiceItems.$inferSelect;
 type SubscriptionRow = typeof subscriptions.$inferSelect;
 type PeriodRow = typeof subscriptionPeriods.$inferSelect;
 
-export const PRORATION_BEHAVIORS = ["create_prorations", "always_invoice", "none"] as const;
-export type ProrationBehavior = (typeof PRORATION_BEHAVIORS)[number];
-
 /** The exact price of one period of `plan` at `quantity` (minor units, up to 12 decimals). */
 const periodPrice = (plan: PlanRow, quantity: number) => priceExact(plan.pricingModel, exactPriceOf(plan), quantity);
 

@@ -32,6 +32,10 @@ import { toEpochMs, SECOND_MS, type Instant } from "./instants";
 import { normalizeCurrency } from "./money";
 import { BASIS_POINTS_PER_WHOLE } from "./discounts";
 
+/** How a change of price within a period is billed (PUT /subscriptions/{id} proration_behavior). */
+export const PRORATION_BEHAVIORS = ["create_prorations", "always_invoice", "none"] as const;
+export type ProrationBehavior = (typeof PRORATION_BEHAVIORS)[number];
+
 /** What a subscription was charged for the rest of its current period. JSON-safe: store it as is. */
 export interface OpenCharge {
   /** Lowercase ISO 4217 code. */

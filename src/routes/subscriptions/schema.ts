@@ -5,7 +5,7 @@ import { CardFields, CardSummarySchema, OptionalCardFields } from "../../payment
 import { cardOf } from "../../payments/serialize";
 import { discountOf } from "../../billing/coupons";
 import { MAX_TRIAL_DAYS } from "../../domain/trials";
-import { PRORATION_BEHAVIORS } from "../../billing/prorations";
+import { PRORATION_BEHAVIORS } from "../../domain/proration";
 import { bodyObject, booleanField, closedSet, closedSetFilter, idField, livemodeField, queryObject, timestamp, wholeNumber } from "../shared";
 
 const quantity = wholeNumber("quantity", 1, 1_000_000).openapi({ description: "Units subscribed to: tiered plans price by it; a fixed plan charges its price times the quantity.", example: 1 });
