@@ -21,6 +21,7 @@
 import { type SQL, and, eq, inArray, isNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { guard, rawStatement, type Statement } from "../db/batch";
+import type { Tenant } from "../db/scope";
 import { type ClaimCard, coupons, invoiceItems, plans, subscriptionPeriods, subscriptions, users } from "../db/schema";
 import { newId } from "../domain/ids";
 import { MAX_AMOUNT } from "../domain/money";
@@ -156,10 +157,8 @@ const pricedAsRead = (sub: SubscriptionRow) => sql`EXISTS (SELECT 1 FROM subscri
  * CLAIM_STALE_MS is taken over by the cron, src/billing/claims.ts, which sends the same reference
  * with the same card and records it, due or not). A cancel must not pass under it, however old.
  */
-export const chargeInFlight = (subscriptionId: string, _realNow?: number) => sql`(EXISTS (SELECT 1 FROM subscription_periods AS p
-  JOIN subscriptions AS s ON s.id = p.subscription_id
-  WHERE p.subscription_id = ${subscriptionId} AND p.period_index = s.periods_billed AND p.status = 'open'
-    AND p.attempts > s.dunning_attempts) OR ${prorationChargeInFlight(subscriptionId)})`;
+export const chargeInFlight = (subscriptionId: string, _realNow?: number) =>
+  sql`(${unsettledPeriodClaim(subscriptionId, sql``)} OR ${prorationChargeInFlight(subscriptionId)})`;
 
 /**
  * SQL: the first attempt at a new period is claimed and unsettled: its price (plan, quantity,
@@ -167,11 +166,18 @@ export const chargeInFlight = (subscriptionId: string, _realNow?: number) => sql
  * subscription as it then reads it, so none of those may change until it settles. (A later
  * attempt charges an invoice that exists already.) Or a change invoiced at once is in flight.
  */
-export const priceChargeInFlight = (subscriptionId: string) => sql`(EXISTS (SELECT 1 FROM subscription_periods AS p
+export const priceChargeInFlight = (subscriptionId: string) =>
+  sql`(${unsettledPeriodClaim(subscriptionId, sql`AND NOT EXISTS (SELECT 1 FROM invoices AS i WHERE i.subscription_id = p.subscription_id AND i.period_index = p.period_index)`)} OR ${prorationChargeInFlight(subscriptionId)})`;
+
+/** SQL: an attempt at the open period is claimed and unsettled (and `also` holds of its row, `p`). */
+const unsettledPeriodClaim = (subscriptionId: string, also: SQL) => sql`EXISTS (SELECT 1 FROM subscription_periods AS p
   JOIN subscriptions AS s ON s.id = p.subscription_id
   WHERE p.subscription_id = ${subscriptionId} AND p.period_index = s.periods_billed AND p.status = 'open'
-    AND p.attempts > s.dunning_attempts
-    AND NOT EXISTS (SELECT 1 FROM invoices AS i WHERE i.subscription_id = p.subscription_id AND i.period_index = p.period_index)) OR ${prorationChargeInFlight(subscriptionId)})`;
+    AND p.attempts > s.dunning_attempts ${also})`;
+
+/** subscription_updated, with the status the batch that emits it leaves the subscription in. */
+export const subscriptionUpdatedEvent = (db: Db, tenant: Tenant, subscriptionId: string, at: number) =>
+  emitEvent(db, tenant, { type: "subscription_updated", subscriptionId, status: sql`(SELECT status FROM subscriptions WHERE id = ${subscriptionId})` }, at);
 
 /** SQL: the charge of a change invoiced at once (src/billing/proration-charges.ts) is claimed and unsettled. */
 export const prorationChargeInFlight = (subscriptionId: string) =>

@@ -30,9 +30,9 @@ import { charge, type ChargeResult } from "../payments/charge";
 import { cardOf } from "../payments/serialize";
 import { processorResolver } from "../processor";
 import type { Processor } from "../processor/types";
-import { commitWrites, type EmittedEvent, emitEvent } from "../webhooks/outbox";
+import { commitWrites, type EmittedEvent } from "../webhooks/outbox";
 import { invoiceVoidedEvent, issueInvoice, settleInvoice, totalsOf } from "./invoices";
-import { CLAIM_STALE_MS } from "./periods";
+import { CLAIM_STALE_MS, subscriptionUpdatedEvent } from "./periods";
 import { type InvoiceItemRow, carriedCreditItem, carriedCreditLine, itemLine } from "./prorations";
 import type { PlanRow } from "./pricing";
 
@@ -45,10 +45,14 @@ export const PRORATION_ALREADY_SETTLED = "proration_already_settled";
 /** Claims the cron settles per run. */
 export const STALE_PRORATION_CHARGES_PER_RUN = 25;
 
-/** What invoicing a change at once writes, and the claim of its charge (null: nothing to charge). */
+/**
+ * What invoicing a change at once writes, the change its payment makes (`makeChange`), and the
+ * claim of its charge, which holds that change (null: nothing to charge, the change is made now).
+ */
 export interface InvoicedChange {
   statements: Statement[];
   events: EmittedEvent[];
+  change: ProrationChange;
   claim: ProrationChargeRow | null;
   invoiceId: string;
 }
@@ -94,6 +98,14 @@ export function invoiceChangeNow(
   const due = totalsOf(invoice).amountDue;
   const issued = issueInvoice(db, invoice, due > 0 ? { kind: "open" } : { kind: "paid", paymentId: null }, realNow);
   const carry = carried > 0 ? carriedCreditItem(sub, carried, plan.currency, periodStart, periodEnd, at) : null;
+  // Afterwards the subscription has no pending items, or the one credit carried on.
+  const change: ProrationChange = {
+    ...input.change,
+    openCharge: input.next,
+    pendingItems: carry ? 1 : 0,
+    pendingItemsAmount: carry ? carry.amount : 0,
+    newItemIds: newItems.map((i) => i.id),
+  };
   const claim: ProrationChargeRow | null =
     due > 0
       ? {
@@ -106,7 +118,7 @@ export function invoiceChangeNow(
           amount: due,
           currency: plan.currency,
           status: "claimed",
-          change: { ...input.change, openCharge: input.next, ...pendingAfterInvoicing(newItems, pending), newItemIds: newItems.map((i) => i.id) },
+          change,
           paymentId: null,
           createdAt: isoTime(realNow),
           updatedAt: isoTime(realNow),
@@ -122,15 +134,10 @@ export function invoiceChangeNow(
       ...(claim ? [db.insert(prorationCharges).values(claim)] : []),
     ],
     events: issued.events,
+    change,
     claim,
     invoiceId,
   };
-}
-
-/** The subscription's pending items after invoicing them at once: none, or the credit carried on. */
-export function pendingAfterInvoicing(newItems: InvoiceItemRow[], pending: InvoiceItemRow[]) {
-  const total = [...pending, ...newItems].reduce((sum, item) => sum + item.amount, 0);
-  return total < 0 ? { pendingItems: 1, pendingItemsAmount: total } : { pendingItems: 0, pendingItemsAmount: 0 };
 }
 
 /** Sends a claimed change's charge: the subscription's card, the claim's reference. */
@@ -170,7 +177,7 @@ export function settleProrationCharge(db: Db, sub: SubscriptionRow, claim: Prora
   if (result.succeeded) {
     const settled = settleInvoice(db, sub, claim.invoiceId, { kind: "paid", paymentId: result.payment.id }, realNow);
     statements.push(...settled.statements, makeChange(db, sub.id, claim.change, now));
-    events.push(...settled.events, emitEvent(db, sub, { type: "subscription_updated", subscriptionId: sub.id, status: sql`(SELECT status FROM subscriptions WHERE id = ${sub.id})` }, realNow));
+    events.push(...settled.events, subscriptionUpdatedEvent(db, sub, sub.id, realNow));
     return { statements, events };
   }
   const voided = settleInvoice(db, sub, claim.invoiceId, { kind: "failed", paymentId: result.payment.id, status: "void" }, realNow);

@@ -5,12 +5,12 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, sql } from "drizzle-orm";
 import { invoiceVoidedEvent } from "../../billing/invoices";
-import { chargeInFlight } from "../../billing/periods";
+import { chargeInFlight, subscriptionUpdatedEvent } from "../../billing/periods";
 import { guard, rawStatement, type Statement } from "../../db/batch";
 import { invoices, subscriptionPeriods, subscriptions } from "../../db/schema";
 import type { AppEnv } from "../../context";
 import { clock, isoTime } from "../../lib/clock";
-import { type EmittedEvent, emitEvent } from "../../webhooks/outbox";
+import type { EmittedEvent } from "../../webhooks/outbox";
 import { apiRoute, json } from "../openapi";
 import { readById } from "../reads";
 import { commit } from "../write-path";
@@ -76,7 +76,7 @@ export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
           .where(and(eq(subscriptions.id, subscriptionId), eq(subscriptions.status, "past_due"), eq(subscriptions.periodsBilled, periodIndex))),
       );
       events.push(
-        emitEvent(db, auth, { type: "subscription_updated", subscriptionId, status: sql`(SELECT status FROM subscriptions WHERE id = ${subscriptionId})` }, realNow),
+        subscriptionUpdatedEvent(db, auth, subscriptionId, realNow),
       );
     }
     statements.push(rawStatement(db, sql`UPDATE ${invoices} SET status = 'void', voided_at = ${now}, updated_at = ${now} WHERE id = ${id} AND status = 'open'`));

@@ -2,7 +2,7 @@
 // period, when the renewal run cancels instead of charging (src/billing/periods.ts).
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, sql } from "drizzle-orm";
-import { chargeInFlight } from "../../billing/periods";
+import { chargeInFlight, subscriptionUpdatedEvent } from "../../billing/periods";
 import { uncollectibleInvoicesOf } from "../../billing/invoices";
 import { guard, guardExists } from "../../db/batch";
 import { subscriptionPeriods, subscriptions } from "../../db/schema";
@@ -14,7 +14,7 @@ import type { WriteSet } from "../../webhooks/outbox";
 import { notFound } from "../../lib/errors";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json } from "../openapi";
-import { alreadyCanceled, billingNowSql, chargeInProgress, subscriptionId, tags } from "./common";
+import { alreadyCanceled, billingNowSql, chargeInProgress, subscriptionId, tags, SUBSCRIPTION_CANCELED, CHARGE_IN_FLIGHT } from "./common";
 import { CancelQuery, SubscriptionSchema, subscriptionAnswer } from "./schema";
 
 const cancel = apiRoute({
@@ -31,8 +31,6 @@ const cancel = apiRoute({
 });
 
 const SUBSCRIPTION_MISSING = "subscription_missing";
-const SUBSCRIPTION_CANCELED = "subscription_canceled";
-const CHARGE_IN_FLIGHT = "charge_in_flight";
 
 export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
   app.openapi(cancel, async function cancelSubscription(c) {
@@ -62,7 +60,7 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
           statements: guards,
           returning: db.update(subscriptions).set({ cancelAtPeriodEnd: true, updatedAt: isoTime(realNow) }).where(match).returning(),
           // The status it keeps, as the batch sees it.
-          events: [emitEvent(db, auth, { type: "subscription_updated", subscriptionId: id, status: sql`(SELECT status FROM subscriptions WHERE id = ${id})` }, realNow)],
+          events: [subscriptionUpdatedEvent(db, auth, id, realNow)],
         }
       : {
           statements: [

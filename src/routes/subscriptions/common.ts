@@ -1,7 +1,7 @@
 // What the subscription operations share: the resource's tag and id parameter, the load of a
 // subscription with its plan, user, clock and open period, and the answers they have in common.
 import type { Context } from "hono";
-import { and, eq, sql } from "drizzle-orm";
+import { type SQL, and, eq, sql } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
 import { isoTime } from "../../lib/clock";
 import type { Statement } from "../../db/batch";
@@ -23,6 +23,19 @@ export const subscriptionId = idParam("subscription", "sub_01jd2x4k5m6n7p8q9r0s1
 export type SubscriptionRow = typeof subscriptions.$inferSelect;
 
 export const alreadyCanceled = (id: string) => conflict("subscription_canceled", `Subscription ${id} is canceled; it cannot be changed or canceled again.`);
+/** Batch guard reasons the subscription routes share. */
+export const SUBSCRIPTION_CANCELED = "subscription_canceled";
+export const CHARGE_IN_FLIGHT = "charge_in_flight";
+export const SUBSCRIPTION_CHANGED = "subscription_changed";
+
+/**
+ * SQL: the subscription is still active and as a prorated change read it (plan, quantity, period,
+ * pending items), and `also` holds of it (`s`): the proration was computed from that.
+ */
+export const proratedAsRead = (sub: SubscriptionRow, also: SQL = sql``) =>
+  sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status = 'active' AND s.plan_id = ${sub.planId}
+    AND s.quantity = ${sub.quantity} AND s.periods_billed = ${sub.periodsBilled} AND s.pending_items = ${sub.pendingItems} ${also})`;
+
 export const changedMeanwhile = () =>
   conflict("subscription_changed", "The subscription changed while this request ran (a renewal or another update); read it and retry.");
 

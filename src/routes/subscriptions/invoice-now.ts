@@ -5,14 +5,13 @@ import type { Context } from "hono";
 import { eq, sql } from "drizzle-orm";
 import { guard } from "../../db/batch";
 import { prorationCharges, subscriptions } from "../../db/schema";
-import { chargeInFlight } from "../../billing/periods";
+import { chargeInFlight, subscriptionUpdatedEvent } from "../../billing/periods";
 import {
   PRORATION_ALREADY_SETTLED,
   type ProrationChargeRow,
   chargeClaimed,
   invoiceChangeNow,
   makeChange,
-  pendingAfterInvoicing,
   settleProrationCharge,
 } from "../../billing/proration-charges";
 import { type prorationItems, pendingItemsOf } from "../../billing/prorations";
@@ -22,14 +21,10 @@ import { randomToken } from "../../lib/crypto";
 import { isoTime } from "../../lib/clock";
 import { cardDeclined } from "../../lib/errors";
 import type { AppEnv } from "../../context";
-import { commitWrites, emitEvent } from "../../webhooks/outbox";
+import { commitWrites } from "../../webhooks/outbox";
 import { assertKeyClaimedFirst, commit, commitAndAnswerRow, outcomeTracked } from "../write-path";
-import { alreadyCanceled, answerDecline, chargeInProgress, changedMeanwhile, type loadSubscription, type SubscriptionRow } from "./common";
+import { alreadyCanceled, answerDecline, chargeInProgress, changedMeanwhile, type loadSubscription, type SubscriptionRow, CHARGE_IN_FLIGHT, SUBSCRIPTION_CANCELED, SUBSCRIPTION_CHANGED, proratedAsRead } from "./common";
 import { serializeSubscription, subscriptionAnswer } from "./schema";
-
-const SUBSCRIPTION_CANCELED = "subscription_canceled";
-const CHARGE_IN_FLIGHT = "charge_in_flight";
-const SUBSCRIPTION_CHANGED = "subscription_changed";
 
 export async function changeAndInvoiceNow(
   c: Context<AppEnv>,
@@ -70,12 +65,7 @@ export async function changeAndInvoiceNow(
     statements: [
       guard(db, SUBSCRIPTION_CANCELED, sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status != 'canceled')`),
       guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`),
-      guard(
-        db,
-        SUBSCRIPTION_CHANGED,
-        sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status = 'active' AND s.plan_id = ${sub.planId}
-          AND s.quantity = ${sub.quantity} AND s.periods_billed = ${sub.periodsBilled} AND s.pending_items = ${sub.pendingItems})`,
-      ),
+      guard(db, SUBSCRIPTION_CHANGED, proratedAsRead(sub)),
       ...invoiced.statements,
     ],
     events: invoiced.events,
@@ -84,12 +74,11 @@ export async function changeAndInvoiceNow(
 
   // Nothing to charge (the credits cover it): the change and its paid invoice in one batch.
   if (!invoiced.claim) {
-    const made = { ...change, openCharge: proration.next, ...pendingAfterInvoicing(proration.items, pending) };
     return commitAndAnswerRow(
       c,
       {
-        statements: [...writes.statements, makeChange(db, sub.id, made, isoTime(realNow))],
-        events: [...writes.events, emitEvent(db, auth, { type: "subscription_updated", subscriptionId: sub.id, status: sql`(SELECT status FROM subscriptions WHERE id = ${sub.id})` }, realNow)],
+        statements: [...writes.statements, makeChange(db, sub.id, invoiced.change, isoTime(realNow))],
+        events: [...writes.events, subscriptionUpdatedEvent(db, auth, sub.id, realNow)],
         returning: db.select().from(subscriptions).where(where),
       },
       subscriptionAnswer,

@@ -19,13 +19,14 @@ import {
   hasUnsettledClaim,
   ownCardClaim,
   releaseClaim,
+  subscriptionUpdatedEvent,
 } from "../../billing/periods";
 import { chargeableAmount, type PlanRow } from "../../billing/pricing";
 import { MAX_AMOUNT } from "../../domain/money";
 import { processorForRequest } from "../../processor";
 import { randomToken } from "../../lib/crypto";
 import { guard, runBatch } from "../../db/batch";
-import { type ClaimCard, coupons, invoiceItems, plans, subscriptionPeriods, subscriptions } from "../../db/schema";
+import { type ClaimCard, coupons, invoiceItems, plans, subscriptions } from "../../db/schema";
 import { currentOpenCharge, currentPeriod, prorationItems } from "../../billing/prorations";
 import { changeAndInvoiceNow } from "./invoice-now";
 import { type CouponRow, NO_DISCOUNT, assertCouponCurrency, couponRefusals, discountColumns, redeemCoupon } from "../../billing/coupons";
@@ -36,9 +37,8 @@ import { ApiError, cardDeclined, invalidRequest } from "../../lib/errors";
 import { readById, readOne } from "../reads";
 import { assertKeyClaimedFirst, commit, commitAndAnswerRow, outcomeTracked } from "../write-path";
 import { type CardInput, cardInBody, readCard } from "../../payments/card-input";
-import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
-import { alreadyCanceled, answerDecline, billingNow, chargeInProgress, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags } from "./common";
+import { alreadyCanceled, answerDecline, billingNow, chargeInProgress, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags, CHARGE_IN_FLIGHT, SUBSCRIPTION_CANCELED, SUBSCRIPTION_CHANGED, proratedAsRead } from "./common";
 import { SubscriptionSchema, serializeSubscription, subscriptionAnswer, UpdateSubscriptionBody } from "./schema";
 
 const update = apiRoute({
@@ -56,9 +56,6 @@ const update = apiRoute({
   extraErrors: [402, 409],
 });
 
-const SUBSCRIPTION_CANCELED = "subscription_canceled";
-const CHARGE_IN_FLIGHT = "charge_in_flight";
-const SUBSCRIPTION_CHANGED = "subscription_changed";
 
 export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
   app.openapi(update, async function updateSubscription(c) {
@@ -286,13 +283,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           // pending items. Changed since (a renewal, another change): the request is refused.
           ...(proration
             ? [
-                guard(
-                  db,
-                  SUBSCRIPTION_CHANGED,
-                  sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status = 'active' AND s.plan_id = ${sub.planId}
-                    AND s.quantity = ${sub.quantity} AND s.periods_billed = ${sub.periodsBilled} AND s.pending_items = ${sub.pendingItems}
-                    AND s.cancel_at_period_end = ${sub.cancelAtPeriodEnd ? 1 : 0})`,
-                ),
+                guard(db, SUBSCRIPTION_CHANGED, proratedAsRead(sub, sql`AND s.cancel_at_period_end = ${sub.cancelAtPeriodEnd ? 1 : 0}`)),
                 db.insert(invoiceItems).values(proration.items),
               ]
             : []),
@@ -306,7 +297,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           .where(and(owned(subscriptions, auth, eq(subscriptions.id, sub.id)), inArray(subscriptions.status, ["trialing", "active", "past_due"])))
           .returning(),
         events: [
-          emitEvent(db, auth, { type: "subscription_updated", subscriptionId: sub.id, status: sql`(SELECT status FROM subscriptions WHERE id = ${sub.id})` }, realNow),
+          subscriptionUpdatedEvent(db, auth, sub.id, realNow),
         ],
       },
       subscriptionAnswer,

@@ -19,7 +19,7 @@ import { withLiveKeyAll } from "../reads";
 import { commitAndRespond } from "../write-path";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
 import { bodyObject, closedSet, instantField, livemodeField, timestamp, wholeNumber } from "../shared";
-import { alreadyCanceled, billingNow, loadSubscription, subscriptionId, tags } from "./common";
+import { alreadyCanceled, billingNow, loadSubscription, subscriptionId, tags, SUBSCRIPTION_CANCELED } from "./common";
 
 export const UsageBody = bodyObject({
   quantity: wholeNumber("quantity", 0, 1_000_000_000).openapi({ description: "The usage: units added (increment) or the usage at this timestamp (set).", example: 1000 }),
@@ -89,7 +89,6 @@ const list = apiRoute({
 
 const USAGE_PERIOD_CLOSED = "usage_period_closed";
 const USAGE_TOO_LARGE = "usage_too_large";
-const SUBSCRIPTION_CANCELED = "subscription_canceled";
 
 const notMetered = (id: string, planId: string) =>
   invalidRequest("subscription_not_metered", `Subscription ${id} is on plan ${planId}, which is licensed: usage is reported only for a metered plan.`);
