@@ -64,9 +64,9 @@ function workerdCpu(root) {
   return ticks / CLK_TCK;
 }
 
-async function startWorker(name, configArgs, devArgs, persist) {
+async function startWorker(name, configArgs, devArgs, persist, databases) {
   fs.rmSync(persist, { recursive: true, force: true });
-  execFileSync(process.execPath, [WRANGLER, "d1", "migrations", "apply", "DB", "--local", "--persist-to", persist, ...configArgs], { cwd: ROOT, env: CHILD_ENV, stdio: "ignore" });
+  for (const db of databases) execFileSync(process.execPath, [WRANGLER, "d1", "migrations", "apply", db, "--local", "--persist-to", persist, ...configArgs], { cwd: ROOT, env: CHILD_ENV, stdio: "ignore" });
   const port = await freePort();
   const out = fs.openSync(path.join(TMP, `${name}.log`), "w");
   const child = spawn(process.execPath, [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(port), "--persist-to", persist, ...configArgs, ...devArgs], {
@@ -137,8 +137,8 @@ async function main() {
   fs.mkdirSync(TMP, { recursive: true });
   const load = os.loadavg().map((x) => x.toFixed(2)).join(" ");
   log("starting Tender and the bare Worker under wrangler dev");
-  const tender = await startWorker("tender", [], ["--var", "ENVIRONMENT:development"], path.join(TMP, "tender-state"));
-  const floor = await startWorker("bare", ["-c", "bench/floor/wrangler.toml"], [], path.join(TMP, "bare-state"));
+  const tender = await startWorker("tender", [], ["--var", "ENVIRONMENT:development"], path.join(TMP, "tender-state"), ["DB_0", "DB_1"]);
+  const floor = await startWorker("bare", ["-c", "bench/floor/wrangler.toml"], [], path.join(TMP, "bare-state"), ["DB"]);
   try {
     const accounts = [];
     for (let i = 0; i < ACCOUNTS; i++) {

@@ -60,7 +60,7 @@ async function main() {
   fs.rmSync(TMP, { recursive: true, force: true });
   fs.mkdirSync(TMP, { recursive: true });
   const state = path.join(TMP, "state");
-  execFileSync(process.execPath, [WRANGLER, "d1", "migrations", "apply", "DB", "--local", "--persist-to", state], { cwd: ROOT, env: CHILD_ENV, stdio: "ignore" });
+  for (const shard of ["DB_0", "DB_1"]) execFileSync(process.execPath, [WRANGLER, "d1", "migrations", "apply", shard, "--local", "--persist-to", state], { cwd: ROOT, env: CHILD_ENV, stdio: "ignore" });
   const port = await freePort();
   const inspectorPort = await freePort();
   const out = fs.openSync(path.join(TMP, "wrangler-dev.log"), "w");

@@ -5,7 +5,7 @@
 //   npx vitest run --config bench/vitest.renewals.config.ts
 //
 // Optional: BENCH_SUBSCRIPTIONS=2000 to try another size.
-import { env } from "cloudflare:workers";
+import { env } from "../test/support/env";
 import { expect, it } from "vitest";
 import { renewChunk, RENEWAL_CHUNK_SIZE, enqueueDueRenewals } from "../src/billing/renewals";
 import { call, signup } from "../test/support/http";

@@ -53,11 +53,16 @@ function stripeApiBase() {
   return process.env.STRIPE_API_BASE ? ["--var", `STRIPE_API_BASE:${process.env.STRIPE_API_BASE}`] : [];
 }
 
-/** `wrangler d1 migrations apply`, its tables kept out of sight unless it fails. */
+/** `wrangler d1 migrations apply` on every shard (DB_0, DB_1, …), its tables kept out of sight unless it fails. */
 async function migrate() {
+  const shards = config.d1_databases.filter((db) => /^DB_\d+$/.test(db.binding));
+  for (const shard of shards) await migrateShard(shard);
+}
+
+async function migrateShard(database) {
   const at = devArgs.findIndex((arg) => arg === "--persist-to" || arg.startsWith("--persist-to="));
   const persist = at === -1 ? [] : devArgs[at].includes("=") ? [devArgs[at]] : devArgs.slice(at, at + 2);
-  const run = spawn(process.execPath, [wrangler, "d1", "migrations", "apply", "DB", "--local", ...persist], {
+  const run = spawn(process.execPath, [wrangler, "d1", "migrations", "apply", database.binding, "--local", ...persist], {
     cwd: root,
     env: { ...process.env, CI: "true" }, // answers wrangler's "continue?" prompt
     stdio: ["ignore", "pipe", "pipe"],
@@ -68,13 +73,12 @@ async function migrate() {
   const [code, signal] = await new Promise((resolve) => run.on("close", (...end) => resolve(end)));
   if (code !== 0) {
     process.stderr.write(output);
-    console.error(`npm run dev: the D1 migrations failed (wrangler ${signal ?? `exited ${code}`}); wrangler dev was not started.`);
+    console.error(`npm run dev: the D1 migrations of ${database.binding} failed (wrangler ${signal ?? `exited ${code}`}); wrangler dev was not started.`);
     process.exit(code || 1);
   }
-  const database = config.d1_databases.find((db) => db.binding === "DB");
-  const total = readdirSync(join(root, database?.migrations_dir ?? "migrations")).filter((name) => name.endsWith(".sql")).length;
+  const total = readdirSync(join(root, database.migrations_dir ?? "migrations")).filter((name) => name.endsWith(".sql")).length;
   const applied = /About to apply (\d+) migration/.exec(output)?.[1];
-  console.log(applied ? `D1 (local): applied ${applied} of ${total} migrations` : `D1 (local): up to date (${total} migrations)`);
+  console.log(applied ? `D1 (local) ${database.binding}: applied ${applied} of ${total} migrations` : `D1 (local) ${database.binding}: up to date (${total} migrations)`);
 }
 
 /** Calls the scheduled handler at the start of each minute one of the crons names. */

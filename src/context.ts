@@ -2,6 +2,8 @@ import type { Bindings } from "./env";
 import type { D1Usage, Db } from "./db/client";
 
 export interface Auth {
+  /** The shard the account lives on (src/db/shards.ts): every query of the request goes there. */
+  shard: number;
   accountId: string;
   /** The API key behind the credential; access tokens carry the key they were minted from. */
   keyId: string;

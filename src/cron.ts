@@ -1,5 +1,7 @@
-// The Cron Trigger (every minute): each task is idempotent and bounded per run.
-import type { Bindings } from "./env";
+// The Cron Trigger (every minute): each task is idempotent and bounded per run, and runs on every
+// shard side by side (src/db/shards.ts), each on that shard's database alone.
+import type { Bindings, RuntimeBindings } from "./env";
+import { shardEnv, shardNumbers } from "./db/shards";
 import { renewalsTask, staleClaimsTask, testClocksTask, trialNoticesTask } from "./billing/jobs";
 import { expireRecords } from "./jobs/expiry";
 import { settleStaleProrationCharges } from "./billing/proration-charges";
@@ -26,9 +28,10 @@ const tasks: Record<string, Task> = {
   },
 };
 
-export async function runScheduled(env: Bindings, scheduledTime: number, ctx: ExecutionContext): Promise<void> {
-  const results = await Promise.allSettled(Object.values(tasks).map((task) => task(env, scheduledTime, ctx)));
-  const failures = results.filter((r): r is PromiseRejectedResult => r.status === "rejected");
-  for (const failure of failures) console.error(JSON.stringify({ message: "cron task failed", error: String(failure.reason) }));
+export async function runScheduled(env: RuntimeBindings, scheduledTime: number, ctx: ExecutionContext): Promise<void> {
+  const runs = shardNumbers(env).flatMap((shard) => Object.entries(tasks).map(([name, task]) => ({ name, shard, task })));
+  const results = await Promise.allSettled(runs.map(({ shard, task }) => task(shardEnv(env, shard), scheduledTime, ctx)));
+  const failures = results.flatMap((r, i) => (r.status === "rejected" ? [{ ...runs[i], reason: r.reason }] : []));
+  for (const failure of failures) console.error(JSON.stringify({ message: "cron task failed", task: failure.name, shard: failure.shard, error: String(failure.reason) }));
   if (failures.length > 0) throw new Error(`${failures.length} cron task(s) failed`);
 }

@@ -1,8 +1,12 @@
 // API keys and access tokens: generation, hashing, and lookup with a short per-isolate cache.
 // The cache saves the D1 read on hot paths; revocation still takes effect at once because every
 // query and every write batch also checks that the credential's key is live (src/db/scope.ts).
+// Every credential names the shard its account lives on (src/db/shards.ts), which is where it is
+// looked up: no directory is asked.
 import { and, eq, isNull, sql } from "drizzle-orm";
-import type { Db } from "../db/client";
+import { type Db, createDb } from "../db/client";
+import { isShard, shardChar, shardEnv, shardOfChar } from "../db/shards";
+import type { Bindings, RuntimeBindings } from "../env";
 import { keyIsLive } from "../db/scope";
 import { prepared } from "../db/prepared";
 import { accessTokens, accounts, apiKeys } from "../db/schema";
@@ -19,13 +23,17 @@ type Kind = "secret" | "restricted";
 const KEY_PATTERN = /^(sk|rk)_(test|live)_[0-9A-Za-z]{32}$/;
 const TOKEN_PATTERN = /^at_(test|live)_[0-9A-Za-z]{40}$/;
 
-export function generateApiKey(kind: Kind, mode: "test" | "live"): string {
-  return `${kind === "secret" ? "sk" : "rk"}_${mode}_${randomToken(32)}`;
+/** A key of an account on `shard`: its first random character names the shard. */
+export function generateApiKey(kind: Kind, mode: "test" | "live", shard: number): string {
+  return `${kind === "secret" ? "sk" : "rk"}_${mode}_${shardChar(shard)}${randomToken(31)}`;
 }
 
-export function generateAccessToken(mode: "test" | "live"): string {
-  return `at_${mode}_${randomToken(40)}`;
+export function generateAccessToken(mode: "test" | "live", shard: number): string {
+  return `at_${mode}_${shardChar(shard)}${randomToken(39)}`;
 }
+
+/** The shard a well-formed key or access token names: its first character after the mode. */
+export const shardOfCredential = (credential: string): number => shardOfChar(credential.charAt(credential.indexOf("_", 3) + 1));
 
 /** What may be shown of a key after creation: enough to recognise it, never enough to use it. */
 export const displayPrefix = (secret: string) => `${secret.slice(0, 12)}…${secret.slice(-4)}`;
@@ -72,8 +80,9 @@ const tokenByHash = prepared((db) =>
  * The caller an API key acts as: its account, its mode and its scopes. A dashboard session acts as
  * the key it was opened with through this too (src/dashboard/session.ts).
  */
-export function keyAuth(key: typeof apiKeys.$inferSelect, apiVersion: string): Auth {
+export function keyAuth(key: typeof apiKeys.$inferSelect, apiVersion: string, shard: number): Auth {
   return {
+    shard,
     accountId: key.accountId,
     keyId: key.id,
     mode: key.mode,
@@ -84,13 +93,13 @@ export function keyAuth(key: typeof apiKeys.$inferSelect, apiVersion: string): A
   };
 }
 
-async function load(db: Db, credential: string, hash: string): Promise<CacheEntry | null> {
+async function load(db: Db, credential: string, hash: string, shard: number): Promise<CacheEntry | null> {
   if (KEY_PATTERN.test(credential)) {
     const [found] = await keyByHash(db).execute({ hash });
     if (!found || !timingSafeEqual(found.key.hash, hash)) return null;
     return {
       hash,
-      auth: keyAuth(found.key, found.apiVersion),
+      auth: keyAuth(found.key, found.apiVersion, shard),
       expiresAt: null,
       cachedAt: clock.now(),
     };
@@ -101,6 +110,7 @@ async function load(db: Db, credential: string, hash: string): Promise<CacheEntr
     return {
       hash,
       auth: {
+        shard,
         accountId: row.token.accountId,
         keyId: row.token.keyId,
         // An access token acts in its key's mode.
@@ -117,13 +127,24 @@ async function load(db: Db, credential: string, hash: string): Promise<CacheEntr
   return null;
 }
 
-/** Resolves a bearer credential to the caller, or throws the 401 to answer. */
-export async function authenticate(db: Db, credential: string, now: number): Promise<Auth> {
+/**
+ * Looks the credential up on the shard it names. One made before shards existed names a random
+ * shard: when it is not found there, it is looked for on DB_0, where every account then lived.
+ */
+async function loadFromItsShard(env: RuntimeBindings | Bindings, credential: string, hash: string): Promise<CacheEntry | null> {
+  const named = shardOfCredential(credential);
+  const found = isShard(env, named) ? await load(createDb(shardEnv(env, named).DB), credential, hash, named) : null;
+  if (found || named === 0) return found;
+  return load(createDb(shardEnv(env, 0).DB), credential, hash, 0);
+}
+
+/** Resolves a bearer credential to the caller (with its account's shard), or throws the 401 to answer. */
+export async function authenticate(env: RuntimeBindings | Bindings, credential: string, now: number): Promise<Auth> {
   const hash = await sha256Hex(credential);
   let entry = cache.get(hash);
   if (!entry || now - entry.cachedAt > CACHE_TTL_MS) {
     cache.delete(hash);
-    entry = (await load(db, credential, hash)) ?? undefined;
+    entry = KEY_PATTERN.test(credential) || TOKEN_PATTERN.test(credential) ? ((await loadFromItsShard(env, credential, hash)) ?? undefined) : undefined;
     if (!entry) {
       throw authenticationError(
         "invalid_api_key",

@@ -13,6 +13,8 @@ import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { type SQL, and, eq, gt, isNull, lte, or, sql } from "drizzle-orm";
 import { alias } from "drizzle-orm/sqlite-core";
 import { authenticate, keyAuth } from "../auth/credentials";
+import { isShard, shardChar, shardOfChar } from "../db/shards";
+import { openShard } from "../middleware/auth";
 import type { Auth } from "../context";
 import { accounts, apiKeys, dashboardSessions } from "../db/schema";
 import { isDevelopment } from "../env";
@@ -58,7 +60,7 @@ async function checkKey(c: Context<DashEnv>, submittedKey: string, example: stri
   if (/^at_/.test(key)) throw new SignInRefused(400, "That is an access token. Enter an API key (sk_… or rk_…) instead: a token would expire within 15 minutes.", "api_key_required");
   if (!API_KEY.test(key)) throw new SignInRefused(401, "That is not an API key: keys look like sk_test_ followed by 32 letters and digits.", "invalid_api_key");
   try {
-    return await authenticate(c.var.db, key, clock.now());
+    return await authenticate(c.env, key, clock.now());
   } catch (error) {
     if (error instanceof ApiError) throw new SignInRefused(401, "This API key is not valid: it is unknown or has been revoked.", error.code, c.var.requestId);
     throw error;
@@ -69,8 +71,10 @@ async function checkKey(c: Context<DashEnv>, submittedKey: string, example: stri
 export async function signIn(c: Context<DashEnv>, submittedKey: string): Promise<void> {
   const auth = await checkKey(c, submittedKey, "the sk_test_… or sk_live_… key from sign-up, or a restricted rk_… key");
   const now = clock.now();
-  const token = randomToken(43);
+  // Like a key, the token's first character names the shard the session lives on (src/db/shards.ts).
+  const token = `${shardChar(auth.shard)}${randomToken(42)}`;
   const tokenHash = await sha256Hex(token);
+  openShard(c as never, auth.shard);
   const { db } = c.var;
   await db.batch([
     // Sessions of this key that have run out go when the key signs in again.
@@ -106,6 +110,9 @@ export async function loadSession(c: Context<DashEnv>): Promise<DashboardSession
   }
   const tokenHash = await sha256Hex(token);
   const now = clock.now();
+  // A token made before shards existed names no bound shard: its session lives on DB_0.
+  const named = shardOfChar(token[0]);
+  openShard(c as never, isShard(c.env, named) ? named : 0);
   const { db } = c.var;
   // Each key counts only when it is unrevoked, of the session's account, and of its column's mode.
   const held = (key: typeof testKey | typeof liveKey, column: typeof dashboardSessions.testKeyId | typeof dashboardSessions.liveKeyId, mode: Mode) =>
@@ -138,7 +145,7 @@ export async function loadSession(c: Context<DashEnv>): Promise<DashboardSession
   return {
     tokenHash,
     // The session acts as its acting key, in that key's mode.
-    auth: keyAuth(key, row.apiVersion),
+    auth: keyAuth(key, row.apiVersion, c.env.SHARD),
     accountName: row.accountName,
     keyName: key.name,
     keyPrefix: key.prefix,

@@ -12,13 +12,31 @@ export type Db = ReturnType<typeof build>;
  */
 interface InProgress {
   usage: D1Usage;
-  session?: { binding: D1Database; session: D1DatabaseSession };
+  sessions?: Sessions;
 }
 const inProgress = new AsyncLocalStorage<InProgress>();
 
-/** Runs `work` with its D1 round trips and rows counted into `usage`, and its queries in `session`. */
-export function countingInto<T>(usage: D1Usage, work: () => Promise<T>, session?: InProgress["session"]): Promise<T> {
-  return inProgress.run({ usage, session }, work);
+/**
+ * The D1 sessions of a request: one per database it touches (a request reads its account's shard
+ * only, src/db/shards.ts), each opened on first use with the request's constraint.
+ */
+export class Sessions {
+  private readonly opened = new Map<D1Database, D1DatabaseSession>();
+  constructor(private readonly constraint: string) {}
+  on(binding: D1Database): D1DatabaseSession {
+    let session = this.opened.get(binding);
+    if (!session) this.opened.set(binding, (session = binding.withSession(this.constraint)));
+    return session;
+  }
+  /** The bookmark reached on `binding`, if the request used it. */
+  bookmarkOf(binding: D1Database | undefined): string | null {
+    return (binding && this.opened.get(binding)?.getBookmark()) ?? null;
+  }
+}
+
+/** Runs `work` with its D1 round trips and rows counted into `usage`, and its queries in `sessions`. */
+export function countingInto<T>(usage: D1Usage, work: () => Promise<T>, sessions?: Sessions): Promise<T> {
+  return inProgress.run({ usage, sessions }, work);
 }
 
 // Building drizzle with a schema walks the whole schema (its relational config), which cost a
@@ -99,10 +117,7 @@ function countingD1(d1: D1Database): D1Database {
   const idle: D1Usage = { count: 0, rowsRead: 0, rowsWritten: 0, statementsBuilt: 0 };
   const wrapper: CountingD1 = {
     current: () => inProgress.getStore()?.usage ?? idle,
-    route: () => {
-      const session = inProgress.getStore()?.session;
-      return session && session.binding === d1 ? session.session : d1;
-    },
+    route: () => inProgress.getStore()?.sessions?.on(d1) ?? d1,
   };
   const materialize = (s: D1PreparedStatement) => (s instanceof RoutedStatement ? s.materialize() : s);
   return new Proxy(d1, {

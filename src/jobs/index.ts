@@ -1,6 +1,7 @@
 // The job queue (tender-jobs): background work other than webhook delivery. Each kind of
 // message has one handler; every handler is idempotent, because delivery is at-least-once.
-import type { Bindings } from "../env";
+import type { Bindings, RuntimeBindings } from "../env";
+import { messageEnv } from "../db/shards";
 import { type BillingJobMessage, billingJobHandlers } from "../billing/jobs";
 import { type SettlePayoutJob, settlePayout } from "../payments/settle-payout";
 import { type SettleRefundJob, settleRefund } from "../payments/settle-refund";
@@ -23,10 +24,11 @@ export async function handleJob(message: JobMessage, env: Bindings, ctx: Executi
   await handler(message as never, env, ctx);
 }
 
-export async function handleJobBatch(batch: MessageBatch<JobMessage>, env: Bindings, ctx: ExecutionContext): Promise<void> {
+export async function handleJobBatch(batch: MessageBatch<JobMessage>, env: RuntimeBindings, ctx: ExecutionContext): Promise<void> {
   for (const message of batch.messages) {
     try {
-      await handleJob(message.body, env, ctx);
+      // A message names its shard (src/db/shards.ts); an unbound shard throws, and the queue retries.
+      await handleJob(message.body, messageEnv(env, message.body), ctx);
       message.ack();
     } catch (error) {
       console.error(JSON.stringify({ message: "job failed; will retry", kind: message.body?.kind, attempts: message.attempts, error: String(error) }));

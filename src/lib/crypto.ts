@@ -43,7 +43,7 @@ export async function hmacSha256Hex(key: Uint8Array | string, message: Uint8Arra
   return toHex(await hmacSha256(key, message));
 }
 
-const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+export const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 /** A random string of base62 characters, with rejection sampling so every character is uniform. */
 export function randomToken(length: number): string {

@@ -1,6 +1,9 @@
 // Bearer authentication for every /api route, then the per-key rate limit. An in-process request
 // from the dashboard carries its session's key as a principal instead (src/auth/principal.ts).
+import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
+import { createDb } from "../db/client";
+import { shardEnv } from "../db/shards";
 import { authenticate } from "../auth/credentials";
 import { principalOf } from "../auth/principal";
 import { hasScope, type Scope } from "../auth/scopes";
@@ -22,9 +25,19 @@ export function bearerCredential(header: string | undefined): string {
   return match[1];
 }
 
+/**
+ * The request works on `shard` from here on: its environment becomes that shard's (src/db/shards.ts)
+ * and `db` its database. An environment already of that shard is kept as it is.
+ */
+export function openShard(c: Context<AppEnv>, shard: number): void {
+  if (c.env.SHARD !== shard) c.env = shardEnv(c.env, shard);
+  c.set("db", createDb(c.env.DB));
+}
+
 export const authenticated = createMiddleware<AppEnv>(async (c, next) => {
-  const auth = principalOf(c.env) ?? (await authenticate(c.var.db, bearerCredential(c.req.header("authorization")), clock.now()));
+  const auth = principalOf(c.env) ?? (await authenticate(c.env, bearerCredential(c.req.header("authorization")), clock.now()));
   c.set("auth", auth);
+  openShard(c, auth.shard);
   const { success } = await c.env.RATE_LIMITER.limit({ key: auth.keyId });
   if (!success) {
     throw new ApiError(429, "rate_limit_error", "rate_limited", "Too many requests with this key. Slow down and retry after the delay in Retry-After.", undefined, {

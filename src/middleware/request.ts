@@ -1,6 +1,6 @@
 // The first middleware: a request id, the instrumented database, HTTPS enforcement and HSTS.
 import { createMiddleware } from "hono/factory";
-import { countingInto, createDb } from "../db/client";
+import { Sessions, countingInto } from "../db/client";
 import { isDevelopment } from "../env";
 import { clock } from "../lib/clock";
 import type { AppEnv } from "../context";
@@ -8,6 +8,8 @@ import { uuidv7 } from "../domain/ids";
 import { ApiError } from "../lib/errors";
 
 export const REQUEST_ID_HEADER = "Request-Id";
+/** Development: the shard the request's account lives on (answers), or sign-up should use (requests). */
+export const SHARD_HEADER = "Tender-Shard";
 /** The D1 session bookmark: answered on every request, and sent back to read at least that fresh. */
 export const CONSISTENCY_HEADER = "Tender-Consistency";
 const WRITES = new Set(["POST", "PUT", "PATCH", "DELETE"]);
@@ -18,7 +20,6 @@ export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
   c.set("requestId", `req_${uuidv7(clock.now()).replaceAll("-", "")}`);
   const counter = { count: 0, rowsRead: 0, rowsWritten: 0, statementsBuilt: 0 };
   c.set("d1RoundTrips", counter);
-  c.set("db", createDb(c.env.DB));
   const development = isDevelopment(c.env);
   if (!development && new URL(c.req.url).protocol !== "https:") {
     throw new ApiError(400, "invalid_request_error", "https_required", "Tender only accepts requests over HTTPS.");
@@ -29,12 +30,14 @@ export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
   if (bookmark !== undefined && !BOOKMARK.test(bookmark)) {
     throw new ApiError(400, "invalid_request_error", "consistency_invalid", `${CONSISTENCY_HEADER} must be a bookmark from an earlier answer's ${CONSISTENCY_HEADER} header.`);
   }
-  const session = c.env.DB.withSession(WRITES.has(c.req.method) ? "first-primary" : (bookmark ?? "first-unconstrained"));
-  await countingInto(counter, next, { binding: c.env.DB, session });
-  const reached = session.getBookmark();
+  // The database (the account's shard, src/db/shards.ts) is chosen once the credential is known.
+  const sessions = new Sessions(WRITES.has(c.req.method) ? "first-primary" : (bookmark ?? "first-unconstrained"));
+  await countingInto(counter, next, sessions);
+  const reached = sessions.bookmarkOf(c.env.DB);
   if (reached) c.header(CONSISTENCY_HEADER, reached);
   c.header(REQUEST_ID_HEADER, c.var.requestId);
   if (development) {
+    if (c.env.SHARD !== undefined) c.header(SHARD_HEADER, String(c.env.SHARD));
     c.header("Tender-D1-Round-Trips", String(counter.count));
     c.header("Tender-D1-Rows-Read", String(counter.rowsRead));
     c.header("Tender-D1-Rows-Written", String(counter.rowsWritten));

@@ -10,7 +10,8 @@ import { runBatch } from "../db/batch";
 import { deliveryAttempts, events, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { newId } from "../domain/ids";
 import { DELIVERY_WINDOW_MS, nextAttemptAt, parseRetryAfter } from "../domain/webhook-retry-schedule";
-import type { Bindings } from "../env";
+import type { Bindings, RuntimeBindings } from "../env";
+import { messageEnv } from "../db/shards";
 import { clock, isoTime } from "../lib/clock";
 import { randomUnit } from "../lib/crypto";
 import { type DeliveryMessage, enqueueDeliveries } from "./outbox";
@@ -100,7 +101,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   // A message that arrives before the delivery's next attempt is due (a sweeper duplicate, or a
   // redelivered message): make sure the scheduler holds it, and send nothing now.
   if (delivery.nextAttemptAt !== null && delivery.nextAttemptAt > now) {
-    await schedulerFor(env, endpoint.id).schedule(deliveryId, delivery.nextAttemptAt);
+    await schedulerFor(env, endpoint.id).schedule(deliveryId, delivery.nextAttemptAt, env.SHARD);
     return "scheduled";
   }
 
@@ -250,7 +251,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
     if (!ok) await handBackToRedelivery(env, db, deliveryId, attemptNumber);
     return ok ? "delivered" : "skipped";
   }
-  if (next !== null) await schedulerFor(env, endpoint.id).schedule(deliveryId, next);
+  if (next !== null) await schedulerFor(env, endpoint.id).schedule(deliveryId, next, env.SHARD);
   else await wakeWaiting(env, db, delivery, event);
   return outcome;
 }
@@ -330,11 +331,12 @@ async function wakeWaiting(
   if (waiting.length > 0) await enqueueDeliveries(env.DELIVERY_QUEUE, waiting.map((w) => w.id));
 }
 
-export async function handleDeliveryBatch(batch: MessageBatch<DeliveryMessage>, env: Bindings): Promise<void> {
+export async function handleDeliveryBatch(batch: MessageBatch<DeliveryMessage>, env: RuntimeBindings): Promise<void> {
   await Promise.all(
     batch.messages.map(async (message) => {
       try {
-        await processDelivery(env, message.body.deliveryId);
+        // A message names its shard (src/db/shards.ts); an unbound shard throws, and the queue retries.
+        await processDelivery(messageEnv(env, message.body), message.body.deliveryId);
         message.ack();
       } catch (error) {
         console.error(JSON.stringify({ message: "delivery processing failed; the queue will retry", delivery: message.body?.deliveryId, error: String(error) }));

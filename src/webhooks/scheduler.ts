@@ -1,9 +1,11 @@
 // One Durable Object per webhook endpoint. It keeps the endpoint's due retries in its own
 // SQLite and arms its single alarm for the earliest. When retries fall due it puts them back on
 // the delivery queue. A retry leaves its table only after the enqueue succeeded, so an alarm
-// that throws, or a crash half-way, loses nothing: the alarm is re-armed and runs again.
+// that throws, or a crash half-way, loses nothing: the alarm is re-armed and runs again. Each retry
+// keeps the shard its delivery lives on (src/db/shards.ts), and goes back on the queue tagged with it.
 import { DurableObject } from "cloudflare:workers";
-import type { Bindings } from "../env";
+import type { Bindings, RuntimeBindings } from "../env";
+import { shardEnv } from "../db/shards";
 import { clock } from "../lib/clock";
 import { enqueueDeliveries } from "./outbox";
 
@@ -11,22 +13,26 @@ import { enqueueDeliveries } from "./outbox";
 const REARM_AFTER_FAILURE_MS = 10_000;
 const MAX_PER_ALARM = 500;
 
-export class WebhookRetryScheduler extends DurableObject<Bindings> {
+export class WebhookRetryScheduler extends DurableObject<RuntimeBindings> {
   private readonly sql: SqlStorage;
 
-  constructor(state: DurableObjectState, env: Bindings) {
+  constructor(state: DurableObjectState, env: RuntimeBindings) {
     super(state, env);
     this.sql = state.storage.sql;
-    this.sql.exec("CREATE TABLE IF NOT EXISTS retries (delivery_id TEXT PRIMARY KEY, due_at INTEGER NOT NULL)");
+    this.sql.exec("CREATE TABLE IF NOT EXISTS retries (delivery_id TEXT PRIMARY KEY, due_at INTEGER NOT NULL, shard INTEGER NOT NULL DEFAULT 0)");
     this.sql.exec("CREATE INDEX IF NOT EXISTS retries_due ON retries (due_at)");
+    // A scheduler made before shards has no shard column: its retries are DB_0's.
+    const columns = this.sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('retries')").toArray();
+    if (!columns.some((c) => c.name === "shard")) this.sql.exec("ALTER TABLE retries ADD COLUMN shard INTEGER NOT NULL DEFAULT 0");
   }
 
   /** Schedules (or moves) a delivery's next attempt. Idempotent. */
-  async schedule(deliveryId: string, dueAt: number): Promise<void> {
+  async schedule(deliveryId: string, dueAt: number, shard = 0): Promise<void> {
     this.sql.exec(
-      "INSERT INTO retries (delivery_id, due_at) VALUES (?, ?) ON CONFLICT (delivery_id) DO UPDATE SET due_at = excluded.due_at",
+      "INSERT INTO retries (delivery_id, due_at, shard) VALUES (?, ?, ?) ON CONFLICT (delivery_id) DO UPDATE SET due_at = excluded.due_at, shard = excluded.shard",
       deliveryId,
       dueAt,
+      shard,
     );
     await this.arm();
   }
@@ -60,13 +66,13 @@ export class WebhookRetryScheduler extends DurableObject<Bindings> {
     // clock reads slightly earlier (tests run alarms ahead of time on purpose).
     const horizon = Math.max(clock.now(), this.earliest() ?? 0);
     const due = this.sql
-      .exec<{ delivery_id: string }>("SELECT delivery_id FROM retries WHERE due_at <= ? ORDER BY due_at LIMIT ?", horizon, MAX_PER_ALARM)
-      .toArray()
-      .map((r) => r.delivery_id);
+      .exec<{ delivery_id: string; shard: number }>("SELECT delivery_id, shard FROM retries WHERE due_at <= ? ORDER BY due_at LIMIT ?", horizon, MAX_PER_ALARM)
+      .toArray();
     try {
-      if (due.length > 0) {
-        await enqueueDeliveries(this.env.DELIVERY_QUEUE, due);
-        for (const id of due) this.sql.exec("DELETE FROM retries WHERE delivery_id = ? AND due_at <= ?", id, horizon);
+      for (const shard of new Set(due.map((r) => r.shard))) {
+        const ids = due.filter((r) => r.shard === shard).map((r) => r.delivery_id);
+        await enqueueDeliveries(shardEnv(this.env, shard).DELIVERY_QUEUE, ids);
+        for (const id of ids) this.sql.exec("DELETE FROM retries WHERE delivery_id = ? AND due_at <= ?", id, horizon);
       }
       await this.arm();
     } catch (error) {

@@ -1,6 +1,6 @@
 // Charges in flight: a cancel never lands under a charge already at the processor, and every
 // charge reaches the processor with a reference that stays fixed when the request is retried.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { sandboxProcessor } from "../../src/processor/sandbox";
 import { renewChunk } from "../../src/billing/renewals";

@@ -3,7 +3,7 @@
 // in the batch that redeems (two redemptions racing for the last one give exactly one, and the
 // loser's card is never charged), a 100% coupon (the card vaulted, nothing charged), the errors,
 // and isolation between accounts and modes.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { describe, expect, it } from "vitest";
 import { type Account, call, expectError, fetchWith, signup } from "../support/http";
 import { IDEMPOTENCY_LOCK_MS } from "../../src/middleware/idempotency";

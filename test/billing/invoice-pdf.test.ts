@@ -2,7 +2,8 @@
 // build, run in workerd like the Worker), whose text shows the invoice: the account's name, the
 // number, the dates, the customer, each line with its period and amount, the totals in major
 // units with the currency's exponent. Names that WinAnsi cannot draw never break it.
-import { env, exports } from "cloudflare:workers";
+import { exports } from "cloudflare:workers";
+import { env } from "../support/env";
 import { extractText, getDocumentProxy } from "unpdf";
 import { describe, expect, it } from "vitest";
 import { BASE, call, expectError, signup } from "../support/http";

@@ -1,7 +1,7 @@
 // Invoices (issue 21, phase A): every subscription charge is for an invoice with lines; a period's
 // dunning retries and Pay now charge the same invoice; numbers are gap-free per account and mode;
 // void and Pay now move the subscription as they say; the routes' errors and isolation.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { describe, expect, it } from "vitest";
 import { type Account, call, expectError, signup } from "../support/http";
 import { createKey, createPlan, createUser, getSubscription, subscribe, subscribed } from "../support/fixtures";

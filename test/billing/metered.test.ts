@@ -2,7 +2,7 @@
 // /subscriptions/{id}/usage (idempotent, into the period that holds its timestamp, 400
 // usage_period_closed for an invoiced period, even when the invoicing claim races it); billed in
 // arrears at each period's end through the plan's unit price or tiers; GET /subscriptions/{id}/usage.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { describe, expect, it } from "vitest";
 import { type Account, call, expectError, signup } from "../support/http";
 import { createPlan, createUser, getSubscription, subscribe, subscribed } from "../support/fixtures";

@@ -3,7 +3,7 @@
 // period was charged and charges the time left at the new price, as items of the next invoice;
 // none prorates nothing. Credits carry to the next invoice; a negative total is never charged and
 // never refunded. All through the public API, on a test clock.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { describe, expect, it } from "vitest";
 import { type Account, call, expectError, signup } from "../support/http";
 import { createPlan, createUser, getSubscription, subscribed } from "../support/fixtures";

@@ -1,4 +1,4 @@
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { describe, expect, it } from "vitest";
 import { enqueueDueRenewals, fanOutRenewals, startRenewalFanout } from "../../src/billing/renewals";
 import { call, expectError, signup } from "../support/http";

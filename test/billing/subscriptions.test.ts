@@ -1,4 +1,4 @@
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { describe, expect, it } from "vitest";
 import { call, expectError, ISO_MS, signup } from "../support/http";
 import { createPlan, createUser, DESIGN_TIERS, getSubscription, liveKey, subscribe, subscribed } from "../support/fixtures";

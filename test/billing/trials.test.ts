@@ -3,7 +3,7 @@
 // end with the billing day anchored there, a cancel during the trial (never charged), a decline at
 // its end (dunning), a coupon's first invoice at the trial's end, and the errors. A test clock
 // drives all of it; the cron sends the notice of a subscription on the wall clock.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { describe, expect, it } from "vitest";
 import { type Account, call, expectError, signup } from "../support/http";
 import { createPlan, createUser, getSubscription, subscribe, subscribed } from "../support/fixtures";

@@ -56,8 +56,10 @@ export interface RunningWorker {
 export async function startWorker(): Promise<RunningWorker> {
   const persist = mkdtempSync(join(tmpdir(), "tender-browser-d1-"));
   const env = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" };
-  const migrate = spawnSync(WRANGLER, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist], { cwd: ROOT, env, encoding: "utf8" });
-  if (migrate.status !== 0) throw new Error(`wrangler d1 migrations apply failed:\n${migrate.stdout}\n${migrate.stderr}`);
+  for (const shard of ["DB_0", "DB_1"]) {
+    const migrate = spawnSync(WRANGLER, ["d1", "migrations", "apply", shard, "--local", "--persist-to", persist], { cwd: ROOT, env, encoding: "utf8" });
+    if (migrate.status !== 0) throw new Error(`wrangler d1 migrations apply ${shard} failed:\n${migrate.stdout}\n${migrate.stderr}`);
+  }
   const port = await freePort();
   let output = "";
   const child: ChildProcess = spawn(

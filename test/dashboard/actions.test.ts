@@ -1,6 +1,6 @@
 // Every dashboard action goes through the API's own route, as the session's key: the same
 // validation, idempotency and events. One action per page, checked against what the API records.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type Account, call, signup } from "../support/http";
 import { createPlan, createUser, payoutWithoutSettlement, subscribed } from "../support/fixtures";

@@ -89,7 +89,7 @@ describe("the Coupons page", () => {
     expect((await call(`/subscriptions/${scheduled.id}`, { key: acct.key, method: "PUT", body: { plan_id: pro.id, quantity: 2, at_period_end: true } })).status).toBe(200);
     expect((await call(`/subscriptions/${prorated.id}`, { key: acct.key, method: "PUT", body: { quantity: 3 } })).status).toBe(200);
     const pending = (await call(`/subscriptions/${prorated.id}`, { key: acct.key })).body;
-    const items = await (await import("cloudflare:workers")).env.DB.prepare("SELECT SUM(amount) AS s FROM invoice_items WHERE subscription_id = ? AND invoice_id IS NULL").bind(prorated.id).first<{ s: number }>();
+    const items = await (await import("../support/env")).env.DB.prepare("SELECT SUM(amount) AS s FROM invoice_items WHERE subscription_id = ? AND invoice_id IS NULL").bind(prorated.id).first<{ s: number }>();
     expect(items!.s).toBeGreaterThan(0);
     const subs = await dashboardFetch("/dashboard/subscriptions", { cookie });
     expect(subs.html).toContain(`data-pending-update="${pro.id}"`);

@@ -2,7 +2,7 @@
 // pages, and nothing changes), a restricted key's pages and actions beyond its scopes (the API's
 // 403, shown as "this key cannot …"), and the internal principal keeps the key's guarantees.
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
-import { env } from "cloudflare:workers";
+import { TEST_SHARD, env } from "../support/env";
 import { beforeAll, describe, expect, it } from "vitest";
 import worker from "../../src/index";
 import { withPrincipal } from "../../src/auth/principal";
@@ -131,7 +131,7 @@ describe("the internal principal", () => {
     const other = await signup("Dash Other Tenant");
     const otherUser = await createUser(other, { name: "Other", email: "other@example.com" });
     const key = await createKey(acct, ["users:read"], "principal");
-    const auth: Auth = { accountId: acct.id, keyId: key.id, mode: "test", livemode: false, scopes: ["users:read"], credential: "restricted_key", apiVersion: "2026-11-01" };
+    const auth: Auth = { shard: TEST_SHARD, accountId: acct.id, keyId: key.id, mode: "test", livemode: false, scopes: ["users:read"], credential: "restricted_key", apiVersion: "2026-11-01" };
     expect((await asPrincipal(auth, "/api/users")).status).toBe(200);
     expect((await asPrincipal(auth, "/payouts")).status).toBe(403);
     expect((await asPrincipal(auth, `/api/users/${otherUser.id}`)).status).toBe(404);

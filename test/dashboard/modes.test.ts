@@ -4,7 +4,7 @@
 // form drawn in one mode never acts in the other; each key keeps its own scopes; every page and
 // figure shows the acting mode's objects only; migration 0012 keeps the sessions open before it.
 import { applyD1Migrations } from "cloudflare:test";
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { beforeAll, describe, expect, it } from "vitest";
 import { type Account, call, signup } from "../support/http";
 import { createKey, createUser, mintToken, payoutWithoutSettlement } from "../support/fixtures";

@@ -1,7 +1,7 @@
 // What the list pages show: a subscription's, payment's or payout's user by name and email and its
 // plan by name (the id on hover), read for the whole page in one batch, and only where the key may
 // read users or plans; long ids cut in the middle with the full id kept; and the favicon.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createDb } from "../../src/db/client";
 import { namesFor } from "../../src/dashboard/names";

@@ -1,6 +1,6 @@
 // Dashboard sign-in: a good key opens a session (cookie attributes), a bad key is refused, a
 // revoked key ends its session at once, sign-out ends it too; the CSP and framing headers.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { describe, expect, it } from "vitest";
 import { call, signup } from "../support/http";
 import { createKey } from "../support/fixtures";

@@ -1,5 +1,5 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { describe, expect, it } from "vitest";
 import { sha256Hex } from "../../src/lib/crypto";
 import { call, expectError, ISO_MS } from "../support/http";

@@ -1,7 +1,7 @@
 // Dated API versions: each account is pinned at sign-up to the current version, a request may
 // name another in Tender-Version, answers say which version they are in, and an older version's
 // shape survives a change (src/domain/api-versions.ts).
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { describe, expect, it } from "vitest";
 import { API_VERSIONS, CURRENT_API_VERSION, answerForVersion } from "../../src/domain/api-versions";
 import { call, expectError, signup } from "../support/http";

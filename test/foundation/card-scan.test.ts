@@ -4,7 +4,7 @@
 // as a JSON number (even one past 2^53, read from its source text). The answer is 400
 // card_number_in_text naming the field's path, and nothing is stored: not the object, not the
 // idempotency record, not an event.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { luhnValid } from "../../src/domain/cards";
 import { type Account, type CallResult, call, expectError, signup } from "../support/http";

@@ -1,4 +1,4 @@
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { describe, expect, it } from "vitest";
 import { call, expectError, expectWwwAuthenticate, signup } from "../support/http";
 import { createKey, mintToken } from "../support/fixtures";

@@ -1,4 +1,4 @@
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { describe, expect, it } from "vitest";
 import { sha256Hex } from "../../src/lib/crypto";
 import { call, expectError, expectWwwAuthenticate, ISO_MS, signup } from "../support/http";

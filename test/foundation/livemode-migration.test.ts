@@ -3,7 +3,7 @@
 // live key. The data is made through the API, then the database is taken back to migration 0007
 // holding the same rows (only the columns 0007 has), and migrated forward again.
 import { applyD1Migrations } from "cloudflare:test";
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { describe, expect, it } from "vitest";
 import { call, signup } from "../support/http";
 import { createKey, seed } from "../support/fixtures";

@@ -1,7 +1,7 @@
 // The statements that read an account's objects find them through indexes that lead with
 // (account_id, livemode), so neither mode's reads walk the other mode's rows: EXPLAIN QUERY PLAN of
 // each list page, filtered list, Idempotency-Key lookup and dashboard figure, as the API builds it.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { type SQL, and, count, desc, eq, gte, lt } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { describe, expect, it } from "vitest";

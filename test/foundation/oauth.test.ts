@@ -1,4 +1,4 @@
-import { env } from "cloudflare:workers";
+import { TEST_SHARD, env } from "../support/env";
 import { describe, expect, it, vi } from "vitest";
 import { sha256Hex } from "../../src/lib/crypto";
 import { call, expectError, expectWwwAuthenticate, signup } from "../support/http";
@@ -150,7 +150,7 @@ describe("expired access tokens", () => {
   it("refuses a token whose expiry has passed (row written with a past expires_at)", async () => {
     const acct = await signup();
     const keyId = await secretKeyId(acct);
-    const token = `at_test_${"E".repeat(40)}`;
+    const token = `at_test_${TEST_SHARD}${"E".repeat(39)}`; // names the shard its row is written to
     const past = Date.now() - 60_000;
     await env.DB.prepare(
       "INSERT INTO access_tokens (id, account_id, key_id, hash, scopes, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",

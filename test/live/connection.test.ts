@@ -2,7 +2,7 @@
 // it, Stripe checks the key first, and the secrets never come back: not in an answer, the
 // database (only ciphertexts bound to the account and field, under a key id), a log line, an
 // event, an idempotency record or the dashboard.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { createDb } from "../../src/db/client";
 import { openSecrets, readConnection, reencryptConnections, sealedKeyIds } from "../../src/processor/connections";

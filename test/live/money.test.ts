@@ -2,7 +2,7 @@
 // Stripe: a first charge, renewals off-session (a card that needs authentication is a failed
 // attempt for dunning), card updates (vaulted with a SetupIntent), refunds and payouts (Stripe
 // Connect), each with the Stripe requests it makes, every one checked against Stripe's document.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { renewChunk } from "../../src/billing/renewals";
 import { parseCardToken, parsePayoutToken } from "../../src/processor/stripe-keys";

@@ -2,7 +2,7 @@
 // connection (its account endpoint's secret, or its Connect endpoint's), applied once each, in any
 // order, and acknowledged with 200 even when they are about nothing Tender knows. Anything refused
 // changes nothing: every table is compared before and after.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import Stripe from "stripe";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDb } from "../../src/db/client";

@@ -38,7 +38,8 @@ describe.concurrent("npm run dev", () => {
     const run = await untilOutput(server, cronLine("ok \\((\\d+) ms\\)"), 75_000);
 
     const output = server.output();
-    expect(output).toContain(`D1 (local): applied ${MIGRATIONS.length} of ${MIGRATIONS.length} migrations`);
+    // Every shard is migrated, one line each.
+    for (const shard of ["DB_0", "DB_1"]) expect(output).toContain(`D1 (local) ${shard}: applied ${MIGRATIONS.length} of ${MIGRATIONS.length} migrations`);
     // wrangler's migration tables (a row per file) are not printed, nor its warning that crons do not run.
     expect(output).not.toContain(MIGRATIONS[0]);
     expect(output).not.toContain("┌");
@@ -60,15 +61,16 @@ describe.concurrent("npm run dev", () => {
   it("says when a run of the scheduled handler fails, and SIGTERM to the script stops wrangler", async ({ expect }) => {
     // A database the cron cannot work on: migrated, then a table its record expiry deletes from is gone.
     const persist = freshPersistDir();
-    wranglerD1(persist, "migrations", "apply", "DB");
-    wranglerD1(persist, "execute", "DB", "--command", "DROP TABLE dashboard_sessions");
+    wranglerD1(persist, "migrations", "apply", "DB_0");
+    wranglerD1(persist, "migrations", "apply", "DB_1");
+    wranglerD1(persist, "execute", "DB_1", "--command", "DROP TABLE dashboard_sessions");
     const server = await dev({ persist, direct: true });
     await untilServing(server);
     await untilOutput(server, cronLine("exception \\(\\d+ ms\\); see the Worker's log"), 75_000);
     // The Worker's own log of the failure, which wrangler prints as it comes.
     await untilOutput(server, /cron task failed.*no such table: dashboard_sessions/, 10_000);
     const output = server.output();
-    expect(output).toContain(`D1 (local): up to date (${MIGRATIONS.length} migrations)`);
+    for (const shard of ["DB_0", "DB_1"]) expect(output).toContain(`D1 (local) ${shard}: up to date (${MIGRATIONS.length} migrations)`);
     expect(output).not.toMatch(cronLine("ok"));
 
     // SIGTERM to the script alone (as a process manager sends it): it stops wrangler and ends as it did.
@@ -83,14 +85,14 @@ describe.concurrent("npm run dev", () => {
     // The first migration creates this table; made beforehand, it makes that migration fail.
     const table = /CREATE TABLE `(\w+)`/.exec(readFileSync(join(ROOT, "migrations", MIGRATIONS[0]), "utf8"))![1];
     const persist = freshPersistDir();
-    wranglerD1(persist, "execute", "DB", "--command", `CREATE TABLE ${table} (x)`);
+    wranglerD1(persist, "execute", "DB_0", "--command", `CREATE TABLE ${table} (x)`);
     const server = await dev({ persist, direct: true });
     const end = await server.exited;
     const output = server.output();
     expect(end).toEqual({ code: 1, signal: null });
     expect(output).toContain(`table \`${table}\` already exists`);
     expect(output).toContain(MIGRATIONS[0]);
-    expect(output).toContain("npm run dev: the D1 migrations failed (wrangler exited 1); wrangler dev was not started.");
+    expect(output).toContain("npm run dev: the D1 migrations of DB_0 failed (wrangler exited 1); wrangler dev was not started.");
     expect(output).not.toContain("Ready on");
     expect(await answers(server.origin)).toBe(false);
   });

@@ -1,6 +1,6 @@
 // Every sandbox charge outcome through charge(), read back over GET /payments, with the
 // payment.completed / payment.failed events; the shared card input helper; tenant isolation.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ApiError } from "../../src/lib/errors";
 import { readCard } from "../../src/payments/card-input";

@@ -1,7 +1,7 @@
 // Payouts over HTTP (POST /payout, list, read, cancel), their settlement through the job queue
 // (driven by hand, and once by the real local queue), the cron sweep, idempotency under
 // concurrency, and proof that no card number or CVV is stored or logged.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isoDate } from "../../src/lib/clock";
 import { settlePayout } from "../../src/payments/settle-payout";

@@ -1,6 +1,6 @@
 // Refunds: full, partial and default amounts, the refundable-remainder CHECK under concurrency,
 // settlement through the job queue (by hand and by the real queue), and tenant isolation.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newId } from "../../src/domain/ids";
 import { settleRefund } from "../../src/payments/settle-refund";

@@ -1,6 +1,6 @@
 // Second-round attacks on the review fixes: money-record retries, first-charge references with
 // the key's `since`, PUT cancel_at_period_end under a charge, and processor calls made again.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterEach, describe, expect, it } from "vitest";
 import { renewChunk } from "../../src/billing/renewals";
 import { useProcessor } from "../../src/processor";

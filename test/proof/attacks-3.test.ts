@@ -1,7 +1,7 @@
 // Third-round attacks on "one round trip for an idempotent write" (391d687): the Idempotency-Key
 // recorded inside the route's own batch, a duplicate meeting the (account, key) primary key there,
 // and claim-first kept only for routes where money moves before the commit.
-import { env } from "cloudflare:workers";
+import { TEST_SHARD, env } from "../support/env";
 import { Hono } from "hono";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { AppEnv } from "../../src/context";
@@ -510,7 +510,7 @@ describe("a route that answers 2xx without a batch of its own", () => {
     app.use(async (c, next) => {
       c.set("db", createDb(c.env.DB));
       c.set("requestId", "req_test");
-      c.set("auth", { accountId: acct.id, keyId, mode: "test", livemode: false, scopes: ["*"], credential: "secret_key", apiVersion: "2026-11-22" });
+      c.set("auth", { shard: TEST_SHARD, accountId: acct.id, keyId, mode: "test", livemode: false, scopes: ["*"], credential: "secret_key", apiVersion: "2026-11-22" });
       c.set("jsonBody", await c.req.json().catch(() => null));
       await next();
     });

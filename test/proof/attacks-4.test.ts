@@ -2,7 +2,7 @@
 // materialized on the request's own D1 session (src/db/client.ts), list filters as [column, value]
 // tuples (src/routes/reads.ts), and PATCH /subscription-plans/{id} and DELETE /subscriptions/{id}
 // answering (and storing) the committed row (src/middleware/stored-answers.ts).
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterEach, describe, expect, it } from "vitest";
 import { type Account, type CallResult, call, expectError, fetchWith, signup } from "../support/http";
 import { faultyD1, recordingQueue, sqlMatches } from "../support/faults";

@@ -4,7 +4,7 @@
 // writers and other tenants' cursors, and `tender listen` with a secret from the environment.
 // Each test asserts the correct behaviour against the real local D1; a defect found has its fix
 // in src/ and its test failed before it (see the report of this round).
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { containsCardNumber, luhnValid } from "../../src/domain/cards";
 import { type Account, type CallResult, call, expectError, signup } from "../support/http";

@@ -5,7 +5,7 @@
 // renewals and claim settlement commit. Each runs against the real local D1, queues and Durable
 // Objects, with the processor ledger of test/support/faults.ts; invariants from
 // test/support/invariants.ts are checked after each.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Bindings } from "../../src/env";

@@ -2,7 +2,7 @@
 // workers run the same thing at once or Stripe has forgotten its keys, a forged Stripe event, and a
 // test key reaching live money. Each attack ends by counting what the fake Stripe holds.
 import Stripe from "stripe";
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, expectError, signup } from "../support/http";
 import { createPlan } from "../support/fixtures";

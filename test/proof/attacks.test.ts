@@ -1,6 +1,6 @@
 // Attacks on the money paths: lost replies, duplicate and late messages, two workers at once,
 // a worker dying between steps, hostile input. Each test asserts the correct behaviour.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterEach, describe, expect, it } from "vitest";
 import { renewChunk } from "../../src/billing/renewals";
 import { useProcessor } from "../../src/processor";

@@ -11,7 +11,7 @@
 // and the cron sweeps, under D1 faults on their batches, duplicated messages, a processor that
 // times out after moving the money, and receivers that hang, fail or answer too late.
 import { createExecutionContext, runDurableObjectAlarm, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { runScheduled } from "../../src/cron";
 import type { Bindings } from "../../src/env";

@@ -28,7 +28,7 @@
 // Also here: concurrent writes to one webhook endpoint (PATCH + PATCH, PATCH + DELETE, rotate + rotate,
 // rotate + DELETE), which lost updates and answered 200 for changes never stored before the fix in
 // src/routes/webhooks/index.ts.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { settlePayout } from "../../src/payments/settle-payout";
 import { settleRefund } from "../../src/payments/settle-refund";

@@ -10,7 +10,7 @@
 // or random strings. Webhook deliveries all answer 200 (acceptAllOutbound), so no background
 // work outlives a request for long: after any 2xx the test waits for the database to settle.
 import fc from "fast-check";
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SCOPES } from "../../src/auth/scopes";
 import { settleRefund } from "../../src/payments/settle-refund";

@@ -4,7 +4,7 @@
 // each run is one ordering of the two workers' steps; the real local D1, queues and Durable
 // Objects do the work. After each run the named invariants (test/support/invariants.ts) are
 // checked. The seed is fixed in test/setup.ts; a failure prints the seed and path to replay it.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Bindings } from "../../src/env";

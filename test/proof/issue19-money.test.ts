@@ -5,7 +5,7 @@
 // cancel_at_period_end: false. Each test asserts the correct behaviour, against the real local D1
 // and a processor that keeps a ledger (test/support/faults.ts).
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterEach, describe, expect, it } from "vitest";
 import { runScheduled } from "../../src/cron";
 import { useClock } from "../../src/lib/clock";

@@ -7,7 +7,7 @@
 // success, and for charges a decline and a card that needs authentication. After each: no second
 // charge, transfer, payout or refund at Stripe, the same Idempotency-Key on every send of one
 // object, and Tender's record agreeing with Stripe's.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { IDEMPOTENCY_LOCK_MS } from "../../src/middleware/idempotency";
 import { call, signup } from "../support/http";

@@ -16,7 +16,7 @@
 // rows copied as live ones (test/support/modes.ts), and operations that need the processor answer
 // 400 livemode_unavailable. Live money through Stripe (the fake) is proven in test/live/ and in the
 // background-work test below, on a connected account.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDb } from "../../src/db/client";
 import { authenticate } from "../../src/auth/credentials";
@@ -525,7 +525,7 @@ describe("keys by mode", () => {
       expect(textOf(page.html), `the ${mode}-mode dashboard`).toContain(mine);
       expect(textOf(page.html), `the ${mode}-mode dashboard`).not.toContain(theirs);
       // The overview's figures, through the same scoping: the session's key's mode only.
-      const auth = await authenticate(createDb(env.DB), key, Date.now());
+      const auth = await authenticate(env, key, Date.now());
       const stats = await overviewStats(createDb(env.DB), auth, Date.now());
       expect(stats.counts.find((c) => c.label === "Users")?.value, `${mode}-mode users`).toBe(1);
       expect(stats.counts.find((c) => c.label === "Events, 30 days")?.value, `${mode}-mode events`).toBe(1);

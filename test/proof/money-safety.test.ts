@@ -4,7 +4,7 @@
 // past-due card update racing another change, and record expiry. The broad sweeps (every route
 // and job under every fault, generated interleavings) are fault-matrix.test.ts and
 // interleavings.test.ts beside this file.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterEach, describe, expect, it } from "vitest";
 import { renewChunk } from "../../src/billing/renewals";
 import { processDelivery } from "../../src/webhooks/consumer";

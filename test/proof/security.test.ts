@@ -11,7 +11,7 @@
 // The document does not expose each operation's scope, so the scopes come from SCOPE_OF in
 // test/support/operations.ts; the first test checks that table against the document, and the scope tests
 // check it against the Worker (the scope alone is enough, every other scope is not).
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SCOPES } from "../../src/auth/scopes";
 import { sha256Hex } from "../../src/lib/crypto";

@@ -1,7 +1,7 @@
 // Card data in tests: the sandbox's test PANs, card bodies (every PAN and CVV sent through
 // cardFields is recorded, so a file can prove afterwards that none reached the database or the
 // logs), and those two scans.
-import { env } from "cloudflare:workers";
+import { env } from "./env";
 import { expect, vi } from "vitest";
 
 /** The sandbox processor's test cards, by outcome. */

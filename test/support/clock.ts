@@ -1,6 +1,6 @@
 // Time in tests: test clocks made and advanced through the API, and rows moved into the past so
 // that what the wall clock would reach later (a renewal, a stale settlement) is due now.
-import { env } from "cloudflare:workers";
+import { env } from "./env";
 import { expect } from "vitest";
 import { type Account, call } from "./http";
 

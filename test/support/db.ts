@@ -1,6 +1,6 @@
 // Reads of what D1 holds, straight from the database: counts, events, payments, periods,
 // webhook deliveries, and the whole database as snapshots (with a wait until it stops changing).
-import { env } from "cloudflare:workers";
+import { env } from "./env";
 
 /** The first row of `query`, asserted present. */
 export const one = async <T>(query: string, ...binds: unknown[]) => (await env.DB.prepare(query).bind(...binds).first<T>())!;

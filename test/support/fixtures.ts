@@ -1,7 +1,7 @@
 // Objects made for a test, through the API where there is one: users, keys and tokens, plans and
 // subscriptions, payouts, charges (made as billing makes them: there is no "create payment"
 // endpoint), and one object of every kind for an account.
-import { env } from "cloudflare:workers";
+import { env } from "./env";
 import { expect } from "vitest";
 import { createDb } from "../../src/db/client";
 import { sha256Hex } from "../../src/lib/crypto";

@@ -1,7 +1,8 @@
 // Calls the Worker the way a client does: over fetch, with JSON bodies and bearer credentials; the
 // Worker called with a hand-made environment; and the shapes its answers must have.
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
-import { env, exports } from "cloudflare:workers";
+import { exports } from "cloudflare:workers";
+import { TEST_SHARD, env } from "./env";
 import { expect } from "vitest";
 import type { Bindings } from "../../src/env";
 import worker from "../../src/index";
@@ -26,7 +27,8 @@ export interface CallResult<T = any> {
 }
 
 export async function call<T = any>(path: string, options: CallOptions = {}): Promise<CallResult<T>> {
-  const headers: Record<string, string> = { ...options.headers };
+  // Sign-up places the account on this file's shard (test/support/env.ts) unless the test says otherwise.
+  const headers: Record<string, string> = { "tender-shard": String(TEST_SHARD), ...options.headers };
   if (options.key) headers.authorization = `Bearer ${options.key}`;
   if (options.idempotencyKey) headers["idempotency-key"] = options.idempotencyKey;
   let body: BodyInit | undefined = options.rawBody;

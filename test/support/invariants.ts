@@ -4,7 +4,7 @@
 // A `since` mark limits a check to what happened after it, so one defect is reported by the case
 // that caused it rather than by every case after it.
 import { runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
+import { env } from "./env";
 import { schedulerFor, type WebhookRetryScheduler } from "../../src/webhooks/scheduler";
 import type { Ledger, LedgerCall } from "./faults";
 

@@ -5,7 +5,7 @@
 // clock, which exists in test mode only) are rows of the account with livemode = 1, copied from the
 // test-mode fixtures (new ids, the live user and plan). Everything else is made through the API
 // with the live key. Live money through Stripe is proven in test/live/.
-import { env } from "cloudflare:workers";
+import { env } from "./env";
 import { expect } from "vitest";
 import { newId, type IdKind } from "../../src/domain/ids";
 import { type Fixtures, createKey, createUser, seed } from "./fixtures";

@@ -1,7 +1,7 @@
 // The job queue and the Cron Trigger driven by hand, and queue stand-ins for a Worker whose
 // enqueue is lost or refused. (Queues that record, repeat or lag are in faults.ts.)
 import { createExecutionContext, createMessageBatch, createScheduledController, getQueueResult } from "cloudflare:test";
-import { env } from "cloudflare:workers";
+import { env } from "./env";
 import worker from "../../src/index";
 import type { JobMessage } from "../../src/jobs";
 

@@ -1,6 +1,6 @@
 // A subscription's row as a renewal run reads it, kept to be renewed later (as a run whose claim
 // commits after other writes): the tests of what a claim priced from a stale read does.
-import { env } from "cloudflare:workers";
+import { env } from "./env";
 import { eq, inArray } from "drizzle-orm";
 import { type BillableRow, selectBillableRows } from "../../src/billing/periods";
 import { renewSubscriptions } from "../../src/billing/renewals";

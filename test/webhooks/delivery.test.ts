@@ -1,7 +1,7 @@
 // Webhook delivery end to end: the real local D1, queue and retry Durable Object; only the
 // receiver is simulated (test/support/receiver.ts) and the background clock is moved by hand.
 import { runDurableObjectAlarm, runInDurableObject, createExecutionContext, createMessageBatch, getQueueResult, createScheduledController } from "cloudflare:test";
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import worker from "../../src/index";
 import { Webhook } from "standardwebhooks";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";

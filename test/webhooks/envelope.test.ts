@@ -3,7 +3,7 @@
 // (event, subscription_id, status, timestamp), and its data is the subscription as the API
 // returned it at that change.
 import { createHmac } from "node:crypto";
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { Webhook } from "standardwebhooks";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { call, signup } from "../support/http";

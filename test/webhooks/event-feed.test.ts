@@ -3,7 +3,7 @@
 // cursors the feed gave it never skips an event, even one whose work began long before a newer
 // event committed (a slow first charge, a renewal chunk that commits its events at its end).
 import { applyD1Migrations } from "cloudflare:test";
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterEach, describe, expect, it } from "vitest";
 import { EXIT, main, type CliIo } from "@tender/client/cli";
 import { useClock } from "../../src/lib/clock";

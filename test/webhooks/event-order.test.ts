@@ -1,7 +1,7 @@
 // Events in order: each event names its object and its place among that object's events,
 // assigned in the change's own batch (gap-free, in commit order, even under concurrent writes).
 // Deliveries carry it as Tender-Sequence; the feed shows and filters by object_id.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterAll, describe, expect, it } from "vitest";
 import { processDelivery } from "../../src/webhooks/consumer";
 import { call, expectError, signup } from "../support/http";

@@ -4,7 +4,7 @@
 // events, the 24-hour window, and tenants. Deliveries are enqueued into a recording queue and run
 // by hand (processDelivery), so every interleaving is chosen by the test; the clock is a test
 // clock, ahead of the wall clock, so no retry alarm fires on its own.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { DELIVERY_WINDOW_MS } from "../../src/domain/webhook-retry-schedule";
 import { useClock } from "../../src/lib/clock";

@@ -2,7 +2,7 @@
 // delivered (a failed delivery, or an active subscribed endpoint that never had one), and says why
 // it left each other delivery alone; with endpoint_id it sends it to that endpoint whatever the
 // state of its delivery there.
-import { env } from "cloudflare:workers";
+import { env } from "../support/env";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Account, call, signup } from "../support/http";
 import { createUser } from "../support/fixtures";

@@ -12,7 +12,9 @@ import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { sha256Hex, timingSafeEqual } from "../../lib/crypto";
 import { authenticationError } from "../../lib/errors";
-import { bearerCredential } from "../../middleware/auth";
+import { bearerCredential, openShard } from "../../middleware/auth";
+import { SHARD_HEADER } from "../../middleware/request";
+import { signupShard } from "../../db/shards";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
 import { AccountSchema, SignupBody } from "./schema";
 
@@ -23,7 +25,7 @@ const route = apiRoute({
   operationId: "createAccount",
   summary: "Sign up",
   description:
-    "Creates an account and returns its two secret keys, each shown once: `api_key` (test mode, sk_test_…) and `live_api_key` (live mode, sk_live_…). Each mode sees only its own objects. Open in development; elsewhere it needs 'Authorization: Bearer <ADMIN_TOKEN>'. Idempotency-Key does not apply: there is no account to scope it to yet.",
+    "Creates an account and returns its two secret keys, each shown once: `api_key` (test mode, sk_test_…) and `live_api_key` (live mode, sk_live_…). Each mode sees only its own objects. Open in development; elsewhere it needs 'Authorization: Bearer <ADMIN_TOKEN>'. Idempotency-Key does not apply: there is no account to scope it to yet. The account is placed on one of the shards open to sign-up, at random; in development a `Tender-Shard: <n>` request header chooses it.",
   public: true,
   request: jsonBodyOf(SignupBody),
   responses: { 201: json(AccountSchema, "The account, with its test and live secret keys.") },
@@ -38,10 +40,12 @@ export function registerCreateAccount(app: OpenAPIHono<AppEnv>) {
       }
     }
     const body = c.req.valid("json");
+    const shard = signupShard(c.env, isDevelopment(c.env) ? c.req.header(SHARD_HEADER) : undefined);
+    openShard(c, shard);
     const now = clock.now();
     const accountId = newId("account", now);
-    const apiKey = generateApiKey("secret", "test");
-    const liveApiKey = generateApiKey("secret", "live");
+    const apiKey = generateApiKey("secret", "test", shard);
+    const liveApiKey = generateApiKey("secret", "live", shard);
     const secretKey = (secret: string, hash: string, mode: "test" | "live", name: string) =>
       c.var.db.insert(apiKeys).values({
         id: newId("apiKey", now),

@@ -89,7 +89,7 @@ export function registerKeys(app: OpenAPIHono<AppEnv>) {
       throw new ApiError(403, "permission_error", "scope_exceeds_caller", "A key cannot be given scopes its creator does not hold.", "scopes");
     }
     const now = clock.now();
-    const secret = generateApiKey("restricted", auth.mode);
+    const secret = generateApiKey("restricted", auth.mode, auth.shard);
     const row = {
       id: newId("apiKey", now),
       accountId: auth.accountId,

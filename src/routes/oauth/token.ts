@@ -12,6 +12,7 @@ import type { AppEnv } from "../../context";
 import { sha256Hex } from "../../lib/crypto";
 import { ApiError, authenticationError, invalidRequest } from "../../lib/errors";
 import { apiRoute, json } from "../openapi";
+import { openShard } from "../../middleware/auth";
 
 // Not strict: RFC 6749 §3.2 has the token endpoint ignore parameters it does not recognise.
 const TokenRequest = z
@@ -93,7 +94,7 @@ export function registerOauth(app: OpenAPIHono<AppEnv>) {
     }
     const secret = clientSecret(c.req.header("authorization"), body);
     if (!secret || !/^(sk|rk)_/.test(secret)) throw invalidClient();
-    const auth = await authenticate(c.var.db, secret, clock.now()).catch(() => {
+    const auth = await authenticate(c.env, secret, clock.now()).catch(() => {
       throw invalidClient();
     });
     // RFC 6749 §3.3: an empty scope is the same as none sent (the key's own scopes).
@@ -105,7 +106,8 @@ export function registerOauth(app: OpenAPIHono<AppEnv>) {
       throw new ApiError(400, "invalid_request_error", "invalid_scope", "The requested scope is wider than the key's.", "scope");
     }
     const now = clock.now();
-    const token = generateAccessToken(auth.mode);
+    const token = generateAccessToken(auth.mode, auth.shard);
+    openShard(c, auth.shard);
     const db = c.var.db;
     await runBatch(db, [
       credentialGuard(db, auth),

@@ -19,6 +19,9 @@ import { openSecrets, readConnection } from "../../processor/connections";
 import { settlementOf, verifyStripeEvent } from "../../processor/stripe-events";
 import { parsePayoutToken } from "../../processor/stripe-keys";
 import { ERRORS, json } from "../openapi";
+import { createDb } from "../../db/client";
+import { shardEnv, shardNumbers } from "../../db/shards";
+import { openShard } from "../../middleware/auth";
 
 const PATH = "/processor-webhooks/stripe/{account_id}";
 
@@ -67,12 +70,23 @@ const route = createRoute({
 /** Not a connected account, or a bad signature: the same 400 shape, with the reason as the code. */
 const refused = (code: string, message: string) => invalidRequest(code, message);
 
+/**
+ * The account's connection, and the shard it lives on. The URL Stripe calls names the account, not
+ * its shard (it must outlive a move), so every shard is asked, side by side: one round trip of time.
+ */
+async function connectionOnItsShard(c: Context<AppEnv>, accountId: string) {
+  const found = await Promise.all(shardNumbers(c.env).map(async (shard) => ({ shard, connection: await readConnection(createDb(shardEnv(c.env, shard).DB), accountId) })));
+  return found.find((f) => f.connection !== null);
+}
+
 async function receive(c: Context<AppEnv>) {
   const accountId = c.req.param("account_id") ?? "";
-  const { db } = c.var;
   // The raw bytes, exactly as sent: a re-serialized body would not verify.
   const rawBody = await readLimited(c.req.raw);
-  const connection = hasPrefix(accountId, "account") ? await readConnection(db, accountId) : null;
+  const found = hasPrefix(accountId, "account") ? await connectionOnItsShard(c, accountId) : undefined;
+  if (found) openShard(c, found.shard);
+  const connection = found?.connection;
+  const { db } = c.var;
   if (!connection) {
     throw refused("no_processor_connection", "No account with a processor connection has this id. Nothing was changed.");
   }

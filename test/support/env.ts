@@ -1,0 +1,29 @@
+// The environment the tests read and hand to the Worker: one shard's view of the runtime's bindings
+// (src/db/shards.ts), so `env.DB` is that shard's database. Each test file runs on one shard, chosen
+// from its path, so the suites between them run with accounts on both; sign-up in a test places its
+// account there (test/support/http.ts sends the development Tender-Shard header). Tests about
+// shards themselves use `shardEnv` for the other one.
+import { env as runtime } from "cloudflare:workers";
+import { expect } from "vitest";
+import { shardEnv } from "../../src/db/shards";
+import type { Bindings } from "../../src/env";
+
+const SHARDS = 2;
+
+/** The shard this test file's accounts live on: a hash of the file's path. */
+export const TEST_SHARD = (() => {
+  const path = expect.getState().testPath ?? "";
+  let hash = 0;
+  for (const char of path.replace(/^.*\/test\//, "test/")) hash = (hash * 31 + char.charCodeAt(0)) >>> 0;
+  return hash % SHARDS;
+})();
+
+/** The other shard: where a test puts an account that must not see this file's. */
+export const OTHER_SHARD = (TEST_SHARD + 1) % SHARDS;
+
+export type TestEnv = typeof runtime & Bindings & Record<string, any>;
+
+export const env = shardEnv(runtime as never, TEST_SHARD) as TestEnv;
+
+/** The environment of `shard`, for tests that look at another shard's database. */
+export const envOf = (shard: number) => shardEnv(runtime as never, shard) as TestEnv;
