@@ -2,7 +2,8 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
 import { HTTPException } from "hono/http-exception";
 import type { AppEnv } from "./context";
-import { ApiError, internalError } from "./lib/errors";
+import { ApiError, CredentialNotLive, internalError } from "./lib/errors";
+import { explainDeadCredential } from "./auth/credentials";
 import { requestContext, REQUEST_ID_HEADER } from "./middleware/request";
 import { registerRoutes } from "./routes";
 import { validationHook } from "./routes/openapi";
@@ -16,10 +17,12 @@ export function newApp() {
   // A refused field answers the error shape with its written message (src/routes/openapi.ts).
   const app = new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
 
-  app.onError((error, c) => {
+  app.onError(async (error, c) => {
     const requestId = c.get("requestId") ?? "unknown";
     let apiError: ApiError;
-    if (error instanceof ApiError) apiError = error;
+    // A key that failed a check: revoked (401), or paused while its account moves shards (503).
+    if (error instanceof CredentialNotLive && c.var.db) apiError = await explainDeadCredential(c.var.db, error).catch(() => error);
+    else if (error instanceof ApiError) apiError = error;
     else if (error instanceof HTTPException && error.status < 500) {
       // Hono's own checks (the route's media-type gate) answer in the shared shape and codes.
       const unsupportedMedia = error.status === 415;

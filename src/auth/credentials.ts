@@ -12,7 +12,7 @@ import { prepared } from "../db/prepared";
 import { accessTokens, accounts, apiKeys } from "../db/schema";
 import type { Auth } from "../context";
 import { randomToken, sha256Hex, timingSafeEqual } from "../lib/crypto";
-import { authenticationError } from "../lib/errors";
+import { ApiError, CredentialNotLive, accountMoving, authenticationError } from "../lib/errors";
 import { clock } from "../lib/clock";
 
 export const ACCESS_TOKEN_TTL_SECONDS = 900;
@@ -52,6 +52,11 @@ export function forgetKey(keyId: string) {
   for (const [hash, entry] of cache) if (entry.auth.keyId === keyId) cache.delete(hash);
 }
 
+/** Drops this isolate's cached credentials of an account (it was paused or moved to another shard). */
+export function forgetAccount(accountId: string) {
+  for (const [hash, entry] of cache) if (entry.auth.accountId === accountId) cache.delete(hash);
+}
+
 function remember(entry: CacheEntry) {
   if (cache.size >= CACHE_MAX_ENTRIES) cache.delete(cache.keys().next().value as string);
   cache.set(entry.hash, entry);
@@ -60,7 +65,7 @@ function remember(entry: CacheEntry) {
 // The lookups are prepared once per isolate (src/db/prepared.ts): they run on every cache miss.
 const keyByHash = prepared((db) =>
   db
-    .select({ key: apiKeys, apiVersion: accounts.apiVersion })
+    .select({ key: apiKeys, apiVersion: accounts.apiVersion, movedTo: accounts.movedTo })
     .from(apiKeys)
     .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
     .where(and(eq(apiKeys.hash, sql.placeholder("hash")), isNull(apiKeys.revokedAt)))
@@ -68,7 +73,7 @@ const keyByHash = prepared((db) =>
 );
 const tokenByHash = prepared((db) =>
   db
-    .select({ token: accessTokens, mode: apiKeys.mode, apiVersion: accounts.apiVersion })
+    .select({ token: accessTokens, mode: apiKeys.mode, pausedAt: apiKeys.pausedAt, apiVersion: accounts.apiVersion, movedTo: accounts.movedTo })
     .from(accessTokens)
     .innerJoin(apiKeys, eq(apiKeys.id, accessTokens.keyId))
     .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
@@ -93,10 +98,15 @@ export function keyAuth(key: typeof apiKeys.$inferSelect, apiVersion: string, sh
   };
 }
 
-async function load(db: Db, credential: string, hash: string, shard: number): Promise<CacheEntry | null> {
+/** What a shard knows of a credential: the caller, or the shard its account moved to. */
+type Found = CacheEntry | { movedTo: number } | null;
+
+async function load(db: Db, credential: string, hash: string, shard: number): Promise<Found> {
   if (KEY_PATTERN.test(credential)) {
     const [found] = await keyByHash(db).execute({ hash });
     if (!found || !timingSafeEqual(found.key.hash, hash)) return null;
+    if (found.movedTo !== null) return { movedTo: found.movedTo };
+    if (found.key.pausedAt !== null) throw accountMoving();
     return {
       hash,
       auth: keyAuth(found.key, found.apiVersion, shard),
@@ -107,6 +117,8 @@ async function load(db: Db, credential: string, hash: string, shard: number): Pr
   if (TOKEN_PATTERN.test(credential)) {
     const [row] = await tokenByHash(db).execute({ hash });
     if (!row || !timingSafeEqual(row.token.hash, hash)) return null;
+    if (row.movedTo !== null) return { movedTo: row.movedTo };
+    if (row.pausedAt !== null) throw accountMoving();
     return {
       hash,
       auth: {
@@ -132,10 +144,15 @@ async function load(db: Db, credential: string, hash: string, shard: number): Pr
  * shard: when it is not found there, it is looked for on DB_0, where every account then lived.
  */
 async function loadFromItsShard(env: RuntimeBindings | Bindings, credential: string, hash: string): Promise<CacheEntry | null> {
+  const on = (shard: number) => load(createDb(shardEnv(env, shard).DB), credential, hash, shard);
   const named = shardOfCredential(credential);
-  const found = isShard(env, named) ? await load(createDb(shardEnv(env, named).DB), credential, hash, named) : null;
-  if (found || named === 0) return found;
-  return load(createDb(shardEnv(env, 0).DB), credential, hash, 0);
+  let found = isShard(env, named) ? await on(named) : null;
+  if (!found && named !== 0) found = await on(0);
+  // The account was moved (src/accounts/move.ts): its keys and tokens were copied with it.
+  if (found && "movedTo" in found) found = isShard(env, found.movedTo) ? await on(found.movedTo) : null;
+  // The copy points back too: a move stopped between its two switches, and is paused until it is run again.
+  if (found && "movedTo" in found) throw accountMoving();
+  return found;
 }
 
 /** Resolves a bearer credential to the caller (with its account's shard), or throws the 401 to answer. */
@@ -159,12 +176,30 @@ export async function authenticate(env: RuntimeBindings | Bindings, credential: 
   return entry.auth;
 }
 
-export const revokedCredential = () =>
-  authenticationError("api_key_revoked", "The API key behind this credential has been revoked.");
+/** The key behind the credential failed a query's check; the error handler says why (explainDeadCredential). */
+export const revokedCredential = (keyId: string) => new CredentialNotLive(keyId);
 
 /** Called when a scoped read came back empty: was it revocation (401), or really nothing there? */
 export async function ensureLive(db: Db, auth: Auth): Promise<void> {
   if (await keyIsLive(db, auth.keyId)) return;
   forgetKey(auth.keyId);
-  throw revokedCredential();
+  throw revokedCredential(auth.keyId);
+}
+
+const keyState = prepared((db) =>
+  db
+    .select({ revokedAt: apiKeys.revokedAt, pausedAt: apiKeys.pausedAt, movedTo: accounts.movedTo })
+    .from(apiKeys)
+    .innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
+    .where(eq(apiKeys.id, sql.placeholder("keyId"))),
+);
+
+/**
+ * Why a key failed a check: revoked (the 401 as thrown), or paused because its account is moving
+ * between shards, or has moved (503 with Retry-After: the retry finds the account where it is now).
+ */
+export async function explainDeadCredential(db: Db, error: CredentialNotLive): Promise<ApiError> {
+  forgetKey(error.keyId);
+  const [state] = await keyState(db).execute({ keyId: error.keyId });
+  return state && state.revokedAt === null && (state.pausedAt !== null || state.movedTo !== null) ? accountMoving() : error;
 }

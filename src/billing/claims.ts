@@ -13,6 +13,7 @@
 import { and, asc, eq, gt, inArray, lt } from "drizzle-orm";
 import { createDb } from "../db/client";
 import { runBatch } from "../db/batch";
+import { livesHere } from "../db/scope";
 import { plans, subscriptionPeriods, subscriptions, testClocks, users } from "../db/schema";
 import type { Bindings } from "../env";
 import { clock as wallClock, isoTime } from "../lib/clock";
@@ -39,6 +40,7 @@ export async function settleStaleClaims(env: Bindings, realNow: number = wallClo
         lt(subscriptionPeriods.updatedAt, isoTime(realNow - CLAIM_STALE_MS)),
         gt(subscriptionPeriods.attempts, subscriptions.dunningAttempts),
         inArray(subscriptions.status, [...RENEWING]),
+        livesHere(subscriptions.accountId),
       ),
     )
     .orderBy(asc(subscriptionPeriods.updatedAt))

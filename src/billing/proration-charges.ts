@@ -35,6 +35,7 @@ import { invoiceVoidedEvent, issueInvoice, settleInvoice, totalsOf } from "./inv
 import { CLAIM_STALE_MS, subscriptionUpdatedEvent } from "./periods";
 import { type InvoiceItemRow, carriedCreditItem, carriedCreditLine, itemLine } from "./prorations";
 import type { PlanRow } from "./pricing";
+import { livesHere } from "../db/scope";
 
 type SubscriptionRow = typeof subscriptions.$inferSelect;
 type UserRow = typeof users.$inferSelect;
@@ -213,7 +214,7 @@ export async function settleStaleProrationCharges(env: Bindings, realNow: number
     .from(prorationCharges)
     .innerJoin(subscriptions, eq(subscriptions.id, prorationCharges.subscriptionId))
     .innerJoin(users, eq(users.id, subscriptions.userId))
-    .where(and(eq(prorationCharges.status, "claimed"), lt(prorationCharges.updatedAt, staleIso)))
+    .where(and(eq(prorationCharges.status, "claimed"), lt(prorationCharges.updatedAt, staleIso), livesHere(prorationCharges.accountId)))
     .orderBy(asc(prorationCharges.updatedAt))
     .limit(STALE_PRORATION_CHARGES_PER_RUN);
   const resolve = processorResolver(env, db);

@@ -33,6 +33,7 @@ import { isMetered, usageOfOpenPeriods } from "./usage";
 import { sendTrialNotice } from "./trials";
 import type { Processor } from "../processor/types";
 import { sendInBatches } from "../lib/queue";
+import { livesHere } from "../db/scope";
 
 /** Subscriptions per job message. */
 export const RENEWAL_CHUNK_SIZE = 50;
@@ -270,7 +271,7 @@ export async function enqueueDueRenewals(
     const page: { id: string; dueAt: number | null }[] = await db
       .select({ id: subscriptions.id, dueAt: subscriptions.dueAt })
       .from(subscriptions)
-      .where(and(lte(subscriptions.dueAt, now), inArray(subscriptions.status, [...RENEWING]), followsWallClock, from))
+      .where(and(lte(subscriptions.dueAt, now), inArray(subscriptions.status, [...RENEWING]), followsWallClock, livesHere(subscriptions.accountId), from))
       .orderBy(asc(subscriptions.dueAt), asc(subscriptions.id))
       .limit(limit);
     if (page.length === 0) return { subscriptions: total, messages, next: null };

@@ -9,7 +9,7 @@
 import { and, asc, eq, inArray, lte, notInArray, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { createDb } from "../db/client";
-import { type Tenant, ownedBy } from "../db/scope";
+import { type Tenant, livesHere, ownedBy } from "../db/scope";
 import { plans, subscriptions, testClocks, users } from "../db/schema";
 import { addIntervals, type BillingInterval } from "../domain/billing-calendar";
 import type { Bindings } from "../env";
@@ -115,7 +115,7 @@ export async function resumeTestClocks(env: Bindings): Promise<number> {
     .from(testClocks)
     .innerJoin(users, eq(users.testClockId, testClocks.id))
     .innerJoin(subscriptions, eq(subscriptions.userId, users.id))
-    .where(and(inArray(subscriptions.status, [...RENEWING]), sql`${subscriptions.dueAt} <= (unixepoch(${testClocks.frozenTime}, 'subsec') * 1000)`))
+    .where(and(inArray(subscriptions.status, [...RENEWING]), sql`${subscriptions.dueAt} <= (unixepoch(${testClocks.frozenTime}, 'subsec') * 1000)`, livesHere(testClocks.accountId)))
     .limit(RESUME_LIMIT);
   await sendInBatches(
     env.JOB_QUEUE,

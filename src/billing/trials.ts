@@ -10,6 +10,7 @@ import { subscriptions, users } from "../db/schema";
 import type { Bindings } from "../env";
 import { isoTime } from "../lib/clock";
 import { commitWrites, emitEvent } from "../webhooks/outbox";
+import { livesHere } from "../db/scope";
 
 /** Notices one run sends at most; the rest go in the next run. */
 export const TRIAL_NOTICES_PER_RUN = 100;
@@ -42,7 +43,7 @@ async function sendTrialNotices(env: Bindings, db: Db, where: SQL, realNow: numb
     .select({ id: subscriptions.id, accountId: subscriptions.accountId, livemode: subscriptions.livemode })
     .from(subscriptions)
     .innerJoin(users, eq(users.id, subscriptions.userId))
-    .where(and(eq(subscriptions.status, "trialing"), eq(subscriptions.trialWillEndSent, false), where))
+    .where(and(eq(subscriptions.status, "trialing"), eq(subscriptions.trialWillEndSent, false), livesHere(subscriptions.accountId), where))
     .limit(TRIAL_NOTICES_PER_RUN);
   let sent = 0;
   let failure: unknown = null;

@@ -17,6 +17,11 @@ export const accounts = sqliteTable("accounts", {
   /** The API version the account is pinned to (src/domain/api-versions.ts); accounts made before versions existed have the first. */
   apiVersion: text("api_version").notNull().default("2026-11-01"),
   createdAt: createdAt(),
+  /**
+   * Set on the shard an account was moved away from (src/accounts/move.ts): the shard it lives on
+   * now. Its row and its keys' stay here, paused, so a credential naming this shard finds its way.
+   */
+  movedTo: integer("moved_to"),
 });
 
 export const apiKeys = sqliteTable(
@@ -36,6 +41,8 @@ export const apiKeys = sqliteTable(
     scopes: text("scopes", { mode: "json" }).$type<string[]>().notNull(),
     createdAt: createdAt(),
     revokedAt: text("revoked_at"),
+    /** Set while the account is being moved to another shard, and for good on the shard it left: the key answers 503 here. */
+    pausedAt: text("paused_at"),
   },
   (t) => [uniqueIndex("api_keys_hash").on(t.hash), index("api_keys_account").on(t.accountId, t.livemode, t.id)],
 );

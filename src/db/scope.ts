@@ -43,8 +43,15 @@ export const ownedBy = (table: TenantColumns, tenant: Tenant | CallerSlots): SQL
   and(eq(table.accountId, tenant.accountId), eq(table.livemode, tenant.livemode)) as SQL;
 
 // Written with plain names: drizzle's relational queries re-alias interpolated columns.
+// A key paused while its account moves to another shard (src/accounts/move.ts) is not live either.
 export const liveCredential = (auth: CallerSlots): SQL =>
-  sql`EXISTS (SELECT 1 FROM api_keys AS live_key WHERE live_key.id = ${auth.keyId} AND live_key.revoked_at IS NULL)`;
+  sql`EXISTS (SELECT 1 FROM api_keys AS live_key WHERE live_key.id = ${auth.keyId} AND live_key.revoked_at IS NULL AND live_key.paused_at IS NULL)`;
+
+/**
+ * SQL: the account of `accountId` lives on this shard, not a copy being made of it, nor moved away
+ * (src/accounts/move.ts). The cron's selections of work take only such accounts' rows.
+ */
+export const livesHere = (accountId: SQLiteColumn): SQL => sql`NOT EXISTS (SELECT 1 FROM accounts AS elsewhere WHERE elsewhere.id = ${accountId} AND elsewhere.moved_to IS NOT NULL)`;
 
 /** SQL: the `livemode` column as a JSON boolean, for answers and event data built in SQL (json_object). */
 export const livemodeJsonSql = (column: SQLiteColumn | SQL = sql.raw("livemode")): SQL => sql`json(CASE WHEN ${column} THEN 'true' ELSE 'false' END)`;
@@ -61,7 +68,7 @@ const credentialGuardStatement = preparedRaw(() => BATCH_GUARD_SQL(CREDENTIAL_RE
 export const credentialGuard = (db: Db, auth: Caller): Statement => credentialGuardStatement(db).with(callerValues(auth));
 
 const liveKey = prepared((db) =>
-  db.select({ id: apiKeys.id }).from(apiKeys).where(and(eq(apiKeys.id, sql.placeholder("keyId")), isNull(apiKeys.revokedAt))),
+  db.select({ id: apiKeys.id }).from(apiKeys).where(and(eq(apiKeys.id, sql.placeholder("keyId")), isNull(apiKeys.revokedAt), isNull(apiKeys.pausedAt))),
 );
 
 /** The key behind a credential if it is still live, as a batch statement: its result is empty when not. */

@@ -50,6 +50,23 @@ export const conflict = (code: string, message: string) => new ApiError(409, "in
 export const authenticationError = (code: string, message: string) =>
   new ApiError(401, "authentication_error", code, message, undefined, { "WWW-Authenticate": 'Bearer realm="tender"' });
 
+/**
+ * A credential whose key was found not live by a query's or batch's check (src/db/scope.ts):
+ * revoked, or paused while its account moves between shards. The error handler asks which
+ * (src/auth/credentials.ts explainDeadCredential) before answering.
+ */
+export class CredentialNotLive extends ApiError {
+  constructor(readonly keyId: string) {
+    super(401, "authentication_error", "api_key_revoked", "The API key behind this credential has been revoked.", undefined, { "WWW-Authenticate": 'Bearer realm="tender"' });
+  }
+}
+
+/** The account is being moved to another shard: its keys answer this until the move ends. */
+export const accountMoving = () =>
+  new ApiError(503, "api_error", "account_moving", "This account is moving to another database and is paused for a moment. Nothing was changed; retry after the Retry-After seconds.", undefined, {
+    "Retry-After": "2",
+  });
+
 export const permissionError = (scope: string) =>
   new ApiError(
     403,

@@ -306,7 +306,7 @@ async function earlierUse(c: Context<AppEnv>, key: string, requestHash: string, 
     );
   if (!row?.live) {
     forgetKey(auth.keyId);
-    throw revokedCredential();
+    throw revokedCredential(auth.keyId);
   }
   if (row.requestHash === null) return undefined;
   if (row.requestHash !== requestHash) {

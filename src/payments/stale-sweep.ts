@@ -6,12 +6,13 @@ import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Db } from "../db/client";
 import { leaseLive } from "../db/leases";
 import { isoTime } from "../lib/clock";
+import { livesHere } from "../db/scope";
 
 export const SWEEP_LIMIT = 500;
 
 export async function stalePendingIds(
   db: Db,
-  table: SQLiteTable & { id: SQLiteColumn; status: SQLiteColumn; createdAt: SQLiteColumn },
+  table: SQLiteTable & { id: SQLiteColumn; accountId: SQLiteColumn; status: SQLiteColumn; createdAt: SQLiteColumn },
   options: { leasePrefix: string; staleAfterMs: number; now: number },
 ): Promise<string[]> {
   const leaseKey: SQL = sql`${options.leasePrefix} || ${table.id}`;
@@ -23,6 +24,7 @@ export async function stalePendingIds(
         eq(table.status, "pending"),
         lt(table.createdAt, isoTime(options.now - options.staleAfterMs)),
         sql`NOT ${leaseLive(leaseKey, options.now)}`,
+        livesHere(table.accountId),
       ),
     )
     .orderBy(asc(table.createdAt))

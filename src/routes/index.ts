@@ -1,6 +1,7 @@
 import { type OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../context";
 import { registerCreateAccount } from "./accounts/post";
+import { registerMoveAccount } from "./accounts/move";
 import { registerKeys } from "./keys";
 import { registerOauth } from "./oauth/token";
 import { registerRequestIds } from "./request-ids";
@@ -32,6 +33,7 @@ const health = createRoute({
 export function registerRoutes(app: OpenAPIHono<AppEnv>) {
   app.openapi(health, (c) => c.json({ status: "ok" as const }, 200));
   registerCreateAccount(app);
+  registerMoveAccount(app);
   registerOauth(app);
   registerKeys(app);
   registerRequestIds(app);

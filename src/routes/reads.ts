@@ -45,7 +45,7 @@ export async function withLiveKeyAll<R extends unknown[]>(c: Context<AppEnv>, qu
   const live = results.pop() as unknown[];
   if (live.length === 0) {
     forgetKey(c.var.auth.keyId);
-    throw revokedCredential();
+    throw revokedCredential(c.var.auth.keyId);
   }
   return results as R;
 }

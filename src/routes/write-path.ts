@@ -130,7 +130,7 @@ export async function commit(
     {
       [CREDENTIAL_REVOKED]: () => {
         forgetKey(auth.keyId);
-        return revokedCredential();
+        return revokedCredential(auth.keyId);
       },
       [IDEMPOTENCY_CLAIM_LOST]: idempotencyClaimLost,
       ...options.failures,

@@ -8,6 +8,7 @@ import { webhookDeliveries } from "../db/schema";
 import type { Bindings } from "../env";
 import { clock } from "../lib/clock";
 import { enqueueDeliveries } from "./outbox";
+import { livesHere } from "../db/scope";
 
 /** A delivery untouched this long, with no attempt scheduled, was lost on its way to the queue. */
 export const STUCK_AFTER_MS = 60_000;
@@ -28,6 +29,7 @@ export async function sweepDeliveries(env: Bindings): Promise<number> {
           and(isNull(webhookDeliveries.nextAttemptAt), lt(webhookDeliveries.updatedAt, now - STUCK_AFTER_MS)),
           and(isNotNull(webhookDeliveries.nextAttemptAt), lt(webhookDeliveries.nextAttemptAt, now - OVERDUE_AFTER_MS)),
         ),
+        livesHere(webhookDeliveries.accountId),
       ),
     )
     .orderBy(webhookDeliveries.updatedAt)

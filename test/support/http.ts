@@ -72,6 +72,7 @@ export const withEnv = (overrides: Partial<Bindings>) => ({ ...env, ...overrides
 /** Runs the Worker's fetch with `overrides` on its environment (a failing or dropping queue). */
 export async function fetchWith(overrides: Partial<typeof env> & Partial<Bindings>, path: string, init: RequestInit & { key?: string; json?: unknown } = {}) {
   const headers = new Headers(init.headers);
+  if (!headers.has("tender-shard")) headers.set("tender-shard", String(TEST_SHARD));
   if (init.key) headers.set("authorization", `Bearer ${init.key}`);
   let body = init.body;
   if (init.json !== undefined) {

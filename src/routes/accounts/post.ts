@@ -1,6 +1,7 @@
 // POST /api/accounts: sign-up. Open in development, behind ADMIN_TOKEN elsewhere; the answer shows
 // the account's two secret keys once: the test-mode one and the live-mode one.
 import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import { generateApiKey, displayPrefix } from "../../auth/credentials";
 import { ALL_SCOPES } from "../../auth/scopes";
 import { runBatch } from "../../db/batch";
@@ -31,14 +32,18 @@ const route = apiRoute({
   responses: { 201: json(AccountSchema, "The account, with its test and live secret keys.") },
 });
 
+/** Sign-up and account moves are open in development, and need the ADMIN_TOKEN elsewhere. */
+export function requireAdmin(c: Context<AppEnv>, what: string) {
+  if (isDevelopment(c.env)) return;
+  const token = bearerCredential(c.req.header("authorization"));
+  if (!c.env.ADMIN_TOKEN || !timingSafeEqual(token, c.env.ADMIN_TOKEN)) {
+    throw authenticationError("invalid_admin_token", `${what} needs the ADMIN_TOKEN outside development.`);
+  }
+}
+
 export function registerCreateAccount(app: OpenAPIHono<AppEnv>) {
   app.openapi(route, async function createAccount(c) {
-    if (!isDevelopment(c.env)) {
-      const token = bearerCredential(c.req.header("authorization"));
-      if (!c.env.ADMIN_TOKEN || !timingSafeEqual(token, c.env.ADMIN_TOKEN)) {
-        throw authenticationError("invalid_admin_token", "Sign-up needs the ADMIN_TOKEN outside development.");
-      }
-    }
+    requireAdmin(c, "Sign-up");
     const body = c.req.valid("json");
     const shard = signupShard(c.env, isDevelopment(c.env) ? c.req.header(SHARD_HEADER) : undefined);
     openShard(c, shard);

@@ -17,3 +17,26 @@ export const AccountSchema = z
     }),
   })
   .openapi("Account");
+
+export const MoveBody = bodyObject({
+  to_shard: z.number().int().min(0).max(61).openapi({ description: "The shard (DB_<n>) to move the account to.", example: 1 }),
+}).openapi("MoveAccountRequest");
+
+const TableProofSchema = z
+  .object({
+    table: z.string(),
+    rows: z.number().int().openapi({ description: "The account's rows in this table, on both shards." }),
+    sha256: z.string().openapi({ description: "SHA-256 of those rows in primary-key order, equal on both shards." }),
+  })
+  .openapi("AccountMoveTableProof");
+
+export const MoveResultSchema = z
+  .object({
+    account_id: z.string(),
+    from_shard: z.number().int(),
+    to_shard: z.number().int(),
+    tables: z.array(TableProofSchema).openapi({ description: "The proof of the copy: every table's rows of the account, counted and hashed on both shards before the switch." }),
+    rounds: z.number().int().openapi({ description: "Copies made: more than 1 when background work wrote on the source meanwhile." }),
+    finished_only: z.boolean().optional().openapi({ description: "The account was already on the target: a move that had stopped after its switch was finished." }),
+  })
+  .openapi("AccountMove");

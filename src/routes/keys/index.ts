@@ -101,6 +101,7 @@ export function registerKeys(app: OpenAPIHono<AppEnv>) {
       scopes: [...new Set(body.scopes)],
       createdAt: isoTime(now),
       revokedAt: null,
+      pausedAt: null,
     };
     const shown = { ...serializeKey(row), secret };
     return commitAndRespond(c, { statements: [insertRow(db, apiKeys, row)] }, 201, shown, {

@@ -1,0 +1,157 @@
+// Moving an account between shards (src/accounts/move.ts): everything continues on the new shard,
+// keys issued before the move keep working, paused keys answer 503, and a stopped move finishes.
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { ACCOUNT_TABLES, SHARD_TABLES } from "../../src/accounts/move";
+import { renewChunk } from "../../src/billing/renewals";
+import { PAYOUT_STALE_MS, sweepStalePayouts } from "../../src/payments/settle-payout";
+import { sweepDeliveries } from "../../src/webhooks/sweeper";
+import { OTHER_SHARD, TEST_SHARD, envOf } from "../support/env";
+import { createPlan, createUser, mintToken, payoutWithoutSettlement, subscribed } from "../support/fixtures";
+import { type Account, call, expectError, signup } from "../support/http";
+import { installReceiver, RECEIVER_ORIGIN } from "../support/receiver";
+import { waitFor } from "../support/wait";
+
+const from = TEST_SHARD;
+const to = OTHER_SHARD;
+
+const rowsOn = async (shard: number, table: string, accountId: string) =>
+  Number(
+    (await envOf(shard).DB.prepare(`SELECT count(*) AS n FROM ${table} WHERE ${table === "accounts" ? "id" : "account_id"} = ?`).bind(accountId).first<{ n: number }>())!.n,
+  );
+
+const move = (accountId: string, shard: number) => call(`/api/accounts/${accountId}/move`, { body: { to_shard: shard } });
+
+let receiver: ReturnType<typeof installReceiver>;
+beforeEach(() => {
+  receiver = installReceiver();
+});
+afterEach(() => receiver.restore());
+
+describe("moving an account to another shard", () => {
+  it("copies every table of the schema: ACCOUNT_TABLES names each one that holds an account's rows", async () => {
+    const { results } = await envOf(from).DB.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all<{ name: string }>();
+    const tables = results.map((r) => r.name).filter((name) => !SHARD_TABLES.includes(name));
+    expect([...tables].sort()).toEqual([...ACCOUNT_TABLES].sort());
+  });
+
+  it("moves an account with payouts, subscriptions, events and pending deliveries mid-flight; everything continues on the new shard", { timeout: 30_000 }, async () => {
+    const acct = await signup("Mover");
+    const token = await mintToken(acct.key);
+    const user = await createUser(acct, { email: "mover@example.com" });
+    const plan = await createPlan(acct);
+    const sub = await subscribed(acct, user.id, plan.id);
+    // A payout whose settlement message was lost: the cron's sweep settles it.
+    const payout = await payoutWithoutSettlement(acct, { recipient_id: user.id });
+    // A webhook endpoint that fails: its delivery is pending, with a retry scheduled.
+    receiver.answer(500);
+    const hook = (await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/moved`, events: ["customer.created"] } })).body;
+    const watched = await createUser(acct, { name: "Ada Moved", email: "watched@example.com" });
+    await waitFor(async () => expect((await envOf(from).DB.prepare("SELECT count(*) AS n FROM delivery_attempts WHERE account_id = ?").bind(acct.id).first("n")) as number).toBeGreaterThan(0), 8000, 25);
+    const pending = await envOf(from).DB.prepare("SELECT id FROM webhook_deliveries WHERE endpoint_id = ? AND status = 'pending'").bind(hook.id).all<{ id: string }>();
+    expect(pending.results).toHaveLength(1);
+    const before = Object.fromEntries(await Promise.all(ACCOUNT_TABLES.map(async (t) => [t, await rowsOn(from, t, acct.id)] as const)));
+
+    const moved = await move(acct.id, to);
+    expect(moved.status, moved.text).toBe(200);
+    expect(moved.body).toMatchObject({ account_id: acct.id, from_shard: from, to_shard: to });
+    expect(moved.body.rounds).toBeGreaterThanOrEqual(1);
+    // The proof: every table, its rows counted and hashed, as the source held them.
+    expect(moved.body.tables.map((t: { table: string }) => t.table)).toEqual([...ACCOUNT_TABLES]);
+    for (const proof of moved.body.tables) {
+      expect(proof.sha256).toMatch(/^[0-9a-f]{64}$/);
+      expect(proof.rows, proof.table).toBe(await rowsOn(to, proof.table, acct.id));
+    }
+    expect(moved.body.tables.find((t: { table: string }) => t.table === "subscriptions").rows).toBe(1);
+    expect(moved.body.tables.find((t: { table: string }) => t.table === "webhook_deliveries").rows).toBe(before.webhook_deliveries);
+    // The source keeps only pointers: the account row (moved_to) and its keys and tokens, paused.
+    for (const table of ACCOUNT_TABLES) {
+      expect(await rowsOn(from, table, acct.id), table).toBe(["accounts", "api_keys", "access_tokens"].includes(table) ? before[table] : 0);
+    }
+    expect(await envOf(from).DB.prepare("SELECT moved_to FROM accounts WHERE id = ?").bind(acct.id).first("moved_to")).toBe(to);
+    expect(await envOf(from).DB.prepare("SELECT count(*) AS n FROM api_keys WHERE account_id = ? AND paused_at IS NULL").bind(acct.id).first("n")).toBe(0);
+    expect(await envOf(to).DB.prepare("SELECT count(*) AS n FROM api_keys WHERE account_id = ? AND paused_at IS NOT NULL").bind(acct.id).first("n")).toBe(0);
+
+    // The key and the token issued before the move name the old shard, and keep working.
+    expect(acct.key.charAt(8)).toBe(String(from));
+    const read = await call(`/api/users/${watched.id}`, { key: acct.key });
+    expect(read.status, read.text).toBe(200);
+    expect(read.body.name).toBe("Ada Moved");
+    expect(read.headers.get("tender-shard")).toBe(String(to));
+    expect((await call(`/subscriptions/${sub.id}`, { key: token })).status).toBe(200);
+    const created = await call("/api/users", { key: acct.key, body: { name: "After", email: "after@example.com" } });
+    expect(created.status, created.text).toBe(201);
+    expect(await rowsOn(to, "users", acct.id)).toBe(3);
+    expect(await rowsOn(from, "users", acct.id)).toBe(0);
+
+    // The pending delivery is delivered from the new shard: its sweep finds it overdue.
+    receiver.answer(200);
+    await envOf(to).DB.prepare("UPDATE webhook_deliveries SET next_attempt_at = 0, updated_at = 0 WHERE id = ?").bind(pending.results[0].id).run();
+    expect(await sweepDeliveries(envOf(from))).toBe(0);
+    expect(await sweepDeliveries(envOf(to))).toBeGreaterThanOrEqual(1);
+    await waitFor(async () => expect(await envOf(to).DB.prepare("SELECT status FROM webhook_deliveries WHERE id = ?").bind(pending.results[0].id).first("status")).toBe("delivered"), 10_000, 50);
+
+    // The payout's lost settlement is swept on the new shard, and settles there.
+    expect(await sweepStalePayouts(envOf(from), Date.now() + PAYOUT_STALE_MS * 2)).toBe(0);
+    expect(await sweepStalePayouts(envOf(to), Date.now() + PAYOUT_STALE_MS * 2)).toBe(1);
+    await waitFor(async () => expect((await call(`/payouts/${payout.id}`, { key: acct.key })).body.status).not.toBe("pending"), 10_000, 50);
+
+    // The next renewal charges once, on the new shard; the old one has nothing left to renew.
+    await envOf(to).DB.prepare("UPDATE subscriptions SET due_at = 0 WHERE id = ?").bind(sub.id).run();
+    expect(await renewChunk(envOf(from), [sub.id])).toEqual([]);
+    expect(await renewChunk(envOf(to), [sub.id])).toEqual(["renewed"]);
+    await renewChunk(envOf(to), [sub.id]);
+    const payments = (await call(`/payments?subscription_id=${sub.id}`, { key: acct.key })).body.data;
+    expect(payments).toHaveLength(2);
+    expect(payments.every((p: { status: string }) => p.status === "completed")).toBe(true);
+  });
+
+  it("answers 503 with Retry-After while the account's keys are paused, and writes nothing", async () => {
+    const acct = await signup("Paused");
+    const user = await createUser(acct, { email: "paused@example.com" });
+    await envOf(from).DB.prepare("UPDATE api_keys SET paused_at = '2026-11-26T00:00:00.000Z' WHERE account_id = ?").bind(acct.id).run();
+    // Cached or not, reads and writes answer the same: the cache's entry fails the query's own check.
+    for (const attempt of [1, 2]) {
+      const read = await call(`/api/users/${user.id}`, { key: acct.key });
+      expectError(read, 503, "api_error", "account_moving");
+      expect(read.headers.get("retry-after"), `attempt ${attempt}`).toBe("2");
+      const write = await call("/api/users", { key: acct.key, body: { name: "During", email: "during@example.com" } });
+      expectError(write, 503, "api_error", "account_moving");
+    }
+    expect(await rowsOn(from, "users", acct.id)).toBe(1);
+    await envOf(from).DB.prepare("UPDATE api_keys SET paused_at = NULL WHERE account_id = ?").bind(acct.id).run();
+    expect((await call(`/api/users/${user.id}`, { key: acct.key })).status).toBe(200);
+  });
+
+  it("finishes a move that stopped after its switch; answers 503 meanwhile; moves back; refuses what it cannot do", async () => {
+    const acct: Account = await signup("Stopped");
+    const user = await createUser(acct, { email: "stopped@example.com" });
+    const first = await move(acct.id, to);
+    expect(first.status, `first move: ${first.text}`).toBe(200);
+    // As if the Worker died between the source's switch and the target's: the copy still points back, paused.
+    await envOf(to).DB.batch([
+      envOf(to).DB.prepare("UPDATE accounts SET moved_to = ? WHERE id = ?").bind(from, acct.id),
+      envOf(to).DB.prepare("UPDATE api_keys SET paused_at = '2026-11-26T00:00:00.000Z' WHERE account_id = ?").bind(acct.id),
+    ]);
+    // A fresh credential lookup (a new key, never cached) finds the account paused.
+    const fresh = (await envOf(to).DB.prepare("SELECT count(*) AS n FROM api_keys WHERE account_id = ?").bind(acct.id).first("n")) as number;
+    expect(fresh).toBe(2);
+    expectError(await call(`/api/users/${user.id}`, { key: acct.key }), 503, "api_error", "account_moving");
+    const again = await move(acct.id, to);
+    expect(again.status, again.text).toBe(200);
+    expect(again.body).toMatchObject({ from_shard: from, to_shard: to, finished_only: true });
+    const finished = await call(`/api/users/${user.id}`, { key: acct.key });
+    expect(finished.status, `after finishing: ${finished.text}`).toBe(200);
+
+    // Back to where it came from: the source's pointer rows are replaced by the account again.
+    const back = await move(acct.id, from);
+    expect(back.status, back.text).toBe(200);
+    expect(back.body).toMatchObject({ from_shard: to, to_shard: from });
+    const home = await call(`/api/users/${user.id}`, { key: acct.key });
+    expect(home.status, `moved back: ${home.text}`).toBe(200);
+    expect(home.headers.get("tender-shard")).toBe(String(from));
+
+    expectError(await move(acct.id, 7), 400, "invalid_request_error", "shard_invalid");
+    expectError(await move("acct_01jd2x4k5m6n7p8q9r0s1t2v3w", to), 404, "not_found_error", "resource_missing");
+    expectError(await call(`/api/accounts/${acct.id}/move`, { body: { to_shard: "one" } }), 400, "invalid_request_error");
+  });
+});
