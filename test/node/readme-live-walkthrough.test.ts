@@ -54,7 +54,7 @@ async function runWalkThrough(receiverPort: number) {
     .replaceAll("127.0.0.1:12111", `127.0.0.1:${fakePort}`)
     .replaceAll("127.0.0.1:4001", `127.0.0.1:${receiverPort}`)
     .replaceAll("PORT=4001", `PORT=${receiverPort}`)
-    .replaceAll("wrangler d1 execute DB --local", `wrangler d1 execute DB --local --persist-to ${dev.persist}`);
+    .replaceAll("wrangler d1 execute DB_$SHARD --local", `wrangler d1 execute DB_$SHARD --local --persist-to ${dev.persist}`);
   const script = join(trace, "live-walk-through.sh");
   writeFileSync(script, `set -euo pipefail\n${RECORDING_CURL}\n${walkThrough}`);
   const traceDir = join(trace, "calls");
@@ -95,7 +95,7 @@ describe("README.md, the live walk-through against the fake Stripe", () => {
   it("has its blocks marked and names the addresses this test moves", () => {
     expect(BLOCKS.length).toBeGreaterThanOrEqual(1);
     const text = BLOCKS.join("\n");
-    for (const address of ["127.0.0.1:8787", "127.0.0.1:12111", "127.0.0.1:4001", "PORT=4001", "wrangler d1 execute DB --local"]) expect(text).toContain(address);
+    for (const address of ["127.0.0.1:8787", "127.0.0.1:12111", "127.0.0.1:4001", "PORT=4001", "wrangler d1 execute DB_$SHARD --local"]) expect(text).toContain(address);
   });
 
   it("runs to the end under set -euo pipefail with the reader's node", () => {
