@@ -87,7 +87,7 @@ beforeAll(async () => {
   timeouts = compressTimeouts(200);
   acct = await signup("Fault matrix");
   fx = await seed(acct);
-  ops = new Map((await operations()).filter((op) => op.method !== "get").map((op) => [op.operationId, op]));
+  ops = new Map((await operations()).filter((op) => op.method !== "get" && !(op.operationId in FAULTS_ELSEWHERE)).map((op) => [op.operationId, op]));
 }, 30_000);
 
 afterEach(() => {
@@ -123,6 +123,14 @@ const uid = () => crypto.randomUUID().slice(0, 8);
 
 // =============================================================================================
 // Routes
+
+/**
+ * Mutating operations whose faults are proven elsewhere, because one write batch on one database
+ * does not describe them.
+ */
+const FAULTS_ELSEWHERE: Record<string, string> = {
+  moveAccount: "test/shards/move.test.ts: an operator's command over two shards, with a D1 fault at the pause, the copy and each half of its switch",
+};
 
 /** The operations whose Idempotency-Key is ignored (README: sign-up has no account, tokens are not replayed). */
 const NOT_IDEMPOTENT = new Set(["createAccount", "createAccessToken"]);

@@ -7,7 +7,8 @@ import { PAYOUT_STALE_MS, sweepStalePayouts } from "../../src/payments/settle-pa
 import { sweepDeliveries } from "../../src/webhooks/sweeper";
 import { OTHER_SHARD, TEST_SHARD, envOf } from "../support/env";
 import { createPlan, createUser, mintToken, payoutWithoutSettlement, subscribed } from "../support/fixtures";
-import { type Account, call, expectError, signup } from "../support/http";
+import { type Account, call, expectError, fetchWith, signup } from "../support/http";
+import { type D1FaultRule, type D1Op, faultyD1 } from "../support/faults";
 import { installReceiver, RECEIVER_ORIGIN } from "../support/receiver";
 import { waitFor } from "../support/wait";
 
@@ -153,5 +154,64 @@ describe("moving an account to another shard", () => {
     expectError(await move(acct.id, 7), 400, "invalid_request_error", "shard_invalid");
     expectError(await move("acct_01jd2x4k5m6n7p8q9r0s1t2v3w", to), 404, "not_found_error", "resource_missing");
     expectError(await call(`/api/accounts/${acct.id}/move`, { body: { to_shard: "one" } }), 400, "invalid_request_error");
+  });
+});
+
+describe("a move under D1 faults on the source shard", () => {
+  const isSwitch = (op: D1Op) => op.kind === "batch" && op.sql.some((s) => /UPDATE accounts SET moved_to = \?/.test(s));
+  const isPause = (op: D1Op) => op.kind === "statement" && op.sql.some((s) => /UPDATE api_keys SET paused_at = \? WHERE account_id = \? AND paused_at IS NULL/.test(s));
+  const isCopyRead = (op: D1Op) => op.kind === "statement" && op.sql.some((s) => /^SELECT .* FROM "subscriptions" WHERE account_id = \?/.test(s));
+  const moveWith = (db: D1Database, accountId: string) => fetchWith({ DB: db }, `/api/accounts/${accountId}/move`, { json: { to_shard: to } });
+
+  async function account(name: string) {
+    const acct = await signup(name);
+    const user = await createUser(acct, { email: `${name.toLowerCase()}@example.com` });
+    const plan = await createPlan(acct);
+    await subscribed(acct, user.id, plan.id);
+    return { acct, user };
+  }
+
+  for (const [name, rule] of [
+    ["the pause fails", { kind: "fail_before_commit", on: "statement", when: isPause }],
+    ["a read of the copy fails", { kind: "fail_before_commit", on: "statement", when: isCopyRead }],
+    ["the switch fails before it commits", { kind: "fail_before_commit", on: "batch", when: isSwitch }],
+  ] as const) {
+    it(`${name}: the account stays where it was, unpaused and whole, with no copy left; the move again succeeds`, async () => {
+      const { acct, user } = await account(`Fault${name.length}`);
+      const before = Object.fromEntries(await Promise.all(ACCOUNT_TABLES.map(async (t) => [t, await rowsOn(from, t, acct.id)] as const)));
+      const faulty = faultyD1(envOf(from).DB, [rule as D1FaultRule]);
+      const failed = await moveWith(faulty, acct.id);
+      expect(faulty.fired, name).toHaveLength(1);
+      expectError(failed, 500, "api_error");
+      for (const table of ACCOUNT_TABLES) {
+        expect(await rowsOn(from, table, acct.id), `${name}: ${table} on the source`).toBe(before[table]);
+        expect(await rowsOn(to, table, acct.id), `${name}: ${table} on the target`).toBe(0);
+      }
+      const read = await call(`/api/users/${user.id}`, { key: acct.key });
+      expect(read.status, read.text).toBe(200);
+      expect(read.headers.get("tender-shard")).toBe(String(from));
+      expect((await move(acct.id, to)).status).toBe(200);
+      expect((await call(`/api/users/${user.id}`, { key: acct.key })).headers.get("tender-shard")).toBe(String(to));
+    });
+  }
+
+  it("the switch commits and its answer is lost: the account answers 503 until the move is run again, which finishes it", async () => {
+    const { acct, user } = await account("Lost");
+    const faulty = faultyD1(envOf(from).DB, [{ kind: "commit_then_throw", on: "batch", when: isSwitch }]);
+    const failed = await moveWith(faulty, acct.id);
+    expect(faulty.fired).toHaveLength(1);
+    expectError(failed, 500, "api_error");
+    // Switched on the source, not yet on the target: paused everywhere, nothing lost.
+    expect(await envOf(from).DB.prepare("SELECT moved_to FROM accounts WHERE id = ?").bind(acct.id).first("moved_to")).toBe(to);
+    expect(await envOf(to).DB.prepare("SELECT moved_to FROM accounts WHERE id = ?").bind(acct.id).first("moved_to")).toBe(from);
+    expect(await rowsOn(to, "subscriptions", acct.id)).toBe(1);
+    const paused = await call(`/api/users/${user.id}`, { key: acct.key });
+    expectError(paused, 503, "api_error", "account_moving");
+    const again = await move(acct.id, to);
+    expect(again.status, again.text).toBe(200);
+    expect(again.body.finished_only).toBe(true);
+    const read = await call(`/api/users/${user.id}`, { key: acct.key });
+    expect(read.status, read.text).toBe(200);
+    expect(read.headers.get("tender-shard")).toBe(String(to));
   });
 });
