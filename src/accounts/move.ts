@@ -1,36 +1,48 @@
 // Moving an account to another shard (DESIGN.md "Accounts over many databases"; README "Shards").
 //
-// 1. Pause: the account's keys are paused on its shard (api_keys.paused_at). Every query and write
-//    batch checks that its key is live (src/db/scope.ts), so from that commit on no request reads or
-//    writes the account there: each answers 503 account_moving with Retry-After.
-// 2. Copy: every row of the account, table by table, goes to the target shard, which first loses
-//    any rows of the account a failed earlier move left there. The target's copy of the account row
-//    points back at the source (moved_to), so the target's cron leaves the copy alone meanwhile, and
-//    a credential naming the target finds the account where it still lives.
-// 3. Prove: each table's rows of the account, on both shards, are counted and hashed (SHA-256 of
+// 1. Claim and pause, in one batch on the account's shard: the move takes the account's move claim
+//    (accounts.move_token, until move_until: one move of an account at a time) and pauses its keys
+//    (api_keys.paused_at). Every query and write batch checks that its key is live
+//    (src/db/scope.ts), so from that commit on no new request reads or writes the account: each
+//    answers 503 account_moving with Retry-After. Stripe's events for it answer 503 too, so Stripe
+//    sends them again later.
+// 2. Drain: the move waits `drainMs` (by default longer than a request can wait on Stripe), so that
+//    a request already past its key check when the pause committed (one waiting on a charge, whose
+//    record is written whatever the key) has committed before the copy is taken.
+// 3. Copy: every row of the account goes to the target shard, table by table: rows the target
+//    holds that the source does not are deleted first (a failed earlier move's, or the pointers of
+//    an earlier move away from it), then the source's rows are upserted, so a row a credential is
+//    looked up by is never missing there. The target's copy of the account row points back at the
+//    source (moved_to), so the target's cron leaves the copy alone and a credential naming the
+//    target finds the account where it still lives. The send leases of its payouts and refunds
+//    (job_runs) go with them: a payout handed to the processor stays uncancelable.
+// 4. Prove: each table's rows of the account, on both shards, are counted and hashed (SHA-256 of
 //    the rows in primary-key order). A difference (background work on the source wrote meanwhile:
 //    a delivery attempt, a renewal) copies that table again; three rounds at most.
-// 4. Switch: one batch on the source, guarded by each table's count as proven, points the account
-//    at the target and deletes its rows there, except the account row and its keys and tokens, which
-//    stay paused as pointers. Then one batch on the target makes the copy the account (moved_to
-//    NULL) and unpauses its keys. A credential issued before the move names the source; the source
-//    sends it on (src/auth/credentials.ts), so it keeps working.
+// 5. Switch: one batch on the source, guarded by the claim and by each table's count and latest
+//    updated_at as proven, points the account at the target and deletes its rows there, except the
+//    account row and its keys and tokens, which stay paused as pointers. Then one batch on the
+//    target makes the copy the account (moved_to NULL) and unpauses its keys. A credential issued
+//    before the move names the source; the source sends it on (src/auth/credentials.ts).
 //
-// Background work on the source between the last proof and the switch (a renewal claimed in that
-// window) is not lost money: every charge, payout and refund is sent with a reference derived from
+// Background work on the source between the last proof and the switch that the switch's guard does
+// not see is not lost money: every charge, payout and refund is sent with a reference derived from
 // what it settles, so the target's cron, redoing it, gets the processor's first answer back.
-// A move that stops half-way leaves the account paused; running the command again finishes it.
-import { sql } from "drizzle-orm";
+// A move that fails before its switch puts everything back (the account unpaused where it was, the
+// target holding at most pointers back to it). One whose switch's outcome is unknown leaves the
+// account paused: the same command finishes it. Moving an account to the shard it is on unpauses
+// it (a move that died mid-copy is abandoned so, once its claim ran out).
+import { type SQL, sql } from "drizzle-orm";
 import { type Db, createDb } from "../db/client";
 import { BATCH_GUARD_SQL, rawStatement, runBatch } from "../db/batch";
 import type { Bindings, RuntimeBindings } from "../env";
 import { isShard, shardEnv, shardNumbers } from "../db/shards";
-import { sha256Hex } from "../lib/crypto";
+import { randomToken, sha256Hex } from "../lib/crypto";
 import { ApiError, invalidRequest, notFound } from "../lib/errors";
 import { forgetAccount } from "../auth/credentials";
 
 /**
- * Every table holding an account's rows, parents before children (the order rows are inserted in;
+ * Every table holding an account's rows, parents before children (the order rows are upserted in;
  * deletes go in reverse). A table added to the schema must be added here: test/shards/move.test.ts
  * fails until it is.
  */
@@ -65,11 +77,15 @@ export const ACCOUNT_TABLES = [
 ] as const;
 
 /** What stays on the source after a move: the account row and what a credential is looked up by. */
-const POINTERS = new Set(["accounts", "api_keys", "access_tokens"]);
+const POINTERS = new Set<string>(["accounts", "api_keys", "access_tokens"]);
 
-/** Tables shared by every account of a shard, never copied. */
+/** Tables shared by every account of a shard, never copied whole (job_runs: only the account's send leases). */
 export const SHARD_TABLES = ["batch_guards", "job_runs", "d1_migrations", "_cf_KV", "_cf_METADATA", "sqlite_sequence"];
 
+/** The longest a request waits on Stripe: three tries of 20 s (src/processor/stripe-client.ts), and some. */
+export const DEFAULT_DRAIN_MS = 65_000;
+/** How long a move's claim lasts past its drain: a move that died is taken over after it. */
+const CLAIM_MS = 5 * 60_000;
 const PAGE = 500;
 const STATEMENTS_PER_BATCH = 50;
 /** D1 binds at most 100 values per statement. */
@@ -90,7 +106,7 @@ export interface MoveResult {
   tables: TableProof[];
   /** Copies made: 1, or more when background work wrote on the source meanwhile. */
   rounds: number;
-  /** The account was already on the target: the command finished a move that had stopped after its switch. */
+  /** Nothing was copied: a move that had stopped after its switch was finished, or the account was unpaused where it is. */
   finished_only?: boolean;
 }
 
@@ -111,7 +127,8 @@ async function shapeOf(db: Db, table: string): Promise<Shape> {
       .all<{ name: string; hidden: number; pk: number }>();
     const stored = results.filter((c) => c.hidden === 0);
     const key = stored.filter((c) => c.pk > 0).sort((a, b) => a.pk - b.pk).map((c) => c.name);
-    shape = { columns: stored.map((c) => c.name), key: key.length > 0 ? key : ["rowid"] };
+    if (key.length === 0) throw new Error(`${table} has no primary key: a move cannot copy it`);
+    shape = { columns: stored.map((c) => c.name), key };
     shapes.set(table, shape);
   }
   return shape;
@@ -119,6 +136,7 @@ async function shapeOf(db: Db, table: string): Promise<Shape> {
 
 const ownerColumn = (table: string) => (table === "accounts" ? "id" : "account_id");
 const quoted = (name: string) => `"${name}"`;
+const owner = (table: string, accountId: string) => sql.raw(`${quoted(table)}.${ownerColumn(table)} = '${accountId.replaceAll("'", "''")}'`);
 
 /** The account's rows of `table`, in primary-key order, as arrays of column values. */
 async function rowsOf(db: Db, table: string, accountId: string): Promise<unknown[][]> {
@@ -134,15 +152,26 @@ async function rowsOf(db: Db, table: string, accountId: string): Promise<unknown
   }
 }
 
-async function proofOf(table: string, rows: unknown[][]): Promise<TableProof> {
-  return { table, rows: rows.length, sha256: await sha256Hex(rows.map((r) => JSON.stringify(r)).join("\n")) };
+/** A proof of the rows, and what the switch re-checks on the source: the count and the latest updated_at. */
+async function proofOf(table: string, rows: unknown[][], shape: Shape) {
+  const at = shape.columns.indexOf("updated_at");
+  let latest: unknown = null;
+  if (at >= 0) for (const row of rows) if (row[at] !== null && (latest === null || (row[at] as number | string) > (latest as number | string))) latest = row[at];
+  const proof: TableProof = { table, rows: rows.length, sha256: await sha256Hex(rows.map((r) => JSON.stringify(r)).join("\n")) };
+  return { proof, latest, hasUpdatedAt: at >= 0 };
+}
+
+interface Place {
+  shard: number;
+  present: boolean;
+  movedTo: number | null;
 }
 
 /** Where the account's row is on each shard: absent, home (moved_to NULL), or pointing elsewhere. */
-async function whereIs(env: RuntimeBindings | Bindings, accountId: string) {
+async function whereIs(env: RuntimeBindings | Bindings, accountId: string): Promise<Place[]> {
   return Promise.all(
     shardNumbers(env).map(async (shard) => {
-      const row = await createDb(shardEnv(env, shard).DB).$client.prepare("SELECT moved_to FROM accounts WHERE id = ?").bind(accountId).first<{ moved_to: number | null }>();
+      const row = await dbOf(env, shard).$client.prepare("SELECT moved_to FROM accounts WHERE id = ?").bind(accountId).first<{ moved_to: number | null }>();
       return { shard, present: row !== null, movedTo: row?.moved_to ?? null };
     }),
   );
@@ -150,12 +179,41 @@ async function whereIs(env: RuntimeBindings | Bindings, accountId: string) {
 
 const dbOf = (env: RuntimeBindings | Bindings, shard: number) => createDb(shardEnv(env, shard).DB);
 
-/** The copy becomes the account on `shard`: it points nowhere and its keys are unpaused. */
-async function finishOn(db: Db, accountId: string) {
+export const MOVE_CLAIMED = "move_claimed";
+export const MOVE_CHANGED = "move_source_changed";
+
+const inProgress = () =>
+  new ApiError(409, "invalid_request_error", "move_in_progress", "Another move of this account is in progress (or one stopped less than five minutes ago). Nothing was changed; run it again once that one has ended.");
+
+/** SQL: this move holds the account's claim on this shard. */
+const holds = (accountId: string, token: string) => sql`EXISTS (SELECT 1 FROM accounts WHERE id = ${accountId} AND move_token = ${token})`;
+
+/** Takes the account's move claim on `db` (its row there as `where` says), or answers 409: one move at a time. */
+async function claim(db: Db, accountId: string, token: string, now: number, where: SQL, extra: ReturnType<typeof rawStatement>[] = []) {
+  await runBatch(
+    db,
+    [
+      rawStatement(db, sql`UPDATE accounts SET move_token = ${token}, move_until = ${now + CLAIM_MS} WHERE id = ${accountId} AND ${where} AND (move_token IS NULL OR move_until <= ${now})`),
+      rawStatement(db, BATCH_GUARD_SQL(MOVE_CLAIMED, holds(accountId, token))),
+      ...extra,
+    ],
+    { [MOVE_CLAIMED]: inProgress },
+  );
+}
+
+/** Ends the claim on `db` and makes the account live there: home (moved_to NULL) and its keys unpaused. */
+async function finishOn(db: Db, accountId: string, token: string) {
   await runBatch(db, [
-    rawStatement(db, sql`UPDATE accounts SET moved_to = NULL WHERE id = ${accountId}`),
+    rawStatement(db, BATCH_GUARD_SQL(MOVE_CLAIMED, holds(accountId, token))),
+    rawStatement(db, sql`UPDATE accounts SET moved_to = NULL, move_token = NULL, move_until = NULL WHERE id = ${accountId}`),
     rawStatement(db, sql`UPDATE api_keys SET paused_at = NULL WHERE account_id = ${accountId}`),
-  ]);
+  ], { [MOVE_CLAIMED]: inProgress });
+}
+
+export interface MoveOptions {
+  /** How long to wait after pausing before copying (DEFAULT_DRAIN_MS). */
+  drainMs?: number;
+  now?: () => number;
 }
 
 /**
@@ -163,63 +221,79 @@ async function finishOn(db: Db, accountId: string) {
  * isolate forgets the account's cached credentials; another isolate's cached one fails its first
  * query's key check on the old shard, answers 503 with Retry-After once, and is looked up again.
  */
-export async function moveAccount(env: RuntimeBindings | Bindings, accountId: string, to: number, now: string): Promise<MoveResult> {
+export async function moveAccount(env: RuntimeBindings | Bindings, accountId: string, to: number, options: MoveOptions = {}): Promise<MoveResult> {
   try {
-    return await move(env, accountId, to, now);
+    return await move(env, accountId, to, options);
   } finally {
     forgetAccount(accountId);
   }
 }
 
-async function move(env: RuntimeBindings | Bindings, accountId: string, to: number, now: string): Promise<MoveResult> {
+async function move(env: RuntimeBindings | Bindings, accountId: string, to: number, options: MoveOptions): Promise<MoveResult> {
+  const now = options.now ?? Date.now;
   if (!isShard(env, to)) throw invalidRequest("shard_invalid", `to_shard must name a shard this Tender binds: 0 to ${shardNumbers(env).length - 1}.`, "to_shard");
+  const token = randomToken(24);
   const places = await whereIs(env, accountId);
   const homes = places.filter((p) => p.present && p.movedTo === null);
   const target = places[to];
   if (homes.length === 0) {
     // Stopped between the two halves of the switch: the source points at the target and the target back.
     const source = places.find((p) => p.present && p.movedTo === to);
-    if (source && target.present && target.movedTo === source.shard) {
-      await finishOn(dbOf(env, to), accountId);
-      return { account_id: accountId, from_shard: source.shard, to_shard: to, tables: [], rounds: 0, finished_only: true };
-    }
-    throw notFound("account", accountId, "account_id");
+    if (!source || !target.present || target.movedTo !== source.shard) throw notFound("account", accountId, "account_id");
+    const dest = dbOf(env, to);
+    await claim(dest, accountId, token, now(), sql`moved_to = ${source.shard}`);
+    await finishOn(dest, accountId, token);
+    return { account_id: accountId, from_shard: source.shard, to_shard: to, tables: [], rounds: 0, finished_only: true };
   }
   const from = homes[0].shard;
+  const source = dbOf(env, from);
   if (from === to) {
-    // Already there (its keys are unpaused if a move stopped after its switch).
-    await finishOn(dbOf(env, to), accountId);
+    // Already there: unpause it (a move that stopped before its switch, once its claim ran out).
+    await claim(source, accountId, token, now(), sql`moved_to IS NULL`);
+    await finishOn(source, accountId, token);
     return { account_id: accountId, from_shard: from, to_shard: to, tables: [], rounds: 0, finished_only: true };
   }
-  const source = dbOf(env, from);
   const dest = dbOf(env, to);
-
-  await source.$client.prepare("UPDATE api_keys SET paused_at = ? WHERE account_id = ? AND paused_at IS NULL").bind(now, accountId).run();
+  const pausedAt = new Date(now()).toISOString();
+  await claim(source, accountId, token, now(), sql`moved_to IS NULL`, [
+    rawStatement(source, sql`UPDATE api_keys SET paused_at = ${pausedAt} WHERE account_id = ${accountId} AND paused_at IS NULL`),
+  ]);
+  let switchTried = false;
   try {
-    await clearOn(dest, accountId);
+    const drainMs = options.drainMs ?? DEFAULT_DRAIN_MS;
+    if (drainMs > 0) await new Promise((resolve) => setTimeout(resolve, drainMs));
     let pending: string[] = [...ACCOUNT_TABLES];
-    let proofs = new Map<string, TableProof>();
+    let proofs = new Map<string, Awaited<ReturnType<typeof proofOf>>>();
     let rounds = 0;
     while (pending.length > 0) {
-      if (++rounds > ROUNDS) throw new ApiError(409, "invalid_request_error", "move_unsettled", `The account's rows kept changing on shard ${from} during ${ROUNDS} copies (${pending.join(", ")}). Its keys are paused; run the move again.`);
-      for (const table of [...pending].reverse()) await dest.$client.prepare(`DELETE FROM ${quoted(table)} WHERE ${ownerColumn(table)} = ?`).bind(accountId).run();
-      for (const table of pending) {
-        const rows = await rowsOf(source, table, accountId);
-        await insertRows(dest, table, table === "accounts" ? pointingBack(rows, await shapeOf(source, table), from) : rows);
-      }
-      const checked = await Promise.all(ACCOUNT_TABLES.map(async (table) => [await proofOf(table, await rowsOf(source, table, accountId)), await proofOf(table, await comparable(dest, table, accountId))] as const));
-      proofs = new Map(checked.map(([s]) => [s.table, s]));
-      pending = checked.filter(([s, d]) => s.rows !== d.rows || s.sha256 !== d.sha256).map(([s]) => s.table);
+      if (++rounds > ROUNDS) throw new ApiError(409, "invalid_request_error", "move_unsettled", `The account's rows kept changing on shard ${from} during ${ROUNDS} copies (${pending.join(", ")}). Nothing was switched and its keys are unpaused; run the move again.`);
+      await copyTables(source, dest, accountId, pending, from);
+      await copySendLeases(source, dest, accountId);
+      const checked = await Promise.all(
+        ACCOUNT_TABLES.map(async (table) => {
+          const shape = await shapeOf(source, table);
+          return [await proofOf(table, await rowsOf(source, table, accountId), shape), (await proofOf(table, await comparable(dest, table, accountId), shape)).proof] as const;
+        }),
+      );
+      proofs = new Map(checked.map(([s]) => [s.proof.table, s]));
+      pending = checked.filter(([s, d]) => s.proof.rows !== d.rows || s.proof.sha256 !== d.sha256).map(([s]) => s.proof.table);
     }
-    await switchSource(source, accountId, to, [...proofs.values()]);
-    await finishOn(dest, accountId);
-    return { account_id: accountId, from_shard: from, to_shard: to, tables: [...proofs.values()], rounds };
+    switchTried = true;
+    await switchSource(source, accountId, to, token, [...proofs.values()]);
+    await finishOn(dest, accountId, token);
+    await repointOthers(env, accountId, from, to);
+    return { account_id: accountId, from_shard: from, to_shard: to, tables: [...proofs.values()].map((p) => p.proof), rounds };
   } catch (error) {
-    // Nothing switched: the account stays where it was. Its copy is dropped and its keys unpaused.
-    const switched = (await whereIs(env, accountId))[from].movedTo !== null;
-    if (!switched) {
-      await clearOn(dest, accountId).catch(() => undefined);
-      await source.$client.prepare("UPDATE api_keys SET paused_at = NULL WHERE account_id = ?").bind(accountId).run().catch(() => undefined);
+    // A switch refused by its own guards (409) is known not to have committed.
+    if (!switchTried || error instanceof ApiError) {
+      // Nothing was switched: the account stays where it was, unpaused. The target keeps pointers
+      // back to it at most (the account row and its keys and tokens, paused), never a copy.
+      await clearOn(dest, accountId, (table) => !POINTERS.has(table)).catch(() => undefined);
+      await finishOn(source, accountId, token).catch(() => undefined);
+    } else {
+      // The switch's outcome is unknown: the account stays paused; the same command finishes it.
+      // Its claim is let go at once, on both shards, so that command need not wait for it.
+      for (const db of [source, dest]) await db.$client.prepare("UPDATE accounts SET move_until = 0 WHERE id = ? AND move_token = ?").bind(accountId, token).run().catch(() => undefined);
     }
     throw error;
   }
@@ -233,48 +307,108 @@ async function comparable(db: Db, table: string, accountId: string): Promise<unk
   return rows.map((r) => r.map((v, i) => (i === at ? null : v)));
 }
 
-function pointingBack(rows: unknown[][], shape: Shape, from: number): unknown[][] {
-  const at = shape.columns.indexOf("moved_to");
-  return rows.map((r) => r.map((v, i) => (i === at ? from : v)));
+/**
+ * Makes the target's rows of `tables` the source's: first, in reverse order, the rows the target
+ * has that the source has not are deleted; then, in order, the source's rows are upserted (the
+ * account row pointing back at the source).
+ */
+async function copyTables(source: Db, dest: Db, accountId: string, tables: string[], from: number) {
+  const rowsByTable = new Map<string, unknown[][]>();
+  for (const table of tables) rowsByTable.set(table, await rowsOf(source, table, accountId));
+  for (const table of [...tables].reverse()) {
+    const { columns, key } = await shapeOf(source, table);
+    const keyOf = (row: unknown[]) => JSON.stringify(key.map((k) => row[columns.indexOf(k)]));
+    const wanted = new Set(rowsByTable.get(table)!.map(keyOf));
+    const extra = (await rowsOf(dest, table, accountId)).filter((row) => !wanted.has(keyOf(row)));
+    await deleteRows(dest, table, key, extra.map((row) => key.map((k) => row[columns.indexOf(k)])));
+  }
+  for (const table of tables) {
+    const shape = await shapeOf(source, table);
+    const at = shape.columns.indexOf("moved_to");
+    const rows = table === "accounts" ? rowsByTable.get(table)!.map((r) => r.map((v, i) => (i === at ? from : v))) : rowsByTable.get(table)!;
+    await upsertRows(dest, table, shape, rows);
+  }
 }
 
-async function clearOn(db: Db, accountId: string) {
-  await runBatch(db, [...ACCOUNT_TABLES].reverse().map((table) => rawStatement(db, sql.raw(`DELETE FROM ${quoted(table)} WHERE ${ownerColumn(table)} = '${accountId.replaceAll("'", "''")}'`))));
+/** The account's payouts' and refunds' send leases and markers (job_runs): a payout handed to the processor stays uncancelable. */
+async function copySendLeases(source: Db, dest: Db, accountId: string) {
+  const { results } = await source.$client
+    .prepare(
+      `SELECT key, created_at, lease_until, expires_at FROM job_runs WHERE key IN (
+        SELECT 'payout_send:' || id FROM payouts WHERE account_id = ?1 UNION ALL SELECT 'refund_send:' || id FROM refunds WHERE account_id = ?1)`,
+    )
+    .bind(accountId)
+    .all<{ key: string; created_at: string; lease_until: number | null; expires_at: number }>();
+  const shape = await shapeOf(source, "job_runs");
+  await upsertRows(dest, "job_runs", shape, results.map((r) => shape.columns.map((c) => (r as Record<string, unknown>)[c] ?? null)));
 }
 
-async function insertRows(db: Db, table: string, rows: unknown[][]) {
+async function upsertRows(db: Db, table: string, { columns, key }: Shape, rows: unknown[][]) {
   if (rows.length === 0) return;
-  const { columns } = await shapeOf(db, table);
   const perStatement = Math.max(1, Math.floor(MAX_BOUND / columns.length));
   const placeholders = `(${columns.map(() => "?").join(", ")})`;
+  const update = columns.filter((c) => !key.includes(c)).map((c) => `${quoted(c)} = excluded.${quoted(c)}`);
+  const onConflict = `ON CONFLICT (${key.map(quoted).join(", ")}) DO ${update.length > 0 ? `UPDATE SET ${update.join(", ")}` : "NOTHING"}`;
   const statements: D1PreparedStatement[] = [];
   for (let i = 0; i < rows.length; i += perStatement) {
     const chunk = rows.slice(i, i + perStatement);
     statements.push(
-      db.$client.prepare(`INSERT INTO ${quoted(table)} (${columns.map(quoted).join(", ")}) VALUES ${chunk.map(() => placeholders).join(", ")}`).bind(...chunk.flat()),
+      db.$client.prepare(`INSERT INTO ${quoted(table)} (${columns.map(quoted).join(", ")}) VALUES ${chunk.map(() => placeholders).join(", ")} ${onConflict}`).bind(...chunk.flat()),
     );
   }
   for (let i = 0; i < statements.length; i += STATEMENTS_PER_BATCH) await db.$client.batch(statements.slice(i, i + STATEMENTS_PER_BATCH));
 }
 
-export const MOVE_CHANGED = "move_source_changed";
+async function deleteRows(db: Db, table: string, key: string[], keys: unknown[][]) {
+  if (keys.length === 0) return;
+  const perStatement = Math.max(1, Math.floor(MAX_BOUND / key.length));
+  const match = `(${key.map((k) => `${quoted(k)} = ?`).join(" AND ")})`;
+  const statements: D1PreparedStatement[] = [];
+  for (let i = 0; i < keys.length; i += perStatement) {
+    const chunk = keys.slice(i, i + perStatement);
+    statements.push(db.$client.prepare(`DELETE FROM ${quoted(table)} WHERE ${chunk.map(() => match).join(" OR ")}`).bind(...chunk.flat()));
+  }
+  for (let i = 0; i < statements.length; i += STATEMENTS_PER_BATCH) await db.$client.batch(statements.slice(i, i + STATEMENTS_PER_BATCH));
+}
+
+/** Deletes the account's rows of the tables `which` picks, children first, in one batch. */
+async function clearOn(db: Db, accountId: string, which: (table: string) => boolean) {
+  const tables = [...ACCOUNT_TABLES].reverse().filter(which);
+  await runBatch(db, tables.map((table) => rawStatement(db, sql`DELETE FROM ${sql.raw(quoted(table))} WHERE ${owner(table, accountId)}`)));
+}
 
 /**
- * On the source, in one batch: each table still holds the rows counted in the proof, the account
- * points at the target, and its rows go, but for the account row and its keys and tokens.
+ * On the source, in one batch: the claim is still this move's, each table still holds the rows
+ * counted in the proof with the same latest updated_at, the account points at the target, and its
+ * rows go, but for the account row and its keys and tokens.
  */
-async function switchSource(db: Db, accountId: string, to: number, proofs: TableProof[]) {
-  const owner = (table: string) => `${ownerColumn(table)} = '${accountId.replaceAll("'", "''")}'`;
+async function switchSource(db: Db, accountId: string, to: number, token: string, proofs: Awaited<ReturnType<typeof proofOf>>[]) {
+  const unchanged = ({ proof, latest, hasUpdatedAt }: (typeof proofs)[number]) => {
+    const table = sql.raw(quoted(proof.table));
+    const count = sql`(SELECT count(*) FROM ${table} WHERE ${owner(proof.table, accountId)}) = ${proof.rows}`;
+    return hasUpdatedAt ? sql`${count} AND (SELECT max(updated_at) FROM ${table} WHERE ${owner(proof.table, accountId)}) IS ${latest}` : count;
+  };
   await runBatch(
     db,
     [
-      ...proofs.map((p) => rawStatement(db, BATCH_GUARD_SQL(MOVE_CHANGED, sql.raw(`(SELECT count(*) FROM ${quoted(p.table)} WHERE ${owner(p.table)}) = ${p.rows}`)))),
-      rawStatement(db, sql`UPDATE accounts SET moved_to = ${to} WHERE id = ${accountId} AND moved_to IS NULL`),
-      ...[...ACCOUNT_TABLES].reverse().filter((t) => !POINTERS.has(t)).map((table) => rawStatement(db, sql.raw(`DELETE FROM ${quoted(table)} WHERE ${owner(table)}`))),
+      rawStatement(db, BATCH_GUARD_SQL(MOVE_CLAIMED, holds(accountId, token))),
+      ...proofs.map((p) => rawStatement(db, BATCH_GUARD_SQL(MOVE_CHANGED, unchanged(p)))),
+      rawStatement(db, sql`UPDATE accounts SET moved_to = ${to}, move_token = NULL, move_until = NULL WHERE id = ${accountId}`),
+      ...[...ACCOUNT_TABLES].reverse().filter((t) => !POINTERS.has(t)).map((table) => rawStatement(db, sql`DELETE FROM ${sql.raw(quoted(table))} WHERE ${owner(table, accountId)}`)),
     ],
     {
+      [MOVE_CLAIMED]: inProgress,
       [MOVE_CHANGED]: () =>
         new ApiError(409, "invalid_request_error", "move_unsettled", "The account's rows changed on its shard just before the switch. Nothing was switched and its keys are unpaused; run the move again."),
     },
+  );
+}
+
+/** Pointers on other shards (from earlier moves) now point at the target: a credential takes one hop. */
+async function repointOthers(env: RuntimeBindings | Bindings, accountId: string, from: number, to: number) {
+  await Promise.all(
+    shardNumbers(env)
+      .filter((n) => n !== from && n !== to)
+      .map((n) => dbOf(env, n).$client.prepare("UPDATE accounts SET moved_to = ? WHERE id = ? AND moved_to IS NOT NULL").bind(to, accountId).run().catch(() => undefined)),
   );
 }

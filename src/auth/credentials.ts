@@ -148,10 +148,14 @@ async function loadFromItsShard(env: RuntimeBindings | Bindings, credential: str
   const named = shardOfCredential(credential);
   let found = isShard(env, named) ? await on(named) : null;
   if (!found && named !== 0) found = await on(0);
-  // The account was moved (src/accounts/move.ts): its keys and tokens were copied with it.
-  if (found && "movedTo" in found) found = isShard(env, found.movedTo) ? await on(found.movedTo) : null;
-  // The copy points back too: a move stopped between its two switches, and is paused until it is run again.
-  if (found && "movedTo" in found) throw accountMoving();
+  // The account was moved (src/accounts/move.ts): its keys and tokens were copied with it. A shard
+  // seen twice is a move stopped between the two halves of its switch: paused until it is run again.
+  const seen = new Set<number>();
+  while (found && "movedTo" in found) {
+    if (seen.has(found.movedTo) || !isShard(env, found.movedTo)) throw accountMoving();
+    seen.add(found.movedTo);
+    found = await on(found.movedTo);
+  }
   return found;
 }
 

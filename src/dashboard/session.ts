@@ -38,7 +38,7 @@ const keyColumn = (mode: Mode) => (mode === "live" ? dashboardSessions.liveKeyId
 
 export class SignInRefused extends Error {
   constructor(
-    readonly status: 400 | 401 | 403 | 409,
+    readonly status: 400 | 401 | 403 | 409 | 503,
     message: string,
     readonly code: string,
     readonly requestId?: string,
@@ -62,6 +62,7 @@ async function checkKey(c: Context<DashEnv>, submittedKey: string, example: stri
   try {
     return await authenticate(c.env, key, clock.now());
   } catch (error) {
+    if (error instanceof ApiError && error.status === 503) throw new SignInRefused(503, "This account is being moved to another database and is paused for a moment. Try again in a few seconds.", error.code, c.var.requestId);
     if (error instanceof ApiError) throw new SignInRefused(401, "This API key is not valid: it is unknown or has been revoked.", error.code, c.var.requestId);
     throw error;
   }
@@ -110,21 +111,27 @@ export async function loadSession(c: Context<DashEnv>): Promise<DashboardSession
   }
   const tokenHash = await sha256Hex(token);
   const now = clock.now();
-  // A token made before shards existed names no bound shard: its session lives on DB_0.
-  const named = shardOfChar(token[0]);
-  openShard(c as never, isShard(c.env, named) ? named : 0);
-  const { db } = c.var;
   // Each key counts only when it is unrevoked, of the session's account, and of its column's mode.
   const held = (key: typeof testKey | typeof liveKey, column: typeof dashboardSessions.testKeyId | typeof dashboardSessions.liveKeyId, mode: Mode) =>
     and(eq(key.id, column), isNull(key.revokedAt), eq(key.accountId, dashboardSessions.accountId), eq(key.mode, mode));
-  const [row] = await db
-    .select({ session: dashboardSessions, test: testKey, live: liveKey, accountName: accounts.name, apiVersion: accounts.apiVersion })
-    .from(dashboardSessions)
-    .innerJoin(accounts, eq(accounts.id, dashboardSessions.accountId))
-    .leftJoin(testKey, held(testKey, dashboardSessions.testKeyId, "test"))
-    .leftJoin(liveKey, held(liveKey, dashboardSessions.liveKeyId, "live"))
-    .where(and(eq(dashboardSessions.tokenHash, tokenHash), gt(dashboardSessions.expiresAt, now)))
-    .limit(1);
+  const find = async (shard: number) => {
+    openShard(c as never, shard);
+    const [found] = await c.var.db
+      .select({ session: dashboardSessions, test: testKey, live: liveKey, accountName: accounts.name, apiVersion: accounts.apiVersion })
+      .from(dashboardSessions)
+      .innerJoin(accounts, eq(accounts.id, dashboardSessions.accountId))
+      .leftJoin(testKey, held(testKey, dashboardSessions.testKeyId, "test"))
+      .leftJoin(liveKey, held(liveKey, dashboardSessions.liveKeyId, "live"))
+      .where(and(eq(dashboardSessions.tokenHash, tokenHash), gt(dashboardSessions.expiresAt, now)))
+      .limit(1);
+    return found;
+  };
+  // The token's first character names its shard. One made before shards existed names a random
+  // one: not found there, it is looked for on DB_0, where every session then lived.
+  const named = shardOfChar(token[0]);
+  let row = isShard(c.env, named) ? await find(named) : undefined;
+  if (!row && named !== 0) row = await find(0);
+  const { db } = c.var;
   const keys = { test: row?.test ?? undefined, live: row?.live ?? undefined };
   const chosen: Mode | undefined = row ? (row.session.livemode ? "live" : "test") : undefined;
   // The chosen mode's key was revoked: its mode has ended, and the session acts in the other

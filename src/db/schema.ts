@@ -22,6 +22,9 @@ export const accounts = sqliteTable("accounts", {
    * now. Its row and its keys' stay here, paused, so a credential naming this shard finds its way.
    */
   movedTo: integer("moved_to"),
+  /** The move in progress (src/accounts/move.ts): one at a time, each holding this until moveUntil (epoch ms). */
+  moveToken: text("move_token"),
+  moveUntil: integer("move_until"),
 });
 
 export const apiKeys = sqliteTable(

@@ -52,11 +52,12 @@ export const ERRORS = {
   422: errorContent("Idempotency-Key reused with different parameters."),
   429: errorContent("Rate limited; see Retry-After."),
   500: errorContent("Server error, with a generic message."),
+  503: errorContent("The account is being moved to another shard (account_moving): nothing was changed; retry after Retry-After seconds."),
 } as const;
 
 type Status = keyof typeof ERRORS;
-const READ_ERRORS: Status[] = [400, 401, 403, 404, 429, 500];
-const WRITE_ERRORS: Status[] = [400, 401, 403, 404, 409, 413, 415, 422, 429, 500];
+const READ_ERRORS: Status[] = [400, 401, 403, 404, 429, 500, 503];
+const WRITE_ERRORS: Status[] = [400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503];
 
 const versionField = z
   .string()
@@ -155,6 +156,7 @@ export function apiRoute<R extends Options>(options: R) {
   if (isPublic) {
     statuses.delete(403);
     statuses.delete(429);
+    statuses.delete(503);
   }
   const responses = { ...config.responses } as Record<string | number, unknown>;
   for (const status of [...statuses].sort()) responses[status] ??= ERRORS[status];

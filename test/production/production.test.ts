@@ -40,6 +40,25 @@ describe("production mode", () => {
     expect(await signup()).toMatch(/^sk_test_/);
   });
 
+  it("guards an account's move with ADMIN_TOKEN, ignores the development Tender-Shard header, and names no shard in answers", async () => {
+    const signup = await call("https://api.tender.test/api/accounts", json({ name: "Placed", email: "placed@acme.test" }, { authorization: "Bearer test-admin-token", "tender-shard": "9" }));
+    // Outside development the header chooses nothing (9 is no shard, and sign-up still succeeds) and answers carry no Tender-Shard.
+    expect(signup.status).toBe(201);
+    expect(signup.headers.get("tender-shard")).toBeNull();
+    const path = `https://api.tender.test/api/accounts/${signup.body.id}/move`;
+    const open = await call(path, json({ to_shard: 1 }));
+    expect(open.status).toBe(401);
+    expect(open.body.error.code).toBe("missing_credential");
+    const wrong = await call(path, json({ to_shard: 1 }, { authorization: "Bearer nope" }));
+    expect(wrong.status).toBe(401);
+    const shard = Number(signup.body.api_key.charAt(8));
+    const moved = await call(path, json({ to_shard: 1 - shard }, { authorization: "Bearer test-admin-token" }));
+    expect(moved.status).toBe(200);
+    expect(moved.body).toMatchObject({ from_shard: shard, to_shard: 1 - shard });
+    const users = await call("https://api.tender.test/api/users", { headers: { authorization: `Bearer ${signup.body.api_key}` } });
+    expect(users.status).toBe(200);
+  });
+
   it("refuses private, loopback and plain-http webhook targets", async () => {
     const key = await signup();
     for (const url of ["http://127.0.0.1:4000/hook", "https://127.0.0.1/hook", "https://localhost/hook", "https://10.0.0.5/hook", "https://169.254.169.254/", "https://[::1]/hook"]) {

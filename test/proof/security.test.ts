@@ -80,8 +80,14 @@ describe("the operations", () => {
     for (const scope of Object.values(SCOPE_OF)) expect(SCOPES).toContain(scope);
   });
 
-  it("the public operations are exactly health, sign-up, the token exchange and Stripe's webhook route (signed by Stripe)", () => {
-    expect(ops.filter((op) => op.isPublic).map(label).sort()).toEqual(["GET /health", "POST /api/accounts", "POST /oauth/token", "POST /processor-webhooks/stripe/{account_id}"]);
+  it("the public operations are exactly health, sign-up and an account's move (the operator's: ADMIN_TOKEN outside development), the token exchange and Stripe's webhook route (signed by Stripe)", () => {
+    expect(ops.filter((op) => op.isPublic).map(label).sort()).toEqual([
+      "GET /health",
+      "POST /api/accounts",
+      "POST /api/accounts/{account_id}/move",
+      "POST /oauth/token",
+      "POST /processor-webhooks/stripe/{account_id}",
+    ]);
   });
 
   it("every fixture is real: the owner reads each object it will be denied", async () => {

@@ -13,6 +13,7 @@ import { installReceiver, RECEIVER_ORIGIN } from "../support/receiver";
 import { waitFor } from "../support/wait";
 
 const from = TEST_SHARD;
+const POINTER_TABLES: string[] = ["accounts", "api_keys", "access_tokens"];
 const to = OTHER_SHARD;
 
 const rowsOn = async (shard: number, table: string, accountId: string) =>
@@ -20,7 +21,8 @@ const rowsOn = async (shard: number, table: string, accountId: string) =>
     (await envOf(shard).DB.prepare(`SELECT count(*) AS n FROM ${table} WHERE ${table === "accounts" ? "id" : "account_id"} = ?`).bind(accountId).first<{ n: number }>())!.n,
   );
 
-const move = (accountId: string, shard: number) => call(`/api/accounts/${accountId}/move`, { body: { to_shard: shard } });
+// No drain: nothing in these tests is in flight when a move pauses its account.
+const move = (accountId: string, shard: number, drain = 0) => call(`/api/accounts/${accountId}/move`, { body: { to_shard: shard, drain_seconds: drain } });
 
 let receiver: ReturnType<typeof installReceiver>;
 beforeEach(() => {
@@ -152,6 +154,7 @@ describe("moving an account to another shard", () => {
     expect(home.headers.get("tender-shard")).toBe(String(from));
 
     expectError(await move(acct.id, 7), 400, "invalid_request_error", "shard_invalid");
+    expectError(await call(`/api/accounts/${acct.id}/move`, { body: { to_shard: 1, drain_seconds: 301 } }), 400, "invalid_request_error");
     expectError(await move("acct_01jd2x4k5m6n7p8q9r0s1t2v3w", to), 404, "not_found_error", "resource_missing");
     expectError(await call(`/api/accounts/${acct.id}/move`, { body: { to_shard: "one" } }), 400, "invalid_request_error");
   });
@@ -159,9 +162,9 @@ describe("moving an account to another shard", () => {
 
 describe("a move under D1 faults on the source shard", () => {
   const isSwitch = (op: D1Op) => op.kind === "batch" && op.sql.some((s) => /UPDATE accounts SET moved_to = \?/.test(s));
-  const isPause = (op: D1Op) => op.kind === "statement" && op.sql.some((s) => /UPDATE api_keys SET paused_at = \? WHERE account_id = \? AND paused_at IS NULL/.test(s));
+  const isPause = (op: D1Op) => op.kind === "batch" && op.sql.some((s) => /UPDATE api_keys SET paused_at = \? WHERE account_id = \? AND paused_at IS NULL/.test(s));
   const isCopyRead = (op: D1Op) => op.kind === "statement" && op.sql.some((s) => /^SELECT .* FROM "subscriptions" WHERE account_id = \?/.test(s));
-  const moveWith = (db: D1Database, accountId: string) => fetchWith({ DB: db }, `/api/accounts/${accountId}/move`, { json: { to_shard: to } });
+  const moveWith = (db: D1Database, accountId: string) => fetchWith({ DB: db }, `/api/accounts/${accountId}/move`, { json: { to_shard: to, drain_seconds: 0 } });
 
   async function account(name: string) {
     const acct = await signup(name);
@@ -172,9 +175,8 @@ describe("a move under D1 faults on the source shard", () => {
   }
 
   for (const [name, rule] of [
-    ["the pause fails", { kind: "fail_before_commit", on: "statement", when: isPause }],
+    ["the claim and pause fail", { kind: "fail_before_commit", on: "batch", when: isPause }],
     ["a read of the copy fails", { kind: "fail_before_commit", on: "statement", when: isCopyRead }],
-    ["the switch fails before it commits", { kind: "fail_before_commit", on: "batch", when: isSwitch }],
   ] as const) {
     it(`${name}: the account stays where it was, unpaused and whole, with no copy left; the move again succeeds`, async () => {
       const { acct, user } = await account(`Fault${name.length}`);
@@ -185,8 +187,12 @@ describe("a move under D1 faults on the source shard", () => {
       expectError(failed, 500, "api_error");
       for (const table of ACCOUNT_TABLES) {
         expect(await rowsOn(from, table, acct.id), `${name}: ${table} on the source`).toBe(before[table]);
-        expect(await rowsOn(to, table, acct.id), `${name}: ${table} on the target`).toBe(0);
+        // At most pointers back to the source stay on the target: its account row, keys and tokens.
+        if (!POINTER_TABLES.includes(table)) expect(await rowsOn(to, table, acct.id), `${name}: ${table} on the target`).toBe(0);
       }
+      const left = await envOf(to).DB.prepare("SELECT moved_to FROM accounts WHERE id = ?").bind(acct.id).first<{ moved_to: number }>();
+      if (left) expect(left.moved_to, `${name}: the target's row points back`).toBe(from);
+      expect(await envOf(from).DB.prepare("SELECT count(*) AS n FROM api_keys WHERE account_id = ? AND paused_at IS NOT NULL").bind(acct.id).first("n")).toBe(0);
       const read = await call(`/api/users/${user.id}`, { key: acct.key });
       expect(read.status, read.text).toBe(200);
       expect(read.headers.get("tender-shard")).toBe(String(from));
@@ -195,23 +201,90 @@ describe("a move under D1 faults on the source shard", () => {
     });
   }
 
-  it("the switch commits and its answer is lost: the account answers 503 until the move is run again, which finishes it", async () => {
-    const { acct, user } = await account("Lost");
-    const faulty = faultyD1(envOf(from).DB, [{ kind: "commit_then_throw", on: "batch", when: isSwitch }]);
-    const failed = await moveWith(faulty, acct.id);
+  for (const fault of ["commit_then_throw", "fail_before_commit"] as const) {
+    it(`the switch's answer is lost (${fault}): the account answers 503, unchanged, until the move is run again, which ends it`, async () => {
+      const { acct, user } = await account(`Lost${fault.length}`);
+      const faulty = faultyD1(envOf(from).DB, [{ kind: fault, on: "batch", when: isSwitch }]);
+      const failed = await moveWith(faulty, acct.id);
+      expect(faulty.fired).toHaveLength(1);
+      expectError(failed, 500, "api_error");
+      // Whether the switch committed is not known: the account stays paused, on one shard or the
+      // other, and its copy stays on the target (pointing back), so nothing is lost either way.
+      const committed = fault === "commit_then_throw";
+      expect(await envOf(from).DB.prepare("SELECT moved_to FROM accounts WHERE id = ?").bind(acct.id).first("moved_to")).toBe(committed ? to : null);
+      expect(await envOf(to).DB.prepare("SELECT moved_to FROM accounts WHERE id = ?").bind(acct.id).first("moved_to")).toBe(from);
+      expect(await rowsOn(to, "subscriptions", acct.id)).toBe(1);
+      expect(await rowsOn(from, "subscriptions", acct.id)).toBe(committed ? 0 : 1);
+      const paused = await call(`/api/users/${user.id}`, { key: acct.key });
+      expectError(paused, 503, "api_error", "account_moving");
+      const again = await move(acct.id, to);
+      expect(again.status, again.text).toBe(200);
+      expect(again.body.finished_only ?? false).toBe(committed);
+      const read = await call(`/api/users/${user.id}`, { key: acct.key });
+      expect(read.status, read.text).toBe(200);
+      expect(read.headers.get("tender-shard")).toBe(String(to));
+    });
+  }
+});
+
+describe("moves that meet each other, and what a move carries", () => {
+  it("two moves of one account at once: the second answers 409 move_in_progress, the first completes, nothing is lost", async () => {
+    const acct = await signup("Twice");
+    const user = await createUser(acct, { email: "twice@example.com" });
+    const first = move(acct.id, to, 1);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expectError(await move(acct.id, to), 409, "invalid_request_error", "move_in_progress");
+    // Moving it where it is (the way to unpause an abandoned move) waits for the claim too.
+    expectError(await move(acct.id, from), 409, "invalid_request_error", "move_in_progress");
+    const done = await first;
+    expect(done.status, done.text).toBe(200);
+    const read = await call(`/api/users/${user.id}`, { key: acct.key });
+    expect(read.status).toBe(200);
+    expect(read.headers.get("tender-shard")).toBe(String(to));
+  });
+
+  it("back and forth: the keys issued before each move keep working, and a failed move back keeps the pointers", async () => {
+    const acct = await signup("Shuttle");
+    const user = await createUser(acct, { email: "shuttle@example.com" });
+    for (const shard of [to, from, to]) {
+      expect((await move(acct.id, shard)).status).toBe(200);
+      const read = await call(`/api/users/${user.id}`, { key: acct.key });
+      expect(read.status, read.text).toBe(200);
+      expect(read.headers.get("tender-shard")).toBe(String(shard));
+    }
+    // Now on `to`, with pointers on `from`. A move back that fails on the target (`from`) mid-copy
+    // leaves `from` holding pointers again, so the key naming `from` still finds the account.
+    const faulty = faultyD1(envOf(from).DB, [{ kind: "fail_before_commit", on: "batch", when: (op) => op.sql.some((s) => /INSERT INTO "users"/.test(s)) }]);
+    const failed = await fetchWith({ DB: faulty }, `/api/accounts/${acct.id}/move`, { json: { to_shard: from, drain_seconds: 0 } });
     expect(faulty.fired).toHaveLength(1);
     expectError(failed, 500, "api_error");
-    // Switched on the source, not yet on the target: paused everywhere, nothing lost.
+    expect(await rowsOn(from, "users", acct.id)).toBe(0);
     expect(await envOf(from).DB.prepare("SELECT moved_to FROM accounts WHERE id = ?").bind(acct.id).first("moved_to")).toBe(to);
-    expect(await envOf(to).DB.prepare("SELECT moved_to FROM accounts WHERE id = ?").bind(acct.id).first("moved_to")).toBe(from);
-    expect(await rowsOn(to, "subscriptions", acct.id)).toBe(1);
-    const paused = await call(`/api/users/${user.id}`, { key: acct.key });
-    expectError(paused, 503, "api_error", "account_moving");
-    const again = await move(acct.id, to);
-    expect(again.status, again.text).toBe(200);
-    expect(again.body.finished_only).toBe(true);
     const read = await call(`/api/users/${user.id}`, { key: acct.key });
     expect(read.status, read.text).toBe(200);
     expect(read.headers.get("tender-shard")).toBe(String(to));
+  });
+
+  it("a payout already handed to the processor stays uncancelable on the new shard (its send marker moves with it)", async () => {
+    const acct = await signup("Sent");
+    const user = await createUser(acct, { email: "sent@example.com" });
+    const payout = await payoutWithoutSettlement(acct, { recipient_id: user.id });
+    // As the settlement does when it hands the payout to the processor (src/payments/settle-payout.ts).
+    await envOf(from).DB.prepare("INSERT INTO job_runs (key, created_at, lease_until, expires_at) VALUES (?, ?, 0, ?)").bind(`payout_send:${payout.id}`, new Date().toISOString(), Date.now() + 86_400_000).run();
+    expect((await move(acct.id, to)).status).toBe(200);
+    expect(await envOf(to).DB.prepare("SELECT count(*) AS n FROM job_runs WHERE key = ?").bind(`payout_send:${payout.id}`).first("n")).toBe(1);
+    const cancel = await call(`/payouts/${payout.id}/cancel`, { method: "POST", key: acct.key });
+    expect(cancel.status, cancel.text).toBe(409);
+    expect((await call(`/payouts/${payout.id}`, { key: acct.key })).body.status).toBe("pending");
+  });
+
+  it("Stripe's events for an account being moved answer 503, so Stripe sends them again later", async () => {
+    const acct = await signup("Webhooked");
+    await envOf(from).DB.prepare("UPDATE accounts SET move_token = 'held', move_until = ? WHERE id = ?").bind(Date.now() + 60_000, acct.id).run();
+    const res = await call(`/processor-webhooks/stripe/${acct.id}`, { body: { id: "evt_1", object: "event", type: "payout.paid" }, headers: { "stripe-signature": "t=1,v1=00" } });
+    expectError(res, 503, "api_error", "account_moving");
+    await envOf(from).DB.prepare("UPDATE accounts SET move_token = NULL, move_until = NULL WHERE id = ?").bind(acct.id).run();
+    // Not moving: the usual answer for an account without a connection.
+    expectError(await call(`/processor-webhooks/stripe/${acct.id}`, { body: { id: "evt_1", object: "event", type: "payout.paid" }, headers: { "stripe-signature": "t=1,v1=00" } }), 400, "invalid_request_error", "no_processor_connection");
   });
 });

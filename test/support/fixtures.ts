@@ -1,7 +1,7 @@
 // Objects made for a test, through the API where there is one: users, keys and tokens, plans and
 // subscriptions, payouts, charges (made as billing makes them: there is no "create payment"
 // endpoint), and one object of every kind for an account.
-import { env } from "./env";
+import { TEST_SHARD, env } from "./env";
 import { expect } from "vitest";
 import { createDb } from "../../src/db/client";
 import { sha256Hex } from "../../src/lib/crypto";
@@ -72,7 +72,8 @@ export async function warm(key: string) {
 
 /** A live-mode secret key for the account, inserted directly (sign-up only issues test keys). */
 export async function liveKey(accountId: string): Promise<string> {
-  const key = `sk_live_${"L".repeat(16)}${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
+  // Its first random character names the shard the account lives on (src/db/shards.ts).
+  const key = `sk_live_${TEST_SHARD}${"L".repeat(15)}${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
   await env.DB.prepare(
     "INSERT INTO api_keys (id, account_id, name, kind, mode, prefix, hash, scopes, created_at) VALUES (?, ?, 'live', 'secret', 'live', ?, ?, '[\"*\"]', ?)",
   )

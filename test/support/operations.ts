@@ -220,6 +220,8 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     createCoupon: () => ({ name: "Proof 20", percent_off: 20, duration: "repeating", duration_in_months: 2 }),
     deleteCoupon: () => undefined,
     createUsageRecord: () => ({ quantity: 7 }),
+    // Its path names no fixture ({account_id}, not {id}): a sweep's move finds no account (404).
+    moveAccount: () => ({ to_shard: 1 }),
   };
   if (!Object.hasOwn(bodies, op.operationId)) throw new Error(`No valid body for ${op.operationId}: add one to test/support/operations.ts`);
   return bodies[op.operationId]();

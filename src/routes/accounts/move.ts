@@ -5,7 +5,7 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import { z } from "@hono/zod-openapi";
 import { moveAccount } from "../../accounts/move";
 import type { AppEnv } from "../../context";
-import { isoTime, clock } from "../../lib/clock";
+import { clock } from "../../lib/clock";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
 import { requireAdmin } from "./post";
 import { MoveBody, MoveResultSchema } from "./schema";
@@ -17,7 +17,7 @@ const route = apiRoute({
   operationId: "moveAccount",
   summary: "Move an account to another shard (operators)",
   description:
-    "Copies every row of the account to the shard `to_shard` names while its keys are paused (their requests answer 503 account_moving with Retry-After meanwhile), proves the copy (each table's rows counted and hashed on both shards), then switches the account over. Keys and tokens issued before the move keep working. A move that stopped half-way leaves the account paused: calling this again finishes it. Open in development; elsewhere it needs 'Authorization: Bearer <ADMIN_TOKEN>'.",
+    "Pauses the account's keys (their requests answer 503 account_moving with Retry-After meanwhile), waits drain_seconds for requests already under way, copies every row of the account to the shard `to_shard` names, proves the copy (each table's rows counted and hashed on both shards), then switches the account over. Keys and tokens issued before the move keep working. One move of an account at a time (409 move_in_progress). A move that fails before its switch puts everything back; one whose switch's outcome is unknown leaves the account paused, and calling this again finishes it. Open in development; elsewhere it needs 'Authorization: Bearer <ADMIN_TOKEN>'.",
   public: true,
   extraErrors: [404, 409],
   request: {
@@ -31,7 +31,7 @@ export function registerMoveAccount(app: OpenAPIHono<AppEnv>) {
   app.openapi(route, async function moveAccountRoute(c) {
     requireAdmin(c, "Moving an account");
     const { account_id } = c.req.valid("param");
-    const { to_shard } = c.req.valid("json");
-    return c.json(await moveAccount(c.env, account_id, to_shard, isoTime(clock.now())), 200);
+    const { to_shard, drain_seconds } = c.req.valid("json");
+    return c.json(await moveAccount(c.env, account_id, to_shard, { drainMs: drain_seconds === undefined ? undefined : drain_seconds * 1000, now: () => clock.now() }), 200);
   });
 }

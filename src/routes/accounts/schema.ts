@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { bodyObject, emailField, nameField, timestamp } from "../shared";
+import { bodyObject, emailField, nameField, timestamp, wholeNumber } from "../shared";
 
 export const SignupBody = bodyObject({ name: nameField, email: emailField }).openapi("SignupRequest");
 
@@ -19,7 +19,14 @@ export const AccountSchema = z
   .openapi("Account");
 
 export const MoveBody = bodyObject({
-  to_shard: z.number().int().min(0).max(61).openapi({ description: "The shard (DB_<n>) to move the account to.", example: 1 }),
+  to_shard: wholeNumber("to_shard", 0, 61).openapi({ description: "The shard (DB_<n>) to move the account to. The shard it is on unpauses it (a move that stopped before its switch).", example: 1 }),
+  drain_seconds: wholeNumber("drain_seconds", 0, 300)
+    .optional()
+    .openapi({
+      description:
+        "How long to wait after pausing the account's keys before copying, so that a request already past its key check (one waiting on Stripe) commits first. Default 65: longer than a request waits on Stripe. Less risks a late commit on the old shard.",
+      example: 65,
+    }),
 }).openapi("MoveAccountRequest");
 
 const TableProofSchema = z

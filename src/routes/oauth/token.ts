@@ -94,7 +94,9 @@ export function registerOauth(app: OpenAPIHono<AppEnv>) {
     }
     const secret = clientSecret(c.req.header("authorization"), body);
     if (!secret || !/^(sk|rk)_/.test(secret)) throw invalidClient();
-    const auth = await authenticate(c.env, secret, clock.now()).catch(() => {
+    const auth = await authenticate(c.env, secret, clock.now()).catch((error) => {
+      // A key whose account is being moved between shards: 503, retry later; anything else is not a client.
+      if (error instanceof ApiError && error.status === 503) throw error;
       throw invalidClient();
     });
     // RFC 6749 §3.3: an empty scope is the same as none sent (the key's own scopes).

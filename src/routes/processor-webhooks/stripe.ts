@@ -11,7 +11,7 @@ import type { Context } from "hono";
 import type { AppEnv } from "../../context";
 import { hasPrefix } from "../../domain/ids";
 import { clock } from "../../lib/clock";
-import { invalidRequest } from "../../lib/errors";
+import { accountMoving, invalidRequest } from "../../lib/errors";
 import { readLimited } from "../../middleware/body";
 import { alreadyRecorded, applySettlement } from "../../payments/processor-settlements";
 import { processorFor } from "../../processor";
@@ -64,6 +64,7 @@ const route = createRoute({
     400: ERRORS[400],
     413: ERRORS[413],
     500: ERRORS[500],
+    503: ERRORS[503],
   },
 });
 
@@ -71,20 +72,34 @@ const route = createRoute({
 const refused = (code: string, message: string) => invalidRequest(code, message);
 
 /**
- * The account's connection, and the shard it lives on. The URL Stripe calls names the account, not
- * its shard (it must outlive a move), so every shard is asked, side by side: one round trip of time.
+ * The shard the account lives on, and its connection there. The URL Stripe calls names the account,
+ * not its shard (it must outlive a move), so every shard is asked, side by side, for the account's
+ * row: the one that is home (not a copy being made, nor left behind by a move). While the account
+ * is being moved, 503: Stripe sends the event again later, to wherever it lives then.
  */
-async function connectionOnItsShard(c: Context<AppEnv>, accountId: string) {
-  const found = await Promise.all(shardNumbers(c.env).map(async (shard) => ({ shard, connection: await readConnection(createDb(shardEnv(c.env, shard).DB), accountId) })));
-  return found.find((f) => f.connection !== null);
+async function connectionOnItsShard(c: Context<AppEnv>, accountId: string, now: number) {
+  const rows = await Promise.all(
+    shardNumbers(c.env).map(async (shard) => {
+      const row = await createDb(shardEnv(c.env, shard).DB)
+        .$client.prepare("SELECT moved_to, move_until FROM accounts WHERE id = ?")
+        .bind(accountId)
+        .first<{ moved_to: number | null; move_until: number | null }>();
+      return { shard, row };
+    }),
+  );
+  const home = rows.find((r) => r.row && r.row.moved_to === null);
+  if (!home) return undefined;
+  if (home.row!.move_until !== null && home.row!.move_until > now) throw accountMoving();
+  openShard(c, home.shard);
+  const connection = await readConnection(c.var.db, accountId);
+  return connection ? { shard: home.shard, connection } : undefined;
 }
 
 async function receive(c: Context<AppEnv>) {
   const accountId = c.req.param("account_id") ?? "";
   // The raw bytes, exactly as sent: a re-serialized body would not verify.
   const rawBody = await readLimited(c.req.raw);
-  const found = hasPrefix(accountId, "account") ? await connectionOnItsShard(c, accountId) : undefined;
-  if (found) openShard(c, found.shard);
+  const found = hasPrefix(accountId, "account") ? await connectionOnItsShard(c, accountId, clock.now()) : undefined;
   const connection = found?.connection;
   const { db } = c.var;
   if (!connection) {
