@@ -143,6 +143,7 @@ function fullBody(op: Operation): unknown {
   if (op.operationId === "createWebhook") return { ...(validBody(op, fx) as object), ordering: "per_object" };
   if (op.operationId === "createSubscription") return { ...(validBody(op, fx) as object), quantity: 1, coupon: fx.coupon, trial_period_days: 7, trial_end: "2099-01-01T00:00:00Z" };
   if (op.operationId === "createUsageRecord") return { quantity: 3, timestamp: "2020-01-01T00:00:00Z", action: "set" };
+  if (op.operationId === "moveAccount") return { to_shard: 1, drain_seconds: 0 };
   if (op.operationId === "createCoupon") {
     return { id: "PROOF10", name: "Proof", percent_off: 10, amount_off: 100, currency: "usd", duration: "repeating", duration_in_months: 2, max_redemptions: 5, redeem_by: "2099-01-01T00:00:00Z" };
   }
