@@ -20,6 +20,7 @@ interface Call {
   path: string;
   status: number;
   body: Record<string, any>;
+  text: string;
 }
 
 let dev: DevProcess;
@@ -70,7 +71,7 @@ async function runWalkThrough() {
   } catch {
     // the receiver had already gone
   }
-  const calls: Call[] = recordedCalls(traceDir).map((c) => ({ method: c.method, path: c.url.pathname + c.url.search, status: c.status, body: c.body }));
+  const calls: Call[] = recordedCalls(traceDir).map((c) => ({ method: c.method, path: c.url.pathname + c.url.search, status: c.status, body: c.body, text: c.text }));
   return { code, output, calls };
 }
 
@@ -131,6 +132,8 @@ describe("README.md, the shell walk-through", () => {
           ["paid", 350, 0, 350],
           ["paid", 1999, 400, 1599],
         ])],
+      // README "Shards": the account's shard, in the answer's Tender-Shard header and in its key.
+      ["GET", /^\/api\/users\/usr_\w+$/, 200, () => expect(calls[29].text).toMatch(new RegExp(`^tender-shard: ${calls[0].body.api_key.charAt(8)}\\r?$`, "im"))],
     ];
     expect(calls.map((c) => `${c.method} ${c.path}`)).toHaveLength(expected.length);
     expected.forEach(([method, path, status, check], i) => {

@@ -46,13 +46,13 @@ describe("production mode", () => {
     expect(signup.status).toBe(201);
     expect(signup.headers.get("tender-shard")).toBeNull();
     const path = `https://api.tender.test/api/accounts/${signup.body.id}/move`;
-    const open = await call(path, json({ to_shard: 1 }));
+    const open = await call(path, json({ to_shard: 1, drain_seconds: 0 }));
     expect(open.status).toBe(401);
     expect(open.body.error.code).toBe("missing_credential");
-    const wrong = await call(path, json({ to_shard: 1 }, { authorization: "Bearer nope" }));
+    const wrong = await call(path, json({ to_shard: 1, drain_seconds: 0 }, { authorization: "Bearer nope" }));
     expect(wrong.status).toBe(401);
     const shard = Number(signup.body.api_key.charAt(8));
-    const moved = await call(path, json({ to_shard: 1 - shard }, { authorization: "Bearer test-admin-token" }));
+    const moved = await call(path, json({ to_shard: 1 - shard, drain_seconds: 0 }, { authorization: "Bearer test-admin-token" }));
     expect(moved.status).toBe(200);
     expect(moved.body).toMatchObject({ from_shard: shard, to_shard: 1 - shard });
     const users = await call("https://api.tender.test/api/users", { headers: { authorization: `Bearer ${signup.body.api_key}` } });
