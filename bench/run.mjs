@@ -1054,16 +1054,23 @@ async function renewalPhase(targets, label) {
   if (doneAt === null) await waitQuiet(120_000);
   const total = { renewed: 0, notActive: 0, payments: 0, invoices: 0, periods: 0, twice: 0 };
   for (const s of seeded) {
-    const [final] = d1Query(countSqlOf(s), s.shard);
-    const [payments] = d1Query(`SELECT COUNT(*) AS n FROM payments WHERE account_id = '${s.accountId}' AND subscription_id IS NOT NULL AND subscription_id NOT IN (${s.templateIds})`, s.shard);
-    const [invoiced] = d1Query(`SELECT COUNT(*) AS n, COUNT(DISTINCT subscription_id || ':' || period_index) AS periods FROM invoices WHERE account_id = '${s.accountId}' AND subscription_id NOT IN (${s.templateIds})`, s.shard);
-    const [twice] = d1Query(`SELECT COUNT(*) AS n FROM subscriptions WHERE ${s.where} AND periods_billed > ${s.baseOf} + 1`, s.shard);
+    // One statement per shard, so its counts are of one moment even if a chunk still commits.
+    const [final] = d1Query(
+      `SELECT
+        (SELECT SUM(CASE WHEN periods_billed > ${s.baseOf} THEN 1 ELSE 0 END) FROM subscriptions WHERE ${s.where}) AS renewed,
+        (SELECT SUM(CASE WHEN status <> 'active' THEN 1 ELSE 0 END) FROM subscriptions WHERE ${s.where}) AS not_active,
+        (SELECT COUNT(*) FROM payments WHERE account_id = '${s.accountId}' AND subscription_id IS NOT NULL AND subscription_id NOT IN (${s.templateIds})) AS payments,
+        (SELECT COUNT(*) FROM invoices WHERE account_id = '${s.accountId}' AND subscription_id NOT IN (${s.templateIds})) AS invoices,
+        (SELECT COUNT(DISTINCT subscription_id || ':' || period_index) FROM invoices WHERE account_id = '${s.accountId}' AND subscription_id NOT IN (${s.templateIds})) AS periods,
+        (SELECT COUNT(*) FROM subscriptions WHERE ${s.where} AND periods_billed > ${s.baseOf} + 1) AS twice`,
+      s.shard,
+    );
     total.renewed += Number(final.renewed ?? 0);
     total.notActive += Number(final.not_active ?? 0);
-    total.payments += payments.n;
-    total.invoices += invoiced.n;
-    total.periods += invoiced.periods;
-    total.twice += twice.n;
+    total.payments += Number(final.payments);
+    total.invoices += Number(final.invoices);
+    total.periods += Number(final.periods);
+    total.twice += Number(final.twice);
   }
   const cpu = cpuDelta(before, after);
   if (cpu.restarted) results.reloads.push({ phase: `renewals, ${label}`, lines: ["the workerd processes changed during the phase"] });
