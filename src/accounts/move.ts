@@ -9,20 +9,22 @@
 // 2. Drain: the move waits `drainMs` (by default longer than a request can wait on Stripe), so that
 //    a request already past its key check when the pause committed (one waiting on a charge, whose
 //    record is written whatever the key) has committed before the copy is taken.
-// 3. Copy: every row of the account goes to the target shard, table by table: rows the target
-//    holds that the source does not are deleted first (a failed earlier move's, or the pointers of
-//    an earlier move away from it), then the source's rows are upserted, so a row a credential is
-//    looked up by is never missing there. The target's copy of the account row points back at the
+// 3. Copy: every row of the account goes to the target shard, table by table and page by page (so
+//    a large account is never held whole in memory): the target's rows of the account are deleted
+//    first (a failed earlier move's), but for the pointers a credential is looked up by (an earlier
+//    move away from it left them), which are made equal by deleting what the source has not and
+//    upserting the rest, so a row a credential is looked up by is never missing there. The target's copy of the account row points back at the
 //    source (moved_to), so the target's cron leaves the copy alone and a credential naming the
 //    target finds the account where it still lives. The send leases of its payouts and refunds
 //    (job_runs) go with them: a payout handed to the processor stays uncancelable.
 // 4. Prove: each table's rows of the account, on both shards, are counted and hashed (SHA-256 of
-//    the rows in primary-key order). A difference (background work on the source wrote meanwhile:
+//    each page of rows in primary-key order, then of those hashes). A difference (background work on the source wrote meanwhile:
 //    a delivery attempt, a renewal) copies that table again; three rounds at most.
 // 5. Switch: one batch on the source, guarded by the claim and by each table's count and latest
-//    updated_at as proven, points the account at the target and deletes its rows there, except the
-//    account row and its keys and tokens, which stay paused as pointers. Then one batch on the
-//    target makes the copy the account (moved_to NULL) and unpauses its keys. A credential issued
+//    updated_at as proven, points the account at the target. Then one batch on the target makes
+//    the copy the account (moved_to NULL) and unpauses its keys. Last, the source's rows of the
+//    account are deleted page by page, except the account row and its keys and tokens, which stay
+//    paused as pointers. A credential issued
 //    before the move names the source; the source sends it on (src/auth/credentials.ts).
 //
 // Background work on the source between the last proof and the switch that the switch's guard does
@@ -138,27 +140,58 @@ const ownerColumn = (table: string) => (table === "accounts" ? "id" : "account_i
 const quoted = (name: string) => `"${name}"`;
 const owner = (table: string, accountId: string) => sql.raw(`${quoted(table)}.${ownerColumn(table)} = '${accountId.replaceAll("'", "''")}'`);
 
-/** The account's rows of `table`, in primary-key order, as arrays of column values. */
-async function rowsOf(db: Db, table: string, accountId: string): Promise<unknown[][]> {
+/**
+ * The account's rows of `table` in primary-key order, as arrays of column values, a page at a time
+ * (keyset paging: each page starts after the last key of the one before), so a large account is
+ * never held whole in memory.
+ */
+async function forEachPage(db: Db, table: string, accountId: string, visit: (rows: unknown[][]) => Promise<void> | void): Promise<void> {
   const { columns, key } = await shapeOf(db, table);
-  const rows: unknown[][] = [];
-  for (let offset = 0; ; offset += PAGE) {
-    const page = await db.$client
-      .prepare(`SELECT ${columns.map(quoted).join(", ")} FROM ${quoted(table)} WHERE ${ownerColumn(table)} = ? ORDER BY ${key.map(quoted).join(", ")} LIMIT ${PAGE} OFFSET ${offset}`)
-      .bind(accountId)
+  const keys = key.map(quoted).join(", ");
+  const at = key.map((k) => columns.indexOf(k));
+  const select = `SELECT ${columns.map(quoted).join(", ")} FROM ${quoted(table)} WHERE ${ownerColumn(table)} = ?`;
+  let after: unknown[] | null = null;
+  for (;;) {
+    const page: unknown[][] = await db.$client
+      .prepare(`${select}${after ? ` AND (${keys}) > (${key.map(() => "?").join(", ")})` : ""} ORDER BY ${keys} LIMIT ${PAGE}`)
+      .bind(accountId, ...(after ?? []))
       .raw();
-    rows.push(...page);
-    if (page.length < PAGE) return rows;
+    if (page.length > 0) await visit(page);
+    if (page.length < PAGE) return;
+    after = at.map((i) => page[page.length - 1][i]);
   }
 }
 
-/** A proof of the rows, and what the switch re-checks on the source: the count and the latest updated_at. */
-async function proofOf(table: string, rows: unknown[][], shape: Shape) {
+/** All of the account's rows of `table`: for the small tables a credential is looked up by. */
+async function rowsOf(db: Db, table: string, accountId: string): Promise<unknown[][]> {
+  const rows: unknown[][] = [];
+  await forEachPage(db, table, accountId, (page) => void rows.push(...page));
+  return rows;
+}
+
+interface Proven {
+  proof: TableProof;
+  /** What the switch re-checks on the source: the latest updated_at (when the table has one). */
+  latest: unknown;
+  hasUpdatedAt: boolean;
+}
+
+/**
+ * The proof of the account's rows of `table` on `db`, page by page: the SHA-256 of each page's rows
+ * (JSON, one line each), then of those hashes in order. `map` adjusts a row before it is hashed.
+ */
+async function prove(db: Db, table: string, accountId: string, map: (row: unknown[]) => unknown[] = (row) => row): Promise<Proven> {
+  const shape = await shapeOf(db, table);
   const at = shape.columns.indexOf("updated_at");
   let latest: unknown = null;
-  if (at >= 0) for (const row of rows) if (row[at] !== null && (latest === null || (row[at] as number | string) > (latest as number | string))) latest = row[at];
-  const proof: TableProof = { table, rows: rows.length, sha256: await sha256Hex(rows.map((r) => JSON.stringify(r)).join("\n")) };
-  return { proof, latest, hasUpdatedAt: at >= 0 };
+  let rows = 0;
+  const pages: string[] = [];
+  await forEachPage(db, table, accountId, async (page) => {
+    rows += page.length;
+    if (at >= 0) for (const row of page) if (row[at] !== null && (latest === null || (row[at] as number | string) > (latest as number | string))) latest = row[at];
+    pages.push(await sha256Hex(page.map((row) => JSON.stringify(map(row))).join("\n")));
+  });
+  return { proof: { table, rows, sha256: await sha256Hex(pages.join("\n")) }, latest, hasUpdatedAt: at >= 0 };
 }
 
 interface Place {
@@ -243,6 +276,7 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
     const dest = dbOf(env, to);
     await claim(dest, accountId, token, now(), sql`moved_to = ${source.shard}`);
     await finishOn(dest, accountId, token);
+    await deleteMovedRows(dbOf(env, source.shard), accountId);
     return { account_id: accountId, from_shard: source.shard, to_shard: to, tables: [], rounds: 0, finished_only: true };
   }
   const from = homes[0].shard;
@@ -263,18 +297,14 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
     const drainMs = options.drainMs ?? DEFAULT_DRAIN_MS;
     if (drainMs > 0) await new Promise((resolve) => setTimeout(resolve, drainMs));
     let pending: string[] = [...ACCOUNT_TABLES];
-    let proofs = new Map<string, Awaited<ReturnType<typeof proofOf>>>();
+    let proofs = new Map<string, Proven>();
     let rounds = 0;
     while (pending.length > 0) {
       if (++rounds > ROUNDS) throw new ApiError(409, "invalid_request_error", "move_unsettled", `The account's rows kept changing on shard ${from} during ${ROUNDS} copies (${pending.join(", ")}). Nothing was switched and its keys are unpaused; run the move again.`);
       await copyTables(source, dest, accountId, pending, from);
       await copySendLeases(source, dest, accountId);
-      const checked = await Promise.all(
-        ACCOUNT_TABLES.map(async (table) => {
-          const shape = await shapeOf(source, table);
-          return [await proofOf(table, await rowsOf(source, table, accountId), shape), (await proofOf(table, await comparable(dest, table, accountId), shape)).proof] as const;
-        }),
-      );
+      const checked: (readonly [Proven, TableProof])[] = [];
+      for (const table of ACCOUNT_TABLES) checked.push([await prove(source, table, accountId), (await prove(dest, table, accountId, await asOnSource(dest, table))).proof] as const);
       proofs = new Map(checked.map(([s]) => [s.proof.table, s]));
       pending = checked.filter(([s, d]) => s.proof.rows !== d.rows || s.proof.sha256 !== d.sha256).map(([s]) => s.proof.table);
     }
@@ -282,13 +312,14 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
     await switchSource(source, accountId, to, token, [...proofs.values()]);
     await finishOn(dest, accountId, token);
     await repointOthers(env, accountId, from, to);
+    await deleteMovedRows(source, accountId);
     return { account_id: accountId, from_shard: from, to_shard: to, tables: [...proofs.values()].map((p) => p.proof), rounds };
   } catch (error) {
     // A switch refused by its own guards (409) is known not to have committed.
     if (!switchTried || error instanceof ApiError) {
       // Nothing was switched: the account stays where it was, unpaused. The target keeps pointers
       // back to it at most (the account row and its keys and tokens, paused), never a copy.
-      await clearOn(dest, accountId, (table) => !POINTERS.has(table)).catch(() => undefined);
+      for (const table of [...ACCOUNT_TABLES].reverse()) if (!POINTERS.has(table)) await deleteAll(dest, table, accountId).catch(() => undefined);
       await finishOn(source, accountId, token).catch(() => undefined);
     } else {
       // The switch's outcome is unknown: the account stays paused; the same command finishes it.
@@ -299,34 +330,54 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
   }
 }
 
-/** The account's rows on the target as the source holds them: the copy's row points back, so undo that for the proof. */
-async function comparable(db: Db, table: string, accountId: string): Promise<unknown[][]> {
-  const rows = await rowsOf(db, table, accountId);
-  if (table !== "accounts") return rows;
+/** A row of the target as the source holds it: the copy's account row points back, so undo that for the proof. */
+async function asOnSource(db: Db, table: string): Promise<(row: unknown[]) => unknown[]> {
+  if (table !== "accounts") return (row) => row;
   const at = (await shapeOf(db, table)).columns.indexOf("moved_to");
-  return rows.map((r) => r.map((v, i) => (i === at ? null : v)));
+  return (row) => row.map((v, i) => (i === at ? null : v));
 }
 
 /**
- * Makes the target's rows of `tables` the source's: first, in reverse order, the rows the target
- * has that the source has not are deleted; then, in order, the source's rows are upserted (the
- * account row pointing back at the source).
+ * Makes the target's rows of `tables` the source's. Nothing reads the account's rows on the target
+ * but for the pointers a credential is looked up by (the account row, its keys and tokens): every
+ * other table's rows there are deleted, children first, then the source's are copied page by page.
+ * The pointer tables, which are small, are made equal without a gap: the rows the source has not
+ * are deleted, the source's upserted (the account row pointing back at the source).
  */
 async function copyTables(source: Db, dest: Db, accountId: string, tables: string[], from: number) {
-  const rowsByTable = new Map<string, unknown[][]>();
-  for (const table of tables) rowsByTable.set(table, await rowsOf(source, table, accountId));
   for (const table of [...tables].reverse()) {
-    const { columns, key } = await shapeOf(source, table);
-    const keyOf = (row: unknown[]) => JSON.stringify(key.map((k) => row[columns.indexOf(k)]));
-    const wanted = new Set(rowsByTable.get(table)!.map(keyOf));
-    const extra = (await rowsOf(dest, table, accountId)).filter((row) => !wanted.has(keyOf(row)));
-    await deleteRows(dest, table, key, extra.map((row) => key.map((k) => row[columns.indexOf(k)])));
+    if (POINTERS.has(table)) {
+      const { columns, key } = await shapeOf(source, table);
+      const keyOf = (row: unknown[]) => JSON.stringify(key.map((k) => row[columns.indexOf(k)]));
+      const wanted = new Set((await rowsOf(source, table, accountId)).map(keyOf));
+      const extra = (await rowsOf(dest, table, accountId)).filter((row) => !wanted.has(keyOf(row)));
+      await deleteRows(dest, table, key, extra.map((row) => key.map((k) => row[columns.indexOf(k)])));
+    } else await deleteAll(dest, table, accountId);
   }
   for (const table of tables) {
     const shape = await shapeOf(source, table);
     const at = shape.columns.indexOf("moved_to");
-    const rows = table === "accounts" ? rowsByTable.get(table)!.map((r) => r.map((v, i) => (i === at ? from : v))) : rowsByTable.get(table)!;
-    await upsertRows(dest, table, shape, rows);
+    await forEachPage(source, table, accountId, (page) => upsertRows(dest, table, shape, table === "accounts" ? page.map((r) => r.map((v, i) => (i === at ? from : v))) : page));
+  }
+}
+
+/**
+ * The source's rows of a moved account but for the pointers, page by page. Once switched nothing
+ * reads them (the cron's selections take only accounts that live there), so one left by a failure
+ * here is garbage, not a second copy; a move back to this shard deletes it before it copies.
+ */
+async function deleteMovedRows(source: Db, accountId: string) {
+  for (const table of [...ACCOUNT_TABLES].reverse()) if (!POINTERS.has(table)) await deleteAll(source, table, accountId).catch(() => undefined);
+}
+
+/** Deletes the account's rows of `table` on `db`, a page of rows per statement, so no statement runs long. */
+async function deleteAll(db: Db, table: string, accountId: string) {
+  for (;;) {
+    const { meta } = await db.$client
+      .prepare(`DELETE FROM ${quoted(table)} WHERE rowid IN (SELECT rowid FROM ${quoted(table)} WHERE ${ownerColumn(table)} = ? LIMIT ${PAGE * 4})`)
+      .bind(accountId)
+      .run();
+    if ((meta.changes ?? 0) < PAGE * 4) return;
   }
 }
 
@@ -371,19 +422,13 @@ async function deleteRows(db: Db, table: string, key: string[], keys: unknown[][
   for (let i = 0; i < statements.length; i += STATEMENTS_PER_BATCH) await db.$client.batch(statements.slice(i, i + STATEMENTS_PER_BATCH));
 }
 
-/** Deletes the account's rows of the tables `which` picks, children first, in one batch. */
-async function clearOn(db: Db, accountId: string, which: (table: string) => boolean) {
-  const tables = [...ACCOUNT_TABLES].reverse().filter(which);
-  await runBatch(db, tables.map((table) => rawStatement(db, sql`DELETE FROM ${sql.raw(quoted(table))} WHERE ${owner(table, accountId)}`)));
-}
-
 /**
  * On the source, in one batch: the claim is still this move's, each table still holds the rows
  * counted in the proof with the same latest updated_at, the account points at the target, and its
  * rows go, but for the account row and its keys and tokens.
  */
-async function switchSource(db: Db, accountId: string, to: number, token: string, proofs: Awaited<ReturnType<typeof proofOf>>[]) {
-  const unchanged = ({ proof, latest, hasUpdatedAt }: (typeof proofs)[number]) => {
+async function switchSource(db: Db, accountId: string, to: number, token: string, proofs: Proven[]) {
+  const unchanged = ({ proof, latest, hasUpdatedAt }: Proven) => {
     const table = sql.raw(quoted(proof.table));
     const count = sql`(SELECT count(*) FROM ${table} WHERE ${owner(proof.table, accountId)}) = ${proof.rows}`;
     return hasUpdatedAt ? sql`${count} AND (SELECT max(updated_at) FROM ${table} WHERE ${owner(proof.table, accountId)}) IS ${latest}` : count;
@@ -394,7 +439,6 @@ async function switchSource(db: Db, accountId: string, to: number, token: string
       rawStatement(db, BATCH_GUARD_SQL(MOVE_CLAIMED, holds(accountId, token))),
       ...proofs.map((p) => rawStatement(db, BATCH_GUARD_SQL(MOVE_CHANGED, unchanged(p)))),
       rawStatement(db, sql`UPDATE accounts SET moved_to = ${to}, move_token = NULL, move_until = NULL WHERE id = ${accountId}`),
-      ...[...ACCOUNT_TABLES].reverse().filter((t) => !POINTERS.has(t)).map((table) => rawStatement(db, sql`DELETE FROM ${sql.raw(quoted(table))} WHERE ${owner(table, accountId)}`)),
     ],
     {
       [MOVE_CLAIMED]: inProgress,

@@ -214,12 +214,14 @@ describe("a move under D1 faults on the source shard", () => {
       expect(await envOf(from).DB.prepare("SELECT moved_to FROM accounts WHERE id = ?").bind(acct.id).first("moved_to")).toBe(committed ? to : null);
       expect(await envOf(to).DB.prepare("SELECT moved_to FROM accounts WHERE id = ?").bind(acct.id).first("moved_to")).toBe(from);
       expect(await rowsOn(to, "subscriptions", acct.id)).toBe(1);
-      expect(await rowsOn(from, "subscriptions", acct.id)).toBe(committed ? 0 : 1);
+      // The source keeps its rows until the switch is known: the finish deletes them.
+      expect(await rowsOn(from, "subscriptions", acct.id)).toBe(1);
       const paused = await call(`/api/users/${user.id}`, { key: acct.key });
       expectError(paused, 503, "api_error", "account_moving");
       const again = await move(acct.id, to);
       expect(again.status, again.text).toBe(200);
       expect(again.body.finished_only ?? false).toBe(committed);
+      expect(await rowsOn(from, "subscriptions", acct.id)).toBe(0);
       const read = await call(`/api/users/${user.id}`, { key: acct.key });
       expect(read.status, read.text).toBe(200);
       expect(read.headers.get("tender-shard")).toBe(String(to));
@@ -287,4 +289,47 @@ describe("moves that meet each other, and what a move carries", () => {
     // Not moving: the usual answer for an account without a connection.
     expectError(await call(`/processor-webhooks/stripe/${acct.id}`, { body: { id: "evt_1", object: "event", type: "payout.paid" }, headers: { "stripe-signature": "t=1,v1=00" } }), 400, "invalid_request_error", "no_processor_connection");
   });
+});
+
+describe("a move of more rows than a page", () => {
+  it("copies and proves 1,234 events and 1,234 request ids page by page (500 a page), then deletes them from the source", async () => {
+    const acct = await signup("Large");
+    const db = envOf(from).DB;
+    // As if made over time: clones of a real row inserted straight into the source, more than two pages of each.
+    const clone = async (table: string, id: string, count: number) => {
+      const columns = (await db.prepare(`SELECT name FROM pragma_table_info('${table}')`).all<{ name: string }>()).results.map((c) => c.name);
+      const value = (c: string) => (c === "id" ? "t.id || printf('%06d', n.i)" : c === "feed_position" || c === "sequence" ? `t.${c} + n.i` : `t.${c}`);
+      await db
+        .prepare(
+          `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${count})
+           INSERT INTO ${table} (${columns.join(", ")}) SELECT ${columns.map(value).join(", ")} FROM ${table} AS t, n WHERE t.id = ?`,
+        )
+        .bind(id)
+        .run();
+    };
+    await createUser(acct, { email: "large@example.com" });
+    const event = (await db.prepare("SELECT id FROM events WHERE account_id = ?").bind(acct.id).first<{ id: string }>())!;
+    await clone("events", event.id, 1233);
+    const rid = (await call("/api/request-id", { key: acct.key, body: { purpose: "large" } })).body;
+    expect(rid.id).toBeDefined();
+    await clone("request_ids", rid.id, 1233);
+    const before = { events: await rowsOn(from, "events", acct.id), request_ids: await rowsOn(from, "request_ids", acct.id) };
+    expect(before.events).toBe(1234);
+    expect(before.request_ids).toBe(1234);
+    const moved = await move(acct.id, to);
+    expect(moved.status, moved.text).toBe(200);
+    const proof = (table: string) => moved.body.tables.find((t: { table: string }) => t.table === table);
+    expect(proof("events").rows).toBe(before.events);
+    expect(proof("request_ids").rows).toBe(1234);
+    expect(await rowsOn(to, "events", acct.id)).toBe(before.events);
+    expect(await rowsOn(to, "request_ids", acct.id)).toBe(1234);
+    expect(await rowsOn(from, "events", acct.id)).toBe(0);
+    expect(await rowsOn(from, "request_ids", acct.id)).toBe(0);
+    // The same rows, byte for byte: the last page's last row is there, as it was.
+    const last = `${event.id}001233`;
+    expect(await envOf(to).DB.prepare("SELECT payload FROM events WHERE id = ?").bind(last).first("payload")).toBe(await envOf(to).DB.prepare("SELECT payload FROM events WHERE id = ?").bind(event.id).first("payload"));
+    const page = await call("/api/events?limit=100", { key: acct.key });
+    expect(page.status, page.text).toBe(200);
+    expect(page.body.data).toHaveLength(100);
+  }, 60_000);
 });
