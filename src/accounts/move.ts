@@ -234,6 +234,14 @@ async function claim(db: Db, accountId: string, token: string, now: number, wher
   );
 }
 
+class ClaimLost extends Error {}
+
+/** Extends the move's claim before each step of a long copy; throws ClaimLost when another move took it meanwhile. */
+async function keepClaim(db: Db, accountId: string, token: string, now: number) {
+  const { meta } = await db.$client.prepare("UPDATE accounts SET move_until = ? WHERE id = ? AND move_token = ?").bind(now + CLAIM_MS, accountId, token).run();
+  if ((meta.changes ?? 0) === 0) throw new ClaimLost();
+}
+
 /** Ends the claim on `db` and makes the account live there: home (moved_to NULL) and its keys unpaused. */
 async function finishOn(db: Db, accountId: string, token: string) {
   await runBatch(db, [
@@ -301,10 +309,14 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
     let rounds = 0;
     while (pending.length > 0) {
       if (++rounds > ROUNDS) throw new ApiError(409, "invalid_request_error", "move_unsettled", `The account's rows kept changing on shard ${from} during ${ROUNDS} copies (${pending.join(", ")}). Nothing was switched and its keys are unpaused; run the move again.`);
-      await copyTables(source, dest, accountId, pending, from);
+      await copyTables(source, dest, accountId, pending, from, () => keepClaim(source, accountId, token, now()));
+      await keepClaim(source, accountId, token, now());
       await copySendLeases(source, dest, accountId);
       const checked: (readonly [Proven, TableProof])[] = [];
-      for (const table of ACCOUNT_TABLES) checked.push([await prove(source, table, accountId), (await prove(dest, table, accountId, await asOnSource(dest, table))).proof] as const);
+      for (const table of ACCOUNT_TABLES) {
+        const compared = await asCompared(source, table);
+        checked.push([await prove(source, table, accountId, compared), (await prove(dest, table, accountId, compared)).proof] as const);
+      }
       proofs = new Map(checked.map(([s]) => [s.proof.table, s]));
       pending = checked.filter(([s, d]) => s.proof.rows !== d.rows || s.proof.sha256 !== d.sha256).map(([s]) => s.proof.table);
     }
@@ -315,6 +327,8 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
     await deleteMovedRows(source, accountId);
     return { account_id: accountId, from_shard: from, to_shard: to, tables: [...proofs.values()].map((p) => p.proof), rounds };
   } catch (error) {
+    // The claim ran out and another move took it: that move owns the account and both shards now.
+    if (error instanceof ClaimLost) throw inProgress();
     // A switch refused by its own guards (409) is known not to have committed.
     if (!switchTried || error instanceof ApiError) {
       // Nothing was switched: the account stays where it was, unpaused. The target keeps pointers
@@ -330,11 +344,15 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
   }
 }
 
-/** A row of the target as the source holds it: the copy's account row points back, so undo that for the proof. */
-async function asOnSource(db: Db, table: string): Promise<(row: unknown[]) => unknown[]> {
+/**
+ * A row as the proof compares it: the account row's move bookkeeping is left out (the copy's row
+ * points back at the source, and the source's claim is extended while the copy runs).
+ */
+async function asCompared(db: Db, table: string): Promise<(row: unknown[]) => unknown[]> {
   if (table !== "accounts") return (row) => row;
-  const at = (await shapeOf(db, table)).columns.indexOf("moved_to");
-  return (row) => row.map((v, i) => (i === at ? null : v));
+  const { columns } = await shapeOf(db, table);
+  const left = new Set(["moved_to", "move_until"].map((c) => columns.indexOf(c)));
+  return (row) => row.map((v, i) => (left.has(i) ? null : v));
 }
 
 /**
@@ -344,7 +362,7 @@ async function asOnSource(db: Db, table: string): Promise<(row: unknown[]) => un
  * The pointer tables, which are small, are made equal without a gap: the rows the source has not
  * are deleted, the source's upserted (the account row pointing back at the source).
  */
-async function copyTables(source: Db, dest: Db, accountId: string, tables: string[], from: number) {
+async function copyTables(source: Db, dest: Db, accountId: string, tables: string[], from: number, keep: () => Promise<void> = async () => {}) {
   for (const table of [...tables].reverse()) {
     if (POINTERS.has(table)) {
       const { columns, key } = await shapeOf(source, table);
@@ -355,6 +373,7 @@ async function copyTables(source: Db, dest: Db, accountId: string, tables: strin
     } else await deleteAll(dest, table, accountId);
   }
   for (const table of tables) {
+    await keep();
     const shape = await shapeOf(source, table);
     const at = shape.columns.indexOf("moved_to");
     await forEachPage(source, table, accountId, (page) => upsertRows(dest, table, shape, table === "accounts" ? page.map((r) => r.map((v, i) => (i === at ? from : v))) : page));

@@ -245,6 +245,24 @@ describe("moves that meet each other, and what a move carries", () => {
     expect(read.headers.get("tender-shard")).toBe(String(to));
   });
 
+  it("a move whose claim another move took meanwhile stops with 409 and leaves both shards to it; moving the account where it is unpauses it once that claim ends", async () => {
+    const acct = await signup("Stolen");
+    const user = await createUser(acct, { email: "stolen@example.com" });
+    const first = move(acct.id, to, 1);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // As if this move's claim had run out and another move had taken it.
+    await envOf(from).DB.prepare("UPDATE accounts SET move_token = 'another', move_until = ? WHERE id = ?").bind(Date.now() + 60_000, acct.id).run();
+    expectError(await first, 409, "invalid_request_error", "move_in_progress");
+    expect(await envOf(from).DB.prepare("SELECT move_token FROM accounts WHERE id = ?").bind(acct.id).first("move_token")).toBe("another");
+    expectError(await call(`/api/users/${user.id}`, { key: acct.key }), 503, "api_error", "account_moving");
+    // That other move died: once its claim has run out, moving the account where it is unpauses it.
+    await envOf(from).DB.prepare("UPDATE accounts SET move_until = 0 WHERE id = ?").bind(acct.id).run();
+    const back = await move(acct.id, from);
+    expect(back.status, back.text).toBe(200);
+    expect(back.body.finished_only).toBe(true);
+    expect((await call(`/api/users/${user.id}`, { key: acct.key })).status).toBe(200);
+  });
+
   it("back and forth: the keys issued before each move keep working, and a failed move back keeps the pointers", async () => {
     const acct = await signup("Shuttle");
     const user = await createUser(acct, { email: "shuttle@example.com" });
