@@ -198,14 +198,16 @@ interface Place {
   shard: number;
   present: boolean;
   movedTo: number | null;
+  /** A move's claim on this row lasts until then (epoch ms), if any. */
+  moveUntil: number | null;
 }
 
 /** Where the account's row is on each shard: absent, home (moved_to NULL), or pointing elsewhere. */
 async function whereIs(env: RuntimeBindings | Bindings, accountId: string): Promise<Place[]> {
   return Promise.all(
     shardNumbers(env).map(async (shard) => {
-      const row = await dbOf(env, shard).$client.prepare("SELECT moved_to FROM accounts WHERE id = ?").bind(accountId).first<{ moved_to: number | null }>();
-      return { shard, present: row !== null, movedTo: row?.moved_to ?? null };
+      const row = await dbOf(env, shard).$client.prepare("SELECT moved_to, move_until FROM accounts WHERE id = ?").bind(accountId).first<{ moved_to: number | null; move_until: number | null }>();
+      return { shard, present: row !== null, movedTo: row?.moved_to ?? null, moveUntil: row?.move_until ?? null };
     }),
   );
 }
@@ -222,11 +224,11 @@ const inProgress = () =>
 const holds = (accountId: string, token: string) => sql`EXISTS (SELECT 1 FROM accounts WHERE id = ${accountId} AND move_token = ${token})`;
 
 /** Takes the account's move claim on `db` (its row there as `where` says), or answers 409: one move at a time. */
-async function claim(db: Db, accountId: string, token: string, now: number, where: SQL, extra: ReturnType<typeof rawStatement>[] = []) {
+async function claim(db: Db, accountId: string, token: string, now: number, where: SQL, extra: ReturnType<typeof rawStatement>[] = [], leaseMs = CLAIM_MS) {
   await runBatch(
     db,
     [
-      rawStatement(db, sql`UPDATE accounts SET move_token = ${token}, move_until = ${now + CLAIM_MS} WHERE id = ${accountId} AND ${where} AND (move_token IS NULL OR move_until <= ${now})`),
+      rawStatement(db, sql`UPDATE accounts SET move_token = ${token}, move_until = ${now + leaseMs} WHERE id = ${accountId} AND ${where} AND (move_token IS NULL OR move_until <= ${now})`),
       rawStatement(db, BATCH_GUARD_SQL(MOVE_CLAIMED, holds(accountId, token))),
       ...extra,
     ],
@@ -279,8 +281,12 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
   const target = places[to];
   if (homes.length === 0) {
     // Stopped between the two halves of the switch: the source points at the target and the target back.
-    const source = places.find((p) => p.present && p.movedTo === to);
-    if (!source || !target.present || target.movedTo !== source.shard) throw notFound("account", accountId, "account_id");
+    const source = target.present && target.movedTo !== null ? places[target.movedTo] : undefined;
+    if (!source?.present || source.movedTo !== to) {
+      throw notFound("account", accountId, "account_id");
+    }
+    // The move that switched still holds its claim on the source until it has finished: wait for it.
+    if (source.moveUntil !== null && source.moveUntil > now()) throw inProgress();
     const dest = dbOf(env, to);
     await claim(dest, accountId, token, now(), sql`moved_to = ${source.shard}`);
     await finishOn(dest, accountId, token);
@@ -297,23 +303,34 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
   }
   const dest = dbOf(env, to);
   const pausedAt = new Date(now()).toISOString();
-  await claim(source, accountId, token, now(), sql`moved_to IS NULL`, [
-    rawStatement(source, sql`UPDATE api_keys SET paused_at = ${pausedAt} WHERE account_id = ${accountId} AND paused_at IS NULL`),
-  ]);
+  const drainMs = options.drainMs ?? DEFAULT_DRAIN_MS;
+  shapes.clear(); // read again for each move: a migration may have added a column since
+  await claim(
+    source,
+    accountId,
+    token,
+    now(),
+    sql`moved_to IS NULL`,
+    [rawStatement(source, sql`UPDATE api_keys SET paused_at = ${pausedAt} WHERE account_id = ${accountId} AND paused_at IS NULL`)],
+    drainMs + CLAIM_MS,
+  );
   let switchTried = false;
+  let switched = false;
   try {
-    const drainMs = options.drainMs ?? DEFAULT_DRAIN_MS;
     if (drainMs > 0) await new Promise((resolve) => setTimeout(resolve, drainMs));
     let pending: string[] = [...ACCOUNT_TABLES];
     let proofs = new Map<string, Proven>();
+    let sendLeases = 0;
     let rounds = 0;
     while (pending.length > 0) {
       if (++rounds > ROUNDS) throw new ApiError(409, "invalid_request_error", "move_unsettled", `The account's rows kept changing on shard ${from} during ${ROUNDS} copies (${pending.join(", ")}). Nothing was switched and its keys are unpaused; run the move again.`);
-      await copyTables(source, dest, accountId, pending, from, () => keepClaim(source, accountId, token, now()));
-      await keepClaim(source, accountId, token, now());
-      await copySendLeases(source, dest, accountId);
+      const keep = () => keepClaim(source, accountId, token, now());
+      await copyTables(source, dest, accountId, pending, from, keep);
+      await keep();
+      sendLeases = await copySendLeases(source, dest, accountId);
       const checked: (readonly [Proven, TableProof])[] = [];
       for (const table of ACCOUNT_TABLES) {
+        await keep();
         const compared = await asCompared(source, table);
         checked.push([await prove(source, table, accountId, compared), (await prove(dest, table, accountId, compared)).proof] as const);
       }
@@ -321,8 +338,11 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
       pending = checked.filter(([s, d]) => s.proof.rows !== d.rows || s.proof.sha256 !== d.sha256).map(([s]) => s.proof.table);
     }
     switchTried = true;
-    await switchSource(source, accountId, to, token, [...proofs.values()]);
+    await switchSource(source, accountId, to, token, [...proofs.values()], sendLeases);
+    switched = true;
     await finishOn(dest, accountId, token);
+    // The source's claim ends only now: until then no other run may finish this move, or undo it.
+    await source.$client.prepare("UPDATE accounts SET move_token = NULL, move_until = NULL WHERE id = ? AND move_token = ?").bind(accountId, token).run();
     await repointOthers(env, accountId, from, to);
     await deleteMovedRows(source, accountId);
     return { account_id: accountId, from_shard: from, to_shard: to, tables: [...proofs.values()].map((p) => p.proof), rounds };
@@ -330,7 +350,7 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
     // The claim ran out and another move took it: that move owns the account and both shards now.
     if (error instanceof ClaimLost) throw inProgress();
     // A switch refused by its own guards (409) is known not to have committed.
-    if (!switchTried || error instanceof ApiError) {
+    if (!switchTried || (!switched && error instanceof ApiError)) {
       // Nothing was switched: the account stays where it was, unpaused. The target keeps pointers
       // back to it at most (the account row and its keys and tokens, paused), never a copy.
       for (const table of [...ACCOUNT_TABLES].reverse()) if (!POINTERS.has(table)) await deleteAll(dest, table, accountId).catch(() => undefined);
@@ -376,7 +396,10 @@ async function copyTables(source: Db, dest: Db, accountId: string, tables: strin
     await keep();
     const shape = await shapeOf(source, table);
     const at = shape.columns.indexOf("moved_to");
-    await forEachPage(source, table, accountId, (page) => upsertRows(dest, table, shape, table === "accounts" ? page.map((r) => r.map((v, i) => (i === at ? from : v))) : page));
+    await forEachPage(source, table, accountId, async (page) => {
+      await upsertRows(dest, table, shape, table === "accounts" ? page.map((r) => r.map((v, i) => (i === at ? from : v))) : page);
+      await keep();
+    });
   }
 }
 
@@ -401,7 +424,7 @@ async function deleteAll(db: Db, table: string, accountId: string) {
 }
 
 /** The account's payouts' and refunds' send leases and markers (job_runs): a payout handed to the processor stays uncancelable. */
-async function copySendLeases(source: Db, dest: Db, accountId: string) {
+async function copySendLeases(source: Db, dest: Db, accountId: string): Promise<number> {
   const { results } = await source.$client
     .prepare(
       `SELECT key, created_at, lease_until, expires_at FROM job_runs WHERE key IN (
@@ -411,7 +434,12 @@ async function copySendLeases(source: Db, dest: Db, accountId: string) {
     .all<{ key: string; created_at: string; lease_until: number | null; expires_at: number }>();
   const shape = await shapeOf(source, "job_runs");
   await upsertRows(dest, "job_runs", shape, results.map((r) => shape.columns.map((c) => (r as Record<string, unknown>)[c] ?? null)));
+  return results.length;
 }
+
+/** SQL: the send leases and markers of the account's payouts and refunds on this shard, counted. */
+const sendLeaseCount = (accountId: string) =>
+  sql`(SELECT count(*) FROM job_runs WHERE key IN (SELECT 'payout_send:' || id FROM payouts WHERE account_id = ${accountId} UNION ALL SELECT 'refund_send:' || id FROM refunds WHERE account_id = ${accountId}))`;
 
 async function upsertRows(db: Db, table: string, { columns, key }: Shape, rows: unknown[][]) {
   if (rows.length === 0) return;
@@ -446,7 +474,7 @@ async function deleteRows(db: Db, table: string, key: string[], keys: unknown[][
  * counted in the proof with the same latest updated_at, the account points at the target, and its
  * rows go, but for the account row and its keys and tokens.
  */
-async function switchSource(db: Db, accountId: string, to: number, token: string, proofs: Proven[]) {
+async function switchSource(db: Db, accountId: string, to: number, token: string, proofs: Proven[], sendLeases: number) {
   const unchanged = ({ proof, latest, hasUpdatedAt }: Proven) => {
     const table = sql.raw(quoted(proof.table));
     const count = sql`(SELECT count(*) FROM ${table} WHERE ${owner(proof.table, accountId)}) = ${proof.rows}`;
@@ -457,7 +485,9 @@ async function switchSource(db: Db, accountId: string, to: number, token: string
     [
       rawStatement(db, BATCH_GUARD_SQL(MOVE_CLAIMED, holds(accountId, token))),
       ...proofs.map((p) => rawStatement(db, BATCH_GUARD_SQL(MOVE_CHANGED, unchanged(p)))),
-      rawStatement(db, sql`UPDATE accounts SET moved_to = ${to}, move_token = NULL, move_until = NULL WHERE id = ${accountId}`),
+      // A payout handed to the processor after the copy (its send marker written here only) would be cancelable there.
+      rawStatement(db, BATCH_GUARD_SQL(MOVE_CHANGED, sql`${sendLeaseCount(accountId)} = ${sendLeases}`)),
+      rawStatement(db, sql`UPDATE accounts SET moved_to = ${to} WHERE id = ${accountId}`),
     ],
     {
       [MOVE_CLAIMED]: inProgress,

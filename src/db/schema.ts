@@ -61,7 +61,7 @@ export const accessTokens = sqliteTable(
     createdAt: createdAt(),
     expiresAt: text("expires_at").notNull(),
   },
-  (t) => [uniqueIndex("access_tokens_hash").on(t.hash), index("access_tokens_key").on(t.keyId)],
+  (t) => [uniqueIndex("access_tokens_hash").on(t.hash), index("access_tokens_key").on(t.keyId), index("access_tokens_account").on(t.accountId, t.id)],
 );
 
 export const idempotencyKeys = sqliteTable(
@@ -468,7 +468,11 @@ export const subscriptionPeriods = sqliteTable(
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
-  (t) => [uniqueIndex("subscription_periods_once").on(t.subscriptionId, t.periodIndex), index("subscription_periods_status").on(t.status, t.updatedAt)],
+  (t) => [
+    uniqueIndex("subscription_periods_once").on(t.subscriptionId, t.periodIndex),
+    index("subscription_periods_status").on(t.status, t.updatedAt),
+    index("subscription_periods_account").on(t.accountId, t.id),
+  ],
 );
 
 // Invoices (src/billing/invoices.ts): what each subscription charge is for. An invoice of a
@@ -569,7 +573,7 @@ export const couponRedemptions = sqliteTable(
     reference: text("reference").notNull(),
     createdAt: createdAt(),
   },
-  (t) => [uniqueIndex("coupon_redemptions_reference").on(t.reference)],
+  (t) => [uniqueIndex("coupon_redemptions_reference").on(t.reference), index("coupon_redemptions_account").on(t.accountId, t.id)],
 );
 
 // Usage of a metered subscription (POST /subscriptions/{id}/usage), in the billing period that
@@ -588,7 +592,7 @@ export const usageRecords = sqliteTable(
     timestamp: text("timestamp").notNull(),
     createdAt: createdAt(),
   },
-  (t) => [index("usage_records_period").on(t.subscriptionId, t.periodIndex, t.id), check("usage_records_quantity", sql`${t.quantity} >= 0`)],
+  (t) => [index("usage_records_period").on(t.subscriptionId, t.periodIndex, t.id), index("usage_records_account").on(t.accountId, t.id), check("usage_records_quantity", sql`${t.quantity} >= 0`)],
 );
 
 // An invoice's lines, in order. Read through their invoice (whose account and mode they share).
@@ -611,7 +615,7 @@ export const invoiceLines = sqliteTable(
     periodStart: text("period_start").notNull(),
     periodEnd: text("period_end").notNull(),
   },
-  (t) => [uniqueIndex("invoice_lines_invoice").on(t.invoiceId, t.position)],
+  (t) => [uniqueIndex("invoice_lines_invoice").on(t.invoiceId, t.position), index("invoice_lines_account").on(t.accountId, t.id)],
 );
 
 // Invoice items (src/billing/prorations.ts): lines waiting for a subscription's next invoice: the
@@ -635,7 +639,7 @@ export const invoiceItems = sqliteTable(
     invoiceId: text("invoice_id"),
     createdAt: createdAt(),
   },
-  (t) => [index("invoice_items_pending").on(t.subscriptionId, t.invoiceId, t.id)],
+  (t) => [index("invoice_items_pending").on(t.subscriptionId, t.invoiceId, t.id), index("invoice_items_account").on(t.accountId, t.id)],
 );
 
 /** A change invoiced at once: what its settlement makes of the subscription once its invoice is paid. */
@@ -677,6 +681,7 @@ export const prorationCharges = sqliteTable(
     // One charge in flight per subscription.
     uniqueIndex("proration_charges_claimed").on(t.subscriptionId).where(sql`status = 'claimed'`),
     index("proration_charges_stale").on(t.status, t.updatedAt),
+    index("proration_charges_account").on(t.accountId, t.id),
     check("proration_charges_amount", sql`${t.amount} > 0`),
   ],
 );
@@ -729,6 +734,7 @@ export const dashboardSessions = sqliteTable(
     index("dashboard_sessions_test_key").on(t.testKeyId),
     index("dashboard_sessions_live_key").on(t.liveKeyId),
     index("dashboard_sessions_expiry").on(t.expiresAt),
+    index("dashboard_sessions_account").on(t.accountId, t.tokenHash),
     check("dashboard_sessions_acting_key", sql`CASE WHEN ${t.livemode} THEN ${t.liveKeyId} IS NOT NULL ELSE ${t.testKeyId} IS NOT NULL END`),
   ],
 );

@@ -28,7 +28,7 @@ import { clock, isoTime } from "../lib/clock";
 import type { Processor } from "../processor/types";
 import { commitWrites, type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { processorFor } from "../processor";
-import type { Tenant } from "../db/scope";
+import { type Tenant, livesHere } from "../db/scope";
 import { type PayoutRow, payoutJsonSql } from "./serialize";
 import { sendInBatches } from "../lib/queue";
 
@@ -62,8 +62,10 @@ export async function enqueuePayoutSettlements(queue: Queue, payoutIds: string[]
   await sendInBatches(queue, payoutIds.map((payoutId) => ({ body: { kind: "settlePayout", payoutId } satisfies SettlePayoutJob, delaySeconds })));
 }
 
+// ...and its account still lives on this shard: once moved away (src/accounts/move.ts), the payout
+// is sent from the shard it lives on now, where its send marker must be.
 const stillPending = (payoutId: string) =>
-  sql`EXISTS (SELECT 1 FROM ${payouts} WHERE ${payouts.id} = ${payoutId} AND ${payouts.status} = 'pending')`;
+  sql`EXISTS (SELECT 1 FROM ${payouts} WHERE ${payouts.id} = ${payoutId} AND ${payouts.status} = 'pending' AND ${livesHere(payouts.accountId)})`;
 
 export async function settlePayout(job: SettlePayoutJob, env: Bindings, processor?: Processor): Promise<"paid" | "failed" | "pending" | "skipped"> {
   const db = createDb(env.DB);

@@ -10,7 +10,7 @@ import { createDb, type Db } from "../db/client";
 import { claimLease, leaseTaken, releaseLease } from "../db/leases";
 import { stalePendingIds } from "./stale-sweep";
 import { jobRuns, payments, refunds } from "../db/schema";
-import type { Tenant } from "../db/scope";
+import { type Tenant, livesHere } from "../db/scope";
 import type { Bindings } from "../env";
 import { clock, isoTime } from "../lib/clock";
 import type { Processor } from "../processor/types";
@@ -49,7 +49,8 @@ export async function settleRefund(job: SettleRefundJob, env: Bindings, processo
     .limit(1);
   if (!found || found.refund.status !== "pending" || !found.chargeReference) return "skipped";
   const { refund, chargeReference } = found;
-  const pending = and(eq(refunds.id, refund.id), eq(refunds.status, "pending"));
+  // ...and its account still lives on this shard (src/accounts/move.ts): its send lease must be where the refund lives.
+  const pending = and(eq(refunds.id, refund.id), eq(refunds.status, "pending"), livesHere(refunds.accountId));
   const stillPending = guardExists(db, REFUND_NOT_PENDING, refunds, pending);
   try {
     const [, lease] = await runBatch(db, [stillPending, claimLease(db, refundSendKey(refund.id), clock.now(), REFUND_SEND_LEASE_MS)]);

@@ -3,7 +3,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ACCOUNT_TABLES, SHARD_TABLES } from "../../src/accounts/move";
 import { renewChunk } from "../../src/billing/renewals";
-import { PAYOUT_STALE_MS, sweepStalePayouts } from "../../src/payments/settle-payout";
+import { PAYOUT_STALE_MS, settlePayout, sweepStalePayouts } from "../../src/payments/settle-payout";
 import { sweepDeliveries } from "../../src/webhooks/sweeper";
 import { OTHER_SHARD, TEST_SHARD, envOf } from "../support/env";
 import { createPlan, createUser, mintToken, payoutWithoutSettlement, subscribed } from "../support/fixtures";
@@ -296,6 +296,34 @@ describe("moves that meet each other, and what a move carries", () => {
     const cancel = await call(`/payouts/${payout.id}/cancel`, { method: "POST", key: acct.key });
     expect(cancel.status, cancel.text).toBe(409);
     expect((await call(`/payouts/${payout.id}`, { key: acct.key })).body.status).toBe("pending");
+  });
+
+  it("a payout's settlement message handled on the shard its account left sends nothing there: the new shard sends it, with its marker", async () => {
+    const acct = await signup("Left");
+    const user = await createUser(acct, { email: "left@example.com" });
+    const payout = await payoutWithoutSettlement(acct, { recipient_id: user.id });
+    // The move's switch, as if the source's rows were still there (the delete after it had failed).
+    await envOf(from).DB.prepare("UPDATE accounts SET moved_to = ? WHERE id = ?").bind(to, acct.id).run();
+    expect(await settlePayout({ kind: "settlePayout", payoutId: payout.id }, envOf(from))).toBe("skipped");
+    expect(await envOf(from).DB.prepare("SELECT count(*) AS n FROM job_runs WHERE key = ?").bind(`payout_send:${payout.id}`).first("n")).toBe(0);
+    await envOf(from).DB.prepare("UPDATE accounts SET moved_to = NULL WHERE id = ?").bind(acct.id).run();
+  });
+
+  it("a run that would finish a switched move waits (409) while the move that switched still holds its claim", async () => {
+    const acct = await signup("Midway");
+    // Between the two halves of a switch: the source points at the target and still holds its claim; the copy points back.
+    expect((await move(acct.id, to)).status).toBe(200);
+    await envOf(to).DB.prepare("UPDATE accounts SET moved_to = ?, move_token = 'switching', move_until = ? WHERE id = ?").bind(from, Date.now() + 60_000, acct.id).run();
+    await envOf(from).DB.prepare("UPDATE accounts SET moved_to = ?, move_token = 'switching', move_until = ? WHERE id = ?").bind(to, Date.now() + 60_000, acct.id).run();
+    expectError(await move(acct.id, to), 409, "invalid_request_error", "move_in_progress");
+    expectError(await move(acct.id, from), 409, "invalid_request_error", "move_in_progress");
+    // Stripe's events wait too.
+    expectError(await call(`/processor-webhooks/stripe/${acct.id}`, { body: { id: "evt_2", object: "event", type: "payout.paid" } }), 503, "api_error", "account_moving");
+    await envOf(from).DB.prepare("UPDATE accounts SET move_until = 0 WHERE id = ?").bind(acct.id).run();
+    await envOf(to).DB.prepare("UPDATE accounts SET move_until = 0 WHERE id = ?").bind(acct.id).run();
+    const finished = await move(acct.id, to);
+    expect(finished.status, finished.text).toBe(200);
+    expect(finished.body.finished_only).toBe(true);
   });
 
   it("Stripe's events for an account being moved answer 503, so Stripe sends them again later", async () => {

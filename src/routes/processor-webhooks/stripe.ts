@@ -88,6 +88,8 @@ async function connectionOnItsShard(c: Context<AppEnv>, accountId: string, now: 
     }),
   );
   const home = rows.find((r) => r.row && r.row.moved_to === null);
+  // No home while a move's claim is live: between the two halves of its switch.
+  if (!home && rows.some((r) => r.row?.move_until != null && r.row.move_until > now)) throw accountMoving();
   if (!home) return undefined;
   if (home.row!.move_until !== null && home.row!.move_until > now) throw accountMoving();
   openShard(c, home.shard);
