@@ -194,7 +194,7 @@ async function prove(db: Db, table: string, accountId: string, map: (row: unknow
   return { proof: { table, rows, sha256: await sha256Hex(pages.join("\n")) }, latest, hasUpdatedAt: at >= 0 };
 }
 
-interface Place {
+export interface Place {
   shard: number;
   present: boolean;
   movedTo: number | null;
@@ -202,8 +202,11 @@ interface Place {
   moveUntil: number | null;
 }
 
-/** Where the account's row is on each shard: absent, home (moved_to NULL), or pointing elsewhere. */
-async function whereIs(env: RuntimeBindings | Bindings, accountId: string): Promise<Place[]> {
+/**
+ * Where the account's row is on each shard: absent, home (moved_to NULL), or pointing elsewhere,
+ * and whether a move claims it. Asked of every shard at once (Stripe's events find their account so too).
+ */
+export async function whereIs(env: RuntimeBindings | Bindings, accountId: string): Promise<Place[]> {
   return Promise.all(
     shardNumbers(env).map(async (shard) => {
       const row = await dbOf(env, shard).$client.prepare("SELECT moved_to, move_until FROM accounts WHERE id = ?").bind(accountId).first<{ moved_to: number | null; move_until: number | null }>();
@@ -290,7 +293,7 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
     const dest = dbOf(env, to);
     await claim(dest, accountId, token, now(), sql`moved_to = ${source.shard}`);
     await finishOn(dest, accountId, token);
-    await deleteMovedRows(dbOf(env, source.shard), accountId);
+    await deleteAllButPointers(dbOf(env, source.shard), accountId);
     return { account_id: accountId, from_shard: source.shard, to_shard: to, tables: [], rounds: 0, finished_only: true };
   }
   const from = homes[0].shard;
@@ -344,7 +347,7 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
     // The source's claim ends only now: until then no other run may finish this move, or undo it.
     await source.$client.prepare("UPDATE accounts SET move_token = NULL, move_until = NULL WHERE id = ? AND move_token = ?").bind(accountId, token).run();
     await repointOthers(env, accountId, from, to);
-    await deleteMovedRows(source, accountId);
+    await deleteAllButPointers(source, accountId);
     return { account_id: accountId, from_shard: from, to_shard: to, tables: [...proofs.values()].map((p) => p.proof), rounds };
   } catch (error) {
     // The claim ran out and another move took it: that move owns the account and both shards now.
@@ -353,7 +356,7 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
     if (!switchTried || (!switched && error instanceof ApiError)) {
       // Nothing was switched: the account stays where it was, unpaused. The target keeps pointers
       // back to it at most (the account row and its keys and tokens, paused), never a copy.
-      for (const table of [...ACCOUNT_TABLES].reverse()) if (!POINTERS.has(table)) await deleteAll(dest, table, accountId).catch(() => undefined);
+      await deleteAllButPointers(dest, accountId);
       await finishOn(source, accountId, token).catch(() => undefined);
     } else {
       // The switch's outcome is unknown: the account stays paused; the same command finishes it.
@@ -404,12 +407,13 @@ async function copyTables(source: Db, dest: Db, accountId: string, tables: strin
 }
 
 /**
- * The source's rows of a moved account but for the pointers, page by page. Once switched nothing
- * reads them (the cron's selections take only accounts that live there), so one left by a failure
- * here is garbage, not a second copy; a move back to this shard deletes it before it copies.
+ * The account's rows on `db` but for the pointers, children first, page by page: the source's once
+ * switched, or a failed move's copy on the target. Nothing reads them any more (the cron's
+ * selections take only accounts that live there), so one left by a failure here is garbage, not a
+ * second copy; a move to this shard deletes it before it copies.
  */
-async function deleteMovedRows(source: Db, accountId: string) {
-  for (const table of [...ACCOUNT_TABLES].reverse()) if (!POINTERS.has(table)) await deleteAll(source, table, accountId).catch(() => undefined);
+async function deleteAllButPointers(db: Db, accountId: string) {
+  for (const table of [...ACCOUNT_TABLES].reverse()) if (!POINTERS.has(table)) await deleteAll(db, table, accountId).catch(() => undefined);
 }
 
 /** Deletes the account's rows of `table` on `db`, a page of rows per statement, so no statement runs long. */

@@ -5,7 +5,7 @@
 // looked up: no directory is asked.
 import { and, eq, isNull, sql } from "drizzle-orm";
 import { type Db, createDb } from "../db/client";
-import { isShard, shardChar, shardEnv, shardOfChar } from "../db/shards";
+import { isShard, shardChar, shardEnv, shardsNamedBy } from "../db/shards";
 import type { Bindings, RuntimeBindings } from "../env";
 import { keyIsLive } from "../db/scope";
 import { prepared } from "../db/prepared";
@@ -32,8 +32,8 @@ export function generateAccessToken(mode: "test" | "live", shard: number): strin
   return `at_${mode}_${shardChar(shard)}${randomToken(39)}`;
 }
 
-/** The shard a well-formed key or access token names: its first character after the mode. */
-export const shardOfCredential = (credential: string): number => shardOfChar(credential.charAt(credential.indexOf("_", 3) + 1));
+/** The character a well-formed key or access token names its shard with: its first after the mode. */
+const shardCharOf = (credential: string): string => credential.charAt(credential.indexOf("_", 3) + 1);
 
 /** What may be shown of a key after creation: enough to recognise it, never enough to use it. */
 export const displayPrefix = (secret: string) => `${secret.slice(0, 12)}…${secret.slice(-4)}`;
@@ -145,9 +145,8 @@ async function load(db: Db, credential: string, hash: string, shard: number): Pr
  */
 async function loadFromItsShard(env: RuntimeBindings | Bindings, credential: string, hash: string): Promise<CacheEntry | null> {
   const on = (shard: number) => load(createDb(shardEnv(env, shard).DB), credential, hash, shard);
-  const named = shardOfCredential(credential);
-  let found = isShard(env, named) ? await on(named) : null;
-  if (!found && named !== 0) found = await on(0);
+  let found: Found = null;
+  for (const shard of shardsNamedBy(env, shardCharOf(credential))) if (!found) found = await on(shard);
   // The account was moved (src/accounts/move.ts): its keys and tokens were copied with it. A shard
   // seen twice is a move stopped between the two halves of its switch: paused until it is run again.
   const seen = new Set<number>();

@@ -13,7 +13,7 @@ import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { type SQL, and, eq, gt, isNull, lte, or, sql } from "drizzle-orm";
 import { alias } from "drizzle-orm/sqlite-core";
 import { authenticate, keyAuth } from "../auth/credentials";
-import { isShard, shardChar, shardOfChar } from "../db/shards";
+import { shardChar, shardsNamedBy } from "../db/shards";
 import { openShard } from "../middleware/auth";
 import type { Auth } from "../context";
 import { accounts, apiKeys, dashboardSessions } from "../db/schema";
@@ -126,11 +126,9 @@ export async function loadSession(c: Context<DashEnv>): Promise<DashboardSession
       .limit(1);
     return found;
   };
-  // The token's first character names its shard. One made before shards existed names a random
-  // one: not found there, it is looked for on DB_0, where every session then lived.
-  const named = shardOfChar(token[0]);
-  let row = isShard(c.env, named) ? await find(named) : undefined;
-  if (!row && named !== 0) row = await find(0);
+  // The token's first character names its shard (or, made before shards existed, a random one).
+  let row: Awaited<ReturnType<typeof find>> | undefined;
+  for (const shard of shardsNamedBy(c.env, token[0])) if (!row) row = await find(shard);
   const { db } = c.var;
   const keys = { test: row?.test ?? undefined, live: row?.live ?? undefined };
   const chosen: Mode | undefined = row ? (row.session.livemode ? "live" : "test") : undefined;

@@ -150,3 +150,12 @@ export const shardChar = (shard: number): string => {
 
 /** The shard the character names (or -1). */
 export const shardOfChar = (char: string): number => BASE62.indexOf(char);
+
+/**
+ * Where to look for what a credential's character names, in order: that shard if it is bound, then
+ * DB_0, where everything made before shards existed lives (such a credential names a random shard).
+ */
+export const shardsNamedBy = (env: RuntimeBindings | Bindings, char: string): number[] => {
+  const named = shardOfChar(char);
+  return [...(isShard(env, named) ? [named] : []), ...(named !== 0 ? [0] : [])];
+};

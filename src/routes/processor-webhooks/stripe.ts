@@ -19,8 +19,7 @@ import { openSecrets, readConnection } from "../../processor/connections";
 import { settlementOf, verifyStripeEvent } from "../../processor/stripe-events";
 import { parsePayoutToken } from "../../processor/stripe-keys";
 import { ERRORS, json } from "../openapi";
-import { createDb } from "../../db/client";
-import { shardEnv, shardNumbers } from "../../db/shards";
+import { type Place, whereIs } from "../../accounts/move";
 import { openShard } from "../../middleware/auth";
 
 const PATH = "/processor-webhooks/stripe/{account_id}";
@@ -78,20 +77,13 @@ const refused = (code: string, message: string) => invalidRequest(code, message)
  * is being moved, 503: Stripe sends the event again later, to wherever it lives then.
  */
 async function connectionOnItsShard(c: Context<AppEnv>, accountId: string, now: number) {
-  const rows = await Promise.all(
-    shardNumbers(c.env).map(async (shard) => {
-      const row = await createDb(shardEnv(c.env, shard).DB)
-        .$client.prepare("SELECT moved_to, move_until FROM accounts WHERE id = ?")
-        .bind(accountId)
-        .first<{ moved_to: number | null; move_until: number | null }>();
-      return { shard, row };
-    }),
-  );
-  const home = rows.find((r) => r.row && r.row.moved_to === null);
+  const places = await whereIs(c.env, accountId);
+  const claimed = (p: Place) => p.moveUntil !== null && p.moveUntil > now;
+  const home = places.find((p) => p.present && p.movedTo === null);
   // No home while a move's claim is live: between the two halves of its switch.
-  if (!home && rows.some((r) => r.row?.move_until != null && r.row.move_until > now)) throw accountMoving();
+  if (!home && places.some(claimed)) throw accountMoving();
   if (!home) return undefined;
-  if (home.row!.move_until !== null && home.row!.move_until > now) throw accountMoving();
+  if (claimed(home)) throw accountMoving();
   openShard(c, home.shard);
   const connection = await readConnection(c.var.db, accountId);
   return connection ? { shard: home.shard, connection } : undefined;
