@@ -623,7 +623,7 @@ async function inspectorSession() {
  * Self time of the busy samples, by module (Tender's own files under src/, each npm package,
  * the runtime's native code) and by function.
  */
-function summarizeProfile(profile, map) {
+function summarizeProfile(profile, map, top = 8) {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const counts = new Map();
   for (const sample of profile.samples) counts.set(sample, (counts.get(sample) ?? 0) + 1);
@@ -658,9 +658,30 @@ function summarizeProfile(profile, map) {
     samples: busy,
     mapped: map !== null,
     gc: gc / Math.max(1, busy),
-    modules: [...modules].sort((a, b) => b[1] - a[1]).slice(0, 8).map(share),
-    functions: [...functions].sort((a, b) => b[1] - a[1]).slice(0, 8).map(share),
+    modules: [...modules].sort((a, b) => b[1] - a[1]).slice(0, top).map(share),
+    functions: [...functions].sort((a, b) => b[1] - a[1]).slice(0, top).map(share),
   };
+}
+
+/** A CPU profile of the Worker isolate while `work` runs, summarized to the log and saved. */
+async function profileWhile(name, work) {
+  if (!INSPECTOR_PORT) return null;
+  const session = await inspectorSession();
+  try {
+    await session.call("Profiler.enable");
+    await session.call("Profiler.setSamplingInterval", { interval: 200 });
+    await session.call("Profiler.start");
+    await work;
+    const { profile } = await session.call("Profiler.stop");
+    fs.writeFileSync(path.join(TMP, `${name.replace(/[^a-z0-9]+/gi, "-").replace(/^-|-$/g, "").toLowerCase()}.cpuprofile`), JSON.stringify(profile));
+    const summary = summarizeProfile(profile, loadBundleMap(), 30);
+    log(`${name} profile: ${fmt(summary.samples)} busy samples (the isolate's JavaScript busy ${fmt(((summary.samples * 0.2) / (profile.endTime - profile.startTime)) * 1e5, 1)}% of the time), GC ${fmt(summary.gc * 100)}%`);
+    log(`  by module: ${summary.modules.map((t) => `${t.name} ${fmt(t.share * 100, 1)}%`).join(", ")}`);
+    for (const t of summary.functions) log(`  ${fmt(t.share * 100, 1)}% ${t.name}`);
+    return summary;
+  } finally {
+    session.close();
+  }
 }
 
 /** A short profiled closed-loop run; null (with a note) when the inspector cannot be reached. */
@@ -1029,6 +1050,10 @@ async function renewalPhase(targets, label) {
     lastChange = performance.now();
   };
   await trigger();
+  // BENCH_PROFILE_RENEWALS=<seconds>: a V8 CPU profile of the Worker isolate that long, 20 s into
+  // the run (the profiler slows the Worker: that run's time is not comparable).
+  const profileSeconds = Number(process.env.BENCH_PROFILE_RENEWALS ?? 0);
+  if (profileSeconds > 0) await sleep(20_000).then(() => profileWhile(`renewals ${label}`, sleep(profileSeconds * 1000)));
   let doneAt = null;
   while (performance.now() - started < CONFIG.renewalTimeoutMs) {
     // Polling reads the SQLite file beside miniflare: each read holds a lock its writer waits on
@@ -1366,6 +1391,40 @@ async function main() {
   // BENCH_PRETEND_MISSING=/payout,/subscriptions exercises the skip paths.
   for (const missing of (process.env.BENCH_PRETEND_MISSING ?? "").split(",").filter(Boolean)) results.available.delete(missing);
 
+  // BENCH_ONLY=renewals runs the renewal phases alone and prints them (RESULTS.md is left as it is).
+  const renewalsOnly = process.env.BENCH_ONLY === "renewals";
+  const onShard = async (shard, name) => ({ key: (await must({ method: "POST", path: "/api/accounts", shard, body: { name, email: `${name.replace(/\W/g, "").toLowerCase()}@example.com` } })).json().api_key, shard });
+  const renewalRuns = async () => {
+    // The same renewal load on one shard, then spread over two (issue 22), in the same run. Each uses
+    // fresh accounts on the shards named, so the first run's renewed clones are not due in the second.
+    const runs = [await renewalPhase([await onShard(0, "Renewals one shard")], "one shard (DB_0)")];
+    await waitQuiet();
+    runs.push(await renewalPhase([await onShard(0, "Renewals shard 0"), await onShard(1, "Renewals shard 1")], "two shards (DB_0 and DB_1, half each)"));
+    return runs;
+  };
+  // BENCH_ONLY=profile: a V8 CPU profile of each throughput path (BENCH_PROFILE_SECONDS each, 16
+  // connections), printed function by function; nothing else runs and RESULTS.md is left as it is.
+  if (process.env.BENCH_ONLY === "profile") {
+    const accounts = await signup(CONFIG.accounts);
+    const seconds = Number(process.env.BENCH_PROFILE_SECONDS ?? 6);
+    const loops = {
+      "GET /health": () => ({ path: "/health" }),
+      "GET /api/users/{id}": (n) => ({ path: `/api/users/${accounts[n % accounts.length].userId}`, key: accounts[n % accounts.length].key }),
+      "POST /payout": (n) => ({ method: "POST", path: "/payout", key: accounts[n % accounts.length].key, idem: `bench-po-${RUN}-${n}`, body: PAYOUT_BODY }),
+    };
+    for (const [name, make] of Object.entries(loops)) {
+      await closedLoop({ seconds: 1, concurrency: 16, make });
+      await profileWhile(name, closedLoop({ seconds, concurrency: 16, make }).then((run) => log(`${name}: ${fmt(run.rps)} req/s while profiled`)));
+      await waitQuiet();
+    }
+    return 0;
+  }
+  if (renewalsOnly) {
+    await renewalRuns();
+    for (const p of problems) console.log(`  ${p.phase}: ${p.count} × ${p.what}`);
+    return problems.length === 0 ? 0 : 1;
+  }
+
   log(`signing up ${CONFIG.accounts} accounts, one user each`);
   const accounts = await signup(CONFIG.accounts);
   accounts[2].otherUserId = accounts[3].userId;
@@ -1397,12 +1456,7 @@ async function main() {
   await waitQuiet();
 
   await d1Phase(accounts[2]);
-  // The same renewal load on one shard, then spread over two (issue 22), in the same run. Each uses
-  // fresh accounts on the shards named, so the first run's renewed clones are not due in the second.
-  const onShard = async (shard, name) => ({ key: (await must({ method: "POST", path: "/api/accounts", shard, body: { name, email: `${name.replace(/\W/g, "").toLowerCase()}@example.com` } })).json().api_key, shard });
-  const renewals = [await renewalPhase([await onShard(0, "Renewals one shard")], "one shard (DB_0)")];
-  await waitQuiet();
-  renewals.push(await renewalPhase([await onShard(0, "Renewals shard 0"), await onShard(1, "Renewals shard 1")], "two shards (DB_0 and DB_1, half each)"));
+  const renewals = await renewalRuns();
 
   const { markdown, rows } = report({ date, env, concurrency, calibration, health, payout, userGet, hooks, renewals });
   // The sections other benches write (bench/floor.mjs, bench/heap.mjs: <!-- name --> … <!-- /name -->) are kept.

@@ -7,7 +7,7 @@
 import { type SQL, and, eq, isNotNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { type FailureMap, rawStatement, runBatch, type Statement } from "../db/batch";
-import { preparedRaw, preparedRawBy } from "../db/prepared";
+import { preparedRaw } from "../db/prepared";
 import { type Tenant, livemodeJsonSql, ownedBy } from "../db/scope";
 import { events, subscriptions, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { subscriptionAnswer } from "../routes/subscriptions/schema";
@@ -26,8 +26,14 @@ export type EventSpec =
 export interface EmittedEvent {
   id: string;
   statements: Statement[];
-  /** Index, within `statements`, of the delivery insert whose RETURNING rows are enqueued. */
-  deliveriesAt: number;
+  /**
+   * Where its deliveries are made. `fanOutAt` (the event's time, ms): by the one statement of its
+   * batch that gives every such event a delivery per subscribed endpoint (`fanOutDeliveries`).
+   * `deliveriesAt`: by its own delivery insert, at that index within `statements`, whose RETURNING
+   * rows are enqueued (a test event to one endpoint, a redelivery).
+   */
+  fanOutAt?: number;
+  deliveriesAt?: number;
 }
 
 /**
@@ -80,23 +86,37 @@ export const deliveryIdOf = (eventId: string, endpointId: string) => `dlv_${even
 export const deliveryIdSql = (eventId: SQL, endpointId: SQL) => sql`'dlv_' || substr(${eventId}, 5) || substr(${endpointId}, 5)`;
 
 /**
- * The deliveries of a new event: one per active endpoint of the account and mode subscribed to its
- * type, or to the one endpoint named (if it is of that account and mode). Prepared once per
- * isolate for each of the two forms.
+ * The deliveries of the new events of a batch (`events`: a JSON array of `{ id, at }`, `at` each
+ * event's time in ms): one per active endpoint of the event's account and mode subscribed to its
+ * type. One statement for every event of the batch however many there are (a renewal chunk's
+ * settlements emit five each), so an event costs its own insert only. Prepared once per isolate.
  */
-const preparedDeliveries = preparedRawBy((to: "subscribed" | "endpoint") => sql`
+const preparedFanOut = preparedRaw(() => sql`
+    INSERT INTO ${webhookDeliveries} (id, account_id, livemode, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+    SELECT ${deliveryIdSql(sql`ev.id`, sql`e.id`)}, ev.account_id, ev.livemode, ev.id, e.id, 'pending', 0, ev.created_at, json_extract(emitted.value, '$.at')
+    FROM json_each(${p("events")}) AS emitted
+    JOIN ${events} ev ON ev.id = json_extract(emitted.value, '$.id')
+    JOIN ${webhookEndpoints} e ON e.account_id = ev.account_id AND e.livemode = ev.livemode
+    WHERE e.status = 'active' AND e.deleted_at IS NULL
+      AND EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (ev.type, ${ALL_EVENTS}))
+    ON CONFLICT (event_id, endpoint_id) DO NOTHING
+    RETURNING id`);
+
+export const fanOutDeliveries = (db: Db, emitted: { id: string; at: number }[]): Statement =>
+  preparedFanOut(db).with({ events: JSON.stringify(emitted) });
+
+/**
+ * The deliveries of a new event to the one endpoint named (if it is of the event's account and
+ * mode). Prepared once per isolate.
+ */
+const preparedEndpointDelivery = preparedRaw(() => sql`
     INSERT INTO ${webhookDeliveries} (id, account_id, livemode, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
     SELECT ${deliveryIdSql(p("eventId"), sql`e.id`)}, ${p("accountId")}, ${p("livemode")}, ${p("eventId")}, e.id, 'pending', 0, ${p("createdAt")}, ${p("at")}
     FROM ${webhookEndpoints} e
     WHERE e.account_id = ${p("accountId")} AND e.livemode = ${p("livemode")} AND e.status = 'active' AND e.deleted_at IS NULL
-      AND ${to === "subscribed" ? sql`EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (${p("type")}, ${ALL_EVENTS}))` : sql`e.id = ${p("endpointId")}`}
+      AND e.id = ${p("endpointId")}
     ON CONFLICT (event_id, endpoint_id) DO NOTHING
     RETURNING id`);
-
-export function deliveriesFor(db: Db, tenant: Tenant, eventId: string, type: string, at: number, endpointId?: string): Statement {
-  const values = { eventId, accountId: tenant.accountId, livemode: tenant.livemode ? 1 : 0, createdAt: isoTime(at), at };
-  return endpointId === undefined ? preparedDeliveries(db, "subscribed").with({ ...values, type }) : preparedDeliveries(db, "endpoint").with({ ...values, endpointId });
-}
 
 /**
  * A redelivery of an event, RETURNING the ids of the deliveries it queued. To the endpoint named:
@@ -171,7 +191,7 @@ export function emitEvent(db: Db, tenant: Tenant, spec: EventSpec, at: number): 
     "data" in spec && objectId !== null
       ? preparedEnvelopeInsert(db).with({ id, accountId, livemode, type: spec.type, data: JSON.stringify(spec.data ?? null), createdAt, objectId })
       : rawStatement(db, eventInsert(id, accountId, livemode, spec.type, eventPayload(id, spec, at, objectId, sequence, tenant.livemode), objectId, sequence, createdAt));
-  return { id, statements: [insert, deliveriesFor(db, tenant, id, spec.type, at)], deliveriesAt: 1 };
+  return { id, statements: [insert], fanOutAt: at };
 }
 
 /** A `webhook.test` event, about no object, delivered to the one endpoint named only. */
@@ -180,7 +200,8 @@ export function emitTestEvent(db: Db, tenant: Tenant, endpointId: string, at: nu
   const data = { endpoint_id: endpointId, message: "A test event from Tender." };
   const payload = envelopeSql(id, TEST_EVENT_TYPE, sql`json(${JSON.stringify(data)})`, isoTime(at), null, null, livemodeJsonSql(sql.raw(tenant.livemode ? "1" : "0")));
   const insert = rawStatement(db, eventInsert(id, tenant.accountId, tenant.livemode ? 1 : 0, TEST_EVENT_TYPE, payload, null, null, isoTime(at)));
-  return { id, statements: [insert, deliveriesFor(db, tenant, id, TEST_EVENT_TYPE, at, endpointId)], deliveriesAt: 1 };
+  const deliveries = preparedEndpointDelivery(db).with({ eventId: id, accountId: tenant.accountId, livemode: tenant.livemode ? 1 : 0, createdAt: isoTime(at), at, endpointId });
+  return { id, statements: [insert, deliveries], deliveriesAt: 1 };
 }
 
 export interface DeliveryMessage {
@@ -247,10 +268,13 @@ export async function commitWrites(
   const all = [...writes.statements];
   const returningAt = writes.returning ? all.push(writes.returning) - 1 : -1;
   const offsets: number[] = [];
+  const fanOut: { id: string; at: number }[] = [];
   for (const event of writes.events ?? []) {
-    offsets.push(all.length + event.deliveriesAt);
+    if (event.deliveriesAt !== undefined) offsets.push(all.length + event.deliveriesAt);
+    if (event.fanOutAt !== undefined) fanOut.push({ id: event.id, at: event.fanOutAt });
     all.push(...event.statements);
   }
+  if (fanOut.length > 0) offsets.push(all.push(fanOutDeliveries(deps.db, fanOut)) - 1);
   const answerAt = writes.answer ? all.push(writes.answer) - 1 : -1;
   all.push(...(writes.trailing ?? []));
   const results = await runBatch(deps.db, all, failures);
