@@ -137,7 +137,9 @@ async function main() {
   fs.mkdirSync(TMP, { recursive: true });
   const load = os.loadavg().map((x) => x.toFixed(2)).join(" ");
   log("starting Tender and the bare Worker under wrangler dev");
-  const tender = await startWorker("tender", [], ["--var", "ENVIRONMENT:development"], path.join(TMP, "tender-state"), ["DB_0", "DB_1"]);
+  // FLOOR_TENDER_CONFIG=<file>: Tender under another wrangler config (an experiment's; the report names it).
+  const tenderConfig = process.env.FLOOR_TENDER_CONFIG ? ["-c", process.env.FLOOR_TENDER_CONFIG] : [];
+  const tender = await startWorker("tender", tenderConfig, ["--var", "ENVIRONMENT:development"], path.join(TMP, "tender-state"), ["DB_0", "DB_1"]);
   const floor = await startWorker("bare", ["-c", "bench/floor/wrangler.toml"], [], path.join(TMP, "bare-state"), ["DB"]);
   try {
     const accounts = [];
@@ -170,7 +172,9 @@ async function main() {
       },
     ];
     const rows = [];
-    for (const pair of pairs) {
+    // FLOOR_PAIRS=health,read: only those pairs (the report then has only their rows).
+    const only = process.env.FLOOR_PAIRS?.split(",");
+    for (const pair of pairs.filter((p) => !only || only.includes(p.key))) {
       const t = [];
       const b = [];
       for (let round = 1; round <= ROUNDS; round++) {

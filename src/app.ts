@@ -8,7 +8,8 @@ import { requestContext, REQUEST_ID_HEADER } from "./middleware/request";
 import { registerRoutes } from "./routes";
 import { validationHook } from "./routes/openapi";
 import { registerDashboard } from "./dashboard";
-import { docsPage } from "./routes/docs-page";
+import { DOCS_SCRIPT_PATH, docsPage } from "./routes/docs-page";
+import { docsScript } from "./routes/docs-script";
 import { favicon } from "./routes/favicon";
 import { CURRENT_API_VERSION } from "./domain/api-versions";
 import { containsCardNumber, withoutCardNumbers } from "./domain/cards";
@@ -78,6 +79,7 @@ export function newApp() {
     servers: [{ url: new URL(c.req.url).origin, description: "The Tender that served this document." }],
   }));
   app.get("/docs", docsPage);
+  app.get(DOCS_SCRIPT_PATH, docsScript);
   app.get("/favicon.ico", favicon);
   // HTML pages for people (src/dashboard/), outside the OpenAPI document.
   registerDashboard(app);

@@ -1,7 +1,7 @@
 // GET /docs: the API reference page. Its script is a pinned copy of @scalar/api-reference, served
-// by this Worker from public/docs/scalar.js (Workers Static Assets; scripts/copy-assets.mjs copies
-// it from the npm package), never from a CDN: this is a page where users may paste a key. The
-// Content-Security-Policy allows scripts and requests to this origin only.
+// by this Worker at /docs/scalar.js (src/routes/docs-script.ts), never from a CDN: this is a page
+// where users may paste a key. The Content-Security-Policy allows scripts and requests to this
+// origin only.
 import type { Context } from "hono";
 
 export const DOCS_SCRIPT_PATH = "/docs/scalar.js";
