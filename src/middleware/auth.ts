@@ -10,6 +10,7 @@ import { hasScope, type Scope } from "../auth/scopes";
 import type { AppEnv } from "../context";
 import { ApiError, authenticationError, permissionError } from "../lib/errors";
 import { clock } from "../lib/clock";
+import { rateLimiterOf } from "../lib/rate-limiter";
 
 export function bearerCredential(header: string | undefined): string {
   if (!header) {
@@ -38,7 +39,7 @@ export const authenticated = createMiddleware<AppEnv>(async (c, next) => {
   const auth = principalOf(c.env) ?? (await authenticate(c.env, bearerCredential(c.req.header("authorization")), clock.now()));
   c.set("auth", auth);
   openShard(c, auth.shard);
-  const { success } = await c.env.RATE_LIMITER.limit({ key: auth.keyId });
+  const { success } = await rateLimiterOf(c.env).limit({ key: auth.keyId });
   if (!success) {
     throw new ApiError(429, "rate_limit_error", "rate_limited", "Too many requests with this key. Slow down and retry after the delay in Retry-After.", undefined, {
       "Retry-After": "10",

@@ -133,7 +133,7 @@ describe("GET /docs", () => {
     // would unpack it on the way in): the packed bytes, gzip's magic number first, under half the
     // script's size, which unpack to the same script.
     const request = new Request(`${BASE}/docs/scalar.js`, { headers: { "Accept-Encoding": "gzip, deflate, br" } });
-    const gzipped = await worker.fetch(request, env as never, createExecutionContext());
+    const gzipped = await worker.fetch(request as never, env as never, createExecutionContext());
     expect(gzipped.status).toBe(200);
     expect(gzipped.headers.get("content-encoding")).toBe("gzip");
     expect(gzipped.headers.get("vary")).toBe("Accept-Encoding");

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { call, expectError, signup } from "../support/http";
+import { RATE_LIMIT, RATE_PERIOD_SECONDS, developmentRateLimiter } from "../../src/lib/rate-limiter";
+import { useClock } from "../../src/lib/clock";
 
 const WINDOW_MS = 10_000;
 
@@ -25,4 +27,24 @@ describe("429 rate limit (wrangler.toml: 1000 requests per 10 s per key)", () =>
 
     expect((await call("/api/users", { key: other.key })).status).toBe(200);
   }, 30_000);
+});
+
+describe("the development limiter (src/lib/rate-limiter.ts; deployed, the binding counts: test/production)", () => {
+  it("allows RATE_LIMIT per key in each window aligned to the wall clock, and starts afresh in the next", async () => {
+    const start = Math.ceil(Date.now() / 10_000) * 10_000 + 1_000_000_000;
+    let now = start;
+    useClock({ now: () => now });
+    try {
+      const key = `key_${crypto.randomUUID()}`;
+      for (let i = 0; i < RATE_LIMIT; i++) expect(await developmentRateLimiter.limit({ key })).toEqual({ success: true });
+      expect(await developmentRateLimiter.limit({ key })).toEqual({ success: false });
+      expect(await developmentRateLimiter.limit({ key: `${key}_other` })).toEqual({ success: true });
+      now = start + RATE_PERIOD_SECONDS * 1000 - 1;
+      expect(await developmentRateLimiter.limit({ key })).toEqual({ success: false });
+      now = start + RATE_PERIOD_SECONDS * 1000;
+      expect(await developmentRateLimiter.limit({ key })).toEqual({ success: true });
+    } finally {
+      useClock();
+    }
+  });
 });

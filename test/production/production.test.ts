@@ -20,6 +20,24 @@ async function signup() {
 }
 
 describe("production mode", () => {
+  it("counts requests with the Rate Limiting binding: the 1001st of a key within the window answers 429, another key's are unaffected", async () => {
+    // The binding's local emulation counts in windows aligned to the wall clock: start early in one.
+    if (Date.now() % 10_000 > 4_000) await new Promise((resolve) => setTimeout(resolve, 10_000 - (Date.now() % 10_000) + 50));
+    const hot = await signup();
+    const other = await signup();
+    const statuses: number[] = [];
+    for (let sent = 0; sent < 1050; sent += 50) {
+      const batch = await Promise.all(Array.from({ length: 50 }, () => call("https://api.tender.test/api/users?limit=0", { headers: { authorization: `Bearer ${hot}` } })));
+      statuses.push(...batch.map((r) => r.status));
+    }
+    expect(statuses.filter((s) => s === 400)).toHaveLength(1000);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(50);
+    const limited = await call("https://api.tender.test/api/users", { headers: { authorization: `Bearer ${hot}` } });
+    expect(limited.status).toBe(429);
+    expect(limited.body.error).toMatchObject({ type: "rate_limit_error", code: "rate_limited" });
+    expect((await call("https://api.tender.test/api/users", { headers: { authorization: `Bearer ${other}` } })).status).toBe(200);
+  }, 30_000);
+
   it("refuses plain http with the error shape, and sends HSTS over https", async () => {
     const plain = await call("http://api.tender.test/health");
     expect(plain.status).toBe(400);
