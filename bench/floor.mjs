@@ -93,10 +93,59 @@ async function must(side, request) {
 /** Requests numbered across every round, so that each keyed write has its own Idempotency-Key. */
 let sequence = 0;
 
-async function closedLoop(side, make) {
+// FLOOR_PERF=1: the first round of each side runs under `perf record` (Linux perf, on the side's
+// workerd processes), and the report adds where each side's CPU per request goes, by kind of code,
+// and the functions that differ most: the profile of what is left.
+const PERF = process.env.FLOOR_PERF === "1";
+
+/** Kinds of native code in a workerd profile, by symbol; first match wins. */
+const KINDS = [
+  ["SQLite: parsing and planning SQL", /^(sqlite3(RunParser|GetToken|Parser|Select|Expr|Walk|Resolve|FindFunction|Where|Insert|Update|Delete|Prepare|LocateTable|ColumnsFromExprList|KeywordCode|SrcList|IdList|ExprList|VdbeAdd|VdbeChange|VdbeMake|VdbeFinal|VdbeDelete|Dequote|StrICmp|HashFind|Fk|AuthCheck)|yy_|resolve|lookupName|tokenExpr|whereLoop|keywordCode|selectExpander|exprAnalyze)/],
+  ["SQLite: running statements", /^(sqlite3|pcache|pager|btree|vdbe|unix|wal|balance|moveToChild|getAndInitPage|insertCell|fillInCell)/i],
+  ["V8: JavaScript, its built-ins and GC", /^(v8::|Builtins_|\[JIT\]|Runtime_|Heap|Scavenger|cppgc|v8_inspector)|JIT/],
+  ["workerd, KJ and Cap'n Proto (HTTP, RPC between isolates, I/O)", /^(workerd::|kj::|capnp::|edgeworker|std::)/],
+  ["memory allocation", /malloc|Malloc|tcmalloc|TCMalloc|free\b|operator (new|delete)/],
+  ["kernel (system calls, network)", /^\[k\]/],
+];
+
+function kindOf(symbol) {
+  for (const [kind, pattern] of KINDS) if (pattern.test(symbol)) return kind;
+  return "other (libc, unnamed)";
+}
+
+function startPerf(side, name) {
+  if (!PERF) return null;
+  const file = path.join(TMP, `${name}.perf.data`);
+  const pids = tree(side.child.pid).filter((pid) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/comm`, "utf8").startsWith("workerd");
+    } catch {
+      return false;
+    }
+  });
+  const perf = spawn("perf", ["record", "-F", "999", "-p", pids.join(","), "-o", file, "--", "sleep", String(SECONDS)], { stdio: "ignore" });
+  const done = new Promise((resolve) => perf.on("exit", resolve).on("error", resolve));
+  return { file, done };
+}
+
+/** Samples by symbol (kernel ones marked [k]) from a perf.data file. */
+function perfSamples(file) {
+  const out = execFileSync("perf", ["report", "-i", file, "--stdio", "--no-children", "-F", "sample,sym"], { encoding: "utf8", maxBuffer: 64 << 20, stdio: ["ignore", "pipe", "ignore"] });
+  const bySymbol = new Map();
+  for (const line of out.split("\n")) {
+    const m = /^\s*(\d+)\s+\[(.)\]\s+(.*?)\s*$/.exec(line);
+    if (!m) continue;
+    const symbol = m[2] === "k" ? `[k] ${m[3]}` : m[3];
+    bySymbol.set(symbol, (bySymbol.get(symbol) ?? 0) + Number(m[1]));
+  }
+  return bySymbol;
+}
+
+async function closedLoop(side, make, perfName = null) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
   let ok = 0;
   const bad = new Map();
+  const perf = perfName ? startPerf(side, perfName) : null;
   const cpuBefore = workerdCpu(side.child.pid);
   const started = performance.now();
   const end = started + SECONDS * 1000;
@@ -112,7 +161,14 @@ async function closedLoop(side, make) {
   const seconds = (performance.now() - started) / 1000;
   const cpu = workerdCpu(side.child.pid) - cpuBefore;
   agent.destroy();
-  return { rps: ok / seconds, cpuMs: ok ? (cpu * 1000) / ok : NaN, bad: [...bad].map(([s, c]) => `${s}×${c}`).join(", ") };
+  let profile = null;
+  if (perf) {
+    await perf.done;
+    // 999 samples a second of CPU: a sample is about 1.001 ms of it.
+    const samples = perfSamples(perf.file);
+    profile = new Map([...samples].map(([symbol, n]) => [symbol, (n * 1000) / 999 / ok]));
+  }
+  return { rps: ok / seconds, cpuMs: ok ? (cpu * 1000) / ok : NaN, bad: [...bad].map(([s, c]) => `${s}×${c}`).join(", "), profile };
 }
 
 /** Waits until the side's workerd processes use under 5% of a CPU for a second (queued work drained). */
@@ -178,9 +234,9 @@ async function main() {
       const t = [];
       const b = [];
       for (let round = 1; round <= ROUNDS; round++) {
-        t.push(await closedLoop(tender, pair.tender));
+        t.push(await closedLoop(tender, pair.tender, round === 1 ? `tender-${pair.key}` : null));
         if (pair.drain) await quiet(tender);
-        b.push(await closedLoop(floor, pair.floor));
+        b.push(await closedLoop(floor, pair.floor, round === 1 ? `floor-${pair.key}` : null));
         if (pair.drain) await quiet(floor);
         log(`${pair.label} round ${round}: Tender ${f(t.at(-1).rps)}/s, floor ${f(b.at(-1).rps)}/s`);
       }
@@ -193,6 +249,33 @@ async function main() {
     tender.stop();
     floor.stop();
   }
+}
+
+/** Where each side's CPU per request went in its profiled round (FLOOR_PERF=1), by kind and by function. */
+function profileSection(rows) {
+  const profiled = rows.filter((r) => r.tender[0]?.profile && r.floor[0]?.profile);
+  if (profiled.length === 0) return [];
+  const lines = [
+    "",
+    "**Profiles** (`FLOOR_PERF=1`: Linux `perf record` at 999 Hz on each side's workerd processes during its first round; ms of CPU per request, by kind of code, then the functions whose cost differs most):",
+    "",
+  ];
+  for (const r of profiled) {
+    const [t, b] = [r.tender[0].profile, r.floor[0].profile];
+    const byKind = (profile) => {
+      const kinds = new Map();
+      for (const [symbol, ms] of profile) kinds.set(kindOf(symbol), (kinds.get(kindOf(symbol)) ?? 0) + ms);
+      return kinds;
+    };
+    const [tk, bk] = [byKind(t), byKind(b)];
+    const kinds = [...new Set([...tk.keys(), ...bk.keys()])].sort((x, y) => (tk.get(y) ?? 0) - (tk.get(x) ?? 0));
+    const sum = (m) => [...m.values()].reduce((a, v) => a + v, 0);
+    lines.push(`- **${r.label}** (Tender ${f(sum(t), 2)} ms, floor ${f(sum(b), 2)} ms per request in the profiled round):`);
+    lines.push(`  ${kinds.map((k) => `${k}: ${f(tk.get(k) ?? 0, 2)} / ${f(bk.get(k) ?? 0, 2)}`).join("; ")}.`);
+    const symbols = [...new Set([...t.keys(), ...b.keys()])].map((s) => [s, (t.get(s) ?? 0) - (b.get(s) ?? 0)]).sort((x, y) => y[1] - x[1]).slice(0, 12);
+    lines.push(`  Most added by Tender: ${symbols.map(([s, d]) => `\`${s.slice(0, 60)}\` +${f(d * 1000)} µs`).join(", ")}.`);
+  }
+  return lines;
 }
 
 function report(rows, load) {
@@ -214,6 +297,7 @@ function report(rows, load) {
     ),
     "",
     ...rows.flatMap((r) => [...r.tender, ...r.floor].filter((x) => x.bad).map((x) => `- ${r.label}: non-2xx answers in a round: ${x.bad}`)),
+    ...profileSection(rows),
     "<!-- /floor -->",
   ];
   const section = lines.join("\n");
