@@ -6,7 +6,6 @@ import { type BillingJobMessage, billingJobHandlers } from "../billing/jobs";
 import { type SettlePayoutJob, settlePayout } from "../payments/settle-payout";
 import { type SettleRefundJob, settleRefund } from "../payments/settle-refund";
 import { sendInBatches } from "../lib/queue";
-import { eachLimited } from "../lib/limited";
 
 export type JobMessage = { kind: "noop" } | SettlePayoutJob | SettleRefundJob | BillingJobMessage;
 
@@ -25,16 +24,8 @@ export async function handleJob(message: JobMessage, env: Bindings, ctx: Executi
   await handler(message as never, env, ctx);
 }
 
-/**
- * Messages of one batch handled at once. Run one after another, a batch of ten renewal chunks waits
- * for each chunk's D1 round trips and processor calls in turn (a live processor's charge takes
- * hundreds of milliseconds). Every handler is already safe beside another worker's (production runs
- * several consumer invocations at once), so running them side by side changes nothing else.
- */
-export const JOB_BATCH_CONCURRENCY = 5;
-
 export async function handleJobBatch(batch: MessageBatch<JobMessage>, env: RuntimeBindings, ctx: ExecutionContext): Promise<void> {
-  await eachLimited([...batch.messages], JOB_BATCH_CONCURRENCY, async (message) => {
+  for (const message of batch.messages) {
     try {
       // A message names its shard (src/db/shards.ts); an unbound shard throws, and the queue retries.
       await handleJob(message.body, messageEnv(env, message.body), ctx);
@@ -43,7 +34,7 @@ export async function handleJobBatch(batch: MessageBatch<JobMessage>, env: Runti
       console.error(JSON.stringify({ message: "job failed; will retry", kind: message.body?.kind, attempts: message.attempts, error: String(error) }));
       message.retry({ delaySeconds: Math.min(60, 2 ** message.attempts) });
     }
-  });
+  }
 }
 
 export async function enqueueJobs(queue: Queue, jobs: JobMessage[]): Promise<void> {

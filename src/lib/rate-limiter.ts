@@ -3,7 +3,8 @@
 // the binding's local emulation is a Durable Object that writes a SQLite row on every call, which
 // cost 1.3 ms of CPU per request (as much as the rest of a read by id, bench/RESULTS.md, issue 23).
 // There, one isolate serves every request, and a counter in it with the binding's own rule (windows
-// of PERIOD_SECONDS aligned to the wall clock, LIMIT requests each per key) stands in for it.
+// of RATE_PERIOD_SECONDS aligned to the clock, RATE_LIMIT requests each per key) stands in for it.
+// It reads Tender's one clock (src/lib/clock.ts): the wall clock, unless a test replaces it.
 import type { Bindings } from "../env";
 import { isDevelopment } from "../env";
 import { clock } from "./clock";

@@ -23,18 +23,15 @@ export type EventSpec =
   /** An envelope whose data is read in the batch (the row as committed), about `objectId`. */
   | { type: EnvelopeEventType; dataSql: SQL; objectId: string };
 
-export interface EmittedEvent {
-  id: string;
-  statements: Statement[];
-  /**
-   * Where its deliveries are made. `fanOutAt` (the event's time, ms): by the one statement of its
-   * batch that gives every such event a delivery per subscribed endpoint (`fanOutDeliveries`).
-   * `deliveriesAt`: by its own delivery insert, at that index within `statements`, whose RETURNING
-   * rows are enqueued (a test event to one endpoint, a redelivery).
-   */
-  fanOutAt?: number;
-  deliveriesAt?: number;
-}
+/**
+ * An event's statements, and where its deliveries are made: exactly one of
+ * - `fanOutAt` (the event's time, ms): by the one statement commitWrites adds to the batch for every
+ *   such event, a delivery per subscribed endpoint (`fanOutDeliveries`);
+ * - `deliveriesAt`: by its own delivery insert, at that index within `statements`, whose RETURNING
+ *   rows are enqueued (a test event to one endpoint, a redelivery).
+ * Events are committed by commitWrites only: their statements alone make no delivery.
+ */
+export type EmittedEvent = { id: string; statements: Statement[] } & ({ fanOutAt: number; deliveriesAt?: never } | { deliveriesAt: number; fanOutAt?: never });
 
 /**
  * The object an event is about: the subscription of a notification, else the `objectId` given,

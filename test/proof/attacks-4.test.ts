@@ -228,12 +228,12 @@ describe("list filters: every combination, compared with the rows", () => {
     expect(ids(page)).toEqual([all]);
     expect(page.body.has_more).toBe(false);
 
-    // A test event goes to the endpoint named only (the "endpoint" form of the delivery insert).
+    // A test event goes to the endpoint named only (its own delivery insert, src/webhooks/outbox.ts).
     const test = await call(`/api/webhooks/${one2}/test`, { key: acct.key, method: "POST" });
     expect(test.status, test.text).toBe(202);
     const deliveries = (await env.DB.prepare("SELECT endpoint_id, account_id FROM webhook_deliveries WHERE event_id = ?").bind(test.body.event_id).all()).results;
     expect(deliveries).toEqual([{ endpoint_id: one2, account_id: acct.id }]);
-    // A customer event goes to the "*" endpoint only (the "subscribed" form).
+    // A customer event goes to the "*" endpoint only (the batch's fanOutDeliveries).
     const u3 = (await createUser(acct, { name: "Ev Three", email: "e3@example.com" })).id;
     const ev = await one<{ id: string }>("SELECT id FROM events WHERE object_id = ? AND type = 'customer.created'", u3);
     const toAll = (await env.DB.prepare("SELECT endpoint_id FROM webhook_deliveries WHERE event_id = ?").bind(ev.id).all()).results;
