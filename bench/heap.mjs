@@ -155,7 +155,7 @@ function report({ start, afterFirst, afterSecond, first, second }) {
     `| After ${MIXED.toLocaleString("en-US")} mixed requests | ${mb(afterFirst)} MB | ${afterFirst >= start ? "+" : ""}${kb(afterFirst - start)} KB |`,
     `| After ${(2 * MIXED).toLocaleString("en-US")} | ${mb(afterSecond)} MB | ${afterSecond >= afterFirst ? "+" : ""}${kb(afterSecond - afterFirst)} KB over the second round |`,
     "",
-    `Answers, first round: ${mix(first)}; second round: ${mix(second)}. A production isolate has 128 MB. The per-isolate caches are bounded: credentials by hash (10,000 entries, oldest out first), imported HMAC keys (1,000), processor key rings (8), prepared statements by shape (a finite set: tables and the filters a list has, never request input), stored-answer specs (one per table).`,
+    `Answers, first round: ${mix(first)}; second round: ${mix(second)}. A production isolate has 128 MB. The per-isolate caches are bounded: credentials by hash (10,000 entries, oldest out first), imported HMAC keys (1,000), processor key rings (8), prepared statements by shape (a finite set: tables and the filters a list has, never request input), stored-answer specs (one per table); in development only, the rate limiter's counts (the keys of the current 10-second window, src/lib/rate-limiter.ts).`,
     "<!-- /heap -->",
   ].join("\n");
   replaceResultsSection("heap", section);
