@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
@@ -17,6 +18,9 @@ const CLIENT_SOURCE = {
 // (ENVIRONMENT=production from wrangler.toml) for what only holds there: HTTPS enforcement,
 // HSTS, guarded sign-up, and refusing private webhook targets.
 export default defineConfig(async () => {
+  // The Worker bundles the /docs script packed by this (wrangler.toml [[rules]]): a run of vitest
+  // alone, before any `npm test` or `npm run dev`, packs it too.
+  execFileSync(process.execPath, [path.join(import.meta.dirname, "scripts", "copy-assets.mjs")], { stdio: "inherit" });
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
   const worker = (environment: "development" | "production") =>
     cloudflareTest({

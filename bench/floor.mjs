@@ -7,7 +7,7 @@
 // the CPU per request of each side's workerd processes (utime + stime from /proc, before and after
 // each round). POST /payout's settlement jobs are drained (the machine quiet) before the next round.
 // The section between the `floor` markers of bench/RESULTS.md is replaced with the result.
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
@@ -113,8 +113,12 @@ function kindOf(symbol) {
   return "other (libc, unnamed)";
 }
 
+/** Whether Linux perf can be run here; FLOOR_PERF=1 without it says so and profiles nothing. */
+const PERF_AVAILABLE = PERF && spawnSync("perf", ["--version"], { stdio: "ignore" }).status === 0;
+if (PERF && !PERF_AVAILABLE) console.error("FLOOR_PERF=1: perf is not installed (Debian: apt-get install linux-perf); no profiles");
+
 function startPerf(side, name) {
-  if (!PERF) return null;
+  if (!PERF_AVAILABLE) return null;
   const file = path.join(TMP, `${name}.perf.data`);
   const pids = tree(side.child.pid).filter((pid) => {
     try {
