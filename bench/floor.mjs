@@ -47,21 +47,24 @@ function tree(root) {
   return out;
 }
 
-/** CPU seconds (utime + stime) of the workerd processes of a wrangler dev tree. */
-function workerdCpu(root) {
-  let ticks = 0;
+/** The `/proc/<pid>/stat` fields of the workerd processes of a wrangler dev tree (after the command's name). */
+function workerdStats(root) {
+  const stats = [];
   for (const pid of tree(root)) {
     try {
       const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
       const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      if (!name.startsWith("workerd")) continue;
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      ticks += Number(fields[11]) + Number(fields[12]);
+      if (name.startsWith("workerd")) stats.push({ pid, fields: stat.slice(stat.lastIndexOf(")") + 2).split(" ") });
     } catch {
       // gone
     }
   }
-  return ticks / CLK_TCK;
+  return stats;
+}
+
+/** CPU seconds (utime + stime) of the workerd processes of a wrangler dev tree. */
+function workerdCpu(root) {
+  return workerdStats(root).reduce((ticks, { fields }) => ticks + Number(fields[11]) + Number(fields[12]), 0) / CLK_TCK;
 }
 
 async function startWorker(name, configArgs, devArgs, persist, databases) {
@@ -120,13 +123,7 @@ if (PERF && !PERF_AVAILABLE) console.error("FLOOR_PERF=1: perf is not installed 
 function startPerf(side, name) {
   if (!PERF_AVAILABLE) return null;
   const file = path.join(TMP, `${name}.perf.data`);
-  const pids = tree(side.child.pid).filter((pid) => {
-    try {
-      return fs.readFileSync(`/proc/${pid}/comm`, "utf8").startsWith("workerd");
-    } catch {
-      return false;
-    }
-  });
+  const pids = workerdStats(side.child.pid).map((s) => s.pid);
   const perf = spawn("perf", ["record", "-F", "999", "-p", pids.join(","), "-o", file, "--", "sleep", String(SECONDS)], { stdio: "ignore" });
   const done = new Promise((resolve) => perf.on("exit", resolve).on("error", resolve));
   return { file, done };

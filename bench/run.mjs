@@ -663,40 +663,42 @@ function summarizeProfile(profile, map, top = 8) {
   };
 }
 
-/** A CPU profile of the Worker isolate while `work` runs, summarized to the log and saved. */
-async function profileWhile(name, work) {
-  if (!INSPECTOR_PORT) return null;
+/**
+ * A V8 CPU profile of the Tender isolate while `work()` runs, saved beside the bench's other files
+ * (for Chrome DevTools). Returns the profile and what `work` returned.
+ */
+async function captureProfile(name, work) {
   const session = await inspectorSession();
   try {
     await session.call("Profiler.enable");
     await session.call("Profiler.setSamplingInterval", { interval: 200 });
     await session.call("Profiler.start");
-    await work;
+    const result = await work();
     const { profile } = await session.call("Profiler.stop");
+    await session.call("Profiler.disable").catch(() => {});
     fs.writeFileSync(path.join(TMP, `${name.replace(/[^a-z0-9]+/gi, "-").replace(/^-|-$/g, "").toLowerCase()}.cpuprofile`), JSON.stringify(profile));
-    const summary = summarizeProfile(profile, loadBundleMap(), 30);
-    log(`${name} profile: ${fmt(summary.samples)} busy samples (the isolate's JavaScript busy ${fmt(((summary.samples * 0.2) / (profile.endTime - profile.startTime)) * 1e5, 1)}% of the time), GC ${fmt(summary.gc * 100)}%`);
-    log(`  by module: ${summary.modules.map((t) => `${t.name} ${fmt(t.share * 100, 1)}%`).join(", ")}`);
-    for (const t of summary.functions) log(`  ${fmt(t.share * 100, 1)}% ${t.name}`);
-    return summary;
+    return { profile, result };
   } finally {
     session.close();
   }
 }
 
+/** A CPU profile of the Worker isolate while `work()` runs, printed module by module and function by function. */
+async function profileWhile(name, work) {
+  if (!INSPECTOR_PORT) return null;
+  const { profile } = await captureProfile(name, work);
+  const summary = summarizeProfile(profile, loadBundleMap(), 30);
+  log(`${name} profile: ${fmt(summary.samples)} busy samples (the isolate's JavaScript busy ${fmt(((summary.samples * 0.2) / (profile.endTime - profile.startTime)) * 1e5, 1)}% of the time), GC ${fmt(summary.gc * 100)}%`);
+  log(`  by module: ${summary.modules.map((t) => `${t.name} ${fmt(t.share * 100, 1)}%`).join(", ")}`);
+  for (const t of summary.functions) log(`  ${fmt(t.share * 100, 1)}% ${t.name}`);
+  return summary;
+}
+
 /** A short profiled closed-loop run; null (with a note) when the inspector cannot be reached. */
 async function profilePhase(name, concurrency, make) {
   if (!INSPECTOR_PORT) return null;
-  let session;
   try {
-    session = await inspectorSession();
-    await session.call("Profiler.enable");
-    await session.call("Profiler.setSamplingInterval", { interval: 200 });
-    await session.call("Profiler.start");
-    const run = await closedLoop({ seconds: CONFIG.profileSeconds, concurrency, make });
-    const { profile } = await session.call("Profiler.stop");
-    await session.call("Profiler.disable").catch(() => {});
-    fs.writeFileSync(path.join(TMP, `${name.replace(/[^a-z0-9]+/gi, "-").replace(/^-|-$/g, "").toLowerCase()}.cpuprofile`), JSON.stringify(profile));
+    const { profile, result: run } = await captureProfile(name, () => closedLoop({ seconds: CONFIG.profileSeconds, concurrency, make }));
     const summary = summarizeProfile(profile, loadBundleMap());
     const top = summary.modules.slice(0, 5).map((t) => `${t.name} ${fmt(t.share * 100)}%`).join(", ");
     log(`${name} profile: ${fmt(summary.samples)} busy samples; self time by module: ${top}`);
@@ -705,8 +707,6 @@ async function profilePhase(name, concurrency, make) {
     results.notes.push(`No CPU profile for ${name}: ${error.message}.`);
     log(`${name} profile: unavailable (${error.message})`);
     return null;
-  } finally {
-    session?.close();
   }
 }
 
@@ -1053,7 +1053,7 @@ async function renewalPhase(targets, label) {
   // BENCH_PROFILE_RENEWALS=<seconds>: a V8 CPU profile of the Worker isolate that long, 20 s into
   // the run (the profiler slows the Worker: that run's time is not comparable).
   const profileSeconds = Number(process.env.BENCH_PROFILE_RENEWALS ?? 0);
-  if (profileSeconds > 0) await sleep(20_000).then(() => profileWhile(`renewals ${label}`, sleep(profileSeconds * 1000)));
+  if (profileSeconds > 0) await sleep(20_000).then(() => profileWhile(`renewals ${label}`, () => sleep(profileSeconds * 1000)));
   let doneAt = null;
   while (performance.now() - started < CONFIG.renewalTimeoutMs) {
     // Polling reads the SQLite file beside miniflare: each read holds a lock its writer waits on
@@ -1416,7 +1416,7 @@ async function main() {
     };
     for (const [name, make] of Object.entries(loops)) {
       await closedLoop({ seconds: 1, concurrency: 16, make });
-      await profileWhile(name, closedLoop({ seconds, concurrency: 16, make }).then((run) => log(`${name}: ${fmt(run.rps)} req/s while profiled`)));
+      await profileWhile(name, () => closedLoop({ seconds, concurrency: 16, make }).then((run) => log(`${name}: ${fmt(run.rps)} req/s while profiled`)));
       await waitQuiet();
     }
     return 0;

@@ -34,7 +34,6 @@ import { sendTrialNotice } from "./trials";
 import type { Processor } from "../processor/types";
 import { sendInBatches } from "../lib/queue";
 import { livesHere } from "../db/scope";
-import { eachLimited } from "../lib/limited";
 
 /** Subscriptions per job message. */
 export const RENEWAL_CHUNK_SIZE = 50;
@@ -81,6 +80,26 @@ async function cancelAtPeriodEnd(env: Bindings, db: Db, row: BillableRow, at: nu
     if (failureReason(error) === CANCEL_AT_PERIOD_END_STALE) return "skipped";
     throw error;
   }
+}
+
+/** Runs `work` over `items` with at most `limit` in flight; every item runs, then the first error is thrown. */
+async function eachLimited<T, R>(items: T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  const errors: unknown[] = [];
+  let next = 0;
+  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) {
+      const index = next++;
+      try {
+        results[index] = await work(items[index]);
+      } catch (error) {
+        errors.push(error);
+      }
+    }
+  });
+  await Promise.all(lanes);
+  if (errors.length > 0) throw errors[0];
+  return results;
 }
 
 /**

@@ -99,7 +99,7 @@ const preparedFanOut = preparedRaw(() => sql`
     ON CONFLICT (event_id, endpoint_id) DO NOTHING
     RETURNING id`);
 
-export const fanOutDeliveries = (db: Db, emitted: { id: string; at: number }[]): Statement =>
+const fanOutDeliveries = (db: Db, emitted: { id: string; at: number }[]): Statement =>
   preparedFanOut(db).with({ events: JSON.stringify(emitted) });
 
 /**
