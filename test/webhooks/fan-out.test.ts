@@ -4,14 +4,21 @@
 import { env } from "../support/env";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { renewChunk } from "../../src/billing/renewals";
-import { type Account, call, signup } from "../support/http";
+import { useClock } from "../../src/lib/clock";
+import { processDelivery } from "../../src/webhooks/consumer";
+import { sweepDeliveries } from "../../src/webhooks/sweeper";
+import { type Account, call, signup, withEnv } from "../support/http";
+import { faultyD1, recordingQueue, writesTo } from "../support/faults";
 import { createPlan, createUser, subscribed } from "../support/fixtures";
 import { makeDue } from "../support/clock";
 import { installReceiver, RECEIVER_ORIGIN } from "../support/receiver";
 
 let receiver: ReturnType<typeof installReceiver>;
 beforeEach(() => (receiver = installReceiver()));
-afterEach(() => receiver.restore());
+afterEach(() => {
+  receiver.restore();
+  useClock();
+});
 
 async function register(acct: Account, events: string[], path: string) {
   const res = await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}${path}`, events } });
@@ -80,4 +87,52 @@ it("one chunk's settlements over two accounts: every event reaches its own accou
   }
   // Every delivery is sent: the receiver gets each account's 12 (10 to "*", 2 to invoice.paid).
   await expect.poll(() => receiver.received.length, { timeout: 10_000 }).toBe(24);
+});
+
+it("a chunk's settlement batch that commits and loses its answer: every event keeps its one delivery, and the sweeper sends each once", async () => {
+  const accounts = await Promise.all([signup("Lost answer A"), signup("Lost answer B")]);
+  const setups = await Promise.all(
+    accounts.map(async (acct) => {
+      const user = await createUser(acct);
+      const plan = await createPlan(acct);
+      const subs = [await subscribed(acct, user.id, plan.id), await subscribed(acct, user.id, plan.id)];
+      return { acct, subs, all: await register(acct, ["*"], "/all") };
+    }),
+  );
+  const since = new Date().toISOString();
+  for (const s of setups) for (const sub of s.subs) await makeDue(sub.id);
+  const ids = [setups[0].subs[0].id, setups[1].subs[0].id, setups[0].subs[1].id, setups[1].subs[1].id];
+
+  // The chunk's one settlement batch commits, then throws; each settlement alone is then refused
+  // (already settled) and skipped, so nothing is enqueued now.
+  const faulty = faultyD1(env.DB, { kind: "commit_then_throw", when: (o) => writesTo(o, "payments") });
+  const queue = recordingQueue();
+  await renewChunk(withEnv({ DB: faulty, DELIVERY_QUEUE: queue }), ids);
+  expect(faulty.fired).toHaveLength(1);
+  expect(queue.sent).toEqual([]);
+  const eventIds: string[] = [];
+  for (const s of setups) {
+    const events = (await env.DB.prepare("SELECT id FROM events WHERE account_id = ? AND created_at >= ?").bind(s.acct.id, since).all<{ id: string }>()).results;
+    expect(events).toHaveLength(10);
+    const rows = await deliveriesOf(s.acct.id, since);
+    expect(rows.map((r) => r.event_id).sort()).toEqual(events.map((e) => e.id).sort());
+    for (const r of rows) expect([r.endpoint_id, r.account_id]).toEqual([s.all.id, s.acct.id]);
+    eventIds.push(...events.map((e) => e.id));
+  }
+
+  // The sweeper finds the deliveries the lost answer never enqueued, each once; a second sweep finds none.
+  const start = Date.now();
+  useClock({ now: () => start + 120_000 });
+  const swept = recordingQueue();
+  await sweepDeliveries(withEnv({ DELIVERY_QUEUE: swept }));
+  const sweptIds = swept.sent.map((body) => (body as { deliveryId: string }).deliveryId);
+  expect(new Set(sweptIds).size).toBe(20);
+  expect(sweptIds).toHaveLength(20);
+  for (const id of sweptIds) await processDelivery(env, id);
+  useClock({ now: () => start + 240_000 });
+  const again = recordingQueue();
+  await sweepDeliveries(withEnv({ DELIVERY_QUEUE: again }));
+  expect(again.sent).toEqual([]);
+  const received = receiver.received.map((r) => (JSON.parse(r.body) as { id: string }).id);
+  expect(received.sort()).toEqual(eventIds.sort());
 });
