@@ -58,8 +58,12 @@ export const payoutSendKey = (payoutId: string) => `payout_send:${payoutId}`;
 export const payoutSendClaimed = (payoutId: string) =>
   sql`EXISTS (SELECT 1 FROM ${jobRuns} WHERE ${jobRuns.key} = ${payoutSendKey(payoutId)})`;
 
+/** The job messages that settle payouts, after `delaySeconds` (the cancel window, by default). */
+export const payoutSettlementMessages = (payoutIds: string[], delaySeconds = PAYOUT_HOLD_SECONDS): MessageSendRequest<SettlePayoutJob>[] =>
+  payoutIds.map((payoutId) => ({ body: { kind: "settlePayout", payoutId }, delaySeconds }));
+
 export async function enqueuePayoutSettlements(queue: Queue, payoutIds: string[], delaySeconds = PAYOUT_HOLD_SECONDS): Promise<void> {
-  await sendInBatches(queue, payoutIds.map((payoutId) => ({ body: { kind: "settlePayout", payoutId } satisfies SettlePayoutJob, delaySeconds })));
+  await sendInBatches(queue, payoutSettlementMessages(payoutIds, delaySeconds));
 }
 
 // ...and its account still lives on this shard: once moved away (src/accounts/move.ts), the payout

@@ -35,8 +35,12 @@ export const REFUND_RECHECK_MS = 6 * 60 * 60_000;
 const REFUND_NOT_PENDING = "refund_not_pending";
 const refundSendKey = (refundId: string) => `refund_send:${refundId}`;
 
+/** The job messages that settle refunds. */
+export const refundSettlementMessages = (refundIds: string[]): MessageSendRequest<SettleRefundJob>[] =>
+  refundIds.map((refundId) => ({ body: { kind: "settleRefund", refundId } }));
+
 export async function enqueueRefundSettlements(queue: Queue, refundIds: string[]): Promise<void> {
-  await sendInBatches(queue, refundIds.map((refundId) => ({ body: { kind: "settleRefund", refundId } satisfies SettleRefundJob })));
+  await sendInBatches(queue, refundSettlementMessages(refundIds));
 }
 
 export async function settleRefund(job: SettleRefundJob, env: Bindings, processor?: Processor): Promise<"succeeded" | "failed" | "pending" | "skipped"> {

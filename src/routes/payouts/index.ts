@@ -16,7 +16,8 @@ import { commit } from "../write-path";
 import { readCard } from "../../payments/card-input";
 import { readCurrency } from "../../payments/money-input";
 import { type PayoutRow, payoutJsonSql, serializePayout } from "../../payments/serialize";
-import { enqueuePayoutSettlements, payoutSendClaimed } from "../../payments/settle-payout";
+import { payoutSendClaimed, payoutSettlementMessages } from "../../payments/settle-payout";
+import { sendSoon } from "../../lib/queue";
 import { processorForRequest } from "../../processor";
 import type { PayoutRecipient } from "../../processor/types";
 import { emitEvent } from "../../webhooks/outbox";
@@ -147,12 +148,11 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
       payout,
       { failures: { [RECIPIENT_MISSING]: recipientMissing } },
     );
-    // After the commit. A lost enqueue is not lost work: the cron sweep re-enqueues stale payouts.
-    c.executionCtx.waitUntil(
-      enqueuePayoutSettlements(c.env.JOB_QUEUE, [row.id]).catch((error) => {
-        console.error(JSON.stringify({ message: "payout settlement enqueue failed; the sweep will retry", payout: row.id, error: String(error) }));
-      }),
-    );
+    // After the answer, with other requests' (src/lib/queue.ts). A lost enqueue is not lost work:
+    // the cron sweep re-enqueues stale payouts.
+    sendSoon(c.env.JOB_QUEUE, payoutSettlementMessages([row.id]), (p) => c.executionCtx.waitUntil(p), (error) => {
+      console.error(JSON.stringify({ message: "payout settlement enqueue failed; the sweep will retry", payout: row.id, error: String(error) }));
+    });
     return c.json(payout, 201);
   });
 

@@ -13,7 +13,8 @@ import { listOwned, readById } from "../reads";
 import { commit } from "../write-path";
 import { type RefundRow, refundJsonSql, serializeRefund } from "../../payments/serialize";
 import { REFUND_FAILURES, refundWrites } from "../../payments/refund-writes";
-import { enqueueRefundSettlements } from "../../payments/settle-refund";
+import { refundSettlementMessages } from "../../payments/settle-refund";
+import { sendSoon } from "../../lib/queue";
 import { processorForRequest } from "../../processor";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { CreateRefundBody, RefundListQuery, RefundSchema } from "./schema";
@@ -109,11 +110,9 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
       throw error;
     }
     const [row] = returned as RefundRow[];
-    c.executionCtx.waitUntil(
-      enqueueRefundSettlements(c.env.JOB_QUEUE, [refundId]).catch((error) => {
-        console.error(JSON.stringify({ message: "refund settlement enqueue failed; the sweep will retry", refund: refundId, error: String(error) }));
-      }),
-    );
+    sendSoon(c.env.JOB_QUEUE, refundSettlementMessages([refundId]), (p) => c.executionCtx.waitUntil(p), (error) => {
+      console.error(JSON.stringify({ message: "refund settlement enqueue failed; the sweep will retry", refund: refundId, error: String(error) }));
+    });
     return c.json(serializeRefund(row), 201);
   });
 
