@@ -13,7 +13,7 @@ export async function sendInBatches<Body>(queue: Queue, messages: MessageSendReq
 }
 
 /** How long messages handed to sendSoon wait for others to the same queue. */
-export const SEND_SOON_LINGER_MS = 5;
+export const SEND_SOON_LINGER_MS = 20;
 
 interface Handoff {
   messages: MessageSendRequest<unknown>[];
