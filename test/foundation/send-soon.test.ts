@@ -2,7 +2,7 @@
 // within a few milliseconds goes out in one sendBatch, sent by the first of them.
 import { env } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { MAX_SEND_BATCH, sendSoon } from "../../src/lib/queue";
+import { MAX_SEND_BATCH, SEND_SOON_ABANDONED_MS, sendSoon } from "../../src/lib/queue";
 import { throwingQueue } from "../support/faults";
 
 /** A queue that records each sendBatch call's bodies, then hands them to the real job queue. */
@@ -80,5 +80,31 @@ describe("sendSoon", () => {
     await expect(alive.settled()).resolves.toBeDefined();
     expect(failures).toEqual(["first: Error: queue down", "second: Error: queue down"]);
     expect(queue.sent).toEqual([{ kind: "test", id: "p" }, { kind: "test", id: "q" }]);
+  });
+
+  it("does not join a burst not sent long after it began (its request was cut short): the next handoff starts its own", async () => {
+    const { queue, calls } = countingQueue();
+    const failures: unknown[] = [];
+    // The clock says 5 s passed without a send, as when the request that began the burst was cut
+    // short (here its timer still runs, later: the test waits for it at the end).
+    const cutShort = keptAlive();
+    sendSoon(queue, [job("first")], cutShort.waitUntil, (e) => failures.push(e), 1_000_000);
+    const joined = keptAlive();
+    sendSoon(queue, [job("joins")], joined.waitUntil, (e) => failures.push(e), 1_000_000 + SEND_SOON_ABANDONED_MS - 1);
+    expect(joined.promises).toHaveLength(0);
+    const later = keptAlive();
+    sendSoon(queue, [job("later")], later.waitUntil, (e) => failures.push(e), 1_000_000 + SEND_SOON_ABANDONED_MS);
+    expect(later.promises).toHaveLength(1);
+    await Promise.all([later.settled(), cutShort.settled()]);
+    expect(calls).toHaveLength(2);
+    expect(calls).toEqual(expect.arrayContaining([[{ kind: "test", id: "first" }, { kind: "test", id: "joins" }], [{ kind: "test", id: "later" }]]));
+    expect(failures).toEqual([]);
+
+    // Both bursts are done: the next handoff starts a new one.
+    const next = keptAlive();
+    sendSoon(queue, [job("next")], next.waitUntil, () => {});
+    expect(next.promises).toHaveLength(1);
+    await next.settled();
+    expect(calls).toHaveLength(3);
   });
 });
