@@ -26,7 +26,7 @@ import { type Account, type CallResult, call, fetchWith, signup, withEnv } from 
 import { type Fixtures, createKey, dueSubscription, openInvoice, payoutWithoutSettlement, refundWithoutSettlement, seed } from "../support/fixtures";
 import { connectStripe, installFakeStripe } from "../support/live";
 import { captureLogs, cardFields, PROOF_CARD, sentCvvs, sentPans } from "../support/cards";
-import { backdate } from "../support/clock";
+import { backdate, makeDue } from "../support/clock";
 import { countOf, one } from "../support/db";
 import { waitFor } from "../support/wait";
 import { RECEIVER_ORIGIN } from "../support/receiver";
@@ -57,6 +57,8 @@ import {
   acknowledgedDeliveriesDelivered,
   atMostOneProcessorCallPer,
   everyEventDeliveredOrFailed,
+  deliveriesStayInTheirAccount,
+  everyEventReachesItsEndpoints,
   mark,
   noSecretOrCardAtRest,
   paymentsEqualCharges,
@@ -540,11 +542,44 @@ async function dueBackgroundSubscription(): Promise<string> {
   return dueSubscription(bg, bgUser, bgPlan);
 }
 
+// The renewal and dunning cases run on an account of their own, with an endpoint subscribed to
+// every event ("*"), so that each case's settlement makes deliveries (by the batch's one fan-out
+// statement) and everyEventReachesItsEndpoints checks them. Its deliveries are never sent during
+// the cases (every call on the account records its delivery queue instead): the whole run's sweep
+// at the end sends them, so they cannot take another case's receiver answers.
+let rn: Account;
+let rnUser: string;
+let rnPlan: string;
+let rnEndpoint: string;
+/** The renewal account's delivery queue: records what would be sent. */
+const rnDeliveries = recordingQueue();
+const rnEnv = (overrides: Partial<Bindings> = {}) => withEnv({ DELIVERY_QUEUE: rnDeliveries, ...overrides });
+const onRn = (path: string, json: unknown) => fetchWith({ DELIVERY_QUEUE: rnDeliveries }, path, { key: rn.key, json });
+
+async function ensureRenewals() {
+  if (rn) return;
+  rn = await signup("Fault matrix renewals");
+  rnUser = (await onRn("/api/users", { name: "Renewing User", email: "renewing@example.com" })).body.id;
+  rnPlan = (await onRn("/subscription-plans", { name: "Renewing", price: 9.99, currency: "usd", interval: "month" })).body.id;
+  const hook = await onRn("/api/webhooks", { url: `${RECEIVER_ORIGIN}/renewals`, events: ["*"] });
+  expect(hook.status, hook.text).toBe(201);
+  rnEndpoint = hook.body.id;
+}
+
+/** A subscription of the renewal account whose renewal is due. */
+async function dueRenewalSubscription(): Promise<string> {
+  await ensureRenewals();
+  const sub = await onRn("/subscriptions", { user_id: rnUser, plan_id: rnPlan, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) });
+  expect(sub.status, sub.text).toBe(201);
+  await makeDue(sub.body.id);
+  return sub.body.id;
+}
+
 /** A subscription whose first renewal was declined: past_due, with its dunning retry due at the returned time. */
-async function pastDueSubscription(): Promise<{ id: string; at: number }> {
-  const id = await dueBackgroundSubscription();
+async function pastDueSubscription(account: "background" | "renewals" = "background"): Promise<{ id: string; at: number }> {
+  const id = account === "renewals" ? await dueRenewalSubscription() : await dueBackgroundSubscription();
   ledger.inject({ kind: "decline", method: "chargeToken", when: (c) => c.reference.startsWith(`${id}:`) });
-  expect(await renewChunk(env, [id], Date.now())).toEqual(["past_due"]);
+  expect(await renewChunk(account === "renewals" ? rnEnv() : env, [id], Date.now())).toEqual(["past_due"]);
   ledger.inject();
   const row = await one<{ status: string; due_at: number }>("SELECT status, due_at FROM subscriptions WHERE id = ?", id);
   expect(row.status).toBe("past_due");
@@ -552,28 +587,28 @@ async function pastDueSubscription(): Promise<{ id: string; at: number }> {
 }
 
 async function periodCase(kind: "renewal" | "dunning", fault: PeriodFault) {
-  const { id, at } = kind === "renewal" ? { id: await dueBackgroundSubscription(), at: Date.now() } : await pastDueSubscription();
+  const { id, at } = kind === "renewal" ? { id: await dueRenewalSubscription(), at: Date.now() } : await pastDueSubscription("renewals");
   const since = await mark(ledger);
   const context = `${kind}: ${fault.name}`;
   const periodsBefore = (await one<{ periods_billed: number }>("SELECT periods_billed FROM subscriptions WHERE id = ?", id)).periods_billed;
   const renewalsBefore = await countOf("SELECT count(*) AS n FROM events WHERE type = 'subscription_renewal' AND json_extract(payload, '$.subscription_id') = ? AND json_extract(payload, '$.status') = 'success'", id);
   if (fault.duplicate) {
     ledger.inject({ kind: "slow", ms: 30, method: "chargeToken" });
-    await Promise.all([renewChunk(env, [id], at), renewChunk(env, [id], at)]);
+    await Promise.all([renewChunk(rnEnv(), [id], at), renewChunk(rnEnv(), [id], at)]);
     ledger.inject();
   } else {
     if (fault.processor) ledger.inject({ kind: fault.processor, method: "chargeToken", when: (c) => c.reference.startsWith(`${id}:`), times: 1 });
     const faulty = fault.d1 ? faultyD1(env.DB, fault.d1) : env.DB;
-    const first = await renewChunk(withEnv({ DB: faulty }), [id], at).then(
+    const first = await renewChunk(rnEnv({ DB: faulty }), [id], at).then(
       (outcomes) => outcomes,
       (error: unknown) => error,
     );
     if (fault.d1) expect((faulty as ReturnType<typeof faultyD1>).fired.length, `${context}: the fault fired`).toBeGreaterThan(0);
     ledger.inject();
     // The queue redelivers the message at once; then, once a claim left behind is stale, a later run takes it over.
-    await renewChunk(env, [id], at);
+    await renewChunk(rnEnv(), [id], at);
     const still = await one<{ periods_billed: number }>("SELECT periods_billed FROM subscriptions WHERE id = ?", id);
-    if (still.periods_billed === periodsBefore) await renewChunk(env, [id], at + claimStaleMs() + 60_000);
+    if (still.periods_billed === periodsBefore) await renewChunk(rnEnv(), [id], at + claimStaleMs() + 60_000);
     void first;
   }
   await ledger.idle();
@@ -591,6 +626,8 @@ async function periodCase(kind: "renewal" | "dunning", fault: PeriodFault) {
     () => paymentsEqualCharges(ledger, { since }),
     () => atMostOneProcessorCallPer(ledger, "period_attempt", { since, once: !fault.resends }),
     () => refundsNeverExceedPayment(),
+    () => everyEventReachesItsEndpoints([rnEndpoint], { since }),
+    () => deliveriesStayInTheirAccount({ since }),
   ]);
 }
 
@@ -1051,17 +1088,24 @@ describe("after every case", () => {
     // Deliveries whose enqueue the matrix dropped are the sweeper's: once they are stale, it
     // re-enqueues them, and each message is handled as the delivery queue's consumer handles it.
     // (The settlement cases ran sweeps up to ~8 minutes ahead, which touched them then.)
-    const at = Date.now() + 30 * 60_000;
-    useClock({ now: () => at });
+    // The dunning cases billed days ahead (a retry's due time), so their deliveries are made then:
+    // a second sweep runs half an hour after the latest of them.
     receivers.answer("ok");
-    const swept = recordingQueue();
-    expect(await runCron({ JOB_QUEUE: recordingQueue(), DELIVERY_QUEUE: swept }, at)).toBeNull();
-    for (const message of swept.sent as { deliveryId: string }[]) await processDelivery(env, message.deliveryId);
+    const latest = await one<{ at: number | null }>("SELECT max(updated_at) AS at FROM webhook_deliveries WHERE status = 'pending'");
+    const first = Date.now() + 30 * 60_000;
+    for (const at of [first, ...(latest.at !== null && latest.at + 30 * 60_000 > first ? [latest.at + 30 * 60_000] : [])]) {
+      useClock({ now: () => at });
+      const swept = recordingQueue();
+      expect(await runCron({ JOB_QUEUE: recordingQueue(), DELIVERY_QUEUE: swept }, at)).toBeNull();
+      for (const message of swept.sent as { deliveryId: string }[]) await processDelivery(env, message.deliveryId);
+    }
     useClock();
     await ledger.idle();
     await invariants("the whole run", [
       () => everyEventDeliveredOrFailed(),
       () => acknowledgedDeliveriesDelivered(),
+      () => everyEventReachesItsEndpoints([rnEndpoint]),
+      () => deliveriesStayInTheirAccount(),
       () => paymentsEqualCharges(ledger),
       () => refundsNeverExceedPayment(),
       () => payoutsSentOnce(ledger),

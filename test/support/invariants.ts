@@ -36,13 +36,14 @@ async function hasColumn(table: string, column: string) {
 /** Where the ledger and the money tables stood at a moment: checks given it look only past it. */
 export interface Mark {
   ledger: number;
-  rowids: { payments: number; payouts: number; refunds: number; webhook_deliveries: number };
+  rowids: { payments: number; payouts: number; refunds: number; webhook_deliveries: number; events: number };
 }
 
 export async function mark(ledger: Ledger): Promise<Mark> {
   const [row] = await all<Mark["rowids"]>(
     `SELECT (SELECT coalesce(max(rowid), 0) FROM payments) AS payments, (SELECT coalesce(max(rowid), 0) FROM payouts) AS payouts,
-      (SELECT coalesce(max(rowid), 0) FROM refunds) AS refunds, (SELECT coalesce(max(rowid), 0) FROM webhook_deliveries) AS webhook_deliveries`,
+      (SELECT coalesce(max(rowid), 0) FROM refunds) AS refunds, (SELECT coalesce(max(rowid), 0) FROM webhook_deliveries) AS webhook_deliveries,
+      (SELECT coalesce(max(rowid), 0) FROM events) AS events`,
   );
   return { ledger: ledger.checkpoint(), rowids: row };
 }
@@ -233,6 +234,42 @@ export async function everyEventDeliveredOrFailed(options: { now?: number; since
     if (!scheduledOf.get(d.endpoint_id)!.has(d.id)) violations.push(`delivery ${d.id} waits for an attempt at ${d.next_attempt_at} that its endpoint's scheduler does not hold`);
   }
   check("everyEventDeliveredOrFailed", violations);
+}
+
+/**
+ * Every event reaches each of `endpointIds` that takes it exactly once: an event of the endpoint's
+ * account and mode, made since the endpoint was, of a type it is subscribed to (or `*`), has one
+ * delivery to it. (For endpoints whose subscription does not change during the checks: the
+ * events an endpoint takes are read as they are now.)
+ */
+export async function everyEventReachesItsEndpoints(endpointIds: string[], options: { since?: Mark } = {}) {
+  const violations: string[] = [];
+  for (const endpointId of endpointIds) {
+    const rows = await all<{ id: string; type: string; deliveries: number }>(
+      `SELECT ev.id, ev.type, (SELECT count(*) FROM webhook_deliveries d WHERE d.event_id = ev.id AND d.endpoint_id = ep.id) AS deliveries
+       FROM webhook_endpoints ep JOIN events ev ON ev.account_id = ep.account_id AND ev.livemode = ep.livemode
+       WHERE ep.id = ? AND ev.rowid > ? AND ev.created_at >= ep.created_at AND ev.type <> 'webhook.test'
+         AND EXISTS (SELECT 1 FROM json_each(ep.events) WHERE value IN (ev.type, '*'))`,
+      endpointId,
+      options.since?.rowids.events ?? 0,
+    );
+    for (const r of rows) if (r.deliveries !== 1) violations.push(`event ${r.id} (${r.type}) has ${r.deliveries} deliveries to endpoint ${endpointId}, which takes it`);
+  }
+  check("everyEventReachesItsEndpoints", violations);
+}
+
+/**
+ * A delivery stays in its account and mode: its event, its endpoint and the delivery itself are of
+ * one account and one mode.
+ */
+export async function deliveriesStayInTheirAccount(options: { since?: Mark } = {}) {
+  const rows = await all<{ id: string; event_id: string; endpoint_id: string }>(
+    `SELECT d.id, d.event_id, d.endpoint_id FROM webhook_deliveries d
+       JOIN events ev ON ev.id = d.event_id JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
+     WHERE d.rowid > ? AND NOT (ev.account_id = ep.account_id AND ev.livemode = ep.livemode AND d.account_id = ev.account_id AND d.livemode = ev.livemode)`,
+    options.since?.rowids.webhook_deliveries ?? 0,
+  );
+  check("deliveriesStayInTheirAccount", rows.map((r) => `delivery ${r.id} of event ${r.event_id} to endpoint ${r.endpoint_id} crosses accounts or modes`));
 }
 
 /**
