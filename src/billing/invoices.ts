@@ -29,7 +29,7 @@ import { newId } from "../domain/ids";
 import { invoiceTotals, type InvoiceTotals } from "../domain/invoice-math";
 import { isoTime } from "../lib/clock";
 import { planUnitAmountDecimal } from "./pricing";
-import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
+import { type EmittedEvent, emitEvent, eventDataSource } from "../webhooks/outbox";
 
 export type InvoiceRow = typeof invoices.$inferSelect;
 export type InvoiceStatus = InvoiceRow["status"];
@@ -185,7 +185,7 @@ export interface InvoiceJson {
  */
 type Stage = "draft" | "open" | "committed";
 
-function invoiceDataSql(id: string, stage: Stage): SQL {
+function invoiceDataSql(id: SQL, stage: Stage): SQL {
   const staged =
     stage === "draft"
       ? sql.raw(`json_set(${INVOICE_JSON_TEXT}, '$.status', 'draft', '$.number', NULL, '$.finalized_at', NULL, '$.paid_at', NULL, '$.amount_paid', 0, '$.payment_id', NULL)`)
@@ -195,8 +195,15 @@ function invoiceDataSql(id: string, stage: Stage): SQL {
   return sql`(SELECT ${staged} FROM ${invoices} WHERE invoices.id = ${id})`;
 }
 
+/** The invoice at each stage, as a source of event data (read in the batch that emits the event). */
+const INVOICE_SOURCES: Record<Stage, string> = {
+  draft: eventDataSource("invoice:draft", (id) => invoiceDataSql(id, "draft")),
+  open: eventDataSource("invoice:open", (id) => invoiceDataSql(id, "open")),
+  committed: eventDataSource("invoice:committed", (id) => invoiceDataSql(id, "committed")),
+};
+
 const invoiceEvent = (db: Db, tenant: Tenant, id: string, type: InvoiceEventType, stage: Stage, at: number) =>
-  emitEvent(db, tenant, { type, dataSql: invoiceDataSql(id, stage), objectId: id }, at);
+  emitEvent(db, tenant, { type, source: INVOICE_SOURCES[stage], objectId: id }, at);
 
 type InvoiceEventType = "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.payment_failed" | "invoice.voided";
 

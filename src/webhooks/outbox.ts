@@ -18,20 +18,42 @@ import { sendInBatches } from "../lib/queue";
 
 export type EventSpec =
   | { type: EnvelopeEventType; data: unknown; objectId?: string }
+  /** An envelope whose data is read in the batch from a registered source (eventDataSource), about `objectId`. */
+  | { type: EnvelopeEventType; source: string; objectId: string }
   /** A subscription notification; its status may be read in the batch (SQL); its data is the subscription as committed. */
   | { type: NotificationEventType; subscriptionId: string; status: string | SQL }
   /** An envelope whose data is read in the batch (the row as committed), about `objectId`. */
   | { type: EnvelopeEventType; dataSql: SQL; objectId: string };
 
 /**
- * An event's statements, and where its deliveries are made: exactly one of
+ * An event as written by its batch: its own statements, or a `row` of the statement that writes
+ * a run of events together (`eventRowsInsert`: an event whose data is JSON, a registered source's,
+ * or a subscription notification with its status known); and where its deliveries are made,
+ * exactly one of
  * - `fanOutAt` (the event's time, ms): by the one statement commitWrites adds to the batch for every
  *   such event, a delivery per subscribed endpoint (`fanOutDeliveries`);
  * - `deliveriesAt`: by its own delivery insert, at that index within `statements`, whose RETURNING
  *   rows are enqueued (a test event to one endpoint, a redelivery).
  * Events are committed by commitWrites only: their statements alone make no delivery.
  */
-export type EmittedEvent = { id: string; statements: Statement[] } & ({ fanOutAt: number; deliveriesAt?: never } | { deliveriesAt: number; fanOutAt?: never });
+export type EmittedEvent = { id: string; statements: Statement[]; row?: EventRow } & (
+  | { fanOutAt: number; deliveriesAt?: never }
+  | { deliveriesAt: number; fanOutAt?: never }
+);
+
+/** An event written with others by one statement: its columns, and where its data comes from. */
+export interface EventRow {
+  id: string;
+  account_id: string;
+  livemode: 0 | 1;
+  type: string;
+  object_id: string;
+  created_at: string;
+  /** `json` (the data is `data`), `subscription` (a notification with `status`), or a registered source's name. */
+  source: string;
+  data?: string;
+  status?: string;
+}
 
 /**
  * The object an event is about: the subscription of a notification, else the `objectId` given,
@@ -39,6 +61,7 @@ export type EmittedEvent = { id: string; statements: Statement[] } & ({ fanOutAt
  */
 export function objectIdOf(spec: EventSpec): string | null {
   if ("subscriptionId" in spec) return spec.subscriptionId;
+  if ("source" in spec) return spec.objectId;
   if (spec.objectId) return spec.objectId;
   const data = "data" in spec ? (spec.data as { id?: unknown; transaction_id?: unknown } | null) : null;
   if (typeof data?.id === "string") return data.id;
@@ -63,12 +86,35 @@ const nextSequence = (objectId: SQL | string) => sql`(SELECT COALESCE(MAX(sequen
 function eventPayload(id: string, spec: EventSpec, at: number, objectId: string | null, sequence: SQL | null, livemode: boolean): SQL {
   const mode = livemodeJsonSql(sql.raw(livemode ? "1" : "0"));
   if ("subscriptionId" in spec) {
-    const data = sql`json(${subscriptionAnswer.stored(eq(subscriptions.id, spec.subscriptionId))})`;
+    const data = subscriptionData(spec.subscriptionId);
     return sql`json_object('id', ${id}, 'type', ${spec.type}, 'data', ${data}, 'created_at', ${isoTime(at)}, 'object_id', ${objectId}, 'sequence', ${sequence ?? sql`NULL`}, 'livemode', ${mode},
       'event', ${spec.type}, 'subscription_id', ${spec.subscriptionId}, 'status', ${spec.status}, 'timestamp', ${isoTime(at)})`;
   }
-  const data = "dataSql" in spec ? sql`json(${spec.dataSql})` : sql`json(${JSON.stringify(spec.data ?? null)})`;
+  const data = "dataSql" in spec ? sql`json(${spec.dataSql})` : "source" in spec ? sourceData(spec.source, sql`${spec.objectId}`) : sql`json(${JSON.stringify(spec.data ?? null)})`;
   return envelopeSql(id, spec.type, data, isoTime(at), objectId, sequence, mode);
+}
+
+/** A subscription notification's data: the subscription as committed, stored for its one serializer. */
+const subscriptionData = (subscriptionId: SQL | string) => sql`json(${subscriptionAnswer.stored(eq(subscriptions.id, subscriptionId))})`;
+
+// Sources of event data read in the batch, by name: SQL over the object's id. Registered by the
+// modules that own the objects when they load (an invoice at each stage: src/billing/invoices.ts),
+// before any batch writes an event: the statement that writes runs of events knows them all.
+const dataSources = new Map<string, (objectId: SQL) => SQL>();
+let sourcesSealed = false;
+
+/** Registers a source of event data (at module load); returns its name, for EventSpec's `source`. */
+export function eventDataSource(name: string, read: (objectId: SQL) => SQL): string {
+  if (!/^[a-z_.:]+$/.test(name) || name === "json" || name === "subscription") throw new Error(`bad event data source name ${name}`);
+  if (sourcesSealed) throw new Error(`event data source ${name} registered after events were written`);
+  dataSources.set(name, read);
+  return name;
+}
+
+function sourceData(name: string, objectId: SQL): SQL {
+  const read = dataSources.get(name);
+  if (!read) throw new Error(`unknown event data source ${name}`);
+  return sql`json(${read(objectId)})`;
 }
 
 /** The envelope, as SQL: `data` is JSON; `livemode` the event's mode, as Stripe's envelope carries it. */
@@ -171,11 +217,6 @@ const eventInsert = (id: SQL | string, accountId: SQL | string, livemode: SQL | 
   sql`INSERT INTO ${events} (id, account_id, livemode, type, payload, object_id, sequence, feed_position, created_at)
     VALUES (${id}, ${accountId}, ${livemode}, ${type}, ${payload}, ${objectId}, ${sequence ?? sql`NULL`}, ${nextFeedPosition(accountId)}, ${createdAt})`;
 
-// The common event (an envelope with its data as JSON, about an object), prepared once per isolate.
-const preparedEnvelopeInsert = preparedRaw(() =>
-  eventInsert(p("id"), p("accountId"), p("livemode"), p("type"), envelopeSql(p("id"), p("type"), sql`json(${p("data")})`, p("createdAt"), p("objectId"), nextSequence(p("objectId")), livemodeJsonSql(p("livemode"))), p("objectId"), nextSequence(p("objectId")), p("createdAt")),
-);
-
 /** An event of `tenant` (the caller, or the row the change is about: its account and mode). */
 export function emitEvent(db: Db, tenant: Tenant, spec: EventSpec, at: number): EmittedEvent {
   const id = newId("event", at);
@@ -183,13 +224,57 @@ export function emitEvent(db: Db, tenant: Tenant, spec: EventSpec, at: number): 
   const livemode = tenant.livemode ? 1 : 0;
   const objectId = objectIdOf(spec);
   const createdAt = isoTime(at);
+  // Written with the batch's other events, by one statement, when its data can be read there.
+  const row = (source: string, extra: Pick<EventRow, "data" | "status">): EmittedEvent => ({
+    id,
+    statements: [],
+    row: { id, account_id: accountId, livemode, type: spec.type, object_id: objectId as string, created_at: createdAt, source, ...extra },
+    fanOutAt: at,
+  });
+  if ("source" in spec) return row(spec.source, {});
+  if ("data" in spec && objectId !== null) return row("json", { data: JSON.stringify(spec.data ?? null) });
+  if ("subscriptionId" in spec && typeof spec.status === "string") return row("subscription", { status: spec.status });
   const sequence = objectId === null ? null : nextSequence(objectId);
-  const insert =
-    "data" in spec && objectId !== null
-      ? preparedEnvelopeInsert(db).with({ id, accountId, livemode, type: spec.type, data: JSON.stringify(spec.data ?? null), createdAt, objectId })
-      : rawStatement(db, eventInsert(id, accountId, livemode, spec.type, eventPayload(id, spec, at, objectId, sequence, tenant.livemode), objectId, sequence, createdAt));
+  const insert = rawStatement(db, eventInsert(id, accountId, livemode, spec.type, eventPayload(id, spec, at, objectId, sequence, tenant.livemode), objectId, sequence, createdAt));
   return { id, statements: [insert], fanOutAt: at };
 }
+
+/**
+ * The statement that writes a run of events (`rows`: a JSON array of EventRow), in their order:
+ * each takes the next place among its object's events and in its account's feed (the MAX before
+ * the statement plus its rank within it: SQLite reads the whole SELECT before it inserts, as it
+ * reads the table it inserts into), and its payload is built as each event's own insert builds it.
+ * Prepared once per isolate, with every registered data source.
+ */
+const preparedEventRows = preparedRaw(() => {
+  sourcesSealed = true;
+  const column = (name: keyof EventRow) => sql.raw(`json_extract(j.value, '$.${name}') AS ${name}`);
+  const objectId = sql.raw("r.object_id");
+  const sources = [...dataSources.keys()].map((name) => sql`WHEN ${sql.raw(`'${name}'`)} THEN ${sourceData(name, objectId)}`);
+  const data = sql`CASE r.source WHEN 'json' THEN json(r.data) ${sql.join(sources, sql` `)} END`;
+  const mode = livemodeJsonSql(sql.raw("r.livemode"));
+  return sql`
+    INSERT INTO ${events} (id, account_id, livemode, type, payload, object_id, sequence, feed_position, created_at)
+    SELECT r.id, r.account_id, r.livemode, r.type,
+      CASE WHEN r.source = 'subscription'
+        THEN json_object('id', r.id, 'type', r.type, 'data', ${subscriptionData(objectId)}, 'created_at', r.created_at, 'object_id', r.object_id, 'sequence', r.seq, 'livemode', ${mode},
+          'event', r.type, 'subscription_id', r.object_id, 'status', r.status, 'timestamp', r.created_at)
+        ELSE ${envelopeSql(sql.raw("r.id"), sql.raw("r.type"), data, sql.raw("r.created_at"), objectId, sql.raw("r.seq"), mode)}
+      END,
+      r.object_id, r.seq, r.feed, r.created_at
+    FROM (
+      SELECT x.*,
+        (SELECT COALESCE(MAX(o.sequence), 0) FROM ${events} AS o WHERE o.object_id = x.object_id) + ROW_NUMBER() OVER (PARTITION BY x.object_id ORDER BY x.k) AS seq,
+        (SELECT COALESCE(MAX(a.feed_position), 0) FROM ${events} AS a WHERE a.account_id = x.account_id) + ROW_NUMBER() OVER (PARTITION BY x.account_id ORDER BY x.k) AS feed
+      FROM (SELECT j.key AS k, ${sql.join(
+        (["id", "account_id", "livemode", "type", "object_id", "created_at", "source", "data", "status"] as const).map(column),
+        sql`, `,
+      )} FROM json_each(${p("rows")}) AS j) AS x
+    ) AS r
+    ORDER BY r.k`;
+});
+
+const eventRowsInsert = (db: Db, rows: EventRow[]): Statement => preparedEventRows(db).with({ rows: JSON.stringify(rows) });
 
 /** A `webhook.test` event, about no object, delivered to the one endpoint named only. */
 export function emitTestEvent(db: Db, tenant: Tenant, endpointId: string, at: number): EmittedEvent {
@@ -266,11 +351,24 @@ export async function commitWrites(
   const returningAt = writes.returning ? all.push(writes.returning) - 1 : -1;
   const offsets: number[] = [];
   const fanOut: { id: string; at: number }[] = [];
+  // Consecutive events written as rows share one statement; an event with its own statements
+  // ends the run, so every event keeps its place in the batch's order.
+  let run: EventRow[] = [];
+  const endRun = () => {
+    if (run.length > 0) all.push(eventRowsInsert(deps.db, run));
+    run = [];
+  };
   for (const event of writes.events ?? []) {
-    if (event.deliveriesAt !== undefined) offsets.push(all.length + event.deliveriesAt);
     if (event.fanOutAt !== undefined) fanOut.push({ id: event.id, at: event.fanOutAt });
+    if (event.row) {
+      run.push(event.row);
+      continue;
+    }
+    endRun();
+    if (event.deliveriesAt !== undefined) offsets.push(all.length + event.deliveriesAt);
     all.push(...event.statements);
   }
+  endRun();
   if (fanOut.length > 0) offsets.push(all.push(fanOutDeliveries(deps.db, fanOut)) - 1);
   const answerAt = writes.answer ? all.push(writes.answer) - 1 : -1;
   all.push(...(writes.trailing ?? []));
