@@ -103,3 +103,41 @@ it("an invoice's events read it at their stage in the batch that writes it, and 
   expect(paid.number).toEqual(expect.any(String));
   expect(paid.lines).toHaveLength(1);
 });
+
+it("writes the same payload text as an event's own statement does, for JSON data of every kind and for a notification", async () => {
+  const acct = await signup("Event rows payloads");
+  const user = await createUser(acct);
+  const plan = await createPlan(acct);
+  const sub = await subscribed(acct, user.id, plan.id);
+  const db = createDb(env.DB);
+  const tenant = { accountId: acct.id, livemode: false };
+  const at = Date.now();
+  const datas: unknown[] = [
+    { id: "obj_1", nested: { list: [1, 2.5, -3e21, null, true, false], text: "naïve \u2028 \"quoted\" \\ émoji 🙂 <tag> &amp;" }, empty: {}, none: [] },
+    { id: "obj_2", big: 9007199254740991, small: 1e-7, zero: 0, negative: -0 },
+    { id: "obj_3", long: "x".repeat(5000) },
+  ];
+  // The same event twice: as a row of the run, and (data given as SQL) by its own statement.
+  const pairs = datas.map((data) => [
+    emitEvent(db, tenant, { type: "customer.updated", data }, at),
+    emitEvent(db, tenant, { type: "customer.updated", dataSql: sql`json(${JSON.stringify(data)})`, objectId: (data as { id: string }).id }, at),
+  ]);
+  pairs.push([
+    emitEvent(db, tenant, { type: "subscription_renewal", subscriptionId: sub.id, status: "success" }, at),
+    emitEvent(db, tenant, { type: "subscription_renewal", subscriptionId: sub.id, status: sql`${"success"}` }, at),
+  ]);
+  for (const [row, own] of pairs) {
+    expect(row.row).toBeDefined();
+    expect(own.row).toBeUndefined();
+  }
+  await commitWrites({ db, queue: recordingQueue() }, { statements: [], events: pairs.flat() });
+  const stored = new Map((await eventsOf(pairs.flat().map((e) => e.id))).map((r) => [r.id, r]));
+  for (const [row, own] of pairs) {
+    const a = stored.get(row.id)!;
+    const b = stored.get(own.id)!;
+    // The same text but for the event's id and its place among its object's events.
+    const normalize = (r: EventRow) => r.payload.replaceAll(r.id, "<id>").replace(`"sequence":${r.sequence},`, `"sequence":<n>,`);
+    expect(b.sequence).toBe(a.sequence + 1);
+    expect(normalize(a)).toBe(normalize(b));
+  }
+});
