@@ -83,14 +83,14 @@ const nextSequence = (objectId: SQL | string) => sql`(SELECT COALESCE(MAX(sequen
  * the row the batch committed, and serialized by the subscription's one serializer when the body
  * is read (src/webhooks/payload.ts).
  */
-function eventPayload(id: string, spec: EventSpec, at: number, objectId: string | null, sequence: SQL | null, livemode: boolean): SQL {
+function eventPayload(id: string, spec: Exclude<EventSpec, { source: string }>, at: number, objectId: string | null, sequence: SQL | null, livemode: boolean): SQL {
   const mode = livemodeJsonSql(sql.raw(livemode ? "1" : "0"));
   if ("subscriptionId" in spec) {
     const data = subscriptionData(spec.subscriptionId);
     return sql`json_object('id', ${id}, 'type', ${spec.type}, 'data', ${data}, 'created_at', ${isoTime(at)}, 'object_id', ${objectId}, 'sequence', ${sequence ?? sql`NULL`}, 'livemode', ${mode},
       'event', ${spec.type}, 'subscription_id', ${spec.subscriptionId}, 'status', ${spec.status}, 'timestamp', ${isoTime(at)})`;
   }
-  const data = "dataSql" in spec ? sql`json(${spec.dataSql})` : "source" in spec ? sourceData(spec.source, sql`${spec.objectId}`) : sql`json(${JSON.stringify(spec.data ?? null)})`;
+  const data = "dataSql" in spec ? sql`json(${spec.dataSql})` : sql`json(${JSON.stringify(spec.data ?? null)})`;
   return envelopeSql(id, spec.type, data, isoTime(at), objectId, sequence, mode);
 }
 
@@ -231,7 +231,10 @@ export function emitEvent(db: Db, tenant: Tenant, spec: EventSpec, at: number): 
     row: { id, account_id: accountId, livemode, type: spec.type, object_id: objectId as string, created_at: createdAt, source, ...extra },
     fanOutAt: at,
   });
-  if ("source" in spec) return row(spec.source, {});
+  if ("source" in spec) {
+    if (!dataSources.has(spec.source)) throw new Error(`unknown event data source ${spec.source}`);
+    return row(spec.source, {});
+  }
   if ("data" in spec && objectId !== null) return row("json", { data: JSON.stringify(spec.data ?? null) });
   if ("subscriptionId" in spec && typeof spec.status === "string") return row("subscription", { status: spec.status });
   const sequence = objectId === null ? null : nextSequence(objectId);
@@ -274,7 +277,15 @@ const preparedEventRows = preparedRaw(() => {
     ORDER BY r.k`;
 });
 
-const eventRowsInsert = (db: Db, rows: EventRow[]): Statement => preparedEventRows(db).with({ rows: JSON.stringify(rows) });
+/** The statement of a run: its rows as a JSON array (each row's JSON text, as encoded). */
+const eventRowsInsert = (db: Db, rows: string[]): Statement => preparedEventRows(db).with({ rows: `[${rows.join(",")}]` });
+
+/**
+ * Characters of encoded rows one run takes (a longer run is split): D1 takes a bound string of at
+ * most 2,000,000 bytes, and a character takes at most 3 bytes in UTF-8. (Local D1 has no such
+ * limit; an event's data is also bounded by the request fields it comes from.)
+ */
+export const MAX_RUN_CHARS = 600_000;
 
 /** A `webhook.test` event, about no object, delivered to the one endpoint named only. */
 export function emitTestEvent(db: Db, tenant: Tenant, endpointId: string, at: number): EmittedEvent {
@@ -353,15 +364,20 @@ export async function commitWrites(
   const fanOut: { id: string; at: number }[] = [];
   // Consecutive events written as rows share one statement; an event with its own statements
   // ends the run, so every event keeps its place in the batch's order.
-  let run: EventRow[] = [];
+  let run: string[] = [];
+  let runChars = 0;
   const endRun = () => {
     if (run.length > 0) all.push(eventRowsInsert(deps.db, run));
     run = [];
+    runChars = 0;
   };
   for (const event of writes.events ?? []) {
     if (event.fanOutAt !== undefined) fanOut.push({ id: event.id, at: event.fanOutAt });
     if (event.row) {
-      run.push(event.row);
+      const encoded = JSON.stringify(event.row);
+      if (runChars + encoded.length + 1 > MAX_RUN_CHARS) endRun();
+      run.push(encoded);
+      runChars += encoded.length + 1;
       continue;
     }
     endRun();

@@ -5,9 +5,9 @@
 import { sql } from "drizzle-orm";
 import { expect, it } from "vitest";
 import { createDb } from "../../src/db/client";
-import { commitWrites, emitEvent } from "../../src/webhooks/outbox";
+import { MAX_RUN_CHARS, commitWrites, emitEvent } from "../../src/webhooks/outbox";
 import { env } from "../support/env";
-import { recordingQueue } from "../support/faults";
+import { faultyD1, recordingQueue, writesTo } from "../support/faults";
 import { createPlan, createUser, subscribed } from "../support/fixtures";
 import { signup } from "../support/http";
 
@@ -140,4 +140,32 @@ it("writes the same payload text as an event's own statement does, for JSON data
     expect(b.sequence).toBe(a.sequence + 1);
     expect(normalize(a)).toBe(normalize(b));
   }
+});
+
+it("splits a run whose rows outgrow one bound string, the places still in emission order", async () => {
+  const acct = await signup("Event rows split");
+  const recorded = faultyD1(env.DB);
+  const db = createDb(recorded);
+  const tenant = { accountId: acct.id, livemode: false };
+  const object = `obj_${crypto.randomUUID()}`;
+  const at = Date.now();
+  // Each event's row is over a third of a run's budget: three events make two runs.
+  const big = "é".repeat(Math.ceil(MAX_RUN_CHARS / 3));
+  const emitted = [1, 2, 3].map((n) => emitEvent(db, tenant, { type: "customer.updated", data: { id: object, n, big } }, at));
+  await commitWrites({ db, queue: recordingQueue() }, { statements: [], events: emitted });
+  const [batch] = recorded.ops.filter((op) => op.kind === "batch");
+  expect(batch.sql.filter((text) => writesTo({ ...batch, sql: [text] }, "events"))).toHaveLength(2);
+  const rows = new Map((await eventsOf(emitted.map((e) => e.id))).map((r) => [r.id, r]));
+  const stored = emitted.map((e) => rows.get(e.id)!);
+  expect(stored.map((r) => r.sequence)).toEqual([1, 2, 3]);
+  expect(stored.map((r) => r.feed_position - stored[0].feed_position)).toEqual([0, 1, 2]);
+  expect(stored.map((r) => JSON.parse(r.payload).data.n)).toEqual([1, 2, 3]);
+  expect(JSON.parse(stored[2].payload).data.big).toBe(big);
+});
+
+it("refuses an event whose data source was never registered, when it is emitted", () => {
+  const db = createDb(env.DB);
+  expect(() => emitEvent(db, { accountId: "acct_x", livemode: false }, { type: "invoice.created", source: "invoice:drafts", objectId: "in_x" }, Date.now())).toThrow(
+    "unknown event data source invoice:drafts",
+  );
 });
