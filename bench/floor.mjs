@@ -16,7 +16,7 @@ import { performance } from "node:perf_hooks";
 import { CARD, CHILD_ENV, ROOT, WRANGLER, freePort, replaceResultsSection, runScript, send, sleep } from "./harness.mjs";
 
 const TMP = path.join(ROOT, "bench/.tmp/floor");
-const ROUNDS = Number(process.env.FLOOR_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.FLOOR_ROUNDS ?? 5);
 const SECONDS = Number(process.env.FLOOR_SECONDS ?? 5);
 const CONCURRENCY = Number(process.env.FLOOR_CONCURRENCY ?? 16);
 const ACCOUNTS = 20; // Tender's per-key limit is 1000 requests / 10 s: the load is spread over keys
