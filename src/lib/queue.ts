@@ -2,8 +2,6 @@
 // work a request hands off after its answer, together with what other requests of the same
 // isolate hand off within a few milliseconds.
 
-import { clock } from "./clock";
-
 /** The most messages one Queue.sendBatch call takes. */
 export const MAX_SEND_BATCH = 100;
 
@@ -17,38 +15,72 @@ export async function sendInBatches<Body>(queue: Queue, messages: MessageSendReq
 /** How long messages handed to sendSoon wait for others to the same queue. */
 export const SEND_SOON_LINGER_MS = 20;
 /**
- * A burst not sent this long after it began belongs to a request whose work was cut short (its
- * timer never ran): the next handoff starts a new burst instead of joining it.
+ * A burst not sent this long after it began (by the wall clock) belongs to a request whose work
+ * was cut short before its timer ran: the next handoff to the queue declares its messages lost
+ * (each caller's `onFailure` logs what its sweep will repair) and starts a new burst.
  */
 export const SEND_SOON_ABANDONED_MS = 5_000;
 
 interface Handoff {
   messages: MessageSendRequest<unknown>[];
-  /** Called should the send of these messages fail (each caller logs what its sweep will retry). */
+  /** Called should these messages not be sent (each caller logs what its sweep will retry). */
   onFailure: (error: unknown) => void;
 }
 
 interface Burst {
   startedAt: number;
   handoffs: Handoff[];
+  /** Declared lost by a later handoff: its timer, should it still run, sends nothing. */
+  abandoned: boolean;
 }
 
-/** The burst waiting for each queue's next send. */
-const waiting = new Map<Queue, Burst>();
+/** The burst waiting for each queue's next send (a queue view no longer used is forgotten with it). */
+const waiting = new WeakMap<Queue, Burst>();
+
+const report = (handoffs: Handoff[], error: unknown) => {
+  for (const h of handoffs) {
+    try {
+      h.onFailure(error);
+    } catch (thrown) {
+      console.error(JSON.stringify({ message: "a queue send's failure handler threw", error: String(thrown) }));
+    }
+  }
+};
+
+/** Sends a burst's handoffs in sendBatch calls of at most MAX_SEND_BATCH messages; a failed call reports only its own handoffs. */
+async function sendBurst(queue: Queue, handoffs: Handoff[]): Promise<void> {
+  const calls: Handoff[][] = [];
+  let size = 0;
+  for (const h of handoffs) {
+    if (calls.length === 0 || size + h.messages.length > MAX_SEND_BATCH) {
+      calls.push([]);
+      size = 0;
+    }
+    calls[calls.length - 1].push(h);
+    size += h.messages.length;
+  }
+  for (const call of calls) {
+    try {
+      await sendInBatches(queue, call.flatMap((h) => h.messages));
+    } catch (error) {
+      report(call, error);
+    }
+  }
+}
 
 /**
  * Sends `messages` after the answer, with the messages other requests of this isolate hand to the
- * same queue within SEND_SOON_LINGER_MS: one sendBatch for a burst rather than one per request.
- * The first request of a burst sends it, kept alive by its `waitUntil`. For work whose loss a
- * sweep repairs (a payout's or a refund's settlement): a failed send is reported to each caller's
- * `onFailure`, never thrown.
+ * same queue (the same shard's) within SEND_SOON_LINGER_MS of the first: one sendBatch for a burst
+ * rather than one per request. The first request of a burst sends it, kept alive by its
+ * `waitUntil`. For work whose loss a sweep repairs (a payout's or a refund's settlement): messages
+ * not sent are reported to their caller's `onFailure`, never thrown.
  */
 export function sendSoon<Body>(
   queue: Queue,
   messages: MessageSendRequest<Body>[],
   waitUntil: (promise: Promise<unknown>) => void,
   onFailure: (error: unknown) => void,
-  now: number = clock.now(),
+  now: number = Date.now(),
 ): void {
   const handoff: Handoff = { messages, onFailure };
   const open = waiting.get(queue);
@@ -56,17 +88,17 @@ export function sendSoon<Body>(
     open.handoffs.push(handoff);
     return;
   }
-  if (open) console.error(JSON.stringify({ message: "a queue send burst was never sent; its sweeps will retry", handoffs: open.handoffs.length }));
-  const burst: Burst = { startedAt: now, handoffs: [handoff] };
+  if (open) {
+    open.abandoned = true;
+    report(open.handoffs, new Error(`not sent: the request that held the burst stopped before sending it, ${now - open.startedAt} ms ago`));
+  }
+  const burst: Burst = { startedAt: now, handoffs: [handoff], abandoned: false };
   waiting.set(queue, burst);
   waitUntil(
     new Promise((resolve) => setTimeout(resolve, SEND_SOON_LINGER_MS)).then(async () => {
-      if (waiting.get(queue) === burst) waiting.delete(queue);
-      try {
-        await sendInBatches(queue, burst.handoffs.flatMap((h) => h.messages));
-      } catch (error) {
-        for (const h of burst.handoffs) h.onFailure(error);
-      }
+      if (burst.abandoned) return;
+      waiting.delete(queue);
+      await sendBurst(queue, burst.handoffs);
     }),
   );
 }

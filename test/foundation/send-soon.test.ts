@@ -82,29 +82,56 @@ describe("sendSoon", () => {
     expect(queue.sent).toEqual([{ kind: "test", id: "p" }, { kind: "test", id: "q" }]);
   });
 
-  it("does not join a burst not sent long after it began (its request was cut short): the next handoff starts its own", async () => {
+  it("declares a burst not sent long after it began lost (its request was cut short): each of its callers hears, and the next handoff starts a new one", async () => {
     const { queue, calls } = countingQueue();
-    const failures: unknown[] = [];
-    // The clock says 5 s passed without a send, as when the request that began the burst was cut
-    // short (here its timer still runs, later: the test waits for it at the end).
+    const failures: string[] = [];
+    // The wall clock says 5 s passed without a send, as when the request that began the burst was
+    // cut short (here its timer still runs, later: it must then send nothing).
     const cutShort = keptAlive();
-    sendSoon(queue, [job("first")], cutShort.waitUntil, (e) => failures.push(e), 1_000_000);
+    sendSoon(queue, [job("first")], cutShort.waitUntil, (e) => failures.push(`first: ${String(e)}`), 1_000_000);
     const joined = keptAlive();
-    sendSoon(queue, [job("joins")], joined.waitUntil, (e) => failures.push(e), 1_000_000 + SEND_SOON_ABANDONED_MS - 1);
+    sendSoon(queue, [job("joins")], joined.waitUntil, (e) => failures.push(`joins: ${String(e)}`), 1_000_000 + SEND_SOON_ABANDONED_MS - 1);
     expect(joined.promises).toHaveLength(0);
     const later = keptAlive();
-    sendSoon(queue, [job("later")], later.waitUntil, (e) => failures.push(e), 1_000_000 + SEND_SOON_ABANDONED_MS);
+    sendSoon(queue, [job("later")], later.waitUntil, (e) => failures.push(`later: ${String(e)}`), 1_000_000 + SEND_SOON_ABANDONED_MS);
     expect(later.promises).toHaveLength(1);
+    expect(failures).toEqual([
+      expect.stringMatching(/^first: Error: not sent: the request that held the burst stopped before sending it/),
+      expect.stringMatching(/^joins: Error: not sent/),
+    ]);
     await Promise.all([later.settled(), cutShort.settled()]);
-    expect(calls).toHaveLength(2);
-    expect(calls).toEqual(expect.arrayContaining([[{ kind: "test", id: "first" }, { kind: "test", id: "joins" }], [{ kind: "test", id: "later" }]]));
-    expect(failures).toEqual([]);
+    expect(calls).toEqual([[{ kind: "test", id: "later" }]]);
+    expect(failures).toHaveLength(2);
 
-    // Both bursts are done: the next handoff starts a new one.
+    // The new burst is done: the next handoff starts another.
     const next = keptAlive();
     sendSoon(queue, [job("next")], next.waitUntil, () => {});
     expect(next.promises).toHaveLength(1);
     await next.settled();
-    expect(calls).toHaveLength(3);
+    expect(calls).toHaveLength(2);
+  });
+
+  it("reports a failed sendBatch call to its own handoffs only, and goes on with the next call", async () => {
+    let call = 0;
+    const sent: unknown[][] = [];
+    const queue = {
+      async sendBatch(messages: Iterable<MessageSendRequest>) {
+        const list = [...messages].map((m) => m.body);
+        if (call++ === 0) throw new Error("first call refused");
+        sent.push(list);
+      },
+    } as unknown as Queue;
+    const alive = keptAlive();
+    const failed: string[] = [];
+    for (let i = 0; i < MAX_SEND_BATCH + 5; i++) {
+      sendSoon(queue, [job(`m${i}`)], alive.waitUntil, () => {
+        failed.push(`m${i}`);
+        // A handler that throws does not stop the others.
+        if (i === 0) throw new Error("handler broke");
+      });
+    }
+    await alive.settled();
+    expect(failed).toEqual(Array.from({ length: MAX_SEND_BATCH }, (_, i) => `m${i}`));
+    expect(sent).toEqual([Array.from({ length: 5 }, (_, i) => ({ kind: "test", id: `m${MAX_SEND_BATCH + i}` }))]);
   });
 });
