@@ -61,7 +61,6 @@ export interface EventRow {
  */
 export function objectIdOf(spec: EventSpec): string | null {
   if ("subscriptionId" in spec) return spec.subscriptionId;
-  if ("source" in spec) return spec.objectId;
   if (spec.objectId) return spec.objectId;
   const data = "data" in spec ? (spec.data as { id?: unknown; transaction_id?: unknown } | null) : null;
   if (typeof data?.id === "string") return data.id;
