@@ -107,7 +107,7 @@ const bump = (map, key) => map.set(key, (map.get(key) ?? 0) + 1);
 
 let PORT = 0;
 
-function send(agent, { method = "GET", path: urlPath, key, body, idem, timeoutMs = 30_000, shard }) {
+function send(agent, { method = "GET", path: urlPath, key, body, idem, timeoutMs = 30_000, shard, usage = false }) {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : Buffer.from(typeof body === "string" ? body : JSON.stringify(body));
     // Sign-up onto a chosen shard (development only).
@@ -118,6 +118,8 @@ function send(agent, { method = "GET", path: urlPath, key, body, idem, timeoutMs
       headers["content-length"] = payload.length;
     }
     if (idem) headers["idempotency-key"] = idem;
+    // Development answers carry the request's D1 usage (Tender-D1-* headers) when asked.
+    if (usage) headers["tender-d1-usage"] = "on";
     const req = http.request({ host: "127.0.0.1", port: PORT, method, path: urlPath, headers, agent }, (res) => {
       const chunks = [];
       res.on("data", (chunk) => chunks.push(chunk));
@@ -925,7 +927,7 @@ async function d1Phase(account) {
     const statuses = new Map();
     for (let i = 0; i < CONFIG.d1Samples; i++) {
       const request = op.make(i);
-      const res = await send(setupAgent, request);
+      const res = await send(setupAgent, { ...request, usage: true });
       if (res.status !== (op.expect ?? (request.method === "POST" ? 201 : 200))) bump(statuses, res.status);
       samples.push(headerOf(res));
     }

@@ -111,7 +111,8 @@ interface CountingD1 {
  * Wraps the D1 binding so that every round trip (one query, or one batch) is counted, with the
  * rows read and written that D1 reports in each result's meta, into the usage of the request in
  * progress, and runs on the request's session. In development the counts are reported in
- * `Tender-D1-*` response headers, which the tests and the bench read.
+ * `Tender-D1-*` response headers to a request that asks (src/middleware/request.ts), which the
+ * tests and the bench do.
  */
 function countingD1(d1: D1Database): D1Database {
   const idle: D1Usage = { count: 0, rowsRead: 0, rowsWritten: 0, statementsBuilt: 0 };

@@ -21,6 +21,8 @@ interface PreparedForm {
   getQuery(): { sql: string; params: unknown[] };
   stmt: D1PreparedStatement;
   mapResult(result: unknown, isFromBatch?: boolean): unknown;
+  /** The selected fields of a drizzle select, in order; absent for a hand-written statement. */
+  fields?: readonly unknown[];
   /** Runs on its own; absent for a hand-written statement, which then runs its D1 statement. */
   execute?(values?: Values): unknown;
 }
@@ -73,6 +75,25 @@ export class PreparedStatement<R = unknown> {
   with(values: Values = {}): Statement & { readonly result?: R } {
     const { form } = this;
     return batchItem({ sql: this.sql, params: this.params(values) }, form.stmt, (result, isFromBatch) => form.mapResult(result, isFromBatch));
+  }
+
+  /**
+   * Runs on its own through D1's all(), whose result reports the rows read (drizzle's own execute
+   * goes through raw(), which does not), mapped as drizzle maps the query's batch result: each row
+   * keyed by column name, then read by position. A query whose columns share a name (one collapses)
+   * or have an integer-like name (it moves first) cannot be mapped so, and is refused.
+   */
+  async all(values: Values = {}): Promise<R> {
+    const result = (await this.form.stmt.bind(...this.params(values)).all()) as D1Result<Record<string, unknown>>;
+    const [row] = result.results;
+    if (row !== undefined) {
+      const names = Object.keys(row);
+      const expected = this.form.fields?.length ?? names.length;
+      if (names.length !== expected || names.some((name) => /^(0|[1-9]\d*)$/.test(name))) {
+        throw new Error(`PreparedStatement.all() cannot map columns [${names.join(", ")}] by position (${expected} expected): name them apart, or use execute().`);
+      }
+    }
+    return this.form.mapResult(result, true) as R;
   }
 
   /** Runs on its own: one round trip. */

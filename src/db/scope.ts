@@ -4,7 +4,7 @@
 // its lookup was cached, at no extra round trip. An empty answer is then told apart from
 // revocation by keyIsLive() (src/auth/credentials.ts turns a dead key into the 401).
 import { type SQL, type Placeholder, and, eq, isNull, sql } from "drizzle-orm";
-import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
+import { type SQLiteColumn, alias } from "drizzle-orm/sqlite-core";
 import type { Db } from "./client";
 import { apiKeys } from "./schema";
 import { BATCH_GUARD_SQL, type Statement } from "./batch";
@@ -67,9 +67,14 @@ const credentialGuardStatement = preparedRaw(() => BATCH_GUARD_SQL(CREDENTIAL_RE
 /** The first statement of every request's write batch. */
 export const credentialGuard = (db: Db, auth: Caller): Statement => credentialGuardStatement(db).with(callerValues(auth));
 
-const liveKey = prepared((db) =>
-  db.select({ id: apiKeys.id }).from(apiKeys).where(and(eq(apiKeys.id, sql.placeholder("keyId")), isNull(apiKeys.revokedAt), isNull(apiKeys.pausedAt))),
-);
+/** The API keys table under the name the key checks give it (`live_key`). */
+export const liveKeyTable = alias(apiKeys, "live_key");
+
+/** SQL: `keys` (api_keys, or liveKeyTable) holds the key `keyId`, unrevoked and not paused. */
+export const liveKeyIs = (keys: Record<"id" | "revokedAt" | "pausedAt", SQLiteColumn>, keyId: string | Placeholder): SQL =>
+  and(eq(keys.id, keyId), isNull(keys.revokedAt), isNull(keys.pausedAt)) as SQL;
+
+const liveKey = prepared((db) => db.select({ id: apiKeys.id }).from(apiKeys).where(liveKeyIs(apiKeys, sql.placeholder("keyId"))));
 
 /** The key behind a credential if it is still live, as a batch statement: its result is empty when not. */
 export const liveKeyStatement = (db: Db, keyId: string): Statement => liveKey(db).with({ keyId });

@@ -1,5 +1,7 @@
 // Prefixed, time-ordered identifiers: `usr_` + 10 characters of millisecond time + 16 characters
 // of randomness, in lowercase Crockford base32, so that sorting ids sorts by creation time.
+import { toHex } from "../lib/crypto";
+
 const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
 
 export const ID_PREFIXES = {
@@ -28,6 +30,21 @@ export const ID_PREFIXES = {
 } as const;
 export type IdKind = keyof typeof ID_PREFIXES;
 
+// Random bytes come from the CSPRNG 4 KB at a time, one call per 256 ids rather than one per id
+// (a request id is made for every request).
+const pool = new Uint8Array(4096);
+let poolUsed = pool.length;
+
+function randomBytes(n: number): Uint8Array {
+  if (poolUsed + n > pool.length) {
+    crypto.getRandomValues(pool);
+    poolUsed = 0;
+  }
+  const bytes = pool.slice(poolUsed, poolUsed + n);
+  poolUsed += n;
+  return bytes;
+}
+
 let lastTime = -1;
 let lastRandom: number[] = [];
 
@@ -41,7 +58,7 @@ function encodeTime(ms: number): string {
 }
 
 function randomDigits(): number[] {
-  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  const bytes = randomBytes(16);
   return Array.from(bytes, (b) => b & 31);
 }
 
@@ -75,7 +92,13 @@ export function hasPrefix(id: string, kind: IdKind): boolean {
 
 /** RFC 9562 UUID version 7: 48 bits of Unix milliseconds, then random bits. */
 export function uuidv7(now: number): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  const hex = uuidv7Hex(now);
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/** The UUIDv7 of `now` as 32 hex digits, without the dashes (the request id's form). */
+export function uuidv7Hex(now: number): string {
+  const bytes = randomBytes(16);
   let ms = now;
   for (let i = 5; i >= 0; i--) {
     bytes[i] = ms % 256;
@@ -83,6 +106,5 @@ export function uuidv7(now: number): string {
   }
   bytes[6] = (bytes[6] & 0x0f) | 0x70;
   bytes[8] = (bytes[8] & 0x3f) | 0x80;
-  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  return toHex(bytes);
 }

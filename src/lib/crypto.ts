@@ -1,8 +1,14 @@
 // Small Web Crypto helpers: hashing, HMAC, random secrets and constant-time comparison.
 const encoder = new TextEncoder();
 
+/** Each byte's two hex digits. */
+const HEX_BYTES = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
+
 export function toHex(buffer: ArrayBuffer | Uint8Array): string {
-  return Array.from(new Uint8Array(buffer), (b) => b.toString(16).padStart(2, "0")).join("");
+  const bytes = buffer instanceof Uint8Array ? buffer : new Uint8Array(buffer);
+  let hex = "";
+  for (let i = 0; i < bytes.length; i++) hex += HEX_BYTES[bytes[i]];
+  return hex;
 }
 
 export function toBase64(bytes: Uint8Array): string {

@@ -69,7 +69,7 @@ describe("outside development", () => {
   }
   const signupInit = (authorization?: string): RequestInit => ({
     method: "POST",
-    headers: { "content-type": "application/json", ...(authorization ? { authorization } : {}) },
+    headers: { "content-type": "application/json", "tender-d1-usage": "on", ...(authorization ? { authorization } : {}) },
     body: JSON.stringify({ name: "Prod", email: "prod@acme.test" }),
   });
 

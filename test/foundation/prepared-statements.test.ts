@@ -2,11 +2,11 @@
 // request of a kind, no statement is built for it. Read from the development-only
 // Tender-D1-Statements-Built header, which counts SQL texts handed to the D1 binding per request.
 import { describe, expect, it } from "vitest";
-import { call, roundTrips, signup } from "../support/http";
+import { call, d1Usage, roundTrips, signup } from "../support/http";
 import { createKey, createUser, warm } from "../support/fixtures";
 import { CARDS } from "../support/cards";
 
-const built = (res: { headers: Headers }) => Number(res.headers.get("tender-d1-statements-built"));
+const built = (res: { headers: Headers }) => d1Usage(res, "statements-built");
 const PAYOUT = { amount: 1250, currency: "usd", payment_method: "card", card_number: CARDS.visa, expiration_month: 12, expiration_year: 2031, cvv: "123" };
 
 describe("prepared statements on the hot paths", () => {

@@ -21,6 +21,24 @@ describe("D1 round trips", () => {
     expect(roundTrips(res)).toBe(1);
   });
 
+  it("development answers report D1 usage when the request asks with Tender-D1-Usage, and only then", async () => {
+    const acct = await signup();
+    const user = await createUser(acct);
+    await warm(acct.key);
+    const asked = await call(`/api/users/${user.id}`, { key: acct.key });
+    expect(asked.status).toBe(200);
+    expect(asked.headers.get("tender-d1-round-trips")).toBe("1");
+    expect(Number(asked.headers.get("tender-d1-rows-read"))).toBeGreaterThan(0);
+    expect(asked.headers.get("tender-d1-rows-written")).toBe("0");
+    expect(asked.headers.get("tender-d1-statements-built")).toBe("0");
+    const plain = await call(`/api/users/${user.id}`, { key: acct.key, headers: { "tender-d1-usage": undefined } });
+    expect(plain.status).toBe(200);
+    expect(plain.body).toEqual(asked.body);
+    for (const name of ["round-trips", "rows-read", "rows-written", "statements-built"]) expect(plain.headers.get(`tender-d1-${name}`)).toBeNull();
+    // The shard is still named, asked or not.
+    expect(plain.headers.get("tender-shard")).toBe(asked.headers.get("tender-shard"));
+  });
+
   it("an authenticated request with a cached key that fails validation makes no round trip", async () => {
     const acct = await signup();
     await warm(acct.key);
@@ -49,7 +67,7 @@ describe("D1 round trips", () => {
     const emptyList = await call("/api/request-id", { key: acct.key });
     expect(emptyList.body.data).toEqual([]);
     expect(roundTrips(emptyList)).toBe(1);
-    // A 404 is one round trip too: the read and the key check share a batch.
+    // A 404 is one round trip too: the read by id and the key check are one statement.
     const missing = await call("/api/users/usr_00000000000000000000000000", { key: acct.key });
     expect(missing.status).toBe(404);
     expect(roundTrips(missing)).toBe(1);

@@ -42,7 +42,8 @@ describe("production mode", () => {
     const plain = await call("http://api.tender.test/health");
     expect(plain.status).toBe(400);
     expect(plain.body.error).toMatchObject({ type: "invalid_request_error", code: "https_required", request_id: expect.any(String) });
-    const secure = await call("https://api.tender.test/health");
+    // Asked for, the development-only D1 usage headers are still not sent.
+    const secure = await call("https://api.tender.test/health", { headers: { "tender-d1-usage": "on" } });
     expect(secure.status).toBe(200);
     expect(secure.headers.get("strict-transport-security")).toMatch(/max-age=\d+/);
     expect(secure.headers.get("tender-d1-round-trips")).toBeNull();

@@ -4,7 +4,7 @@
 // answering (and storing) the committed row (src/middleware/stored-answers.ts).
 import { env } from "../support/env";
 import { afterEach, describe, expect, it } from "vitest";
-import { type Account, type CallResult, call, expectError, fetchWith, signup } from "../support/http";
+import { type Account, type CallResult, call, expectError, fetchWith, roundTrips, signup } from "../support/http";
 import { faultyD1, recordingQueue, sqlMatches } from "../support/faults";
 import { chargeCard, createKey, createPlan, createUser, mintToken, payoutWithoutSettlement, subscribed, warm } from "../support/fixtures";
 import { CARDS, payoutBody } from "../support/cards";
@@ -626,7 +626,7 @@ describe("PATCH /subscription-plans/{id} and DELETE /subscriptions/{id} with an 
     const sub1 = await subscribed(acct, user.id, plan.id);
     const sub2 = await subscribed(acct, user.id, plan.id);
     await warm(acct.key);
-    const trips = (r: CallResult) => Number(r.headers.get("tender-d1-round-trips"));
+    const trips = (r: CallResult) => roundTrips(r);
     for (const path of [
       `/payments?subscription_id=${sub1.id}&user_id=${user.id}`,
       "/payouts?status=paid&recipient_id=usr_00000000000000000000000000",

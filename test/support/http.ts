@@ -15,7 +15,8 @@ export interface CallOptions {
   /** Sent as is, for malformed-body tests. */
   rawBody?: BodyInit;
   key?: string;
-  headers?: Record<string, string>;
+  /** Extra headers; one set to undefined is not sent (a default of call's left out). */
+  headers?: Record<string, string | undefined>;
   idempotencyKey?: string;
 }
 
@@ -28,7 +29,10 @@ export interface CallResult<T = any> {
 
 export async function call<T = any>(path: string, options: CallOptions = {}): Promise<CallResult<T>> {
   // Sign-up places the account on this file's shard (test/support/env.ts) unless the test says otherwise.
-  const headers: Record<string, string> = { "tender-shard": String(TEST_SHARD), ...options.headers };
+  // Development answers carry their D1 usage when asked (roundTrips below reads it).
+  const headers: Record<string, string> = Object.fromEntries(
+    Object.entries({ "tender-shard": String(TEST_SHARD), "tender-d1-usage": "on", ...options.headers }).filter((entry): entry is [string, string] => entry[1] !== undefined),
+  );
   if (options.key) headers.authorization = `Bearer ${options.key}`;
   if (options.idempotencyKey) headers["idempotency-key"] = options.idempotencyKey;
   let body: BodyInit | undefined = options.rawBody;
@@ -73,6 +77,7 @@ export const withEnv = (overrides: Partial<Bindings>) => ({ ...env, ...overrides
 export async function fetchWith(overrides: Partial<typeof env> & Partial<Bindings>, path: string, init: RequestInit & { key?: string; json?: unknown } = {}) {
   const headers = new Headers(init.headers);
   if (!headers.has("tender-shard")) headers.set("tender-shard", String(TEST_SHARD));
+  if (!headers.has("tender-d1-usage")) headers.set("tender-d1-usage", "on");
   if (init.key) headers.set("authorization", `Bearer ${init.key}`);
   let body = init.body;
   if (init.json !== undefined) {
@@ -103,7 +108,18 @@ export const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-
 export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 /** The D1 round trips the Worker reports it made for this request. */
-export const roundTrips = (res: CallResult) => Number(res.headers.get("tender-d1-round-trips"));
+/**
+ * A development answer's D1 usage header (`round-trips`, `rows-read`, `rows-written`,
+ * `statements-built`), as a number. Absent (the request did not ask with Tender-D1-Usage) is an
+ * error, never 0.
+ */
+export function d1Usage(res: { headers: Headers }, name: "round-trips" | "rows-read" | "rows-written" | "statements-built"): number {
+  const value = res.headers.get(`tender-d1-${name}`);
+  if (value === null) throw new Error(`The answer has no Tender-D1-${name} header: the request must send Tender-D1-Usage.`);
+  return Number(value);
+}
+
+export const roundTrips = (res: { headers: Headers }) => d1Usage(res, "round-trips");
 
 /** Asserts the documented error shape with this status, type (and code), and returns the error object. */
 export function expectError(res: CallResult, status: number, type: string, code?: string) {
