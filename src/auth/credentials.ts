@@ -179,13 +179,18 @@ export async function authenticate(env: RuntimeBindings | Bindings, credential: 
   return entry.auth;
 }
 
-/** The key behind the credential failed a query's check; the error handler says why (explainDeadCredential). */
-export const revokedCredential = (keyId: string) => new CredentialNotLive(keyId);
+/**
+ * The key behind the credential failed a query's check: it leaves this isolate's cache at once, and
+ * the error handler says why (explainDeadCredential).
+ */
+export function revokedCredential(keyId: string): CredentialNotLive {
+  forgetKey(keyId);
+  return new CredentialNotLive(keyId);
+}
 
 /** Called when a scoped read came back empty: was it revocation (401), or really nothing there? */
 export async function ensureLive(db: Db, auth: Auth): Promise<void> {
   if (await keyIsLive(db, auth.keyId)) return;
-  forgetKey(auth.keyId);
   throw revokedCredential(auth.keyId);
 }
 

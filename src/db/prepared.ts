@@ -60,6 +60,8 @@ function slotOf(param: unknown): Slot {
 export class PreparedStatement<R = unknown> {
   private readonly sql: string;
   private readonly slots: Slot[];
+  /** all() has seen a row of this statement whose columns it can map by position (they never change). */
+  private columnsMappable = false;
 
   constructor(private readonly form: PreparedForm) {
     const query = form.getQuery();
@@ -86,12 +88,13 @@ export class PreparedStatement<R = unknown> {
   async all(values: Values = {}): Promise<R> {
     const result = (await this.form.stmt.bind(...this.params(values)).all()) as D1Result<Record<string, unknown>>;
     const [row] = result.results;
-    if (row !== undefined) {
+    if (row !== undefined && !this.columnsMappable) {
       const names = Object.keys(row);
       const expected = this.form.fields?.length ?? names.length;
       if (names.length !== expected || names.some((name) => /^(0|[1-9]\d*)$/.test(name))) {
         throw new Error(`PreparedStatement.all() cannot map columns [${names.join(", ")}] by position (${expected} expected): name them apart, or use execute().`);
       }
+      this.columnsMappable = true;
     }
     return this.form.mapResult(result, true) as R;
   }

@@ -21,7 +21,7 @@ import { idempotencyKeys } from "../db/schema";
 import { BATCH_GUARD_SQL, type Statement } from "../db/batch";
 import { prepared, preparedRaw } from "../db/prepared";
 import { type Tenant, liveCredential } from "../db/scope";
-import { forgetKey, revokedCredential } from "../auth/credentials";
+import { revokedCredential } from "../auth/credentials";
 import type { AppEnv, IdempotencyClaim } from "../context";
 import { hmacSha256Hex, randomToken, sha256Hex } from "../lib/crypto";
 import { ApiError, conflict, invalidRequest } from "../lib/errors";
@@ -304,10 +304,7 @@ async function earlierUse(c: Context<AppEnv>, key: string, requestHash: string, 
       idempotencyKeys,
       and(eq(idempotencyKeys.accountId, auth.accountId), eq(idempotencyKeys.livemode, auth.livemode), eq(idempotencyKeys.key, key), sql`NOT ${completedAndExpired(now)}`),
     );
-  if (!row?.live) {
-    forgetKey(auth.keyId);
-    throw revokedCredential(auth.keyId);
-  }
+  if (!row?.live) throw revokedCredential(auth.keyId);
   if (row.requestHash === null) return undefined;
   if (row.requestHash !== requestHash) {
     throw new ApiError(

@@ -13,7 +13,8 @@ export const SHARD_HEADER = "Tender-Shard";
 /**
  * Development: a request that sends this header (any value) is answered with its D1 usage in the
  * Tender-D1-Round-Trips, -Rows-Read, -Rows-Written and -Statements-Built headers. Asked for, not
- * sent on every answer: four more headers cost a twenty-fifth of a read's CPU under wrangler dev.
+ * sent on every answer: under wrangler dev each header costs CPU here and in wrangler's dev proxy
+ * (bench/RESULTS.md, "readpath").
  */
 export const D1_USAGE_HEADER = "Tender-D1-Usage";
 /** The D1 session bookmark: answered on every request, and sent back to read at least that fresh. */

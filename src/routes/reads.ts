@@ -14,7 +14,7 @@ import type { BatchItem } from "drizzle-orm/batch";
 import type { Statement } from "../db/batch";
 import { callerPlaceholders, callerValues, liveKeyIs, liveKeyStatement, liveKeyTable, owned, ownedBy } from "../db/scope";
 import { preparedBy } from "../db/prepared";
-import { ensureLive, forgetKey, revokedCredential } from "../auth/credentials";
+import { ensureLive, revokedCredential } from "../auth/credentials";
 import type { AppEnv } from "../context";
 import { notFound } from "../lib/errors";
 import { type ListQuery, type Page, type PageDirection, paginate } from "./pagination";
@@ -44,10 +44,7 @@ export async function withLiveKey<R>(c: Context<AppEnv>, query: Read<R>): Promis
 export async function withLiveKeyAll<R extends unknown[]>(c: Context<AppEnv>, queries: { [K in keyof R]: Read<R[K]> }): Promise<R> {
   const results = (await c.var.db.batch([...(queries as Read<unknown>[]), liveKeyStatement(c.var.db, c.var.auth.keyId)] as unknown as [Statement])) as unknown[];
   const live = results.pop() as unknown[];
-  if (live.length === 0) {
-    forgetKey(c.var.auth.keyId);
-    throw revokedCredential(c.var.auth.keyId);
-  }
+  if (live.length === 0) throw revokedCredential(c.var.auth.keyId);
   return results as R;
 }
 
@@ -69,8 +66,8 @@ export async function readOne<R>(
 
 /**
  * A read by id in one statement: the caller's key, if live, left-joined to the object. No row: the
- * key is dead; a row without the object: it is not the caller's (or does not exist). Two
- * statements in a batch (the read, then the key) cost a twentieth more of the request's CPU.
+ * key is dead; a row without the object: it is not the caller's (or does not exist). A batch of two
+ * statements (the read, then the key) cost more CPU (bench/RESULTS.md, "readpath").
  */
 const byId = preparedBy((db, table: OwnedTable) =>
   db
@@ -84,10 +81,7 @@ const byId = preparedBy((db, table: OwnedTable) =>
 /** The caller's object `id` of `table`, in one round trip; 404 when absent, 401 when the key is no longer live. */
 export async function readById<T extends OwnedTable>(c: Context<AppEnv>, table: T, id: string, resource: string, param = "id"): Promise<T["$inferSelect"]> {
   const [found] = (await byId(c.var.db, table).all({ ...callerValues(c.var.auth), id })) as { object: T["$inferSelect"] | null }[];
-  if (found === undefined) {
-    forgetKey(c.var.auth.keyId);
-    throw revokedCredential(c.var.auth.keyId);
-  }
+  if (found === undefined) throw revokedCredential(c.var.auth.keyId);
   if (found.object === null) throw notFound(resource, id, param);
   return found.object;
 }

@@ -9,7 +9,7 @@ import { type SQL, eq } from "drizzle-orm";
 import type { RowAnswer } from "../middleware/stored-answers";
 import { ApiError } from "../lib/errors";
 import { CREDENTIAL_REVOKED, credentialGuard } from "../db/scope";
-import { revokedCredential, forgetKey } from "../auth/credentials";
+import { revokedCredential } from "../auth/credentials";
 import { IDEMPOTENCY_CLAIM_LOST, completeIdempotency, idempotencyClaimLost } from "../middleware/idempotency";
 import { type CommittedWrites, commitWrites, type WriteSet } from "../webhooks/outbox";
 import type { AppEnv } from "../context";
@@ -128,10 +128,7 @@ export async function commit(
       ],
     },
     {
-      [CREDENTIAL_REVOKED]: () => {
-        forgetKey(auth.keyId);
-        return revokedCredential(auth.keyId);
-      },
+      [CREDENTIAL_REVOKED]: () => revokedCredential(auth.keyId),
       [IDEMPOTENCY_CLAIM_LOST]: idempotencyClaimLost,
       ...options.failures,
     },
