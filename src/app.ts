@@ -13,6 +13,7 @@ import { docsScript } from "./routes/docs-script";
 import { favicon } from "./routes/favicon";
 import { CURRENT_API_VERSION } from "./domain/api-versions";
 import { containsCardNumber, withoutCardNumbers } from "./domain/cards";
+import { closestRoute, type KnownRoute } from "./lib/did-you-mean";
 
 export function newApp() {
   // A refused field answers the error shape with its written message (src/routes/openapi.ts).
@@ -49,8 +50,14 @@ export function newApp() {
     return response;
   });
 
+  // The routes a wrong guess is compared with: every method and path the router serves.
+  let known: KnownRoute[] | undefined;
   app.notFound((c) => {
-    throw new ApiError(404, "invalid_request_error", "route_not_found", `No route for ${c.req.method} ${new URL(c.req.url).pathname}. See /docs.`);
+    known ??= app.routes.filter((r) => r.method !== "ALL");
+    const { pathname } = new URL(c.req.url);
+    const meant = closestRoute(c.req.method, pathname, known);
+    const hint = meant ? `Did you mean ${meant}?` : "See /docs.";
+    throw new ApiError(404, "invalid_request_error", "route_not_found", `No route for ${c.req.method} ${pathname}. ${hint}`);
   });
 
   app.use("*", requestContext);
