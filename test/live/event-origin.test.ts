@@ -263,6 +263,24 @@ describe("a retired connection still settles what was made through it (item 2)",
   });
 });
 
+describe("a retired connection that cannot be opened (item 2)", () => {
+  it("never stops another retired one verifying, and a body none verifies then answers 500 (Stripe retries), not 400", async () => {
+    const acct = await signup("Retired lost");
+    const connected = await connectStripe(acct);
+    expect((await call("/api/processor", { method: "DELETE", key: acct.liveKey })).status).toBe(200);
+    // Tried first (its Stripe account sorts first), and sealed under a key the ring no longer holds.
+    const lost = `lost:${"A".repeat(16)}:${"B".repeat(32)}`;
+    await env.DB.prepare(
+      "INSERT INTO retired_processor_connections (account_id, livemode, provider, processor_account, secret_key_encrypted, secret_key_last4, webhook_secret_encrypted, created_at, updated_at, retired_at) VALUES (?, 1, 'stripe', 'acct_0000lost', ?, 'lost', ?, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '2026-01-02T00:00:00.000Z')",
+    ).bind(acct.id, lost, lost).run();
+    const event = { id: "evt_lost_1", object: "event", type: "customer.created", livemode: true, created: 1, data: { object: { id: "cus_1", object: "customer" } } };
+    const ok = await deliverSigned(connected, event, connected.webhookSecret);
+    expect(ok.status, ok.text).toBe(200);
+    const unknown = await deliverSigned(connected, { ...event, id: "evt_lost_2" }, newSigningSecret());
+    expect(unknown.status, unknown.text).toBe(500);
+  });
+});
+
 describe("the webhook route bounds its work; re-encryption reaches every row (item 6)", () => {
   it("a Stripe-Signature that cannot verify is refused before any shard is asked", async () => {
     const payload = JSON.stringify({ id: "evt_x", object: "event", type: "payout.paid", data: { object: {} } });

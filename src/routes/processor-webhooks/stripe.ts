@@ -111,8 +111,18 @@ const isLiveKey = (secretKey: string) => /^(sk|rk)_live_/.test(secretKey);
  */
 async function verifiedAgainst(c: Context<AppEnv>, connections: EventConnection[], rawBody: string, signature: string, receivedAt: number) {
   let refusal: Extract<VerifiedEvent, { verified: false }> | null = null;
+  let unopened = 0;
   for (const connection of connections) {
-    const secrets = await openSecrets(c.env, connection.row);
+    let secrets: Awaited<ReturnType<typeof openSecrets>>;
+    try {
+      secrets = await openSecrets(c.env, connection.row);
+    } catch (error) {
+      // A retired connection sealed under a key the ring no longer holds: the others are still tried.
+      if (!connection.retired) throw error;
+      console.error(JSON.stringify({ request_id: c.var.requestId, message: "retired processor connection cannot be opened", processor_account: connection.processorAccount, error: String(error) }));
+      unopened++;
+      continue;
+    }
     const verified = await verifyStripeEvent({
       rawBody,
       signature,
@@ -122,6 +132,8 @@ async function verifiedAgainst(c: Context<AppEnv>, connections: EventConnection[
     if (verified.verified) return { event: verified.event, connection, livemode: isLiveKey(secrets.secretKey) };
     if (refusal === null || refusal.reason === "signature_mismatch") refusal = verified;
   }
+  // Perhaps signed with a secret that cannot be opened now: a 500, so that Stripe sends it again.
+  if (unopened > 0) throw new Error(`${unopened} retired processor connection(s) of the account cannot be opened, and no other verified the event`);
   throw refused(refusal?.reason ?? "signature_mismatch", `${refusal?.message ?? "No signature matches the body and the webhook secret."} Nothing was changed.`);
 }
 
