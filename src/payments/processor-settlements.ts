@@ -173,7 +173,9 @@ async function planPayout(ctx: SettlementContext, s: Extract<ProcessorSettlement
   const [payout] = await db.select().from(payouts).where(and(ownedBy(payouts, tenant), eq(payouts.id, s.reference))).limit(1);
   if (!payout) return nothing("ignored");
   // The event must come from the account the payout was sent to (Stripe: the connected account).
-  const why = madeThere(ctx, s, { processorAccount: payout.processorAccount, connectedAccount: ctx.payoutAccountOf(payout.processorToken), processorObject: payout.processorObject });
+  // A payout always lives on its recipient's connected account: one whose token names none is settled by no event.
+  const recipient = ctx.payoutAccountOf(payout.processorToken);
+  const why = recipient === null ? "the payout names no connected account" : madeThere(ctx, s, { processorAccount: payout.processorAccount, connectedAccount: recipient, processorObject: payout.processorObject });
   if (why) return notFromThere(s, payout.id, why);
   const recordId = recordProcessorObject(db, payouts, payout.id, payout.processorObject, s.processorObject);
   if (s.outcome === "paid") {
