@@ -25,8 +25,8 @@ UPDATE `payments` SET `processor_account` = COALESCE((SELECT `processor_account`
 UPDATE `payouts` SET `processor_account` = COALESCE((SELECT `processor_account` FROM `processor_connections` c WHERE c.`account_id` = `payouts`.`account_id`), '') WHERE `livemode` = 1;--> statement-breakpoint
 UPDATE `refunds` SET `processor_account` = COALESCE((SELECT p.`processor_account` FROM `payments` p WHERE p.`id` = `refunds`.`payment_id`), '') WHERE `livemode` = 1;--> statement-breakpoint
 -- New live rows: a payment or payout is made through the account's connection as it is when the row
--- is written (the write's batch commits only against the connection it used), a refund through its
--- payment's. '' when there is none, never NULL, so that an account move's copy (which carries the
+-- is written (right as long as a live write's batch commits only against the connection it used:
+-- issue 33 item 3), a refund through its payment's. '' when there is none, never NULL, so that an account move's copy (which carries the
 -- value) never has it filled in differently on the target.
 CREATE TRIGGER `payments_processor_account` AFTER INSERT ON `payments` WHEN NEW.`livemode` = 1 AND NEW.`processor_account` IS NULL
 BEGIN
