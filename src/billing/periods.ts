@@ -83,6 +83,22 @@ export async function attachPendingPlans<R extends Pick<BillableRow, "sub" | "pe
   for (const row of rows) if (row.sub.pendingPlanId !== null) row.pendingPlan = found.get(row.sub.pendingPlanId) ?? null;
 }
 
+/**
+ * The columns of a subscription whose period `n` is done with (paid, or forgiven by a void): the
+ * next period is open. A licensed period is paid at its start, so the next is due when it ends; a
+ * metered one is invoiced at its end, so the next is due when the period after it ends.
+ */
+export function periodDone(sub: Pick<SubscriptionRow, "billingAnchor">, plan: Pick<PlanRow, "interval" | "usageType">, n: number) {
+  const ahead = isMetered(plan) ? 1 : 0;
+  const next = periodStartMs(sub.billingAnchor, plan.interval, n + 1 + ahead);
+  return {
+    periodsBilled: n + 1,
+    currentPeriodStart: isoTime(periodStartMs(sub.billingAnchor, plan.interval, n + ahead)),
+    nextBillingDate: isoTime(next),
+    dueAt: next,
+  };
+}
+
 /** `unpriceable`: the period's price is beyond the largest chargeable amount; left unclaimed (and logged). */
 export type PeriodOutcome = "renewed" | "past_due" | "canceled" | "skipped" | "unpriceable";
 
@@ -503,16 +519,11 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
   if (!result || result.succeeded) {
     // A licensed period is paid at its start, so the next is due when it ends; a metered one is
     // invoiced at its end, so the next is due when the period after it ends.
-    const ahead = isMetered(plan) ? 1 : 0;
-    const next = periodStartMs(sub.billingAnchor, plan.interval, n + 1 + ahead);
     subscriptionChanges = {
       ...args.changes,
       ...(newCard ? claimCardColumns(newCard) : {}),
       status: "active",
-      periodsBilled: n + 1,
-      currentPeriodStart: isoTime(periodStartMs(sub.billingAnchor, plan.interval, n + ahead)),
-      nextBillingDate: isoTime(next),
-      dueAt: next,
+      ...periodDone(sub, plan, n),
       dunningAttempts: 0,
       updatedAt,
     };

@@ -1,13 +1,14 @@
 // POST /invoices/{id}/void: an open invoice will never be charged. An invoice of a subscription's
 // billing period is the period being dunned: voiding it forgives that period, in the same batch,
 // so no retry charges it (its period row becomes `void`) and the subscription is active again,
-// billed from the next period on (as if the period had been paid, at no charge).
+// billed from the next period on (as if the period had been paid, at no charge): a metered
+// subscription's next period, already open, is invoiced at its own end.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, sql } from "drizzle-orm";
 import { invoiceVoidedEvent } from "../../billing/invoices";
-import { chargeInFlight, subscriptionUpdatedEvent } from "../../billing/periods";
+import { chargeInFlight, periodDone, subscriptionUpdatedEvent } from "../../billing/periods";
 import { guard, rawStatement, type Statement } from "../../db/batch";
-import { invoices, subscriptionPeriods, subscriptions } from "../../db/schema";
+import { invoices, plans, subscriptionPeriods, subscriptions } from "../../db/schema";
 import type { AppEnv } from "../../context";
 import { clock, isoTime } from "../../lib/clock";
 import type { EmittedEvent } from "../../webhooks/outbox";
@@ -25,7 +26,7 @@ const voidInvoice = apiRoute({
   operationId: "voidInvoice",
   summary: "Void an open invoice",
   description:
-    "An open invoice is voided: it will never be charged, and keeps its number. The invoice of a past-due subscription's period forgives that period: no dunning retry charges it, and the subscription is active again, billed from the next period on (subscription_updated). Only an open invoice can be voided (409 invoice_paid or invoice_not_open otherwise); while a charge of it is at the processor, 409 charge_in_progress. Emits invoice.voided.",
+    "An open invoice is voided: it will never be charged, and keeps its number. The invoice of a past-due subscription's period forgives that period: no dunning retry charges it, and the subscription is active again, billed from the next period on (subscription_updated): a licensed plan's next period is charged when it starts, a metered plan's (already open, taking usage) is invoiced when it ends. Only an open invoice can be voided (409 invoice_paid or invoice_not_open otherwise); while a charge of it is at the processor, 409 charge_in_progress. Emits invoice.voided.",
   scope: "invoices:write",
   request: { params: invoiceId },
   responses: { 200: json(InvoiceSchema, "The voided invoice.") },
@@ -54,6 +55,13 @@ export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
     const events: EmittedEvent[] = [];
     const { subscriptionId, periodIndex } = invoice;
     if (subscriptionId !== null && periodIndex !== null) {
+      // The subscription's billing calendar and how its plan bills (in advance, or in arrears).
+      const [billed] = await db
+        .select({ sub: { billingAnchor: subscriptions.billingAnchor }, plan: { interval: plans.interval, usageType: plans.usageType } })
+        .from(subscriptions)
+        .innerJoin(plans, eq(plans.id, subscriptions.planId))
+        .where(eq(subscriptions.id, subscriptionId))
+        .limit(1);
       statements.push(
         // A charge of the period may be at the processor: it settles first.
         guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(subscriptionId)}`),
@@ -61,18 +69,11 @@ export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
           .update(subscriptionPeriods)
           .set({ status: "void", updatedAt: now })
           .where(and(eq(subscriptionPeriods.subscriptionId, subscriptionId), eq(subscriptionPeriods.periodIndex, periodIndex), eq(subscriptionPeriods.status, "open"))),
-        // The period is forgiven: billing goes on from the next one, whose start is the invoice's end.
+        // The period is forgiven: billing goes on from the next one, as when a period is paid (a
+        // licensed period's successor is due when it starts, a metered one's when it ends).
         db
           .update(subscriptions)
-          .set({
-            status: "active",
-            periodsBilled: periodIndex + 1,
-            currentPeriodStart: invoice.periodStart,
-            nextBillingDate: invoice.periodEnd,
-            dueAt: Date.parse(invoice.periodEnd),
-            dunningAttempts: 0,
-            updatedAt: now,
-          })
+          .set({ status: "active", ...periodDone(billed.sub, billed.plan, periodIndex), dunningAttempts: 0, updatedAt: now })
           .where(and(eq(subscriptions.id, subscriptionId), eq(subscriptions.status, "past_due"), eq(subscriptions.periodsBilled, periodIndex))),
       );
       events.push(
