@@ -83,3 +83,148 @@ describe("item 7: voiding a metered subscription's past-due invoice", () => {
     expect(linesOf(invoices[1])).toEqual([["usage", 1200]]);
   });
 });
+
+describe("item 8: cancel at period end bills the last period's metered usage", () => {
+  it("a final invoice of the period's usage (250 units at 1.00 = 250.00) is charged at the period's end, then the subscription ends", async () => {
+    const { acct, clock, sub } = await meteredOnClock("2026-05-01T00:00:00.000Z");
+    await advance(acct, clock.id, "2026-05-20T00:00:00.000Z");
+    const recorded = await usage(acct, sub.id, { quantity: 250, timestamp: "2026-05-10T00:00:00Z" });
+    expect(recorded.status, recorded.text).toBe(201);
+    expect((await cancelAtPeriodEnd(acct, sub.id)).status).toBe(200);
+
+    await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
+    const invoices = await invoicesOf(acct, sub.id);
+    expect(invoices.length).toBe(1);
+    expect(invoices[0]).toMatchObject({ status: "paid", total: 25000, amount_paid: 25000, period_start: "2026-05-01T00:00:00.000Z", period_end: "2026-06-01T00:00:00.000Z" });
+    expect(linesOf(invoices[0])).toEqual([["usage", 25000]]);
+    expect(await paymentsOf(acct, sub.id)).toEqual([[25000, "completed"]]);
+    expect(await getSubscription(acct, sub.id)).toMatchObject({ status: "canceled", canceled_at: "2026-06-01T00:00:00.000Z", cancel_at_period_end: false });
+    // Its period is closed: no usage is taken after the final invoice.
+    expect((await usage(acct, sub.id, { quantity: 1, timestamp: "2026-05-30T00:00:00Z" })).status).toBe(409);
+  });
+
+  it("two renewal runs at once send one final invoice and one charge (the period row is unique)", async () => {
+    const { acct, clock, sub } = await meteredOnClock("2026-05-01T00:00:00.000Z");
+    await advance(acct, clock.id, "2026-05-20T00:00:00.000Z");
+    expect((await usage(acct, sub.id, { quantity: 250, timestamp: "2026-05-10T00:00:00Z" })).status).toBe(201);
+    expect((await cancelAtPeriodEnd(acct, sub.id)).status).toBe(200);
+    const rows = await readBillableRows(sub.id);
+    const at = Date.parse("2026-06-01T00:01:00.000Z");
+    await Promise.all([renewRows(rows, at), renewRows(rows, at), renewRows(await readBillableRows(sub.id), at)]);
+    await renewRows(await readBillableRows(sub.id), at);
+    expect((await invoicesOf(acct, sub.id)).map((i) => [i.total, i.status])).toEqual([[25000, "paid"]]);
+    expect(await paymentsOf(acct, sub.id)).toEqual([[25000, "completed"]]);
+    expect((await getSubscription(acct, sub.id)).status).toBe("canceled");
+  });
+
+  it("a period without usage is canceled with a final invoice of 0.00, charging nothing", async () => {
+    const { acct, clock, sub } = await meteredOnClock("2026-05-01T00:00:00.000Z");
+    expect((await cancelAtPeriodEnd(acct, sub.id)).status).toBe(200);
+    await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
+    expect((await invoicesOf(acct, sub.id)).map((i) => [i.total, i.status])).toEqual([[0, "paid"]]);
+    expect(await paymentsOf(acct, sub.id)).toEqual([]);
+    expect((await getSubscription(acct, sub.id)).status).toBe("canceled");
+  });
+});
+
+describe("item 9: cancel at period end bills pending prorations", () => {
+  it("Basic 30.00 to Pro 300.00 halfway, then cancel at period end: a final invoice of −15.00 + 150.00 = 135.00, so 165.00 in all", async () => {
+    const { acct, clock, sub } = await licensedOnClock(30);
+    const pro = await createPlan(acct, { name: "Pro", price: 300 });
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    const upgraded = await put(acct, sub.id, { plan_id: pro.id });
+    expect(upgraded.status, upgraded.text).toBe(200);
+    expect((await cancelAtPeriodEnd(acct, sub.id)).status).toBe(200);
+    expect(await paymentsOf(acct, sub.id)).toEqual([[3000, "completed"]]);
+
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    const [april, final] = await invoicesOf(acct, sub.id);
+    expect(linesOf(april)).toEqual([["subscription", 3000]]);
+    // No new period is billed: only what April still owes, dated by April.
+    expect(linesOf(final)).toEqual([
+      ["proration", -1500],
+      ["proration", 15000],
+    ]);
+    expect(final).toMatchObject({ status: "paid", subtotal: 13500, discount: 0, total: 13500, amount_paid: 13500, period_start: "2026-04-01T00:00:00.000Z", period_end: "2026-05-01T00:00:00.000Z" });
+    // 30.00 + 135.00 = 165.00: half of April at 30.00 and half at 300.00.
+    expect(await paymentsOf(acct, sub.id)).toEqual([
+      [3000, "completed"],
+      [13500, "completed"],
+    ]);
+    expect(await getSubscription(acct, sub.id)).toMatchObject({ status: "canceled", canceled_at: "2026-05-01T00:00:00.000Z" });
+
+    // Nothing more, however far the clock goes.
+    await advance(acct, clock.id, "2026-06-15T00:00:00.000Z");
+    expect((await invoicesOf(acct, sub.id)).length).toBe(2);
+    expect((await paymentsOf(acct, sub.id)).length).toBe(2);
+  });
+
+  it("two renewal runs at once: one final invoice, one charge of 135.00", async () => {
+    const { acct, clock, sub } = await licensedOnClock(30);
+    const pro = await createPlan(acct, { name: "Pro", price: 300 });
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    expect((await put(acct, sub.id, { plan_id: pro.id })).status).toBe(200);
+    expect((await cancelAtPeriodEnd(acct, sub.id)).status).toBe(200);
+    const rows = await readBillableRows(sub.id);
+    const at = Date.parse("2026-05-01T00:01:00.000Z");
+    await Promise.all([renewRows(rows, at), renewRows(rows, at)]);
+    await renewRows(await readBillableRows(sub.id), at);
+    expect((await invoicesOf(acct, sub.id)).map((i) => i.total)).toEqual([3000, 13500]);
+    expect((await paymentsOf(acct, sub.id)).map(([amount]) => amount)).toEqual([3000, 13500]);
+    expect((await getSubscription(acct, sub.id)).status).toBe("canceled");
+  });
+
+  it("a declined final invoice is dunned; it cannot be un-canceled under it; used up, the invoice is uncollectible and the subscription canceled", async () => {
+    const acct = await signup("Final Invoice Co");
+    const clock = await createClock(acct, "2026-04-01T00:00:00.000Z");
+    const user = await createUser(acct, { testClock: clock.id });
+    const basic = await createPlan(acct, { name: "Basic", price: 30 });
+    const pro = await createPlan(acct, { name: "Pro", price: 300 });
+    // The first charge succeeds; every later charge of the card's token is declined.
+    const sub = await subscribed(acct, user.id, basic.id, CARDS.declineAfterFirst);
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    expect((await put(acct, sub.id, { plan_id: pro.id })).status).toBe(200);
+    expect((await cancelAtPeriodEnd(acct, sub.id)).status).toBe(200);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    const [, final] = await invoicesOf(acct, sub.id);
+    expect(final).toMatchObject({ status: "open", total: 13500, amount_paid: 0 });
+    expect(await getSubscription(acct, sub.id)).toMatchObject({ status: "past_due", cancel_at_period_end: true });
+    const uncancel = await put(acct, sub.id, { cancel_at_period_end: false });
+    expect(uncancel.status, uncancel.text).toBe(400);
+    expect(uncancel.body.error).toMatchObject({ code: "final_invoice_open", param: "cancel_at_period_end" });
+
+    await advance(acct, clock.id, "2026-05-07T00:00:00.000Z");
+    expect((await invoicesOf(acct, sub.id)).map((i) => [i.id, i.status])).toEqual([
+      [expect.any(String), "paid"],
+      [final.id, "uncollectible"],
+    ]);
+    expect((await paymentsOf(acct, sub.id)).map(([amount, status]) => [amount, status])).toEqual([
+      [3000, "completed"],
+      [13500, "failed"],
+      [13500, "failed"],
+      [13500, "failed"],
+      [13500, "failed"],
+    ]);
+    expect((await getSubscription(acct, sub.id)).status).toBe("canceled");
+  });
+
+  it("a declined final invoice, voided: the subscription ends then, and nothing more is billed", async () => {
+    const acct = await signup("Final Invoice Co");
+    const clock = await createClock(acct, "2026-04-01T00:00:00.000Z");
+    const user = await createUser(acct, { testClock: clock.id });
+    const basic = await createPlan(acct, { name: "Basic", price: 30 });
+    const pro = await createPlan(acct, { name: "Pro", price: 300 });
+    const sub = await subscribed(acct, user.id, basic.id, CARDS.declineAfterFirst);
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    expect((await put(acct, sub.id, { plan_id: pro.id })).status).toBe(200);
+    expect((await cancelAtPeriodEnd(acct, sub.id)).status).toBe(200);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    const [, final] = await invoicesOf(acct, sub.id);
+    const voided = await call(`/invoices/${final.id}/void`, { key: acct.key, body: {} });
+    expect(voided.status, voided.text).toBe(200);
+    expect(await getSubscription(acct, sub.id)).toMatchObject({ status: "canceled", cancel_at_period_end: false, canceled_at: "2026-05-01T00:01:00.000Z" });
+    await advance(acct, clock.id, "2026-06-15T00:00:00.000Z");
+    expect((await invoicesOf(acct, sub.id)).length).toBe(2);
+  });
+});
+

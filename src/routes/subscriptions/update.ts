@@ -11,6 +11,7 @@ import {
   chargeOf,
   type PeriodClaim,
   chargeInFlight,
+  finalInvoiceClaimed,
   chargePeriod,
   priceChargeInFlight,
   claimCardColumns,
@@ -287,6 +288,9 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
                 db.insert(invoiceItems).values(proration.items),
               ]
             : []),
+          // A final invoice, once claimed, ends the subscription when it is paid: it is not
+          // un-canceled under it (pay or void that invoice first).
+          ...(body.cancel_at_period_end === false ? [guard(db, FINAL_INVOICE_OPEN, sql`NOT ${finalInvoiceClaimed(sub.id)}`)] : []),
           ...(redeem ? redeemCoupon(db, redeem.coupon, redeem.reference, sub.id, realNow) : []),
         ],
         // Only the fields sent are written; the answer is the row as this batch committed it, so a
@@ -307,12 +311,20 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id),
           [CHARGE_IN_FLIGHT]: chargeInProgress,
           [SUBSCRIPTION_CHANGED]: changedMeanwhile,
+          [FINAL_INVOICE_OPEN]: () =>
+            invalidRequest(
+              "final_invoice_open",
+              `cancel_at_period_end: subscription ${id} ended its period and its final invoice is open; pay or void that invoice.`,
+              "cancel_at_period_end",
+            ),
           ...(redeem ? couponRefusals(redeem.coupon.id) : {}),
         },
       },
     );
   });
 }
+
+const FINAL_INVOICE_OPEN = "final_invoice_open";
 
 /**
  * The processor reference of vaulting a card update's new card: fixed for one use of the
