@@ -228,3 +228,67 @@ describe("item 9: cancel at period end bills pending prorations", () => {
   });
 });
 
+// Stripe's rule for discounts on proration lines: a proration line is never discounted on its
+// invoice (discountable false); the discounts in effect are reflected in its own amount instead. A
+// percentage is (the credit carries the percentage that discounted the period, the charge the
+// percentage of a discount still running at the change); an amount_off is not prorated: it came
+// off the invoice, so the unused time is credited at the price before it, and the charge is at
+// the full price. The invoice's discount then applies to its other lines only.
+describe("item 11: discounts on proration lines, as Stripe bills them", () => {
+  it("an amount_off 10.00 coupon (forever), Basic 30.00 to Pro 60.00 halfway: May bills 65.00", async () => {
+    const { acct } = { acct: await signup("Discount Co") };
+    const coupon = await call("/coupons", { key: acct.key, body: { id: "TENOFF", name: "Ten off", amount_off: 1000, currency: "usd", duration: "forever" } });
+    expect(coupon.status, coupon.text).toBe(201);
+    const clock = await createClock(acct, "2026-04-01T00:00:00.000Z");
+    const user = await createUser(acct, { testClock: clock.id });
+    const basic = await createPlan(acct, { name: "Basic", price: 30 });
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    const sub = await subscribed(acct, user.id, basic.id, CARDS.visa, { coupon: "TENOFF" });
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    expect((await put(acct, sub.id, { plan_id: pro.id })).status).toBe(200);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    const [april, may] = await invoicesOf(acct, sub.id);
+    // April: 30.00 − 10.00 = 20.00.
+    expect(april).toMatchObject({ subtotal: 3000, discount: 1000, total: 2000 });
+    // May: Pro 60.00; unused half of Basic at its price, −30.00 × 15/30 = −15.00 (the amount_off
+    // is not prorated); the remaining half of Pro, +60.00 × 15/30 = +30.00. The 10.00 comes off
+    // the period line only: 60.00 − 10.00 − 15.00 + 30.00 = 65.00.
+    expect(linesOf(may)).toEqual([
+      ["subscription", 6000],
+      ["proration", -1500],
+      ["proration", 3000],
+    ]);
+    expect(may).toMatchObject({ subtotal: 7500, discount: 1000, total: 6500, amount_paid: 6500 });
+    expect(await paymentsOf(acct, sub.id)).toEqual([
+      [2000, "completed"],
+      [6500, "completed"],
+    ]);
+  });
+
+  it("a 100%-off once coupon, Basic 30.00 to Pro 60.00 halfway: May bills 90.00", async () => {
+    const acct = await signup("Discount Co");
+    const coupon = await call("/coupons", { key: acct.key, body: { id: "FREEMONTH", name: "First month free", percent_off: 100, duration: "once" } });
+    expect(coupon.status, coupon.text).toBe(201);
+    const clock = await createClock(acct, "2026-04-01T00:00:00.000Z");
+    const user = await createUser(acct, { testClock: clock.id });
+    const basic = await createPlan(acct, { name: "Basic", price: 30 });
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    const sub = await subscribed(acct, user.id, basic.id, CARDS.visa, { coupon: "FREEMONTH" });
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    expect((await put(acct, sub.id, { plan_id: pro.id })).status).toBe(200);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    const [april, may] = await invoicesOf(acct, sub.id);
+    // April: 30.00 − 100% = 0.00, paid with no charge; the once coupon is used up.
+    expect(april).toMatchObject({ subtotal: 3000, discount: 3000, total: 0 });
+    // May: Pro 60.00; unused half of Basic, credited net of the 100% April took: −30.00 × 15/30 ×
+    // (1 − 100%) = 0.00; the remaining half of Pro, with no discount running any more: +60.00 ×
+    // 15/30 = +30.00. 60.00 + 0.00 + 30.00 = 90.00.
+    expect(linesOf(may)).toEqual([
+      ["subscription", 6000],
+      ["proration", 0],
+      ["proration", 3000],
+    ]);
+    expect(may).toMatchObject({ subtotal: 9000, discount: 0, total: 9000, amount_paid: 9000 });
+    expect(await paymentsOf(acct, sub.id)).toEqual([[9000, "completed"]]);
+  });
+});

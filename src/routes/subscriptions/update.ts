@@ -30,7 +30,7 @@ import { guard, runBatch } from "../../db/batch";
 import { type ClaimCard, coupons, invoiceItems, plans, subscriptions } from "../../db/schema";
 import { currentOpenCharge, currentPeriod, prorationItems } from "../../billing/prorations";
 import { changeAndInvoiceNow } from "./invoice-now";
-import { type CouponRow, NO_DISCOUNT, assertCouponCurrency, couponRefusals, discountColumns, redeemCoupon } from "../../billing/coupons";
+import { type CouponRow, NO_DISCOUNT, assertCouponCurrency, couponRefusals, discountColumns, discountRunsAt, redeemCoupon } from "../../billing/coupons";
 import { owned } from "../../db/scope";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
@@ -146,10 +146,17 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
         );
       }
       // What the current period was charged, and the percentage its discount took off, if any:
-      // the charge line is discounted alike.
+      // the charge line is discounted alike while the subscription's discount still runs at the
+      // change (as Stripe's prorations carry the discounts in effect; a `once` coupon was used up
+      // by the period's invoice, a removed or ended one runs no more).
       const paid = current.paid?.status ? current.paid : null;
+      let percentOffBasisPoints = paid?.percentOff ?? 0;
+      if (percentOffBasisPoints > 0) {
+        const [coupon] = sub.couponId === null ? [] : await db.select().from(coupons).where(owned(coupons, auth, eq(coupons.id, sub.couponId))).limit(1);
+        if (!coupon || !discountRunsAt(sub, coupon, at)) percentOffBasisPoints = 0;
+      }
       try {
-        proration = prorationItems({ sub, oldPlan: current.plan, newPlan: plan, quantity, current: currentOpenCharge(sub, current.plan, paid), at, percentOffBasisPoints: paid?.percentOff ?? 0 });
+        proration = prorationItems({ sub, oldPlan: current.plan, newPlan: plan, quantity, current: currentOpenCharge(sub, current.plan, paid), at, percentOffBasisPoints });
       } catch (error) {
         // Another change, committed since this request began, prorated from a later moment.
         if (error instanceof RangeError) throw changedMeanwhile();
