@@ -208,6 +208,31 @@ describe("item 9: cancel at period end bills pending prorations", () => {
     expect((await getSubscription(acct, sub.id)).status).toBe("canceled");
   });
 
+  it("a declined final invoice paid by a new card (PUT): the subscription ends, nothing more is billed", async () => {
+    const acct = await signup("Final Invoice Co");
+    const clock = await createClock(acct, "2026-04-01T00:00:00.000Z");
+    const user = await createUser(acct, { testClock: clock.id });
+    const basic = await createPlan(acct, { name: "Basic", price: 30 });
+    const pro = await createPlan(acct, { name: "Pro", price: 300 });
+    const sub = await subscribed(acct, user.id, basic.id, CARDS.declineAfterFirst);
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    expect((await put(acct, sub.id, { plan_id: pro.id })).status).toBe(200);
+    expect((await cancelAtPeriodEnd(acct, sub.id)).status).toBe(200);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    const paid = await put(acct, sub.id, { payment_method: "card", card_number: CARDS.visa, expiration_month: 12, expiration_year: 2035, cvv: "123" });
+    expect(paid.status, paid.text).toBe(200);
+    expect(paid.body).toMatchObject({ status: "canceled", cancel_at_period_end: false });
+    const [, final] = await invoicesOf(acct, sub.id);
+    expect(final).toMatchObject({ status: "paid", total: 13500, amount_paid: 13500 });
+    await advance(acct, clock.id, "2026-06-15T00:00:00.000Z");
+    expect((await invoicesOf(acct, sub.id)).length).toBe(2);
+    expect((await paymentsOf(acct, sub.id)).map(([amount, status]) => [amount, status])).toEqual([
+      [3000, "completed"],
+      [13500, "failed"],
+      [13500, "completed"],
+    ]);
+  });
+
   it("a declined final invoice, voided: the subscription ends then, and nothing more is billed", async () => {
     const acct = await signup("Final Invoice Co");
     const clock = await createClock(acct, "2026-04-01T00:00:00.000Z");

@@ -247,7 +247,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
         // Money moved: the settlement commits whatever became of the caller's key or claim meanwhile.
         const charged = chargeOf(settlement);
         const options = { moneyMoved: { paymentId: charged.payment.id }, claimGuard: false, failures: { [PERIOD_ALREADY_SETTLED]: changedMeanwhile } };
-        if (settlement.outcome !== "renewed") return await answerDecline(c, charged, settlement.writes, options);
+        if (!charged.succeeded) return await answerDecline(c, charged, settlement.writes, options);
         // The answer is the row as the settlement committed it (a concurrent change included).
         const where = eq(subscriptions.id, sub.id);
         const { returned } = await commit(c, { ...settlement.writes, returning: db.select().from(subscriptions).where(where) }, 200, null, {
