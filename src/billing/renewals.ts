@@ -71,7 +71,7 @@ async function commitSettlements(env: Bindings, db: Db, settlements: PeriodSettl
   if (failure) throw failure;
 }
 
-/** cancel_at_period_end: the renewal run cancels instead of charging (see cancelAtPeriodEndWrites). */
+/** cancel_at_period_end with nothing left owing: the renewal run cancels instead of charging (see cancelAtPeriodEndWrites). */
 async function cancelAtPeriodEnd(env: Bindings, db: Db, row: BillableRow, at: number, realNow: number): Promise<PeriodOutcome> {
   try {
     await commitWrites({ db, queue: env.DELIVERY_QUEUE }, cancelAtPeriodEndWrites(db, row.sub, at, realNow));
