@@ -211,12 +211,13 @@ export const hasUnsettledClaim = (row: Pick<BillableRow, "sub" | "period">) =>
 /**
  * A subscription set to cancel at its period's end that still owes for it, so the renewal run
  * sends it a final invoice (as Stripe does) instead of only canceling it: an active one whose
- * last period's metered usage is billed in arrears, or that has pending proration items; a
+ * last period's metered usage is billed in arrears, or whose pending proration items come to
+ * something owed (a credit is never refunded, so items that net to a credit need no invoice); a
  * past_due one whose open period is that final invoice, dunned as any period is.
  */
 export const owesFinalInvoice = (row: Pick<BillableRow, "sub" | "plan" | "period">) =>
   row.sub.cancelAtPeriodEnd &&
-  ((row.sub.status === "active" && (isMetered(row.plan) || row.sub.pendingItems > 0)) ||
+  ((row.sub.status === "active" && (isMetered(row.plan) || row.sub.pendingItemsAmount > 0)) ||
     (row.sub.status === "past_due" && row.period !== null && row.period.status === "open" && row.period.final));
 
 export interface PeriodClaim {

@@ -8,6 +8,7 @@ import { type Account, call, signup } from "../support/http";
 import { createPlan, createUser, getSubscription, subscribed } from "../support/fixtures";
 import { CARDS } from "../support/cards";
 import { advance, createClock } from "../support/clock";
+import { invoicePdfText } from "../support/pdf";
 import { readBillableRows, renewRows } from "../support/renewal-rows";
 
 const put = (acct: Account, id: string, body: Record<string, unknown>) => call(`/subscriptions/${id}`, { key: acct.key, method: "PUT", body });
@@ -152,11 +153,26 @@ describe("item 9: cancel at period end bills pending prorations", () => {
       [13500, "completed"],
     ]);
     expect(await getSubscription(acct, sub.id)).toMatchObject({ status: "canceled", canceled_at: "2026-05-01T00:00:00.000Z" });
+    const pdf = await invoicePdfText(acct.key, final.id);
+    expect(pdf).toContain(final.number);
+    expect(pdf).toContain("Total 135.00 USD");
 
     // Nothing more, however far the clock goes.
     await advance(acct, clock.id, "2026-06-15T00:00:00.000Z");
     expect((await invoicesOf(acct, sub.id)).length).toBe(2);
     expect((await paymentsOf(acct, sub.id)).length).toBe(2);
+  });
+
+  it("a downgrade then cancel at period end: the items net to a credit, which is never refunded, so no final invoice", async () => {
+    const { acct, clock, plan, sub } = await licensedOnClock(300);
+    const basic = await createPlan(acct, { name: "Basic", price: 30 });
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    expect((await put(acct, sub.id, { plan_id: basic.id })).status).toBe(200); // −150.00 + 15.00
+    expect((await cancelAtPeriodEnd(acct, sub.id)).status).toBe(200);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    expect((await invoicesOf(acct, sub.id)).map((i) => i.total)).toEqual([30000]);
+    expect(await getSubscription(acct, sub.id)).toMatchObject({ status: "canceled", canceled_at: "2026-05-01T00:00:00.000Z", plan_id: basic.id });
+    expect(plan.id).not.toBe(basic.id);
   });
 
   it("two renewal runs at once: one final invoice, one charge of 135.00", async () => {
