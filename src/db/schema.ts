@@ -465,6 +465,11 @@ export const subscriptionPeriods = sqliteTable(
     // The percentage (basis points) the period's discount took off, when it was a percent_off
     // coupon's: a change prorated within the period discounts its charge line alike.
     percentOff: integer("percent_off"),
+    // The final invoice of a subscription set to cancel at its period's end: what its last period
+    // still owes (a metered period's usage, pending prorations). Its settlement cancels the
+    // subscription instead of opening another period; its row, unique per (subscription, period),
+    // makes it one invoice and one charge however many runs claim it.
+    final: integer("final", { mode: "boolean" }).notNull().default(false),
     currency: text("currency").notNull(),
     // void: its invoice was voided (POST /invoices/{id}/void), so the period is never charged.
     status: text("status", { enum: ["open", "paid", "uncollectible", "void"] }).notNull(),
