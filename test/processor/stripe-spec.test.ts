@@ -49,6 +49,8 @@ describe("the cut of Stripe's OpenAPI document", () => {
         "POST /v1/customers",
         "POST /v1/payment_intents",
         "POST /v1/payment_methods",
+        "POST /v1/payment_methods/{payment_method}/attach",
+        "POST /v1/payment_methods/{payment_method}/detach",
         "POST /v1/payouts",
         "POST /v1/refunds",
         "POST /v1/setup_intents",

@@ -23,7 +23,7 @@ import {
 } from "../../billing/periods";
 import { chargeableAmount, type PlanRow } from "../../billing/pricing";
 import { MAX_AMOUNT } from "../../domain/money";
-import { processorForRequest } from "../../processor";
+import { processorForCardFields, processorForRequest } from "../../processor";
 import { randomToken } from "../../lib/crypto";
 import { guard, runBatch } from "../../db/batch";
 import { type ClaimCard, coupons, invoiceItems, plans, subscriptions } from "../../db/schema";
@@ -36,7 +36,8 @@ import type { AppEnv } from "../../context";
 import { ApiError, cardDeclined, invalidRequest } from "../../lib/errors";
 import { readById, readOne } from "../reads";
 import { assertKeyClaimedFirst, commit, commitAndAnswerRow, outcomeTracked } from "../write-path";
-import { type CardInput, cardInBody, readCard } from "../../payments/card-input";
+import { type CardInput, assertNoCardData, cardInBody, readCard } from "../../payments/card-input";
+import { isPaymentMethodId, savedCardFor } from "../../payments/methods";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
 import { alreadyCanceled, answerDecline, billingNow, chargeInProgress, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags, CHARGE_IN_FLIGHT, SUBSCRIPTION_CANCELED, SUBSCRIPTION_CHANGED, proratedAsRead } from "./common";
 import { SubscriptionSchema, serializeSubscription, subscriptionAnswer, UpdateSubscriptionBody } from "./schema";
@@ -57,25 +58,33 @@ const update = apiRoute({
 });
 
 
+const PAYMENT_METHOD_DETACHED = "payment_method_detached";
+
 export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
   app.openapi(update, async function updateSubscription(c) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const body = c.req.valid("json");
     const realNow = clock.now();
-    const newCard = cardInBody(body);
+    // New payment details: a saved card (payment_method "pmt_…", read once the subscription's user
+    // is known), or the card fields.
+    const wantsSaved = isPaymentMethodId(body.payment_method);
+    if (wantsSaved) assertNoCardData(body);
+    const newCard = wantsSaved ? null : cardInBody(body);
+    const paymentChange = wantsSaved || newCard !== null;
     if (body.at_period_end === true && body.plan_id === undefined && body.quantity === undefined) {
       throw invalidRequest("parameter_missing", "at_period_end schedules a change of plan_id or quantity: send one of them.", "at_period_end");
     }
     if (body.at_period_end === true && body.proration_behavior !== undefined && body.proration_behavior !== "none") {
       throw invalidRequest("parameter_unexpected", "proration_behavior: a change scheduled at period end is not prorated; send none, or leave it out.", "proration_behavior");
     }
-    if (!newCard && body.plan_id === undefined && body.quantity === undefined && body.cancel_at_period_end === undefined && body.coupon === undefined) {
+    if (!paymentChange && body.plan_id === undefined && body.quantity === undefined && body.cancel_at_period_end === undefined && body.coupon === undefined) {
       throw invalidRequest("parameter_missing", "Send new payment details, plan_id, quantity, cancel_at_period_end or coupon.");
     }
     const current = await loadSubscription(c, id);
     const { sub } = current;
     if (sub.status === "canceled") throw alreadyCanceled(id);
+    const saved = wantsSaved ? await savedCardFor(c, body.payment_method as string, sub.userId) : null;
 
     let plan: PlanRow = current.plan;
     if (body.plan_id !== undefined && body.plan_id !== sub.planId) {
@@ -125,8 +134,8 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       );
     }
     const behavior = scheduled ? "none" : (body.proration_behavior ?? "create_prorations");
-    if (behavior === "always_invoice" && (newCard || body.coupon !== undefined || body.cancel_at_period_end !== undefined)) {
-      const field = newCard ? "card_number" : body.coupon !== undefined ? "coupon" : "cancel_at_period_end";
+    if (behavior === "always_invoice" && (paymentChange || body.coupon !== undefined || body.cancel_at_period_end !== undefined)) {
+      const field = newCard ? "card_number" : saved ? "payment_method" : body.coupon !== undefined ? "coupon" : "cancel_at_period_end";
       throw invalidRequest("parameter_unexpected", `${field}: a change invoiced at once (proration_behavior always_invoice) is charged now; send ${field} in a request of its own.`, field);
     }
     // An active subscription's change of price is prorated from now (its test clock's now) to the
@@ -188,7 +197,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     let redeem: { coupon: CouponRow; reference: string } | null = null;
     if (body.coupon === null) Object.assign(changes, NO_DISCOUNT);
     if (typeof body.coupon === "string") {
-      if (newCard && sub.status === "past_due") {
+      if (paymentChange && sub.status === "past_due") {
         throw invalidRequest("parameter_unexpected", "coupon: new card details on a past_due subscription charge the unpaid period now; send coupon in a request of its own.", "coupon");
       }
       const coupon = await readOne(c, db.select().from(coupons).where(owned(coupons, auth, eq(coupons.id, body.coupon))).limit(1), "coupon", body.coupon, "coupon");
@@ -197,7 +206,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       redeem = { coupon, reference: `${sub.id}:coupon:${c.var.idempotency ? `${c.var.idempotency.key}:${c.var.idempotency.since}` : randomToken(20)}` };
     }
     const card = newCard ? await readCard(c.env, newCard, realNow) : null;
-    const processor = card ? await processorForRequest(c) : null;
+    const processor = card ? await processorForCardFields(c) : saved ? await processorForRequest(c) : null;
     // Every new card is vaulted first (no money moves): the token is what a charge, a retry of it
     // and the next renewals send, so the card itself is needed only here, and never kept. A live
     // processor checks the card with its bank (a Stripe SetupIntent), which may decline it: 402,
@@ -214,6 +223,10 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       if (!token) throw new Error(`the processor vaulted the card of ${sub.id} without a token`);
       vaulted = { token, ...cardSummary(card) };
     }
+    // A saved card is vaulted already: the user's at the processor.
+    if (saved) vaulted = { token: saved.token, ...saved.summary, fingerprint: saved.fingerprint };
+    // The subscription names the saved card it charges (none for card fields), so it is not detached meanwhile.
+    if (vaulted) changes.paymentMethodId = saved?.id ?? null;
 
     if (vaulted && processor && sub.status === "past_due") {
       // The unpaid period is charged to the new card at once, claimed as the next attempt of the
@@ -288,6 +301,8 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
               ]
             : []),
           ...(redeem ? redeemCoupon(db, redeem.coupon, redeem.reference, sub.id, realNow) : []),
+          // A saved card detached since it was read is not given to the subscription.
+          ...(saved ? [guard(db, PAYMENT_METHOD_DETACHED, sql`EXISTS (SELECT 1 FROM payment_methods WHERE id = ${saved.id} AND detached_at IS NULL)`)] : []),
         ],
         // Only the fields sent are written; the answer is the row as this batch committed it, so a
         // renewal that committed since the read above shows in it (and in the stored answer).
@@ -307,6 +322,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id),
           [CHARGE_IN_FLIGHT]: chargeInProgress,
           [SUBSCRIPTION_CHANGED]: changedMeanwhile,
+          [PAYMENT_METHOD_DETACHED]: () => invalidRequest("payment_method_detached", `Payment method ${saved?.id} was detached meanwhile and can be charged no more.`, "payment_method"),
           ...(redeem ? couponRefusals(redeem.coupon.id) : {}),
         },
       },
