@@ -8,7 +8,8 @@ import { type SQL, eq, sql } from "drizzle-orm";
 import type { AppEnv } from "../context";
 import { paymentMethods } from "../db/schema";
 import { owned } from "../db/scope";
-import type { CardBrand, CardSummary } from "../domain/cards";
+import { type CardBrand, type CardSummary, cardFingerprint } from "../domain/cards";
+import { hmacSha256Hex } from "../lib/crypto";
 import { hasPrefix } from "../domain/ids";
 import { invalidRequest, notFound } from "../lib/errors";
 import { readOne } from "../routes/reads";
@@ -60,3 +61,11 @@ export const savedCardOf = (row: PaymentMethodRow): SavedCard => ({
   summary: { brand: row.cardBrand as CardBrand, last4: row.cardLast4, exp_month: row.cardExpMonth, exp_year: row.cardExpYear },
   fingerprint: row.cardFingerprint,
 });
+
+/**
+ * The keyed fingerprint of a card the processor tokenized: a test card's number is fingerprinted
+ * as the card fields are (the same card, the same fingerprint); a processor's own fingerprint
+ * (`stripe:…`) is keyed the same way, so neither is stored as it came.
+ */
+export const tokenizedCardFingerprint = (source: string, key: string): Promise<string> =>
+  /^[0-9]+$/.test(source) ? cardFingerprint(source, key) : hmacSha256Hex(key, source);

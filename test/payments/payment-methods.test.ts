@@ -168,7 +168,7 @@ describe("subscriptions with payment_method: \"pmt_…\"", () => {
     ]) {
       const method = await saved(userId, token);
       const res = await subscribeWith(userId, method.id);
-      expect(expectError(res, 402, "card_error").decline_code, token).toBe(code);
+      expect((expectError(res, 402, "card_error") as { decline_code?: string }).decline_code, token).toBe(code);
     }
   });
 

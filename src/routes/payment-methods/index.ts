@@ -9,7 +9,6 @@ import type { AppEnv } from "../../context";
 import { guard } from "../../db/batch";
 import { paymentMethods, users } from "../../db/schema";
 import { owned } from "../../db/scope";
-import { cardFingerprint } from "../../domain/cards";
 import { hasPrefix, newId } from "../../domain/ids";
 import { cardFingerprintSecret } from "../../env";
 import { clock, isoTime } from "../../lib/clock";
@@ -17,7 +16,7 @@ import { cardDeclined, conflict, invalidRequest, notFound } from "../../lib/erro
 import { idempotencyClaimLost } from "../../middleware/idempotency";
 import { rowAnswer } from "../../middleware/stored-answers";
 import { cardInBody, readCard } from "../../payments/card-input";
-import { paymentMethodInUse } from "../../payments/methods";
+import { paymentMethodInUse, tokenizedCardFingerprint } from "../../payments/methods";
 import { processorForCardFields, processorForRequest, processorOf } from "../../processor";
 import type { SavedCardDetails } from "../../processor/types";
 import { emitEvent } from "../../webhooks/outbox";
@@ -148,7 +147,7 @@ export function registerPaymentMethods(app: OpenAPIHono<AppEnv>) {
       const attached = await outcomeTracked(c, () => processor.attachPaymentMethod({ processorToken: token as string, customer, reference }));
       if (attached.status === "invalid") throw invalidRequest("processor_token_invalid", `processor_token names no card the processor can save for this user. ${attached.message}`, "processor_token");
       if (attached.status === "failed") throw cardDeclined(attached.code, attached.message);
-      saved = { token: attached.token, card: attached.card, fingerprint: await cardFingerprint(attached.card.fingerprintSource, cardFingerprintSecret(c.env)) };
+      saved = { token: attached.token, card: attached.card, fingerprint: await tokenizedCardFingerprint(attached.card.fingerprintSource, cardFingerprintSecret(c.env)) };
     }
 
     const row: typeof paymentMethods.$inferInsert & { detachedAt: null } = {
