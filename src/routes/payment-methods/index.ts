@@ -121,6 +121,8 @@ export function registerPaymentMethods(app: OpenAPIHono<AppEnv>) {
     const now = clock.now();
     const { processor_token: token, ...cardFields } = body;
     const card = cardInBody(cardFields);
+    // Each field's own refusal first (a card field the card check refuses), then their combination.
+    const checked = card ? await readCard(c.env, card, now) : null;
     if (token !== undefined && card) {
       throw invalidRequest("parameter_unexpected", "card_number: send processor_token or the card fields, not both.", "card_number");
     }
@@ -133,8 +135,7 @@ export function registerPaymentMethods(app: OpenAPIHono<AppEnv>) {
     const reference = attachReference(c, id);
 
     let saved: { token: string; card: SavedCardDetails; fingerprint: string };
-    if (card) {
-      const checked = await readCard(c.env, card, now);
+    if (checked) {
       const processor = await processorForCardFields(c);
       // A processor that threw may have vaulted the card: the key stays claimed, and its retry vaults the same reference.
       const vaulted = await outcomeTracked(c, () => processor.vaultCard({ card: checked.card, customer, reference, firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : now }));
