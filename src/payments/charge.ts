@@ -77,7 +77,7 @@ const PROCESSOR_RETRY_DELAYS_MS = [100, 400];
  * reference is fixed, so calling again is the same charge to the processor, which answers with
  * the first outcome: the call is made again a few times, so the charge is known and recorded.
  */
-async function withProcessorRetries<T>(call: () => Promise<T>): Promise<T> {
+export async function withProcessorRetries<T>(call: () => Promise<T>): Promise<T> {
   for (let retry = 0; ; retry++) {
     try {
       return await call();

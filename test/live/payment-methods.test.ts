@@ -2,7 +2,9 @@
 // tokenize) is attached to the user's Stripe Customer, charged on-session for a subscription's first
 // period, and detached; card numbers are refused unless the connection has raw card data access.
 // Every Stripe request is checked against Stripe's OpenAPI document, every POST carries its key.
+import { applyD1Migrations } from "cloudflare:test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { env } from "../support/env";
 import { type Account, call, expectError, signup } from "../support/http";
 import { createPlan } from "../support/fixtures";
 import { card } from "../support/cards";
@@ -49,6 +51,18 @@ describe("live payment methods", () => {
     const again = await save({ processor_token: pm }, userId, "attach-1");
     expect(again.body).toEqual(res.body);
     expect(requestsOf(fake, "POST /v1/payment_methods/{payment_method}/attach")).toHaveLength(1);
+  });
+
+  it("an attach whose answer was lost is sent again with its key: one attach at Stripe, one payment method", async () => {
+    const pm = fake.tokenize({ number: STRIPE_CARDS.succeeds });
+    const before = requestsOf(fake, "POST /v1/payment_methods/{payment_method}/attach").length;
+    fake.inject({ kind: "timeout_after_success", operation: "POST /v1/payment_methods/{payment_method}/attach" });
+    const res = await save({ processor_token: pm }, userId, "attach-lost");
+    expect(res.status, res.text).toBe(201);
+    const sent = requestsOf(fake, "POST /v1/payment_methods/{payment_method}/attach").slice(before);
+    expect(sent.map((r) => r.replayed)).toEqual([false, true]);
+    expect(new Set(sent.map((r) => r.idempotencyKey)).size).toBe(1);
+    expect(await countRows("payment_methods", "processor_token LIKE ?", `%${pm}`)).toBe(1);
   });
 
   it("answers 400 processor_token_invalid for a PaymentMethod Stripe does not have, a test name, or another customer's", async () => {
@@ -103,6 +117,24 @@ describe("live payment methods", () => {
     expect(detach.idempotencyKey).toBe(`${method.id}:detach:detach`);
     // Again: Stripe says it is detached already, which is what was asked.
     expect((await call(`/api/users/${userId}/payment-methods/${method.id}`, { method: "DELETE", key: live.key })).status).toBe(200);
+  });
+});
+
+describe("migration 0020 on existing connections", () => {
+  it("a connection made before raw_card_data existed keeps taking card numbers (raw_card_data true)", async () => {
+    const old = await signup("Before 0020");
+    await connectStripe(old, { rawCardData: false });
+    // The table as it was before 0020, holding that connection; then 0020's statements about it.
+    await env.DB.exec("ALTER TABLE processor_connections DROP COLUMN raw_card_data");
+    await env.DB.exec("ALTER TABLE processor_connections DROP COLUMN publishable_key");
+    type Migration = Parameters<typeof applyD1Migrations>[1][number];
+    const migration = (env as unknown as { TEST_MIGRATIONS: Migration[] }).TEST_MIGRATIONS.find((m) => m.name.startsWith("0020_"))!;
+    for (const query of migration.queries.filter((q) => q.includes("processor_connections"))) await env.DB.prepare(query).run();
+    const row = await env.DB.prepare("SELECT raw_card_data, publishable_key FROM processor_connections WHERE account_id = ?").bind(old.id).first();
+    expect(row).toEqual({ raw_card_data: 1, publishable_key: null });
+    const user = await call("/api/users", { key: old.liveKey, body: { name: "Old Payer", email: "old@example.com" } });
+    const saved = await call(`/api/users/${user.body.id}/payment-methods`, { key: old.liveKey, body: card() });
+    expect(saved.status, saved.text).toBe(201);
   });
 });
 

@@ -16,6 +16,7 @@ import { cardDeclined, conflict, invalidRequest, notFound } from "../../lib/erro
 import { idempotencyClaimLost } from "../../middleware/idempotency";
 import { rowAnswer } from "../../middleware/stored-answers";
 import { cardInBody, readCard } from "../../payments/card-input";
+import { withProcessorRetries } from "../../payments/charge";
 import { paymentMethodInUse, tokenizedCardFingerprint } from "../../payments/methods";
 import { processorForCardFields, processorForRequest, processorOf } from "../../processor";
 import type { SavedCardDetails } from "../../processor/types";
@@ -138,14 +139,15 @@ export function registerPaymentMethods(app: OpenAPIHono<AppEnv>) {
     if (checked) {
       const processor = await processorForCardFields(c);
       // A processor that threw may have vaulted the card: the key stays claimed, and its retry vaults the same reference.
-      const vaulted = await outcomeTracked(c, () => processor.vaultCard({ card: checked.card, customer, reference, firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : now }));
+      const vaulted = await outcomeTracked(c, () => withProcessorRetries(() => processor.vaultCard({ card: checked.card, customer, reference, firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : now })));
       if (vaulted.outcome.status === "failed") throw cardDeclined(vaulted.outcome.code, vaulted.outcome.message);
       if (!vaulted.token) throw new Error(`the processor vaulted payment method ${id} without a token`);
       const { brand, last4, exp_month, exp_year } = checked.summary;
       saved = { token: vaulted.token, card: { brand, last4, expMonth: exp_month, expYear: exp_year, fingerprintSource: "" }, fingerprint: checked.fingerprint };
     } else {
       const processor = await processorForRequest(c);
-      const attached = await outcomeTracked(c, () => processor.attachPaymentMethod({ processorToken: token as string, customer, reference }));
+      // A call whose answer was lost is made again with the same reference: the processor answers it as the first.
+      const attached = await outcomeTracked(c, () => withProcessorRetries(() => processor.attachPaymentMethod({ processorToken: token as string, customer, reference })));
       if (attached.status === "invalid") throw invalidRequest("processor_token_invalid", `processor_token names no card the processor can save for this user. ${attached.message}`, "processor_token");
       if (attached.status === "failed") throw cardDeclined(attached.code, attached.message);
       saved = { token: attached.token, card: attached.card, fingerprint: await tokenizedCardFingerprint(attached.card.fingerprintSource, cardFingerprintSecret(c.env)) };
