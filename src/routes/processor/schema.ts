@@ -39,7 +39,7 @@ export const ConnectProcessorBody = bodyObject({
     .openapi({
       description:
         "Your Stripe account's publishable key, of the same mode as secret_key: what the hosted pages and your own page's Stripe.js use to turn a card into a PaymentMethod, so card numbers never reach Tender. Not a secret: answered back. Omitted on a replacement, the connection keeps its own.",
-      example: "pk_live_51Nv0FGQ9RKHgCVdK…",
+      example: "pk_live_51Nv0FGQ9RKHgCVdKa2b3c4d5",
     }),
   raw_card_data: booleanField("raw_card_data")
     .optional()
@@ -61,7 +61,7 @@ export const ProcessorConnectionSchema = z
       description: "Where Stripe must send its events for this account: create a webhook endpoint (and a Connect one, for payouts) with this URL.",
       example: "https://tender.example.com/processor-webhooks/stripe/acct_01jd2x4k5m6n7p8q9r0s1t2v3w",
     }),
-    publishable_key: z.string().nullable().openapi({ description: "The Stripe publishable key the hosted pages and Stripe.js use, or null when none was given.", example: "pk_live_51Nv0FGQ9RKHgCVdK…" }),
+    publishable_key: z.string().nullable().openapi({ description: "The Stripe publishable key the hosted pages and Stripe.js use, or null when none was given.", example: "pk_live_51Nv0FGQ9RKHgCVdKa2b3c4d5" }),
     raw_card_data: z.boolean().openapi({ description: "Whether live mode takes card numbers (the card fields) on this connection; see the request's raw_card_data." }),
     created_at: timestamp("When the account was first connected."),
   })
