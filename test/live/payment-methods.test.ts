@@ -114,7 +114,7 @@ describe("live payment methods", () => {
     expect(res.status, res.text).toBe(200);
     expect(fake.paymentMethods.get(pm)!.customer).toBeNull();
     const [detach] = requestsOf(fake, "POST /v1/payment_methods/{payment_method}/detach").filter((r) => r.path.includes(pm));
-    expect(detach.idempotencyKey).toBe(`${method.id}:detach:detach`);
+    expect(detach.idempotencyKey).toBe(`${method.id}:detach`);
     // Again: Stripe says it is detached already, which is what was asked.
     expect((await call(`/api/users/${userId}/payment-methods/${method.id}`, { method: "DELETE", key: live.key })).status).toBe(200);
   });

@@ -58,6 +58,8 @@ describe("POST /api/users/{id}/payment-methods", () => {
       expect(expectError(res, 400, "invalid_request_error", "processor_token_invalid").param).toBe("processor_token");
       expect(res.body.error.message).toContain("pm_card_visa");
     }
+    // A card number where a token belongs is refused as anywhere outside the card fields.
+    expect(expectError(await save(userId, { processor_token: "4242424242424242" }), 400, "invalid_request_error", "card_number_in_text").param).toBe("processor_token");
     expect(await countRows("payment_methods", "account_id = ?", acct.id)).toBe(before);
   });
 

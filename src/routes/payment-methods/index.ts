@@ -248,7 +248,7 @@ async function detachAtProcessor(c: Context<AppEnv>, token: string, id: string):
   try {
     const processor = await processorOf(c.env, c.var.db, c.var.auth);
     if (!processor) throw new Error("no processor connection");
-    await processor.detachPaymentMethod({ token, reference: `${id}:detach` });
+    await processor.detachPaymentMethod({ token, reference: id });
   } catch (error) {
     // Never the token or a key: the payment method's id and the error's name and message.
     console.error(JSON.stringify({ request_id: c.var.requestId, message: "payment method detached in Tender; the processor's detach failed (DELETE again to retry it)", payment_method: id, error: error instanceof Error ? `${error.name}: ${error.message}` : "unknown" }));
