@@ -35,6 +35,8 @@ describe("a user's saved cards", () => {
     const stranger = await createUser(other, { name: "Not Yours" });
     const page = await dashboardFetch(`/dashboard/users/${stranger.id}`, { cookie });
     expect(page.status).toBe(404);
+    // The API's own answer (the user is not this account's), not a page that does not exist.
+    expect(textOf(page.html)).toContain(`No such user: '${stranger.id}'`);
     expect(page.html).not.toContain("Not Yours");
   });
 });
