@@ -99,6 +99,16 @@ describe("live payment methods", () => {
     expect(intent.params).toMatchObject({ payment_method: pm, confirm: "true", setup_future_usage: "off_session", error_on_requires_action: "true" });
     expect(intent.params.off_session).toBeUndefined();
     expect(intent.idempotencyKey).toMatch(/:payment_intent$/);
+
+    // A card change: card fields are refused on this connection; another saved card is taken as it is.
+    const put = (body: unknown) => call(`/subscriptions/${res.body.id}`, { method: "PUT", key: live.key, body });
+    expectError(await put(card()), 400, "invalid_request_error", "raw_card_data_unavailable");
+    const next = (await save({ processor_token: fake.tokenize({ number: STRIPE_CARDS.succeeds, expMonth: 3, expYear: 2032 }) })).body;
+    const setups = requestsOf(fake, "POST /v1/setup_intents").length;
+    const changed = await put({ payment_method: next.id });
+    expect(changed.status, changed.text).toBe(200);
+    expect(changed.body).toMatchObject({ payment_method: next.id, card: { exp_month: 3, exp_year: 2032 } });
+    expect(requestsOf(fake, "POST /v1/setup_intents")).toHaveLength(setups);
   });
 
   it("a saved card that asks for authentication answers 402 authentication_required", async () => {

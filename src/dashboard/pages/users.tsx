@@ -53,9 +53,11 @@ async function listPage(c: Context<DashEnv>) {
               {page.data.map((u) => (
                 <tr data-user={u.id}>
                   <td>
-                    <span class="wrap">{u.name}</span>
+                    <a href={`${BACK}/${u.id}`} class="wrap">
+                      {u.name}
+                    </a>
                     <div class="muted">
-                      <Id id={u.id} href={`${BACK}/${u.id}`} />
+                      <Id id={u.id} />
                     </div>
                   </td>
                   <td class="wrap">{u.email}</td>
