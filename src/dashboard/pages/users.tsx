@@ -1,4 +1,5 @@
-// Users: the list (GET /api/users), newest first.
+// Users: the list (GET /api/users), newest first, and a user's page with their saved cards
+// (GET /api/users/{id}, GET /api/users/{id}/payment-methods), read-only.
 import type { Context, Hono } from "hono";
 import { apiErrorPage } from "../actions";
 import type { Page } from "../api";
@@ -14,6 +15,12 @@ interface User {
   test_clock: string | null;
   created_at: string;
   updated_at: string;
+}
+
+interface SavedCard {
+  id: string;
+  card: { brand: string; last4: string; exp_month: number; exp_year: number };
+  created_at: string;
 }
 
 const BACK = "/dashboard/users";
@@ -46,7 +53,9 @@ async function listPage(c: Context<DashEnv>) {
               {page.data.map((u) => (
                 <tr data-user={u.id}>
                   <td>
-                    <span class="wrap">{u.name}</span>
+                    <a href={`${BACK}/${u.id}`} class="wrap">
+                      {u.name}
+                    </a>
                     <div class="muted">
                       <Id id={u.id} />
                     </div>
@@ -71,6 +80,69 @@ async function listPage(c: Context<DashEnv>) {
   });
 }
 
+async function userPage(c: Context<DashEnv>) {
+  const id = c.req.param("id")!;
+  const path = `/api/users/${encodeURIComponent(id)}`;
+  const user = await c.var.api<User>(path);
+  if (!user.ok) return apiErrorPage(c, user, "read this user", BACK);
+  const query = listQuery(c);
+  const cards = await c.var.api<Page<SavedCard>>(`${path}/payment-methods`, { query: apiQuery(query) });
+  if (!cards.ok) return apiErrorPage(c, cards, "read this user's saved cards", BACK);
+  const u = user.body;
+  return render(c, 200, {
+    title: u.name,
+    active: BACK,
+    children: (
+      <>
+        <section class="panel">
+          <p>
+            <span class="wrap">{u.email}</span> · <Id id={u.id} />
+          </p>
+        </section>
+        <section class="panel" aria-label="Saved cards">
+          <h2>Saved cards</h2>
+          {cards.body.data.length === 0 ? (
+            <Empty title="No saved cards">Cards are saved with POST /api/users/{"{id}"}/payment-methods.</Empty>
+          ) : (
+            <TableWrap>
+              <table>
+                <thead>
+                  <tr>
+                    <th>Payment method</th>
+                    <th>Card</th>
+                    <th>Expires</th>
+                    <th>Saved</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {cards.body.data.map((m) => (
+                    <tr data-payment-method={m.id}>
+                      <td>
+                        <Id id={m.id} />
+                      </td>
+                      <td class="nowrap">
+                        {m.card.brand} •••• {m.card.last4}
+                      </td>
+                      <td class="nowrap">
+                        {String(m.card.exp_month).padStart(2, "0")}/{m.card.exp_year}
+                      </td>
+                      <td>
+                        <Time iso={m.created_at} />
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </TableWrap>
+          )}
+          <Pager page={cards.body} query={query} base={`${BACK}/${u.id}`} />
+        </section>
+      </>
+    ),
+  });
+}
+
 export function registerUserPages(dash: Hono<DashEnv>) {
   dash.get("/users", listPage);
+  dash.get("/users/:id", userPage);
 }
