@@ -8,11 +8,8 @@ import { formatMoney } from "../domain/money";
 import type { InvoiceJson } from "./invoices";
 
 export interface InvoicePdfInput {
+  /** The invoice as the API answers it: its parties are the ones it names (frozen when it was finalized). */
   invoice: InvoiceJson;
-  /** The account that issued it (the seller). */
-  accountName: string;
-  /** The customer billed, when it is known. */
-  customer: { name: string; email: string } | null;
 }
 
 const PAGE = { width: 595.28, height: 841.89 }; // A4, in points
@@ -52,7 +49,9 @@ const STATUS_LABEL: Record<InvoiceJson["status"], string> = {
 };
 
 /** The invoice's PDF bytes. */
-export async function renderInvoicePdf({ invoice, accountName, customer }: InvoicePdfInput): Promise<Uint8Array> {
+export async function renderInvoicePdf({ invoice }: InvoicePdfInput): Promise<Uint8Array> {
+  const accountName = invoice.account_name ?? "";
+  const customer = invoice.customer_name === null && invoice.customer_email === null ? null : { name: invoice.customer_name ?? "", email: invoice.customer_email ?? "" };
   const doc = await PDFDocument.create();
   const title = `Invoice ${invoice.number ?? "(draft)"}`;
   doc.setTitle(drawableTitle(title));

@@ -86,6 +86,17 @@ describe("the Invoices page", () => {
     expect(textOf(refused.html)).toContain("invoice_not_open");
   });
 
+  it("shows the customer the invoice was issued to, not the user renamed since", async () => {
+    const renamed = await call(`/api/users/${paid.user_id}`, { key: acct.key, method: "PUT", body: { name: "Ivy Renamed", email: "renamed@example.com" } });
+    expect(renamed.status).toBe(200);
+    for (const path of ["/dashboard/invoices", `/dashboard/invoices/${paid.id}`]) {
+      const text = textOf((await dashboardFetch(path, { cookie })).html);
+      expect(text, path).toContain("Ivy Invoice");
+      expect(text, path).toContain("ivy@example.com");
+      expect(text, path).not.toContain("Ivy Renamed");
+    }
+  });
+
   it("a key without invoices:read has no Invoices in its menu and is refused the page", async () => {
     const restricted = await createKey(acct, ["users:read"], "no invoices");
     const other = await signIn(restricted.secret);
