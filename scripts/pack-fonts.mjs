@@ -17,6 +17,7 @@
 // Layout: "TFP1", a u32 (little-endian) header length, the header (JSON: each font's family,
 // weight, the code points its cmap really has as [first, last] ranges, and its offset and length
 // in the data), then the fonts, each deflated. The same packages always pack to the same bytes.
+import { createHash } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -27,8 +28,17 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const require = createRequire(import.meta.url);
 const fontkit = require("@pdf-lib/fontkit");
 const target = join(root, "generated", "invoice-fonts.bin");
+const stampFile = join(root, "generated", "invoice-fonts.stamp");
 
 const pkg = (name) => join(root, "node_modules", "@fontsource", name);
+const FAMILIES = ["noto-sans", "noto-sans-hebrew", "noto-sans-arabic", "noto-sans-sc", "noto-sans-kr"];
+// What the pack is made from: this script and the font packages' versions. A pack already made from
+// them is left as it is, without reading a font (this runs before every test run and wrangler build).
+const stamp = createHash("sha256")
+  .update(readFileSync(fileURLToPath(import.meta.url)))
+  .update(FAMILIES.map((name) => `${name}@${JSON.parse(readFileSync(join(pkg(name), "package.json"), "utf8")).version}`).join(","))
+  .digest("hex");
+if (existsSync(target) && existsSync(stampFile) && readFileSync(stampFile, "utf8") === stamp) process.exit(0);
 const unicodeOf = (name) => JSON.parse(readFileSync(join(pkg(name), "unicode.json"), "utf8"));
 const file = (name, subset, weight) => join(pkg(name), "files", `${name}-${subset.replace(/^\[(\d+)\]$/, "$1")}-${weight}-normal.woff`);
 
@@ -119,7 +129,9 @@ const header = Buffer.from(JSON.stringify({ fonts }), "utf8");
 const size = Buffer.alloc(4);
 size.writeUInt32LE(header.length);
 const packed = Buffer.concat([Buffer.from("TFP1"), size, header, ...chunks]);
-if (existsSync(target) && readFileSync(target).equals(packed)) process.exit(0);
 mkdirSync(dirname(target), { recursive: true });
-writeFileSync(target, packed);
-console.error(`pack-fonts: ${fonts.length} fonts -> generated/invoice-fonts.bin (${packed.length} bytes)`);
+if (!existsSync(target) || !readFileSync(target).equals(packed)) {
+  writeFileSync(target, packed);
+  console.error(`pack-fonts: ${fonts.length} fonts -> generated/invoice-fonts.bin (${packed.length} bytes)`);
+}
+writeFileSync(stampFile, stamp);
