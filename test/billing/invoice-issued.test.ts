@@ -72,6 +72,24 @@ describe("an issued invoice", () => {
   });
 });
 
+describe("a clocked change invoiced at once (always_invoice)", () => {
+  it("is created, finalized and paid at the clock's time", async () => {
+    const acct = await signup();
+    const clock = await createClock(acct, "2031-03-10T09:00:00Z");
+    const user = await createUser(acct, { testClock: clock.id });
+    const basic = await createPlan(acct, { name: "Basic", price: 30 });
+    const pro = await createPlan(acct, { name: "Pro", price: 60 });
+    const sub = await subscribed(acct, user.id, basic.id);
+    await advance(acct, clock.id, "2031-03-25T12:00:00Z");
+    const changed = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { plan_id: pro.id, proration_behavior: "always_invoice" } });
+    expect(changed.status, changed.text).toBe(200);
+    const [now] = (await call(`/invoices?subscription_id=${sub.id}`, { key: acct.key })).body.data;
+    expect(now.lines.every((l: { proration: boolean }) => l.proration)).toBe(true);
+    expect(now).toMatchObject({ status: "paid", created_at: "2031-03-25T12:00:00.000Z", finalized_at: "2031-03-25T12:00:00.000Z", paid_at: "2031-03-25T12:00:00.000Z" });
+    expect(await pdfText(acct.key, now.id)).toContain("Date of issue 2031-03-25");
+  });
+});
+
 describe("migration 0020_invoice_parties", () => {
   type Migrations = Parameters<typeof applyD1Migrations>[1];
   const scratch = () => (env as unknown as { MIGRATION_SCRATCH: D1Database }).MIGRATION_SCRATCH;
