@@ -51,7 +51,7 @@ const pageOf = (id: string) => `${BACK}/${encodeURIComponent(id)}`;
 
 /** The customer as the invoice names them, the user's id on hover. */
 function BilledTo({ invoice }: { invoice: Pick<Invoice, "user_id" | "customer_name" | "customer_email"> }) {
-  if (invoice.customer_name === null && invoice.customer_email === null) return <Id id={invoice.user_id ?? "—"} />;
+  if (invoice.customer_name === null && invoice.customer_email === null) return invoice.user_id ? <Id id={invoice.user_id} /> : <span class="muted">—</span>;
   return (
     <div class="ref" title={invoice.user_id ?? undefined} data-billed-to={invoice.user_id ?? ""}>
       <span class="wrap">{invoice.customer_name}</span>
