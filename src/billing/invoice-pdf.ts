@@ -52,7 +52,7 @@ export async function renderInvoicePdf({ invoice }: InvoicePdfInput): Promise<Ui
   const created = new Date(invoice.finalized_at ?? invoice.created_at);
   doc.setCreationDate(created);
   doc.setModificationDate(created);
-  const fonts = new PdfText(doc);
+  const fonts = await PdfText.for(doc);
   const money = (minor: number) => formatMoney(minor, invoice.currency);
 
   let page = doc.addPage([PAGE.width, PAGE.height]);

@@ -16,9 +16,7 @@
 // drawn in reverse order. The line's base direction stays left to right: this is a simple bidi
 // run reversal, not the full Unicode Bidirectional Algorithm (digits inside RTL text are drawn as
 // their own left-to-right run).
-import fontkit from "@pdf-lib/fontkit";
 import type { Color, PDFDocument, PDFFont, PDFPage } from "pdf-lib";
-import packed from "../../generated/invoice-fonts.bin";
 
 export type Weight = "regular" | "bold";
 
@@ -40,10 +38,29 @@ interface Catalog {
 }
 
 let catalog: Catalog | null = null;
+type Fontkit = Parameters<PDFDocument["registerFontkit"]>[0];
+let loading: Promise<Fontkit> | null = null;
 
-/** The pack's header, read once per isolate. */
+/**
+ * fontkit and the font pack, loaded on the first PDF of an isolate (dynamic imports: a request that
+ * draws no PDF never evaluates them), and the pack's header read.
+ */
+function loadFonts(): Promise<Fontkit> {
+  loading ??= Promise.all([import("@pdf-lib/fontkit"), import("../../generated/invoice-fonts.bin")]).then(([fontkit, pack]) => {
+    catalog = readCatalog(pack.default);
+    return fontkit.default;
+  });
+  loading.catch(() => (loading = null));
+  return loading;
+}
+
+/** The pack's catalog, once loadFonts has read it. */
 function catalogOf(): Catalog {
-  if (catalog) return catalog;
+  if (!catalog) throw new Error("the invoice fonts are not loaded yet (PdfText.for loads them)");
+  return catalog;
+}
+
+function readCatalog(packed: ArrayBuffer): Catalog {
   const bytes = new Uint8Array(packed);
   if (new TextDecoder().decode(bytes.subarray(0, 4)) !== "TFP1") throw new Error("invoice-fonts.bin is not a font pack");
   const headerLength = new DataView(packed).getUint32(4, true);
@@ -54,8 +71,7 @@ function catalogOf(): Catalog {
     const bold = fonts.findIndex((f) => f.family === font.family && f.subset === font.subset && f.weight === 700);
     slots.push({ regular: index, bold: bold === -1 ? index : bold });
   });
-  catalog = { fonts, data: bytes.subarray(8 + headerLength), slots };
-  return catalog;
+  return { fonts, data: bytes.subarray(8 + headerLength), slots };
 }
 
 const has = (font: PackedFont, cp: number) => {
@@ -96,7 +112,7 @@ interface Run {
 }
 
 /** `text` cut into runs of one font each, in the order they are drawn left to right. */
-export function runsOf(text: string): Run[] {
+function runsOf(text: string): Run[] {
   const chars = [...text.normalize("NFC").replace(/[\u0000-\u001f\u007f]/g, " ")];
   const slots = chars.map((char) => slotOf(char.codePointAt(0) as number));
   // A neutral character between two characters of one font is drawn with that font.
@@ -157,8 +173,12 @@ function fontBytes(index: number): Promise<Uint8Array> {
 export class PdfText {
   private readonly embedded = new Map<number, Promise<PDFFont>>();
 
-  constructor(private readonly doc: PDFDocument) {
-    doc.registerFontkit(fontkit);
+  private constructor(private readonly doc: PDFDocument) {}
+
+  /** The fonts of `doc`, with fontkit and the pack loaded. */
+  static async for(doc: PDFDocument): Promise<PdfText> {
+    doc.registerFontkit(await loadFonts());
+    return new PdfText(doc);
   }
 
   private font(slot: number, weight: Weight): Promise<PDFFont> {
