@@ -10,6 +10,7 @@ import { env } from "../support/env";
 import { BASE, call, signup } from "../support/http";
 import { createPlan, createUser, subscribed } from "../support/fixtures";
 import { advance, createClock } from "../support/clock";
+import { card, CARDS } from "../support/cards";
 
 async function pdfText(key: string, invoiceId: string) {
   const res = await exports.default.fetch(`${BASE}/invoices/${invoiceId}/pdf`, { headers: { authorization: `Bearer ${key}` } });
@@ -19,7 +20,7 @@ async function pdfText(key: string, invoiceId: string) {
 }
 
 describe("an issued invoice", () => {
-  it("keeps the buyer and the seller it was finalized with: a rename changes neither its JSON nor its PDF", async () => {
+  it("keeps the buyer and the seller it was finalized with: a rename changes neither its JSON nor its PDF", { timeout: 30_000 }, async () => {
     const acct = await signup("Northwind Traders");
     const user = await createUser(acct, { name: "Ada Lovelace", email: "ada@example.com" });
     const plan = await createPlan(acct);
@@ -51,7 +52,7 @@ describe("an issued invoice", () => {
     expect(next).toMatchObject({ customer_name: "Ada King", customer_email: "countess@example.com", account_name: "Southwind Ltd", account_email: "new@southwind.example" });
   });
 
-  it("on a test clock is dated by the clock: created, finalized, paid and the PDF's dates", async () => {
+  it("on a test clock is dated by the clock: created, finalized, paid and the PDF's dates", { timeout: 30_000 }, async () => {
     const acct = await signup();
     const clock = await createClock(acct, "2031-03-10T09:00:00Z");
     const user = await createUser(acct, { testClock: clock.id });
@@ -73,7 +74,7 @@ describe("an issued invoice", () => {
 });
 
 describe("a clocked change invoiced at once (always_invoice)", () => {
-  it("is created, finalized and paid at the clock's time", async () => {
+  it("is created, finalized and paid at the clock's time", { timeout: 30_000 }, async () => {
     const acct = await signup();
     const clock = await createClock(acct, "2031-03-10T09:00:00Z");
     const user = await createUser(acct, { testClock: clock.id });
@@ -90,12 +91,30 @@ describe("a clocked change invoiced at once (always_invoice)", () => {
   });
 });
 
+describe("a clocked past-due invoice paid by a card update", () => {
+  it("is paid at the clock's time", { timeout: 30_000 }, async () => {
+    const acct = await signup();
+    const clock = await createClock(acct, "2028-01-31T12:00:00.000Z");
+    const user = await createUser(acct, { testClock: clock.id });
+    const plan = await createPlan(acct);
+    const sub = await subscribed(acct, user.id, plan.id, CARDS.declineAfterFirst);
+    await advance(acct, clock.id, "2028-03-02T00:00:00.000Z");
+    const [due] = (await call(`/invoices?subscription_id=${sub.id}&status=open`, { key: acct.key })).body.data;
+    expect(due.created_at).toBe("2028-02-29T12:00:00.000Z");
+    const updated = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: card(CARDS.visa) });
+    expect(updated.body.status, updated.text).toBe("active");
+    const paid = (await call(`/invoices/${due.id}`, { key: acct.key })).body;
+    expect(paid).toMatchObject({ status: "paid", paid_at: "2028-03-02T00:00:00.000Z" });
+    expect(await pdfText(acct.key, due.id)).toContain("Paid 2028-03-02");
+  });
+});
+
 describe("migration 0020_invoice_parties", () => {
   type Migrations = Parameters<typeof applyD1Migrations>[1];
   const scratch = () => (env as unknown as { MIGRATION_SCRATCH: D1Database }).MIGRATION_SCRATCH;
   const migrations = () => (env as unknown as { TEST_MIGRATIONS: Migrations }).TEST_MIGRATIONS;
 
-  it("copies the current names onto invoices finalized before it, and leaves drafts live", async () => {
+  it("copies the current names onto invoices finalized before it, and leaves drafts live", { timeout: 30_000 }, async () => {
     const db = scratch();
     await applyD1Migrations(db, migrations().filter((m) => m.name < "0020"));
     await db.batch([

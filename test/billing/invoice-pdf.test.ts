@@ -30,7 +30,7 @@ async function textOf(bytes: Uint8Array) {
 }
 
 describe("the invoice PDF", () => {
-  it("shows the account, the number, the dates, the customer, each line with its period, and the totals", async () => {
+  it("shows the account, the number, the dates, the customer, each line with its period, and the totals", { timeout: 30_000 }, async () => {
     const acct = await signup("Northwind Traders");
     const user = await createUser(acct, { name: "Ada Lovelace", email: "ada@example.com" });
     const plan = await createPlan(acct, { name: "Team", price: 1234.5, currency: "usd" });
@@ -63,7 +63,7 @@ describe("the invoice PDF", () => {
     expect((await pdfOf(acct.key, invoice.id)).bytes).toEqual(bytes);
   });
 
-  it("amounts use each currency's exponent: JPY has none, KWD three", async () => {
+  it("amounts use each currency's exponent: JPY has none, KWD three", { timeout: 30_000 }, async () => {
     const acct = await signup();
     const user = await createUser(acct);
     for (const [currency, price, shown] of [
@@ -106,7 +106,7 @@ describe("the invoice PDF", () => {
     }
   });
 
-  it("draws Arabic joined and right to left, and a character no font has as U+FFFD", async () => {
+  it("draws Arabic joined and right to left, and a character no font has as U+FFFD", { timeout: 30_000 }, async () => {
     const invoice = { ...draftInvoice, customer_name: "شركة الأمل Zeta 🚀", customer_email: "amal@example.com" };
     const bytes = await renderInvoicePdf({ invoice });
     const { text } = await textOf(bytes);
@@ -122,7 +122,7 @@ describe("the invoice PDF", () => {
     expect(arabic?.transform[4]).toBeLessThan(latin?.transform[4] as number);
   });
 
-  it("wraps a long line description over lines instead of cutting it: the (proration) mark stays", async () => {
+  it("wraps a long line description over lines instead of cutting it: the (proration) mark stays", { timeout: 30_000 }, async () => {
     const base = draftInvoice;
     const description = "Unused time on 250 × Enterprise Platinum Annual Plan with priority support and dedicated account manager after 14 Nov 2026";
     const invoice = { ...base, lines: [{ ...base.lines[0], description, proration: true, amount: -12345, type: "proration" as const }] };
@@ -132,7 +132,7 @@ describe("the invoice PDF", () => {
     expect(text).toContain("-123.45 EUR");
   });
 
-  it("a draft has no number and many lines run over pages, each page headed", async () => {
+  it("a draft has no number and many lines run over pages, each page headed", { timeout: 30_000 }, async () => {
     const lines = Array.from({ length: 60 }, (_, i) => ({
       id: `il_${String(i).padStart(26, "0")}`,
       type: i % 2 ? ("proration" as const) : ("subscription" as const),
@@ -183,7 +183,7 @@ describe("the invoice PDF", () => {
     expect(text).toContain("Total 45.00 EUR");
   });
 
-  it("answers 404 for another account's invoice, and needs a credential", async () => {
+  it("answers 404 for another account's invoice, and needs a credential", { timeout: 30_000 }, async () => {
     const acct = await signup();
     const user = await createUser(acct);
     const plan = await createPlan(acct);

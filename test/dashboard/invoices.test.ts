@@ -48,7 +48,7 @@ describe("the Invoices page", () => {
     expect(page.html).not.toContain(`/dashboard/invoices/${paid.id}/void`);
   });
 
-  it("opens the invoice's PDF, as the API made it", async () => {
+  it("opens the invoice's PDF, as the API made it", { timeout: 30_000 }, async () => {
     const page = await dashboardFetch(`/dashboard/invoices/${paid.id}`, { cookie });
     expect(page.html).toContain(`href="/dashboard/invoices/${paid.id}/pdf"`);
     const pdf = await dashboardFetch(`/dashboard/invoices/${paid.id}/pdf`, { cookie });
