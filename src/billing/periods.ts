@@ -612,11 +612,11 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
       ? { kind: "paid", paymentId: result.payment.id }
       : { kind: "failed", paymentId: result.payment.id, status: outcome === "canceled" ? "uncollectible" : "open" };
   if (claim.invoiceId) {
-    const settled = settleInvoice(db, sub, claim.invoiceId, invoiceOutcome, realNow);
+    const settled = settleInvoice(db, sub, claim.invoiceId, invoiceOutcome, { at, realNow });
     statements.push(...settled.statements);
     events.push(...settled.events);
   } else {
-    const issued = issueInvoice(db, invoice!, invoiceOutcome, realNow);
+    const issued = issueInvoice(db, invoice!, invoiceOutcome, { at, realNow });
     statements.push(...issued.statements);
     events.push(...issued.events);
     statements.push(...takeItems(db, sub, invoiceId, items, claim, invoice!, realNow));

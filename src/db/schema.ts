@@ -555,6 +555,14 @@ export const invoices = sqliteTable(
     amountDue: integer("amount_due").notNull(),
     // The last payment attempted for it (the one that paid it, once paid).
     paymentId: text("payment_id"),
+    // What the invoice says about its buyer and seller, copied when it is finalized (by the
+    // statement that numbers it, src/billing/invoices.ts ISSUED_PARTIES) and never changed after:
+    // a later rename of the user or the account never alters an issued invoice. Null on a draft,
+    // which shows the live values until it is finalized.
+    customerName: text("customer_name"),
+    customerEmail: text("customer_email"),
+    accountName: text("account_name"),
+    accountEmail: text("account_email"),
     createdAt: createdAt(),
     finalizedAt: text("finalized_at"),
     paidAt: text("paid_at"),

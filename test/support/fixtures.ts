@@ -201,7 +201,7 @@ export async function chargeCard(acct: Account, customer: { id: string; email: s
       lines: [{ type: "subscription", description: "Charge", quantity: 1, unitAmountDecimal: String(amount), amount, proration: false, periodStart: now, periodEnd: now }],
     },
     result.succeeded ? { kind: "paid", paymentId: result.payment.id } : { kind: "failed", paymentId: result.payment.id, status: "void" },
-    at,
+    { at, realNow: at },
   );
   await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { statements: [...result.statements, ...invoice.statements], events: [...result.events, ...invoice.events] });
   return result;

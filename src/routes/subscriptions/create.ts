@@ -143,7 +143,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
           coupon: discountAsCoupon(discount, plan.currency),
         },
         outcome,
-        realNow,
+        { at: start, realNow },
       );
     if (trialEnd !== null || metered || amount === 0) return createWithoutCharge();
     // A processor call that still threw after its retries may have moved money: the outcome is

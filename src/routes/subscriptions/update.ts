@@ -249,7 +249,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       // unknown, so the Idempotency-Key stays claimed, and the claim is given back for the cron.
       assertKeyClaimedFirst(c);
       try {
-        const settlement = await outcomeTracked(c, () => chargePeriod(db, { processor, row: current, claim, at: realNow, realNow, changes }));
+        const settlement = await outcomeTracked(c, () => chargePeriod(db, { processor, row: current, claim, at: billingNow(current.clock, realNow), realNow, changes }));
         // Money moved: the settlement commits whatever became of the caller's key or claim meanwhile.
         const charged = chargeOf(settlement);
         const options = { moneyMoved: { paymentId: charged.payment.id }, claimGuard: false, failures: { [PERIOD_ALREADY_SETTLED]: changedMeanwhile } };
