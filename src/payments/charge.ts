@@ -74,7 +74,7 @@ const PROCESSOR_RETRY_DELAYS_MS = [100, 400];
  * reference is fixed, so calling again is the same charge to the processor, which answers with
  * the first outcome: the call is made again a few times, so the charge is known and recorded.
  */
-async function withProcessorRetries<T>(call: () => Promise<T>): Promise<T> {
+export async function withProcessorRetries<T>(call: () => Promise<T>): Promise<T> {
   for (let retry = 0; ; retry++) {
     try {
       return await call();
@@ -116,6 +116,16 @@ export async function charge(args: ChargeArgs): Promise<ChargeResult> {
     currency: args.currency,
     status: succeeded ? "completed" : "failed",
     amountRefunded: 0,
+    captureMethod: "automatic",
+    amountCapturable: 0,
+    amountReceived: succeeded ? args.amount : 0,
+    nextAction: null,
+    paymentMethodId: null,
+    description: null,
+    metadata: null,
+    captureBefore: null,
+    canceledAt: null,
+    cancellationReason: null,
     failureCode: outcome.status === "failed" ? outcome.code : null,
     failureMessage: outcome.status === "failed" ? outcome.message : null,
     cardBrand: args.summary.brand,

@@ -48,6 +48,21 @@ export const sandboxProcessor: Processor = {
     const outcome = behaviour === "succeed" || behaviour === "decline_after_first" ? succeeded() : failed(behaviour);
     return { token: tokenFor(behaviour), outcome };
   },
+  // An authorization behaves as the charge would: the card number decides whether it is declined.
+  async authorizeCard({ card, capture }) {
+    const behaviour = behaviourOf(card.number);
+    if (behaviour === "succeed" || behaviour === "decline_after_first" || behaviour === "dispute") {
+      return { status: "succeeded", reference: `sbx_${randomToken(24)}`, authorized: capture === "manual" };
+    }
+    return { status: "failed", code: behaviour, message: DECLINE_MESSAGES[behaviour] };
+  },
+  // Authorizations never lapse at the sandbox; Tender's cron cancels them after 7 days.
+  async capturePayment() {
+    return succeeded();
+  },
+  async cancelPayment() {
+    return succeeded();
+  },
   async chargeToken({ token }) {
     const behaviour = behaviourOfToken(token);
     // The dispute card's holder disputes the first charge only.

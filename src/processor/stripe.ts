@@ -373,6 +373,19 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
       return { payable: true, token: payoutToken(accountId, match.id) };
     },
 
+    // One-off payments are not sent to Stripe yet: POST /payments refuses live mode before any
+    // call (src/routes/payments/create.ts), so these are never reached. The PaymentIntent with
+    // capture_method manual, its capture and its cancel belong here.
+    async authorizeCard() {
+      throw new Error("The Stripe connector does not make one-off payments yet (POST /payments answers 400 in live mode)");
+    },
+    async capturePayment() {
+      throw new Error("The Stripe connector does not capture one-off payments yet");
+    },
+    async cancelPayment() {
+      throw new Error("The Stripe connector does not cancel one-off payments yet");
+    },
+
     async tokenizeDestination() {
       throw new Error("The Stripe connector needs a customer or a recipient to vault a card: call vaultCard or payoutDestination");
     },
