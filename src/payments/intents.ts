@@ -14,7 +14,7 @@
 // guard aborts it otherwise), so exactly one change, with its events, is recorded; a retry after
 // an unknown outcome reaches the processor with the same reference, which answers it as the first.
 import { and, asc, eq, lte, sql } from "drizzle-orm";
-import { failureReason, guard, runBatch, type Statement } from "../db/batch";
+import { type FailureMap, failureReason, guard, runBatch, type Statement } from "../db/batch";
 import { claimLease, leaseTaken, releaseLease } from "../db/leases";
 import { createDb, type Db } from "../db/client";
 import { payments, users } from "../db/schema";
@@ -41,10 +41,13 @@ export type CancellationReason = NonNullable<PaymentRow["cancellationReason"]>;
 export const PAYMENT_STEP_LEASE_MS = 2 * 60_000;
 export const paymentStepKey = (paymentId: string) => `payment_step:${paymentId}`;
 
-/** Takes the payment's step lease; false while another capture or cancel holds it. */
-export async function takePaymentStep(db: Db, paymentId: string, now: number): Promise<boolean> {
-  const [result] = await runBatch(db, [claimLease(db, paymentStepKey(paymentId), now, PAYMENT_STEP_LEASE_MS)]);
-  return leaseTaken(result);
+/**
+ * Takes the payment's step lease; false while another capture or cancel holds it. A request
+ * passes its credential's guard (`first`), so a key revoked meanwhile takes nothing.
+ */
+export async function takePaymentStep(db: Db, paymentId: string, now: number, first: { statement: Statement; failures: FailureMap } | null = null): Promise<boolean> {
+  const results = await runBatch(db, [...(first ? [first.statement] : []), claimLease(db, paymentStepKey(paymentId), now, PAYMENT_STEP_LEASE_MS)], first?.failures ?? {});
+  return leaseTaken(results[results.length - 1]);
 }
 
 /** Gives the step lease back (the step was recorded, refused, or its call ended unanswered); best effort: it runs out anyway. */

@@ -7,6 +7,8 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { AppEnv } from "../../context";
+import { revokedCredential } from "../../auth/credentials";
+import { CREDENTIAL_REVOKED, credentialGuard } from "../../db/scope";
 import { hasPrefix } from "../../domain/ids";
 import { ApiError, conflict, invalidRequest, notFound } from "../../lib/errors";
 import { clock } from "../../lib/clock";
@@ -66,6 +68,10 @@ async function loadOwnPayment(c: Context<AppEnv>, id: string) {
   return found(c, (await loadPayment(c.var.db, c.var.auth, id)) ?? undefined, "payment", id);
 }
 
+/** One-off payments are test mode only for now (src/routes/payments/create.ts): the Stripe connector does not capture or cancel them yet. */
+const livemodeNotSupported = () =>
+  invalidRequest("livemode_not_supported", "One-off payments (and so their capture and cancel) are available in test mode only for now.");
+
 const inProgress = (id: string) =>
   conflict("payment_in_progress", `Payment ${id} is being captured or canceled by another request; retry in a few seconds.`);
 
@@ -75,7 +81,9 @@ const inProgress = (id: string) =>
  * the retry calls again with the same reference, at once).
  */
 async function holdingStep<T>(c: Context<AppEnv>, id: string, now: number, step: () => Promise<T>): Promise<T> {
-  if (!(await takePaymentStep(c.var.db, id, now))) throw inProgress(id);
+  const { db, auth } = c.var;
+  const guarded = { statement: credentialGuard(db, auth), failures: { [CREDENTIAL_REVOKED]: () => revokedCredential(auth.keyId) } };
+  if (!(await takePaymentStep(db, id, now, guarded))) throw inProgress(id);
   try {
     return await step();
   } finally {
@@ -98,6 +106,7 @@ export function registerPaymentSteps(app: OpenAPIHono<AppEnv>) {
     assertKeyClaimedFirst(c);
     const { payment, customer } = await loadOwnPayment(c, id);
     if (payment.status !== "requires_capture") throw unexpectedState(payment, "captured", "requires_capture");
+    if (payment.livemode) throw livemodeNotSupported();
     const amount = body.amount ?? payment.amountCapturable;
     if (amount > payment.amountCapturable) {
       throw invalidRequest("amount_too_large", `amount ${amount} is more than payment ${id} can capture: ${payment.amountCapturable} (amount_capturable).`, "amount");
@@ -131,6 +140,7 @@ export function registerPaymentSteps(app: OpenAPIHono<AppEnv>) {
     assertKeyClaimedFirst(c);
     const { payment } = await loadOwnPayment(c, id);
     if (payment.status !== "requires_capture" && payment.status !== "requires_action") throw unexpectedState(payment, "canceled", "requires_capture or requires_action");
+    if (payment.livemode) throw livemodeNotSupported();
     const processor = await processorForRequest(c);
     const writes = cancelWrites(db, payment, body.cancellation_reason ?? null, now);
     const answer = serializePayment(writes.row);
