@@ -17,7 +17,7 @@ import { and, asc, eq, lte, sql } from "drizzle-orm";
 import { type FailureMap, failureReason, guard, runBatch, type Statement } from "../db/batch";
 import { claimLease, leaseTaken, releaseLease } from "../db/leases";
 import { createDb, type Db } from "../db/client";
-import { payments, users } from "../db/schema";
+import { jobRuns, payments, users } from "../db/schema";
 import { type Tenant, livesHere, ownedBy } from "../db/scope";
 import type { Bindings } from "../env";
 import { isoTime } from "../lib/clock";
@@ -50,7 +50,10 @@ export async function takePaymentStep(db: Db, paymentId: string, now: number, fi
   return leaseTaken(results[results.length - 1]);
 }
 
-/** Gives the step lease back (the step was recorded, refused, or its call ended unanswered); best effort: it runs out anyway. */
+/** The statement that gives the step lease back, in the batch that records the step. */
+const releaseStep = (db: Db, paymentId: string): Statement => db.update(jobRuns).set({ leaseUntil: 0 }).where(eq(jobRuns.key, paymentStepKey(paymentId)));
+
+/** Gives the step lease back (the step was refused, or its call ended unanswered); best effort: it runs out anyway. */
 export async function releasePaymentStep(db: Db, paymentId: string): Promise<void> {
   await releaseLease(db, paymentStepKey(paymentId)).catch((error) => {
     console.error(JSON.stringify({ message: "payment step lease not released; it runs out by itself", payment: paymentId, error: String(error) }));
@@ -137,6 +140,7 @@ export function captureWrites(db: Db, payment: PaymentRow, amount: number, custo
         .update(payments)
         .set({ status: "completed", amountReceived: amount, amountCapturable: 0, captureBefore: null })
         .where(and(eq(payments.id, payment.id), eq(payments.status, "requires_capture"))),
+      releaseStep(db, payment.id),
     ],
     events: [emitEvent(db, payment, { type: "payment.completed", data: paymentEventData(row, customer) }, at)],
   };
@@ -153,6 +157,7 @@ export function cancelWrites(db: Db, payment: PaymentRow, reason: CancellationRe
         .update(payments)
         .set({ status: "canceled", amountCapturable: 0, captureBefore: null, nextAction: null, canceledAt: isoTime(at), cancellationReason: reason })
         .where(and(eq(payments.id, payment.id), eq(payments.status, payment.status))),
+      releaseStep(db, payment.id),
     ],
     events: [emitEvent(db, payment, { type: "payment.canceled", data: serializePayment(row) }, at)],
   };
@@ -210,6 +215,7 @@ export async function expireAuthorizations(env: Bindings, now: number): Promise<
       }
       const writes = cancelWrites(db, payment, "expired", now);
       await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { statements: writes.statements, events: writes.events });
+      held = false;
       canceled++;
     } catch (error) {
       // Captured or canceled meanwhile (or by an overlapping run): nothing to do.

@@ -174,11 +174,11 @@ describe("bad input: a clear 4xx, nothing written", () => {
     expectError(await pay({ user_id: liveUser.body.id }), 404, "not_found_error", "resource_missing");
   });
 
-  it("a live key answers 400 livemode_not_supported before any charge", async () => {
+  it("a live key without a processor connection answers 400 livemode_unavailable, charging nothing", async () => {
     const liveUser = await call("/api/users", { key: acct.liveKey, body: { name: "Live Lu", email: "lu2@example.com" } });
     const before = await countRows("payments", "account_id = ?", acct.id);
     const res = await pay({ user_id: liveUser.body.id }, { key: acct.liveKey });
-    expectError(res, 400, "invalid_request_error", "livemode_not_supported");
+    expectError(res, 400, "invalid_request_error", "livemode_unavailable");
     expect(await countRows("payments", "account_id = ?", acct.id)).toBe(before);
   });
 });

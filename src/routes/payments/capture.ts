@@ -68,17 +68,13 @@ async function loadOwnPayment(c: Context<AppEnv>, id: string) {
   return found(c, (await loadPayment(c.var.db, c.var.auth, id)) ?? undefined, "payment", id);
 }
 
-/** One-off payments are test mode only for now (src/routes/payments/create.ts): the Stripe connector does not capture or cancel them yet. */
-const livemodeNotSupported = () =>
-  invalidRequest("livemode_not_supported", "One-off payments (and so their capture and cancel) are available in test mode only for now.");
-
 const inProgress = (id: string) =>
   conflict("payment_in_progress", `Payment ${id} is being captured or canceled by another request; retry in a few seconds.`);
 
 /**
- * Runs `step` (the processor call and the batch) while holding the payment's step lease, which is
- * given back when the step ends, whatever its end (a call that threw leaves the outcome unknown:
- * the retry calls again with the same reference, at once).
+ * Runs `step` (the processor call and the batch) while holding the payment's step lease, which the
+ * step's batch gives back, or this does when the step fails (a call that threw leaves the outcome
+ * unknown: the retry calls again with the same reference, at once).
  */
 async function holdingStep<T>(c: Context<AppEnv>, id: string, now: number, step: () => Promise<T>): Promise<T> {
   const { db, auth } = c.var;
@@ -86,8 +82,9 @@ async function holdingStep<T>(c: Context<AppEnv>, id: string, now: number, step:
   if (!(await takePaymentStep(db, id, now, guarded))) throw inProgress(id);
   try {
     return await step();
-  } finally {
-    await releasePaymentStep(c.var.db, id);
+  } catch (error) {
+    await releasePaymentStep(db, id);
+    throw error;
   }
 }
 
@@ -106,7 +103,6 @@ export function registerPaymentSteps(app: OpenAPIHono<AppEnv>) {
     assertKeyClaimedFirst(c);
     const { payment, customer } = await loadOwnPayment(c, id);
     if (payment.status !== "requires_capture") throw unexpectedState(payment, "captured", "requires_capture");
-    if (payment.livemode) throw livemodeNotSupported();
     const amount = body.amount ?? payment.amountCapturable;
     if (amount > payment.amountCapturable) {
       throw invalidRequest("amount_too_large", `amount ${amount} is more than payment ${id} can capture: ${payment.amountCapturable} (amount_capturable).`, "amount");
@@ -140,7 +136,6 @@ export function registerPaymentSteps(app: OpenAPIHono<AppEnv>) {
     assertKeyClaimedFirst(c);
     const { payment } = await loadOwnPayment(c, id);
     if (payment.status !== "requires_capture" && payment.status !== "requires_action") throw unexpectedState(payment, "canceled", "requires_capture or requires_action");
-    if (payment.livemode) throw livemodeNotSupported();
     const processor = await processorForRequest(c);
     const writes = cancelWrites(db, payment, body.cancellation_reason ?? null, now);
     const answer = serializePayment(writes.row);

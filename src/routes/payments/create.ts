@@ -36,7 +36,7 @@ const create = apiRoute({
     "capture_method manual only authorizes: status requires_capture with amount_capturable held and capture_before 7 days on, payment.authorized; capture it with POST /payments/{id}/capture or release it with POST /payments/{id}/cancel (the cron cancels it when capture_before passes, cancellation_reason expired). " +
     "A decline answers 402 card_declined (with decline_code) and error.payment_id: the payment is kept, failed, and payment.failed is sent. " +
     "The Idempotency-Key is the processor's: a retry with it never charges twice. The user must be of this account and mode (else 404). " +
-    "One-off payments are in test mode for now: a live key answers 400 livemode_not_supported.",
+    "In live mode the payment is a Stripe PaymentIntent on the user's Stripe Customer (capture_method as given, confirmed at once); a card that asks for 3-D Secure answers 402 with decline_code authentication_required until Tender can send the payer to authenticate.",
   scope: "payments:write",
   request: jsonBodyOf(CreatePaymentBody),
   responses: { 201: json(PaymentSchema, "The payment: completed, or requires_capture for a manual capture.") },
@@ -84,9 +84,6 @@ export function registerCreatePayment(app: OpenAPIHono<AppEnv>) {
     if (!hasPrefix(body.user_id, "user")) throw notFound("user", body.user_id, "user_id");
     const [userRow] = await db.select({ id: users.id, email: users.email }).from(users).where(owned(users, auth, eq(users.id, body.user_id))).limit(1);
     const user = await found(c, userRow, "user", body.user_id, "user_id");
-    if (auth.livemode) {
-      throw invalidRequest("livemode_not_supported", "One-off payments (POST /payments) are available in test mode only for now; subscriptions take live payments.");
-    }
     const processor = await processorForRequest(c);
 
     const id = newId("payment", now);
