@@ -130,7 +130,7 @@ function stillAsRead(payment: PaymentRow) {
 }
 
 /** The writes of a capture the processor made: completed, `amount` received, the rest released; payment.completed. */
-export function captureWrites(db: Db, payment: PaymentRow, amount: number, customer: { id: string; email: string }, at: number): { row: PaymentRow; statements: Statement[]; events: EmittedEvent[] } {
+export function captureWrites(db: Db, payment: PaymentRow, amount: number, customer: { id: string; email: string } | null, at: number): { row: PaymentRow; statements: Statement[]; events: EmittedEvent[] } {
   const row: PaymentRow = { ...payment, status: "completed", amountReceived: amount, amountCapturable: 0, captureBefore: null };
   return {
     row,

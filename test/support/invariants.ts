@@ -108,8 +108,9 @@ interface PaymentRow {
  */
 export async function paymentsEqualCharges(ledger: Ledger, options: { since?: Mark } = {}) {
   const name = "paymentsEqualCharges";
-  const charges = ledger.moneyMoved(["chargeCard", "chargeToken"], options.since?.ledger ?? 0);
-  const everCharged = new Map(ledger.moneyMoved(["chargeCard", "chargeToken"]).map((c) => [c.reference, c]));
+  // A one-off payment's authorization (authorizeCard) is its charge: captured at once, or held.
+  const charges = ledger.moneyMoved(["chargeCard", "chargeToken", "authorizeCard"], options.since?.ledger ?? 0);
+  const everCharged = new Map(ledger.moneyMoved(["chargeCard", "chargeToken", "authorizeCard"]).map((c) => [c.reference, c]));
   const rows = await all<PaymentRow>("SELECT rowid, id, amount, currency, status, charge_reference, processor_reference FROM payments");
   const violations: string[] = [];
   const byReference = new Map<string, PaymentRow[]>();

@@ -108,7 +108,7 @@ export function registerPaymentSteps(app: OpenAPIHono<AppEnv>) {
       throw invalidRequest("amount_too_large", `amount ${amount} is more than payment ${id} can capture: ${payment.amountCapturable} (amount_capturable).`, "amount");
     }
     const processor = await processorForRequest(c);
-    const writes = captureWrites(db, payment, amount, customer ?? { id: payment.userId ?? "", email: "" }, now);
+    const writes = captureWrites(db, payment, amount, customer, now);
     const answer = serializePayment(writes.row);
     await holdingStep(c, id, now, async () => {
       const outcome = await outcomeTracked(c, () => captureAtProcessor(processor, payment, amount));
