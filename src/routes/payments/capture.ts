@@ -37,6 +37,8 @@ const capture = apiRoute({
   scope: "payments:write",
   request: { params: paymentId, ...jsonBodyOf(CapturePaymentBody) },
   responses: { 200: json(PaymentSchema, "The completed payment.") },
+  // The processor refused the capture (the authorization lapsed there): 402 payment_processor_refused, nothing changed.
+  extraErrors: [402],
 });
 
 const cancel = apiRoute({
@@ -51,6 +53,7 @@ const cancel = apiRoute({
   scope: "payments:write",
   request: { params: paymentId, ...jsonBodyOf(CancelPaymentBody) },
   responses: { 200: json(PaymentSchema, "The canceled payment.") },
+  extraErrors: [402],
 });
 
 const unexpectedState = (payment: PaymentRow, action: "captured" | "canceled", allowed: string) =>
