@@ -32,6 +32,8 @@ export const OPERATIONS = [
   ["post", "/v1/payment_intents"],
   ["get", "/v1/payment_intents/search"],
   ["get", "/v1/payment_intents/{intent}"],
+  ["post", "/v1/payment_intents/{intent}/capture"],
+  ["post", "/v1/payment_intents/{intent}/cancel"],
   ["post", "/v1/setup_intents"],
   ["get", "/v1/setup_intents"],
   ["post", "/v1/refunds"],

@@ -7,6 +7,7 @@ import { expireRecords } from "./jobs/expiry";
 import { settleStaleProrationCharges } from "./billing/proration-charges";
 import { sweepStalePayouts } from "./payments/settle-payout";
 import { sweepStaleRefunds } from "./payments/settle-refund";
+import { expireAuthorizations } from "./payments/intents";
 import { sweepDeliveries } from "./webhooks/sweeper";
 import { reencryptConnections } from "./processor/connections";
 
@@ -21,6 +22,8 @@ const tasks: Record<string, Task> = {
   expireRecords: async (env, scheduledTime) => void (await expireRecords(env, scheduledTime)),
   settlePayouts: async (env, scheduledTime) => void (await sweepStalePayouts(env, scheduledTime)),
   settleRefunds: async (env, scheduledTime) => void (await sweepStaleRefunds(env, scheduledTime)),
+  // Authorizations not captured in 7 days are canceled (cancellation_reason expired).
+  expireAuthorizations: async (env, scheduledTime) => void (await expireAuthorizations(env, scheduledTime)),
   // A PROCESSOR_ENCRYPTION_KEY rotation: connections sealed with an older key id are sealed again.
   reencryptProcessorSecrets: async (env, scheduledTime) => void (await reencryptConnections(env, scheduledTime)),
   sweepDeliveries: async (env) => {

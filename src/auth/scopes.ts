@@ -11,6 +11,7 @@ export const SCOPES = [
   "payouts:read",
   "payouts:write",
   "payments:read",
+  "payments:write",
   "refunds:read",
   "refunds:write",
   "plans:read",

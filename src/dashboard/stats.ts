@@ -97,9 +97,10 @@ export async function overviewStats(db: Db, auth: Auth, now: number): Promise<Ov
   const queries: any[] = countQueries.map((q) => q.query);
   const volumeAt = may("payments:read") ? queries.push(
     db
-      .select({ day: dayOf(payments.createdAt), currency: payments.currency, amount: sql<number>`sum(${payments.amount})`, payments: count() })
+      // What was captured: an authorization not (yet) captured, or canceled, moved no money.
+      .select({ day: dayOf(payments.createdAt), currency: payments.currency, amount: sql<number>`sum(${payments.amountReceived})`, payments: count() })
       .from(payments)
-      .where(owned(payments, auth, gte(payments.createdAt, since), sql`${payments.status} <> 'failed'`))
+      .where(owned(payments, auth, gte(payments.createdAt, since), sql`${payments.status} IN ('completed', 'partially_refunded', 'refunded')`))
       .groupBy(dayOf(payments.createdAt), payments.currency),
   ) - 1 : -1;
   const successAt = may("webhooks:read") ? queries.push(

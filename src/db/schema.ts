@@ -289,8 +289,27 @@ export const payments = sqliteTable(
     subscriptionId: text("subscription_id"),
     amount: integer("amount").notNull(),
     currency: text("currency").notNull(),
-    status: text("status", { enum: ["completed", "failed", "refunded", "partially_refunded"] }).notNull(),
+    // Subscription charges are completed or failed at once. A one-off payment (src/payments/intents.ts)
+    // may first be requires_capture (authorized, manual capture) or requires_action (3-D Secure),
+    // then completed, failed or canceled; refunds then make it partially_refunded or refunded.
+    status: text("status", { enum: ["requires_action", "requires_capture", "completed", "failed", "canceled", "refunded", "partially_refunded"] }).notNull(),
     amountRefunded: integer("amount_refunded").notNull().default(0),
+    // automatic: captured when confirmed (every subscription charge); manual: authorized, then captured by POST /payments/{id}/capture.
+    captureMethod: text("capture_method", { enum: ["automatic", "manual"] }).notNull().default("automatic"),
+    // What an authorization holds and a capture may still take (0 once captured, canceled or failed).
+    amountCapturable: integer("amount_capturable").notNull().default(0),
+    // What was captured: refunds take from this, never from the authorized amount.
+    amountReceived: integer("amount_received").notNull().default(0),
+    // The step the payer must take (3-D Secure: { type: "redirect_to_url", url }); null otherwise.
+    nextAction: text("next_action", { mode: "json" }).$type<{ type: "redirect_to_url"; url: string }>(),
+    // The saved payment method (pmt_…) charged; null when the card fields were sent.
+    paymentMethodId: text("payment_method_id"),
+    description: text("description"),
+    metadata: text("metadata", { mode: "json" }).$type<Record<string, string>>(),
+    // When an uncaptured authorization is canceled by the cron (7 days after it was made).
+    captureBefore: text("capture_before"),
+    canceledAt: text("canceled_at"),
+    cancellationReason: text("cancellation_reason", { enum: ["requested_by_customer", "duplicate", "fraudulent", "abandoned", "expired"] }),
     failureCode: text("failure_code"),
     failureMessage: text("failure_message"),
     ...cardColumns,
@@ -315,8 +334,13 @@ export const payments = sqliteTable(
     // A processor's dispute names the charge by the processor's own reference (a PaymentIntent).
     index("payments_processor_reference").on(t.accountId, t.livemode, t.processorReference),
     check("payments_amount_positive", sql`${t.amount} > 0`),
-    // The refunded total can never pass what was charged, whatever the concurrency.
-    check("payments_refund_within_amount", sql`${t.amountRefunded} >= 0 AND ${t.amountRefunded} <= ${t.amount}`),
+    // The authorizations the cron cancels when their 7 days are over.
+    index("payments_capture_before").on(t.status, t.captureBefore),
+    // The refunded total can never pass what was captured, whatever the concurrency.
+    check("payments_refund_within_amount", sql`${t.amountRefunded} >= 0 AND ${t.amountRefunded} <= ${t.amountReceived}`),
+    // A capture never takes more than was authorized.
+    check("payments_received_within_amount", sql`${t.amountReceived} >= 0 AND ${t.amountReceived} <= ${t.amount}`),
+    check("payments_capturable_within_amount", sql`${t.amountCapturable} >= 0 AND ${t.amountCapturable} <= ${t.amount}`),
   ],
 );
 

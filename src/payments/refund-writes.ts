@@ -1,7 +1,7 @@
 // The writes of a new refund, as one batch with no read first. The refund's amount (by default
 // what remains) and currency come from the payment row as the batch sees it; the CHECK
 // `payments_refund_within_amount` refuses any refund that would take the refunded total past the
-// charged amount, whatever runs concurrently, and so rolls the whole batch back.
+// captured amount (amount_received), whatever runs concurrently, and so rolls the whole batch back.
 import { type SQL, and, eq, sql } from "drizzle-orm";
 import { guard, rawStatement, type Statement } from "../db/batch";
 import type { Db } from "../db/client";
@@ -15,6 +15,8 @@ export const REFUND_FAILURES = {
   paymentMissing: "payment_missing",
   paymentFailed: "payment_failed",
   paymentRefunded: "payment_refunded",
+  /** Authorized, canceled or waiting for the payer: nothing was captured, so nothing can be refunded. */
+  paymentNotCaptured: "payment_not_captured",
   /** The CHECK constraint's name, as SQLite reports it. */
   exceedsPayment: "payments_refund_within_amount",
 } as const;
@@ -35,11 +37,12 @@ export function refundWrites(db: Db, refund: NewRefund): { statements: Statement
   const mine = and(ownedBy(payments, refund), eq(payments.id, refund.paymentId));
   const paymentIs = (condition: SQL) => sql`EXISTS (SELECT 1 FROM ${payments} WHERE ${mine} AND ${condition})`;
   const refundAmount = sql`(SELECT ${refunds.amount} FROM ${refunds} WHERE ${refunds.id} = ${refund.refundId})`;
-  const amount = refund.amount ?? sql`${payments.amount} - ${payments.amountRefunded}`;
+  const amount = refund.amount ?? sql`${payments.amountReceived} - ${payments.amountRefunded}`;
   const statements = [
     guard(db, REFUND_FAILURES.paymentMissing, paymentIs(sql`1`)),
     guard(db, REFUND_FAILURES.paymentFailed, paymentIs(sql`${payments.status} <> 'failed'`)),
     guard(db, REFUND_FAILURES.paymentRefunded, paymentIs(sql`${payments.status} <> 'refunded'`)),
+    guard(db, REFUND_FAILURES.paymentNotCaptured, paymentIs(sql`${payments.status} IN ('completed', 'partially_refunded')`)),
     rawStatement(
       db,
       sql`INSERT INTO ${refunds} (id, account_id, livemode, payment_id, amount, currency, reason, status, created_at, completed_at)
@@ -50,7 +53,7 @@ export function refundWrites(db: Db, refund: NewRefund): { statements: Statement
       .update(payments)
       .set({
         amountRefunded: sql`${payments.amountRefunded} + ${refundAmount}`,
-        status: sql`CASE WHEN ${payments.amountRefunded} + ${refundAmount} = ${payments.amount} THEN 'refunded' ELSE 'partially_refunded' END`,
+        status: sql`CASE WHEN ${payments.amountRefunded} + ${refundAmount} = ${payments.amountReceived} THEN 'refunded' ELSE 'partially_refunded' END`,
       })
       .where(and(mine, sql`${payments.status} IN ('completed', 'partially_refunded')`)),
   ];

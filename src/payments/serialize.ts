@@ -26,7 +26,17 @@ export interface PaymentJson {
   amount: number;
   currency: string;
   status: PaymentRow["status"];
+  capture_method: PaymentRow["captureMethod"];
+  amount_capturable: number;
+  amount_received: number;
   amount_refunded: number;
+  next_action: PaymentRow["nextAction"];
+  payment_method_id: string | null;
+  capture_before: string | null;
+  canceled_at: string | null;
+  cancellation_reason: PaymentRow["cancellationReason"];
+  description: string | null;
+  metadata: Record<string, string>;
   failure_code: string | null;
   failure_message: string | null;
   card: CardSummary;
@@ -44,7 +54,17 @@ export function serializePayment(row: PaymentRow): PaymentJson {
     amount: row.amount,
     currency: row.currency,
     status: row.status,
+    capture_method: row.captureMethod,
+    amount_capturable: row.amountCapturable,
+    amount_received: row.amountReceived,
     amount_refunded: row.amountRefunded,
+    next_action: row.nextAction ?? null,
+    payment_method_id: row.paymentMethodId,
+    capture_before: row.captureBefore,
+    canceled_at: row.canceledAt,
+    cancellation_reason: row.cancellationReason,
+    description: row.description,
+    metadata: row.metadata ?? {},
     failure_code: row.failureCode,
     failure_message: row.failureMessage,
     card: cardOf(row),

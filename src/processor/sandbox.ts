@@ -69,6 +69,22 @@ export const sandboxProcessor: Processor = {
     const outcome = behaviour === "succeed" || behaviour === "decline_after_first" ? succeeded() : failed(failureOf(behaviour));
     return { token: tokenFor(behaviour), outcome };
   },
+  // An authorization behaves as the charge would: the card number decides whether it is declined.
+  async authorizeCard({ card, token, capture }) {
+    const behaviour = card ? behaviourOf(card.number) : behaviourOfToken(token);
+    if (behaviour === "succeed" || behaviour === "decline_after_first" || behaviour === "dispute") {
+      return { status: "succeeded", reference: `sbx_${randomToken(24)}`, authorized: capture === "manual" };
+    }
+    const code = failureOf(behaviour);
+    return { status: "failed", code, message: DECLINE_MESSAGES[code] };
+  },
+  // Authorizations never lapse at the sandbox; Tender's cron cancels them after 7 days.
+  async capturePayment() {
+    return succeeded();
+  },
+  async cancelPayment() {
+    return succeeded();
+  },
   async chargeToken({ token }) {
     const behaviour = behaviourOfToken(token);
     // The dispute card's holder disputes the first charge only.

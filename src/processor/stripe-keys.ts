@@ -19,7 +19,9 @@ export type StripeStep =
   | "refund"
   | "transfer"
   | "payout"
-  | "reversal";
+  | "reversal"
+  | "capture"
+  | "cancel";
 
 const STRIPE_KEY_MAX = 255;
 const SAFE_TAG = /^[\x21-\x7e]{1,200}$/;

@@ -8,7 +8,7 @@
 //     code or decline_code authentication_required      -> authentication_required
 //     anything else (generic_decline, incorrect_cvc, lost_card, fraudulent, ...) -> card_declined
 //   PaymentIntent / SetupIntent status:
-//     succeeded -> succeeded; requires_action -> authentication_required (Tender cannot ask the
+//     succeeded, requires_capture (authorized) -> succeeded; requires_action -> authentication_required (Tender cannot ask the
 //     holder to authenticate); requires_payment_method / canceled -> failed (its last error);
 //     processing -> not settled yet (the caller reads it again)
 //   Payout status: paid -> succeeded; pending, in_transit -> pending; failed, canceled -> failed
@@ -63,6 +63,8 @@ interface IntentLike {
 export function intentOutcome(intent: IntentLike): Outcome | "processing" {
   switch (intent.status) {
     case "succeeded":
+    // Authorized, held for a manual capture (a one-off payment's requires_capture).
+    case "requires_capture":
       return { status: "succeeded", reference: intent.id };
     case "processing":
       return "processing";

@@ -36,7 +36,7 @@ import {
   referenceKeys,
 } from "./stripe-keys";
 import { declined, intentOutcome, payoutOutcome, refundOutcome, refused } from "./stripe-outcomes";
-import type { AttachOutcome, CardDetails, NotPayableReason, Outcome, PayoutDestination, Processor, ProcessorCustomer, SettlementOutcome } from "./types";
+import type { AttachOutcome, AuthorizationOutcome, CardDetails, NotPayableReason, Outcome, PayoutDestination, Processor, ProcessorCustomer, SettlementOutcome } from "./types";
 
 /** Within this age an operation's Idempotency-Keys are surely still known to Stripe (24 h, less an hour). */
 export const KEY_TRUSTED_MS = 23 * 60 * 60 * 1000;
@@ -62,7 +62,7 @@ const idOf = (value: string | { id: string } | null | undefined) => (typeof valu
  * later one), the one that says most: a success wins, so a charge is never made twice.
  */
 function preferSettled<T extends Intent>(intents: T[]): T | null {
-  return intents.find((i) => i.status === "succeeded") ?? intents.find((i) => i.status === "processing") ?? intents[0] ?? null;
+  return intents.find((i) => i.status === "succeeded" || i.status === "requires_capture") ?? intents.find((i) => i.status === "processing") ?? intents[0] ?? null;
 }
 
 /**
@@ -413,6 +413,89 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
         );
       }
       return { payable: true, token: payoutToken(accountId, match.id) };
+    },
+
+    // A one-off payment: a PaymentIntent on the user's Customer, confirmed at once, captured now
+    // (automatic) or held (manual: Stripe's requires_capture), then captured or canceled.
+    async authorizeCard({ card, token, amount, currency, reference, capture, customer, firstAttemptAt }) {
+      if (!customer) throw new Error("The Stripe connector keeps cards on the Tender user's customer: authorizeCard needs the customer");
+      const keys = await referenceKeys(reference);
+      const authorization = (intent: Intent | null, outcome: Outcome): AuthorizationOutcome =>
+        outcome.status === "succeeded" ? { status: "succeeded", reference: outcome.reference, authorized: intent?.status === "requires_capture" } : outcome;
+      if (mayBeLate(firstAttemptAt)) {
+        const earlier = await findPaymentIntent(keys);
+        if (earlier) {
+          assertSameMoney(earlier, amount, currency);
+          return authorization(earlier, await settledOutcome(earlier));
+        }
+      }
+      // A saved card is already its customer's; card fields become a PaymentMethod on the user's.
+      let stripeCustomer: string;
+      let method: string;
+      if (token !== undefined) {
+        ({ customer: stripeCustomer, paymentMethod: method } = parseCardToken(token));
+      } else {
+        stripeCustomer = await customerOf(customer);
+        try {
+          method = await paymentMethodOf(card, keys);
+        } catch (error) {
+          if (isCardError(error)) return declined(error);
+          throw refusedOrRethrown("POST /v1/payment_methods", error);
+        }
+      }
+      const { intent, outcome } = await confirmPayment(
+        {
+          amount,
+          currency,
+          customer: stripeCustomer,
+          payment_method: method,
+          automatic_payment_methods: { enabled: true, allow_redirects: "never" },
+          confirm: true,
+          capture_method: capture,
+          // 3-D Secure is a later part of issue 34: until Tender can send the holder to authenticate, fail instead of waiting.
+          error_on_requires_action: true,
+          metadata: { tender_reference: keys.tag, tender_user: customer.id },
+        },
+        keys,
+      );
+      return authorization(intent, outcome);
+    },
+
+    async capturePayment({ chargeReference, amount, reference }) {
+      const keys = await referenceKeys(reference);
+      try {
+        const intent = await request("POST /v1/payment_intents/{intent}/capture", () =>
+          stripe.paymentIntents.capture(chargeReference, { amount_to_capture: amount }, { idempotencyKey: keys.key("capture") }),
+        );
+        return intentOutcome(intent) as Outcome;
+      } catch (error) {
+        // Captured already (a retry after Stripe forgot the key): the intent says so.
+        if (isStripeError(error) && error.code === "payment_intent_unexpected_state") {
+          const intent = await request("GET /v1/payment_intents/{intent}", () => stripe.paymentIntents.retrieve(chargeReference));
+          if (intent.status === "succeeded") return { status: "succeeded", reference: intent.id };
+          return refused("capture", error);
+        }
+        if (isRefusal(error)) return refused("capture", error);
+        throw error;
+      }
+    },
+
+    async cancelPayment({ chargeReference, reference }) {
+      const keys = await referenceKeys(reference);
+      try {
+        const intent = await request("POST /v1/payment_intents/{intent}/cancel", () =>
+          stripe.paymentIntents.cancel(chargeReference, {}, { idempotencyKey: keys.key("cancel") }),
+        );
+        return intent.status === "canceled" ? { status: "succeeded", reference: intent.id } : refused("cancel", { message: `the PaymentIntent is ${intent.status}` });
+      } catch (error) {
+        if (isStripeError(error) && error.code === "payment_intent_unexpected_state") {
+          const intent = await request("GET /v1/payment_intents/{intent}", () => stripe.paymentIntents.retrieve(chargeReference));
+          if (intent.status === "canceled") return { status: "succeeded", reference: intent.id };
+          return refused("cancel", error);
+        }
+        if (isRefusal(error)) return refused("cancel", error);
+        throw error;
+      }
     },
 
     async tokenizeDestination() {

@@ -22,6 +22,9 @@ export type Outcome =
     }
   | { status: "failed"; code: DeclineCode; message: string };
 
+/** What authorizeCard answers: a charge's outcome, where a success may be an authorization only. */
+export type AuthorizationOutcome = { status: "succeeded"; reference: string; authorized: boolean } | { status: "failed"; code: DeclineCode; message: string };
+
 /**
  * Payouts and refunds may be accepted by the processor without having settled yet (a Stripe
  * payout is `pending` or `in_transit` until its `payout.paid` event): `pending` carries the
@@ -116,6 +119,20 @@ export interface Processor {
    * for: a live processor keeps the card on that user's customer, so renewals can charge it.
    */
   chargeCard(args: { card: CardDetails; amount: number; currency: string; reference: string; customer?: ProcessorCustomer | null } & FirstAttempt): Promise<{ token: string | null; outcome: Outcome }>;
+  /**
+   * A one-off payment (src/payments/intents.ts): charges the card (the card fields, or `token`, a
+   * saved card's as attachPaymentMethod or vaultCard made it), or with `capture: "manual"`
+   * only authorizes it (Stripe: a PaymentIntent with `capture_method: manual`, then
+   * `requires_capture`), which `authorized: true` on the outcome says. Idempotent by reference.
+   */
+  authorizeCard(args: ({ card: CardDetails; token?: undefined } | { token: string; card?: undefined }) & { amount: number; currency: string; reference: string; capture: "automatic" | "manual"; customer?: ProcessorCustomer | null } & FirstAttempt): Promise<AuthorizationOutcome>;
+  /**
+   * Captures `amount` (at most what was authorized) of an authorization made by authorizeCard
+   * (`chargeReference` is its outcome's reference) and releases the rest. Idempotent by reference.
+   */
+  capturePayment(args: { chargeReference: string; amount: number; reference: string } & FirstAttempt): Promise<Outcome>;
+  /** Releases an uncaptured authorization. Idempotent by reference. */
+  cancelPayment(args: { chargeReference: string; reference: string } & FirstAttempt): Promise<Outcome>;
   /**
    * Charges a vaulted card, as renewals do (off-session: the holder is not there). `customerPresent`:
    * the holder is paying now (a first charge with a saved card), so the charge is on-session and

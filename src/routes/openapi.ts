@@ -31,6 +31,7 @@ export const ErrorSchema = z
       message: z.string(),
       param: z.string().optional(),
       decline_code: z.string().optional(),
+      payment_id: z.string().optional().openapi({ description: "On a declined payment (402): the failed payment Tender kept." }),
       request_id: z.string(),
     }),
   })

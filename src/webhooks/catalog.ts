@@ -2,6 +2,8 @@
 export const ENVELOPE_EVENT_TYPES = {
   "payment.completed": "A payment was successfully completed.",
   "payment.failed": "A payment attempt failed.",
+  "payment.authorized": "A one-off payment was authorized (capture_method manual): amount_capturable is held until it is captured or canceled.",
+  "payment.canceled": "An uncaptured payment was canceled (by POST /payments/{id}/cancel, or expired after 7 days): nothing is held any more.",
   "payment.disputed": "The card holder disputed a payment (a chargeback was opened at the processor).",
   "refund.initiated": "A refund was initiated.",
   "refund.completed": "A refund was successfully processed.",

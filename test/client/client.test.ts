@@ -40,6 +40,23 @@ describe("typed calls against the Worker", () => {
     expect(getPayout.headers.get("idempotency-key")).toBeNull();
   });
 
+  it("a one-off payment: payments.create (manual), capture with the caller's Idempotency-Key, cancel of another, each typed; a decline throws a 402 TenderError", async () => {
+    const acct = await signup();
+    const { tender, sent } = tenderFor(acct.key);
+    const user = await tender.POST("/api/users", { body: ada });
+    const held: Schemas["Payment"] = await tender.payments.create({ amount: 2500, currency: "usd", user_id: user.id, capture_method: "manual", ...card() });
+    expect(held).toMatchObject({ object: "payment", status: "requires_capture", amount_capturable: 2500, subscription_id: null });
+    const captured = await tender.payments.capture(held.id, { amount: 2000 }, { idempotencyKey: "capture-order-6735" });
+    expect(captured).toMatchObject({ id: held.id, status: "completed", amount_received: 2000 });
+    expect(sent.at(-1)!.headers.get("idempotency-key")).toBe("capture-order-6735");
+    expect(await tender.payments.get(held.id)).toEqual(captured);
+    const other = await tender.payments.create({ amount: 900, currency: "usd", user_id: user.id, capture_method: "manual", ...card() });
+    expect(await tender.payments.cancel(other.id)).toMatchObject({ status: "canceled", cancellation_reason: null });
+    const declined = await tender.payments.create({ amount: 900, currency: "usd", user_id: user.id, ...card("4000000000000002") }).catch((error: unknown) => error);
+    expect(declined).toBeInstanceOf(TenderError);
+    expect(declined).toMatchObject({ status: 402, code: "card_declined", decline_code: "card_declined" });
+  });
+
   it("a subscription: plan, subscribe, new card details (PUT), cancel (DELETE)", async () => {
     const acct = await signup();
     const { tender, sent } = tenderFor(acct.key);

@@ -138,6 +138,7 @@ function fullBody(op: Operation): unknown {
   if (op.operationId === "createUser") return { name: "Grace Hopper", email: "grace@example.com", test_clock: fx.clock, stripe_account: "acct_1Nv0FGQ9RKHgCVdK" };
   if (op.operationId === "updateUser") return { name: "Grace B. Hopper", email: "grace@example.com", stripe_account: "acct_1Nv0FGQ9RKHgCVdK" };
   if (op.operationId === "createPayout") return { ...(validBody(op, fx) as object), recipient_id: fx.user };
+  if (op.operationId === "createPayment") return { ...(validBody(op, fx) as object), description: "Order 6735", metadata: { order_id: "6735" }, return_url: "https://shop.example.com/done" };
   if (op.operationId === "createRefund") return { payment_id: fx.payment, amount: 1, reason: "duplicate" };
   if (op.operationId === "createAccessToken") return { grant_type: "client_credentials", scope: "users:read", client_id: "x", client_secret: "sk_test_x" };
   if (op.operationId === "createWebhook") return { ...(validBody(op, fx) as object), ordering: "per_object" };

@@ -69,7 +69,7 @@ describe("the OpenAPI document", () => {
     }
     expect(closed).toBeGreaterThanOrEqual(17);
     // metadata takes free-form keys by design; the token endpoint follows RFC 6749 §3.2.
-    expect(open.sort()).toEqual(["createAccessToken (body)", "createRequestId metadata"]);
+    expect(open.sort()).toEqual(["createAccessToken (body)", "createPayment metadata", "createRequestId metadata"]);
   });
 });
 

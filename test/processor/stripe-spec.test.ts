@@ -48,6 +48,8 @@ describe("the cut of Stripe's OpenAPI document", () => {
         "GET /v1/transfers",
         "POST /v1/customers",
         "POST /v1/payment_intents",
+        "POST /v1/payment_intents/{intent}/capture",
+        "POST /v1/payment_intents/{intent}/cancel",
         "POST /v1/payment_methods",
         "POST /v1/payment_methods/{payment_method}/attach",
         "POST /v1/payment_methods/{payment_method}/detach",
@@ -196,9 +198,15 @@ describe("the connector against the whole cut", () => {
     await stripe.sendPayout({ token, amount: 500, currency: "usd", reference: "all-5" });
     fake.inject({ kind: "payout_refused", code: "invalid_card_type" });
     await stripe.sendPayout({ token, amount: 500, currency: "usd", reference: "all-6" });
-    const attached = await stripe.attachPaymentMethod({ processorToken: fake.tokenize({ number: STRIPE_CARDS.succeeds }), customer, reference: "all-7" });
+    // One-off payments: authorized (capture_method manual), then captured in part; another canceled.
+    const held = await stripe.authorizeCard({ card: cardOf(STRIPE_CARDS.succeeds), amount: 3000, currency: "usd", reference: "all-7", capture: "manual", customer });
+    expect(held).toMatchObject({ status: "succeeded", authorized: true });
+    expect(await stripe.capturePayment({ chargeReference: referenceOf(held as never), amount: 2000, reference: "all-7:capture" })).toMatchObject({ status: "succeeded" });
+    const released = await stripe.authorizeCard({ card: cardOf(STRIPE_CARDS.succeeds), amount: 3000, currency: "usd", reference: "all-8", capture: "manual", customer });
+    expect(await stripe.cancelPayment({ chargeReference: referenceOf(released as never), reference: "all-8:cancel" })).toMatchObject({ status: "succeeded" });
+    const attached = await stripe.attachPaymentMethod({ processorToken: fake.tokenize({ number: STRIPE_CARDS.succeeds }), customer, reference: "all-7b" });
     expect(attached.status).toBe("attached");
-    if (attached.status === "attached") await stripe.detachPaymentMethod({ token: attached.token, reference: "all-8" });
+    if (attached.status === "attached") await stripe.detachPaymentMethod({ token: attached.token, reference: "all-8b" });
 
     const sent = new Set(fake.requests.map((r) => r.operation));
     const documented = Object.entries(stripeSpec.paths).flatMap(([path, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${path}`));

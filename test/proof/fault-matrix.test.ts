@@ -152,6 +152,9 @@ const ROUTES: Record<string, { table?: string; consumes?: keyof Fixtures | "conn
   createPayout: { table: "payouts" },
   cancelPayout: { consumes: "payout" },
   createRefund: { table: "refunds" },
+  createPayment: { table: "payments" },
+  capturePayment: { consumes: "authorization" },
+  cancelPayment: { consumes: "authorization" },
   createWebhook: { table: "webhook_endpoints" },
   updateWebhook: {},
   deleteWebhook: { consumes: "webhook" },
@@ -214,6 +217,13 @@ async function fixturesFor(op: RouteOperation): Promise<Fixtures> {
       return {
         ...fx,
         subscription: await created(await call("/subscriptions", { key: acct.key, body: { user_id: fx.user, plan_id: fx.plan, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) } })),
+      };
+    case "authorization":
+      return {
+        ...fx,
+        authorization: await created(
+          await call("/payments", { key: acct.key, body: { amount: 1500, currency: "usd", user_id: fx.user, capture_method: "manual", ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) } }),
+        ),
       };
     case "clock":
       return { ...fx, clock: await created(await call("/api/test-clocks", { key: acct.key, body: { frozen_time: "2030-01-01T00:00:00.000Z" } })) };

@@ -1,7 +1,8 @@
 // Live money under Stripe's faults, at Tender's level (issue 20 §4): every live operation as a
 // user or the background reaches it — a first charge (POST /subscriptions, retried with its
 // Idempotency-Key as a client does), a renewal (the job, then the cron's settlement of a claim left
-// unsettled), a refund (POST /refunds, then its job until it settles) and a payout (POST /payout,
+// unsettled), a refund (POST /refunds, then its job until it settles), a one-off payment (POST /payments with capture_method
+// manual, then its capture or its cancel, each retried with its Idempotency-Key) and a payout (POST /payout,
 // then its job until Stripe holds it) — under each fault the fake Stripe can make: 429 and 500 that
 // the connector's retries absorb, 500s that outlast them (the outcome unknown), a timeout after
 // success, and for charges a decline and a card that needs authentication. After each: no second
@@ -173,6 +174,72 @@ describe("a payout", () => {
         expect(sentForPayout(fake, res.body.id)).toEqual({ transfers: 1, payouts: 1 });
         // Stripe holds it: pending until Stripe's payout.paid, as in the walk-through.
         expect((await row("payouts", res.body.id))!.status).toBe("pending");
+        expectOneKeyPerObject(fake, fault.name);
+      });
+    }
+  }
+});
+
+describe("a one-off payment", () => {
+  const heldFor = (userId: string) => [...fake.paymentIntents.values()].filter((i) => i.metadata?.tender_user === userId);
+  // Stripe's 409 (another request holds the Idempotency-Key's lock) as well, here.
+  const ONE_OFF_FAULTS: Fault[] = [...FAULTS, { name: "409 twice (Stripe's key lock, retried by the connector)", rules: (operation) => [{ kind: "status", status: 409, operation, times: 2 }] }];
+
+  for (const fault of ONE_OFF_FAULTS) {
+    it(`POST /payments (capture_method manual) under ${fault.name}`, async () => {
+      ran++;
+      const user = await payableUser(fake, acct, `One-off ${ran}`);
+      const key = `live-matrix-oneoff-${ran}`;
+      fake.inject(...fault.rules("POST /v1/payment_intents"));
+      const res = await untilDefinitive(
+        () => call("/payments", { key: acct.liveKey, body: { amount: 3000, currency: "usd", user_id: user.id, capture_method: "manual", ...card(STRIPE_CARDS.succeeds) }, idempotencyKey: key }),
+        key,
+      );
+      const payments = (await call(`/payments?user_id=${user.id}`, { key: acct.liveKey })).body.data as { status: string; amount_capturable: number }[];
+      const intents = heldFor(user.id);
+      if (fault.charges) {
+        expect(res.status, res.text).toBe(402);
+        expect(res.body.error.decline_code).toBe(fault.charges === "declined" ? "card_declined" : "authentication_required");
+        expect(intents.filter((i) => i.status === "requires_capture" || i.status === "succeeded")).toHaveLength(0);
+        expect(payments.map((p) => p.status)).toEqual(["failed"]);
+      } else {
+        expect(res.status, res.text).toBe(201);
+        expect(intents.filter((i) => i.status === "requires_capture")).toHaveLength(1);
+        expect(intents.filter((i) => i.status === "succeeded")).toHaveLength(0);
+        expect(payments.map((p) => [p.status, p.amount_capturable])).toEqual([["requires_capture", 3000]]);
+      }
+      expectOneKeyPerObject(fake, fault.name);
+    });
+  }
+
+  for (const fault of ONE_OFF_FAULTS.filter((f) => !f.charges)) {
+    for (const step of ["capture", "cancel"] as const) {
+      it(`POST /payments/{id}/${step} under ${fault.name}`, async () => {
+        ran++;
+        const user = await payableUser(fake, acct, `Step ${ran}`);
+        const made = await call("/payments", { key: acct.liveKey, body: { amount: 3000, currency: "usd", user_id: user.id, capture_method: "manual", ...card(STRIPE_CARDS.succeeds) } });
+        expect(made.status, made.text).toBe(201);
+        const key = `live-matrix-${step}-${ran}`;
+        fake.inject(...fault.rules(`POST /v1/payment_intents/{intent}/${step}`));
+        const res = await untilDefinitive(
+          () => call(`/payments/${made.body.id}/${step}`, { key: acct.liveKey, body: step === "capture" ? { amount: 1500 } : {}, idempotencyKey: key }),
+          key,
+        );
+        expect(res.status, res.text).toBe(200);
+        const [intent] = heldFor(user.id);
+        const payment = (await call(`/payments/${made.body.id}`, { key: acct.liveKey })).body;
+        if (step === "capture") {
+          expect(intent).toMatchObject({ status: "succeeded", amount_received: 1500 });
+          expect(payment).toMatchObject({ status: "completed", amount_received: 1500, amount_capturable: 0 });
+        } else {
+          expect(intent).toMatchObject({ status: "canceled", amount_received: 0 });
+          expect(payment).toMatchObject({ status: "canceled", amount_received: 0, amount_capturable: 0 });
+        }
+        // The step reached Stripe as one operation: every send of it carried the same key.
+        const sends = fake.requests.filter((r) => r.operation === `POST /v1/payment_intents/{intent}/${step}` && r.path.includes(intent.id));
+        expect(new Set(sends.map((r) => r.idempotencyKey)).size).toBe(1);
+        const types = (await env.DB.prepare("SELECT type FROM events WHERE object_id = ? ORDER BY sequence").bind(made.body.id).all<{ type: string }>()).results.map((e) => e.type);
+        expect(types).toEqual(["payment.authorized", step === "capture" ? "payment.completed" : "payment.canceled"]);
         expectOneKeyPerObject(fake, fault.name);
       });
     }

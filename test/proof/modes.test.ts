@@ -47,7 +47,7 @@ const TEST_ONLY = new Set(["createTestClock", "listTestClocks", "getTestClock", 
 /** The processor connection belongs to live mode: a test credential is refused with 403. */
 const LIVE_ONLY = new Set(["connectProcessor", "getProcessor", "disconnectProcessor"]);
 /** Operations that need a card processor, which live mode does not have yet: 400 livemode_unavailable. */
-const NEEDS_PROCESSOR = new Set(["createPayout", "createRefund", "createSubscription", "payInvoice", "createPaymentMethod"]);
+const NEEDS_PROCESSOR = new Set(["createPayout", "createRefund", "createSubscription", "payInvoice", "createPaymentMethod", "createPayment", "capturePayment", "cancelPayment"]);
 /** Operations that end their object: run after every other operation on the same fixtures. */
 const ENDING = ["revokeKey", "cancelPayout", "cancelSubscription", "deleteWebhook", "voidInvoice", "detachPaymentMethod"];
 
@@ -176,6 +176,7 @@ describe("an id of the other mode answers 404, on every operation that takes one
           ["POST", "/subscriptions", { ...(validBody({ operationId: "createSubscription" } as Operation, own) as object), user_id: foreign.user }, "user_id"],
           ["POST", "/subscriptions", { ...(validBody({ operationId: "createSubscription" } as Operation, own) as object), plan_id: foreign.plan }, "plan_id"],
           ["PUT", `/subscriptions/${own.subscription}`, { plan_id: foreign.plan }, "plan_id"],
+          ["POST", "/payments", { ...(validBody({ operationId: "createPayment" } as Operation, own) as object), user_id: foreign.user }, "user_id"],
           ["POST", "/api/users", { name: "Mallory", email: "mallory@example.com", test_clock: foreign.clock }, "test_clock"],
           ["POST", `/api/events/${own.event}/redeliver`, { endpoint_id: foreign.webhook }, "endpoint_id"],
         ];
@@ -319,6 +320,10 @@ describe("one Idempotency-Key in both modes runs once per mode", () => {
             // payInvoice ran earlier on the same test-mode invoice and paid it (live mode's was refused).
             expect(res.status, `${context}: ${res.text.slice(0, 200)}`).toBe(409);
             expect(res.body.error.code, context).toBe("invoice_paid");
+          } else if (op.operationId === "cancelPayment" && !isLive(mode)) {
+            // capturePayment ran earlier on the same test-mode authorization and captured it (live mode's has no connection).
+            expect(res.status, `${context}: ${res.text.slice(0, 200)}`).toBe(409);
+            expect(res.body.error.code, context).toBe("payment_unexpected_state");
           } else {
             expectOwnModeAnswer(op, mode, res, context);
           }

@@ -555,6 +555,30 @@ export class FakeStripe {
         }
         return { status: 200, body: intent };
       }
+      case "POST /v1/payment_intents/{intent}/capture": {
+        const intent = this.paymentIntents.get(pathParams.intent);
+        if (!intent) return missing("payment_intent", pathParams.intent, "intent");
+        if (intent.status !== "requires_capture") {
+          return invalid("payment_intent_unexpected_state", `This PaymentIntent could not be captured because it has a status of ${intent.status}. Only a PaymentIntent with one of the following statuses may be captured: requires_capture.`);
+        }
+        const amount = int(p.amount_to_capture) ?? intent.amount_capturable;
+        if (amount > intent.amount_capturable) return invalid("amount_too_large", `The amount to capture (${amount}) is greater than amount_capturable (${intent.amount_capturable}).`, "amount_to_capture");
+        this.charge(intent, amount);
+        intent.amount_capturable = 0;
+        return { status: 200, body: intent };
+      }
+      case "POST /v1/payment_intents/{intent}/cancel": {
+        const intent = this.paymentIntents.get(pathParams.intent);
+        if (!intent) return missing("payment_intent", pathParams.intent, "intent");
+        if (intent.status === "succeeded" || intent.status === "canceled" || intent.status === "processing") {
+          return invalid("payment_intent_unexpected_state", `You cannot cancel this PaymentIntent because it has a status of ${intent.status}.`);
+        }
+        intent.status = "canceled";
+        intent.amount_capturable = 0;
+        intent.canceled_at = Math.floor(Date.now() / 1000);
+        intent.cancellation_reason = str(p.cancellation_reason) ?? null;
+        return { status: 200, body: intent };
+      }
       case "POST /v1/setup_intents":
         return this.createSetupIntent(p);
       case "GET /v1/setup_intents":
@@ -749,6 +773,13 @@ export class FakeStripe {
       intent.last_payment_error = { ...error, payment_method: undefined };
       return stripeError(402, { ...error, payment_intent: intent });
     }
+    // capture_method manual: authorized, the amount held until it is captured or canceled.
+    if (str(p.capture_method) === "manual") {
+      intent.capture_method = "manual";
+      intent.status = "requires_capture";
+      intent.amount_capturable = intent.amount;
+      return { status: 200, body: intent };
+    }
     this.charge(intent);
     // Saved on the customer once the payment succeeded, as Stripe does with setup_future_usage.
     if (intent.setup_future_usage && customerId && method) method.customer = customerId;
@@ -756,12 +787,12 @@ export class FakeStripe {
   }
 
   /** A PaymentIntent succeeds: its charge, and the money in the platform's balance. */
-  private charge(intent: Obj) {
+  private charge(intent: Obj, amount: number = intent.amount) {
     intent.status = "succeeded";
-    intent.amount_received = intent.amount;
+    intent.amount_received = amount;
     intent.latest_charge = randomId("ch");
-    this.charges.set(intent.latest_charge, { id: intent.latest_charge, paymentIntent: intent.id, amount: intent.amount, refunded: 0 });
-    this.credit(this.platformAccount, intent.currency, intent.amount);
+    this.charges.set(intent.latest_charge, { id: intent.latest_charge, paymentIntent: intent.id, amount, refunded: 0 });
+    this.credit(this.platformAccount, intent.currency, amount);
   }
 
   private createSetupIntent(p: Record<string, FormValue>): FakeAnswer {

@@ -7,7 +7,7 @@
 // (test/support/invariants.ts) can be checked against it afterwards.
 import { vi } from "vitest";
 import { useProcessor } from "../../src/processor";
-import type { CardDetails, Outcome, Processor, SettlementOutcome } from "../../src/processor/types";
+import type { AuthorizationOutcome, CardDetails, Outcome, Processor, SettlementOutcome } from "../../src/processor/types";
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -228,7 +228,7 @@ export function recordingQueue(): Queue & QueueLog {
 // ---------------------------------------------------------------------------------------------
 // The processor
 
-export type ProcessorMethod = "chargeCard" | "chargeToken" | "tokenizeDestination" | "sendPayout" | "refund";
+export type ProcessorMethod = "chargeCard" | "chargeToken" | "tokenizeDestination" | "sendPayout" | "refund" | "authorizeCard" | "capturePayment" | "cancelPayment";
 export type ProcessorFaultKind = "timeout_after_success" | "decline" | "slow";
 
 export interface ProcessorFault {
@@ -266,7 +266,7 @@ export interface LedgerCall {
 
 export const processorTimeout = () => Object.assign(new Error("processor timeout: no answer within 30 s"), { name: "TimeoutError" });
 
-type Stored = { outcome: SettlementOutcome; token?: string | null };
+type Stored = { outcome: SettlementOutcome | AuthorizationOutcome; token?: string | null };
 
 export interface Ledger {
   readonly calls: LedgerCall[];
@@ -284,7 +284,7 @@ export interface Ledger {
   idle(): Promise<void>;
 }
 
-const MONEY_METHODS: ProcessorMethod[] = ["chargeCard", "chargeToken", "sendPayout", "refund"];
+const MONEY_METHODS: ProcessorMethod[] = ["chargeCard", "chargeToken", "sendPayout", "refund", "authorizeCard", "capturePayment", "cancelPayment"];
 const asList = <T>(value: T | T[] | undefined, fallback: T[]): T[] => (value === undefined ? fallback : Array.isArray(value) ? value : [value]);
 
 const declined = (): Outcome => ({ status: "failed", code: "card_declined", message: "The card was declined." });
@@ -409,6 +409,15 @@ export function ledgerProcessor(initial: ProcessorFault[] = []): Ledger {
           });
           return result.token as string;
         },
+        async authorizeCard(args) {
+          return (await run("authorizeCard", args.reference, args.amount, args.currency, async (decline) => ({ outcome: decline ? declined() : await inner.authorizeCard(args) }))).outcome as AuthorizationOutcome;
+        },
+        async capturePayment(args) {
+          return (await run("capturePayment", args.reference, args.amount, null, async (decline) => ({ outcome: decline ? declined() : await inner.capturePayment(args) }))).outcome as Outcome;
+        },
+        async cancelPayment(args) {
+          return (await run("cancelPayment", args.reference, null, null, async (decline) => ({ outcome: decline ? declined() : await inner.cancelPayment(args) }))).outcome as Outcome;
+        },
         async sendPayout(args) {
           return (await run("sendPayout", args.reference, args.amount, args.currency, async (decline) => ({ outcome: decline ? declined() : await inner.sendPayout(args) }))).outcome;
         },
@@ -468,6 +477,9 @@ export function gatedProcessor(inner: Processor, gate: (label: string) => Promis
     reclaimFailedPayout: (args) => around(`reclaimFailedPayout ${args.reference}`, () => inner.reclaimFailedPayout(args)),
     attachPaymentMethod: (args) => around(`attachPaymentMethod ${args.reference}`, () => inner.attachPaymentMethod(args)),
     detachPaymentMethod: (args) => around(`detachPaymentMethod ${args.reference}`, () => inner.detachPaymentMethod(args)),
+    authorizeCard: (args) => around(`authorizeCard ${args.reference}`, () => inner.authorizeCard(args)),
+    capturePayment: (args) => around(`capturePayment ${args.reference}`, () => inner.capturePayment(args)),
+    cancelPayment: (args) => around(`cancelPayment ${args.reference}`, () => inner.cancelPayment(args)),
   };
 }
 

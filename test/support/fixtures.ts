@@ -232,6 +232,8 @@ export interface Fixtures {
   metered: string;
   /** A saved card of `user` (pm_card_visa), charged by no subscription: DELETE detaches it. */
   paymentMethod: string;
+  /** A one-off payment authorized, not captured (requires_capture): what capture and cancel act on. */
+  authorization: string;
 }
 
 /**
@@ -293,7 +295,10 @@ export async function seed(acct: Account): Promise<Fixtures> {
   const metered = (
     await created(await call("/subscriptions", { key: acct.key, body: { user_id: user.id, plan_id: meteredPlan, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) } }))
   ).id;
+  const authorization = (
+    await created(await call("/payments", { key: acct.key, body: { amount: 1500, currency: "usd", user_id: user.id, capture_method: "manual", ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) } }))
+  ).id;
   const event = (await call("/api/events?limit=1", { key: acct.key })).body.data[0].id;
   const webhook = (await created(await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/proof`, events: ["payout.paid"] } }))).id;
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, metered, paymentMethod };
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, metered, paymentMethod, authorization };
 }

@@ -108,8 +108,9 @@ interface PaymentRow {
  */
 export async function paymentsEqualCharges(ledger: Ledger, options: { since?: Mark } = {}) {
   const name = "paymentsEqualCharges";
-  const charges = ledger.moneyMoved(["chargeCard", "chargeToken"], options.since?.ledger ?? 0);
-  const everCharged = new Map(ledger.moneyMoved(["chargeCard", "chargeToken"]).map((c) => [c.reference, c]));
+  // A one-off payment's authorization (authorizeCard) is its charge: captured at once, or held.
+  const charges = ledger.moneyMoved(["chargeCard", "chargeToken", "authorizeCard"], options.since?.ledger ?? 0);
+  const everCharged = new Map(ledger.moneyMoved(["chargeCard", "chargeToken", "authorizeCard"]).map((c) => [c.reference, c]));
   const rows = await all<PaymentRow>("SELECT rowid, id, amount, currency, status, charge_reference, processor_reference FROM payments");
   const violations: string[] = [];
   const byReference = new Map<string, PaymentRow[]>();
@@ -140,16 +141,18 @@ export async function paymentsEqualCharges(ledger: Ledger, options: { since?: Ma
   check(name, violations);
 }
 
-/** For every payment: the refunds that are not failed sum to at most its amount, and so does amount_refunded. */
+/** For every payment: the refunds that are not failed sum to at most what it received (its amount, for a charge captured at once), and so does amount_refunded. */
 export async function refundsNeverExceedPayment() {
-  const rows = await all<{ id: string; amount: number; amount_refunded: number; refunded: number; status: string }>(
-    `SELECT p.id, p.amount, p.amount_refunded, p.status, coalesce((SELECT sum(r.amount) FROM refunds r WHERE r.payment_id = p.id AND r.status <> 'failed'), 0) AS refunded
+  const rows = await all<{ id: string; amount: number; amount_received: number; amount_refunded: number; refunded: number; status: string }>(
+    `SELECT p.id, p.amount, p.amount_received, p.amount_refunded, p.status, coalesce((SELECT sum(r.amount) FROM refunds r WHERE r.payment_id = p.id AND r.status <> 'failed'), 0) AS refunded
      FROM payments p`,
   );
   const violations: string[] = [];
   for (const p of rows) {
     if (p.refunded > p.amount) violations.push(`payment ${p.id}: refunds not failed sum to ${p.refunded} > amount ${p.amount}`);
-    if (p.amount_refunded > p.amount || p.amount_refunded < 0) violations.push(`payment ${p.id}: amount_refunded ${p.amount_refunded} outside 0..${p.amount}`);
+    if (p.amount_refunded > p.amount_received || p.amount_received > p.amount || p.amount_refunded < 0) {
+      violations.push(`payment ${p.id}: amount_refunded ${p.amount_refunded} outside 0..${p.amount_received} (received of ${p.amount})`);
+    }
     if (p.amount_refunded !== p.refunded) violations.push(`payment ${p.id}: amount_refunded ${p.amount_refunded} but its refunds not failed sum to ${p.refunded}`);
   }
   check("refundsNeverExceedPayment", violations);

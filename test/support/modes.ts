@@ -66,6 +66,8 @@ export async function seedLive(account: Account, liveKey: string, test: Fixtures
     charge_reference: `live-copy:${subscription}`,
   });
   const refund = await copyAsLive("refunds", "refund", test.refund, { payment_id: payment });
+  // A live authorization: POST /payments is test mode only for now, so the test one is copied.
+  const authorization = await copyAsLive("payments", "payment", test.authorization, { user_id: user.id, charge_reference: `live-copy:${test.authorization}` });
   const payout = await copyAsLive("payouts", "payout", test.payout);
   const clock = await copyAsLive("test_clocks", "testClock", test.clock);
   // The open invoice's past-due subscription and its periods, so that paying or voiding it finds them.
@@ -83,7 +85,7 @@ export async function seedLive(account: Account, liveKey: string, test: Fixtures
   const metered = await copyAsLive("subscriptions", "subscription", test.metered, { user_id: user.id, plan_id: meteredPlan });
   const paymentMethod = await copyAsLive("payment_methods", "paymentMethod", test.paymentMethod, { user_id: user.id, attach_reference: `live-copy:${user.id}` });
   PAYMENT_METHOD_OF.set(user.id, paymentMethod);
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, metered, paymentMethod };
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, metered, paymentMethod, authorization };
 }
 
 /** An account with one object of every kind in each mode. */

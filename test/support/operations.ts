@@ -103,6 +103,9 @@ export const SCOPE_OF: Record<string, (typeof SCOPES)[number]> = {
   listPayouts: "payouts:read",
   getPayout: "payouts:read",
   cancelPayout: "payouts:write",
+  createPayment: "payments:write",
+  capturePayment: "payments:write",
+  cancelPayment: "payments:write",
   listPayments: "payments:read",
   getPayment: "payments:read",
   createRefund: "refunds:write",
@@ -151,7 +154,7 @@ export const SCOPE_OF: Record<string, (typeof SCOPES)[number]> = {
  * processor before their batch commits (apiRoute's `claimFirst`). Every other write records its
  * key in its own batch.
  */
-export const CLAIM_FIRST = new Set(["createSubscription", "updateSubscription", "advanceTestClock", "payInvoice", "createPaymentMethod"]);
+export const CLAIM_FIRST = new Set(["createSubscription", "updateSubscription", "advanceTestClock", "payInvoice", "createPaymentMethod", "createPayment", "capturePayment", "cancelPayment"]);
 
 /** Every scope except the resource's own read and write: what "lacks the route's scope" means. */
 export const scopesWithout = (scope: string) => SCOPES.filter((s) => s.split(":")[0] !== scope.split(":")[0]);
@@ -176,8 +179,8 @@ const ID_OF_PATH: [string, keyof Fixtures][] = [
   ["/coupons/", "coupon"],
 ];
 
-/** Operations whose {id} is a particular fixture of its kind: usage is reported to a metered subscription. */
-const ID_OF_OPERATION: Record<string, keyof Fixtures> = { createUsageRecord: "metered", listUsage: "metered" };
+/** Operations whose {id} is a particular fixture of its kind: usage is reported to a metered subscription, an authorization is captured or canceled. */
+const ID_OF_OPERATION: Record<string, keyof Fixtures> = { createUsageRecord: "metered", listUsage: "metered", capturePayment: "authorization", cancelPayment: "authorization" };
 
 /** The fixture id for an operation's {id}; fails for a path no fixture covers (a new resource). */
 export function fixtureId(op: Operation, fx: Fixtures): string {
@@ -206,6 +209,9 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     detachPaymentMethod: () => undefined,
     createPayout: () => payoutBody({ amount: 1234 }, PROOF_CARD.pan, PROOF_CARD.cvv),
     cancelPayout: () => undefined,
+    createPayment: () => ({ amount: 1234, currency: "usd", user_id: fx.user, capture_method: "manual", ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) }),
+    capturePayment: () => ({ amount: 100 }),
+    cancelPayment: () => ({ cancellation_reason: "requested_by_customer" }),
     createRefund: () => ({ payment_id: fx.payment, amount: 1 }),
     createWebhook: () => ({ url: `${RECEIVER_ORIGIN}/proof`, events: ["payout.paid"] }),
     updateWebhook: () => ({ status: "active" }),

@@ -6,6 +6,9 @@ export function describeEvent(event: WebhookEvent): string {
     case "payment.completed":
     case "payment.failed":
       return `${event.type}: ${event.data.amount} ${event.data.currency} from ${event.data.customer?.email ?? "unknown"} (${event.data.transaction_id})`;
+    case "payment.authorized":
+    case "payment.canceled":
+      return `${event.type}: ${event.data.amount} ${event.data.currency} from ${event.data.user_id} (${event.data.id}, ${event.data.status}, ${event.data.amount_capturable} capturable)`;
     case "payment.disputed":
       return `payment.disputed: ${event.data.amount} ${event.data.currency} of ${event.data.transaction_id}, ${event.data.dispute.reason} (dispute ${event.data.dispute.id})`;
     case "refund.initiated":

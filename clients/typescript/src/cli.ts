@@ -518,6 +518,20 @@ async function savedCard(ctx: TriggerContext) {
   return { user: customer.id, payment_method: method.id };
 }
 
+async function authorization(ctx: TriggerContext) {
+  const payer = await user(ctx);
+  const created = await ctx.tender.payments.create({
+    amount: 2500,
+    currency: "usd",
+    user_id: payer.id,
+    capture_method: "manual",
+    description: "Created by tender trigger",
+    ...card(ctx, TEST_CARDS.success),
+  });
+  ctx.say(`Authorized payment ${created.id} (25.00 USD, requires_capture)`);
+  return { user: payer.id, payment: created.id };
+}
+
 async function payout(ctx: TriggerContext, pan: string) {
   const recipient = await user(ctx);
   const created = await ctx.tender.POST("/payout", {
@@ -585,6 +599,22 @@ export const TRIGGERS: Record<EventType, TriggerPlan> = {
     creates: "a user, a plan and a subscription (its first charge succeeds)",
     async run(ctx) {
       const { sub: _sub, ...objects } = await firstPayment(ctx);
+      return { objects, objectId: objects.payment };
+    },
+  },
+  "payment.authorized": {
+    creates: "a user and a one-off payment authorized for manual capture (requires_capture)",
+    async run(ctx) {
+      const objects = await authorization(ctx);
+      return { objects, objectId: objects.payment };
+    },
+  },
+  "payment.canceled": {
+    creates: "a user and a one-off payment authorized for manual capture, then canceled",
+    async run(ctx) {
+      const objects = await authorization(ctx);
+      await ctx.tender.payments.cancel(objects.payment, { cancellation_reason: "requested_by_customer" });
+      ctx.say(`Canceled payment ${objects.payment}`);
       return { objects, objectId: objects.payment };
     },
   },

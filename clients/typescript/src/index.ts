@@ -200,6 +200,12 @@ export type ListPathParams<P extends ListPath> = GetParameters<P> extends { path
 // ---------------------------------------------------------------------------------------------
 // The client
 
+/** Per-call options of the typed resource methods. */
+export interface WriteOptions {
+  /** The Idempotency-Key to send (default: a fresh one, the same on every retry of the call). */
+  idempotencyKey?: string;
+}
+
 export class Tender {
   /** The openapi-fetch client, for `{ data, error, response }` answers; it shares the retries. */
   readonly raw: Client<paths>;
@@ -211,6 +217,19 @@ export class Tender {
   readonly PUT: Method<"put">;
   readonly PATCH: Method<"patch">;
   readonly DELETE: Method<"delete">;
+
+  /**
+   * One-off payments (Stripe's PaymentIntents, in Tender's words): `create` charges or, with
+   * `capture_method: "manual"`, authorizes; `capture` takes up to `amount_capturable`; `cancel`
+   * releases an uncaptured one. Each is a POST with an Idempotency-Key (yours in `options`, else a
+   * fresh one kept across this call's retries).
+   */
+  readonly payments: {
+    create(body: components["schemas"]["CreatePaymentRequest"], options?: WriteOptions): Promise<components["schemas"]["Payment"]>;
+    capture(id: string, body?: components["schemas"]["CapturePaymentRequest"], options?: WriteOptions): Promise<components["schemas"]["Payment"]>;
+    cancel(id: string, body?: components["schemas"]["CancelPaymentRequest"], options?: WriteOptions): Promise<components["schemas"]["Payment"]>;
+    get(id: string): Promise<components["schemas"]["Payment"]>;
+  };
 
   readonly #fetch: (request: Request) => Promise<Response>;
   readonly #maxRetries: number;
@@ -248,6 +267,13 @@ export class Tender {
     this.PUT = method("put");
     this.PATCH = method("patch");
     this.DELETE = method("delete");
+    const keyed = (options?: WriteOptions) => (options?.idempotencyKey ? { headers: { "idempotency-key": options.idempotencyKey } } : {});
+    this.payments = {
+      create: (body, options) => this.POST("/payments", { body, ...keyed(options) }),
+      capture: (id, body = {}, options) => this.POST("/payments/{id}/capture", { params: { path: { id } }, body, ...keyed(options) }),
+      cancel: (id, body = {}, options) => this.POST("/payments/{id}/cancel", { params: { path: { id } }, body, ...keyed(options) }),
+      get: (id) => this.GET("/payments/{id}", { params: { path: { id } } }),
+    };
   }
 
   /**

@@ -6,6 +6,7 @@ import type { AppEnv } from "../../context";
 import { ENVELOPE_EVENT_TYPES, type EventType, NOTIFICATION_EVENT_TYPES, TEST_EVENT_TYPE } from "../../webhooks/catalog";
 import { InvoiceSchema } from "../invoices/schema";
 import { PaymentMethodSchema } from "../payment-methods/schema";
+import { PaymentSchema } from "../payments/schema";
 import { PayoutSchema } from "../payouts/schema";
 import { RefundSchema } from "../refunds/schema";
 import { SubscriptionSchema, SubscriptionStatus } from "../subscriptions/schema";
@@ -26,7 +27,7 @@ const paymentEventData = (status: "completed" | "failed") =>
     currency: z.string().openapi({ example: "usd" }),
     status: z.literal(status),
     customer: z.object({ id: z.string(), email: z.string() }).nullable().openapi({ description: "The user charged." }),
-    subscription_id: z.string().nullable().openapi({ description: "The subscription charged; null for a declined first charge (no subscription was created)." }),
+    subscription_id: z.string().nullable().openapi({ description: "The subscription charged; null for a one-off payment, or a declined first charge (no subscription was created)." }),
   });
 
 /** payment.disputed: the payment summary, and the dispute as the processor opened it. */
@@ -87,6 +88,8 @@ const RenewalStatus = z.enum(["success", "failed"]).openapi({ description: "Whet
 export const WEBHOOK_PAYLOADS = {
   "payment.completed": envelope("payment.completed", paymentEventData("completed")),
   "payment.failed": envelope("payment.failed", paymentEventData("failed")),
+  "payment.authorized": envelope("payment.authorized", PaymentSchema),
+  "payment.canceled": envelope("payment.canceled", PaymentSchema),
   "payment.disputed": envelope("payment.disputed", PaymentDisputedData),
   "refund.initiated": envelope("refund.initiated", RefundSchema),
   "refund.completed": envelope("refund.completed", RefundSchema),

@@ -1,4 +1,5 @@
-// Payments: the charges made for subscriptions (by src/payments/charge.ts); list and read.
+// Payments: the charges made for subscriptions (by src/payments/charge.ts) and one-off payments
+// (create.ts, capture.ts: src/payments/intents.ts); list and read.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { payments } from "../../db/schema";
 import { hasPrefix } from "../../domain/ids";
@@ -8,6 +9,8 @@ import { listOwned, readById } from "../reads";
 import { serializePayment } from "../../payments/serialize";
 import { apiRoute, idParam, json } from "../openapi";
 import { PaymentListQuery, PaymentSchema } from "./schema";
+import { registerCreatePayment } from "./create";
+import { registerPaymentSteps } from "./capture";
 
 const tags = ["Payments"];
 
@@ -17,7 +20,7 @@ const list = apiRoute({
   tags,
   operationId: "listPayments",
   summary: "List payments",
-  description: "The charges made for subscriptions, newest first, optionally for one subscription or one user.",
+  description: "Subscription charges and one-off payments, newest first, optionally for one subscription or one user.",
   scope: "payments:read",
   request: { query: PaymentListQuery },
   responses: { 200: json(listSchema(PaymentSchema, "PaymentList"), "A page of payments, newest first.") },
@@ -35,6 +38,8 @@ const get = apiRoute({
 });
 
 export function registerPayments(app: OpenAPIHono<AppEnv>) {
+  registerCreatePayment(app);
+  registerPaymentSteps(app);
   app.openapi(list, async function listPayments(c) {
     const query = c.req.valid("query");
     const page = await listOwned(c, {

@@ -73,6 +73,7 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
     const writes = refundWrites(db, { accountId: auth.accountId, livemode: auth.livemode, paymentId, refundId, amount: body.amount, reason: body.reason ?? null, at: now });
 
     let exceeded = false;
+    let notCaptured = false;
     let returned: unknown[];
     try {
       ({ returned } = await commit(c, writes, 201, refundJsonSql(refundId), {
@@ -81,11 +82,15 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
           [REFUND_FAILURES.paymentFailed]: () =>
             conflict("payment_not_refundable", `Payment '${paymentId}' failed, so nothing was charged and there is nothing to refund.`),
           [REFUND_FAILURES.paymentRefunded]: () => conflict("payment_already_refunded", `Payment '${paymentId}' has already been fully refunded.`),
+          [REFUND_FAILURES.paymentNotCaptured]: () => {
+            notCaptured = true;
+            return conflict("payment_not_refundable", `Payment '${paymentId}' has captured nothing, so there is nothing to refund: capture it, or cancel it to release the authorization.`);
+          },
           [REFUND_FAILURES.exceedsPayment]: () => {
             exceeded = true;
             return invalidRequest(
               "refund_exceeds_payment",
-              `A refund of ${body.amount} is more than payment '${paymentId}' has left to refund. A key with payments:read can read what remains (amount less amount_refunded).`,
+              `A refund of ${body.amount} is more than payment '${paymentId}' has left to refund. A key with payments:read can read what remains (amount_received less amount_refunded).`,
               "amount",
             );
           },
@@ -94,15 +99,20 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
     } catch (error) {
       // Name what can still be refunded, to a caller that may read the payment: the amounts are
       // the payment's (payments:read), which refunds:write does not grant. Read only on this path.
+      // The payment's state is named to a caller that may read it.
+      if (notCaptured && hasScope(auth.scopes, "payments:read")) {
+        const payment = await db.query.payments.findFirst({ where: owned(payments, auth, eq(payments.id, paymentId)) });
+        if (payment) throw conflict("payment_not_refundable", `Payment '${paymentId}' is ${payment.status} and has captured nothing, so there is nothing to refund${payment.status === "requires_capture" ? ": capture it, or cancel it to release the authorization" : ""}.`);
+      }
       if (exceeded && hasScope(auth.scopes, "payments:read")) {
         const payment = await db.query.payments.findFirst({ where: owned(payments, auth, eq(payments.id, paymentId)) });
         if (payment) {
-          const remaining = payment.amount - payment.amountRefunded;
+          const remaining = payment.amountReceived - payment.amountRefunded;
           const exponent = CURRENCY_EXPONENTS[payment.currency] ?? 2;
           throw invalidRequest(
             "refund_exceeds_payment",
             `A refund of ${body.amount} is more than payment '${paymentId}' has left to refund: ${remaining} ` +
-              `(${formatMinor(remaining, exponent)} ${payment.currency.toUpperCase()}) of ${payment.amount} remains refundable.`,
+              `(${formatMinor(remaining, exponent)} ${payment.currency.toUpperCase()}) of ${payment.amountReceived} captured remains refundable.`,
             "amount",
           );
         }

@@ -1,0 +1,249 @@
+// A one-off payment's states in one place (POST /payments, capture, cancel, and the cron's expiry),
+// as Stripe's PaymentIntent has them, in Tender's words: an automatic payment is completed or
+// failed when it is confirmed; a manual one is requires_capture (authorized, amount_capturable
+// held) until it is captured (completed, the rest released) or canceled (by the merchant, or by the
+// cron 7 days on, cancellation_reason expired). requires_action (3-D Secure) slots in before them.
+//
+// Money safety. The processor is called before the batch that records its outcome, with a
+// reference fixed for the operation: the payment's own charge reference for the authorization (the
+// request's Idempotency-Key, src/routes/write-path.ts firstChargeReference), and `<payment id>:capture`
+// or `<payment id>:cancel` after it. A capture or cancel first takes the payment's step lease
+// (job_runs `payment_step:<id>`, src/db/leases.ts): while one is at the processor, another (two
+// captures at once, a capture and a cancel, the cron's expiry) answers 409 payment_in_progress and
+// calls nothing. The batch that records the change is conditional on the state it was read in (a
+// guard aborts it otherwise), so exactly one change, with its events, is recorded; a retry after
+// an unknown outcome reaches the processor with the same reference, which answers it as the first.
+import { and, asc, eq, lte, sql } from "drizzle-orm";
+import { type FailureMap, failureReason, guard, runBatch, type Statement } from "../db/batch";
+import { claimLease, leaseTaken, releaseLease } from "../db/leases";
+import { createDb, type Db } from "../db/client";
+import { jobRuns, payments, users } from "../db/schema";
+import { type Tenant, livesHere, ownedBy } from "../db/scope";
+import type { Bindings } from "../env";
+import { isoTime } from "../lib/clock";
+import { processorResolver } from "../processor";
+import type { AuthorizationOutcome, Outcome } from "../processor/types";
+import { commitWrites, type EmittedEvent, emitEvent } from "../webhooks/outbox";
+import { type PaymentRow, paymentEventData, withProcessorRetries } from "./charge";
+import { serializePayment } from "./serialize";
+
+/** An authorization not captured this long after it was made is canceled (Stripe's card authorizations last 7 days). */
+export const AUTHORIZATION_LIFETIME_MS = 7 * 24 * 60 * 60 * 1000;
+/** Authorizations one cron run cancels per shard at the most; the rest go in the next run. */
+export const EXPIRY_BATCH = 50;
+
+/** Guard reason: the payment is no longer in the state the change was computed from. */
+export const PAYMENT_STATE_CHANGED = "payment_state_changed";
+
+export type CancellationReason = NonNullable<PaymentRow["cancellationReason"]>;
+
+/** How long a capture or cancel holds the payment while it is at the processor (the connector's retries fit well inside). */
+export const PAYMENT_STEP_LEASE_MS = 2 * 60_000;
+export const paymentStepKey = (paymentId: string) => `payment_step:${paymentId}`;
+
+/**
+ * Takes the payment's step lease; false while another capture or cancel holds it. A request
+ * passes its credential's guard (`first`), so a key revoked meanwhile takes nothing.
+ */
+export async function takePaymentStep(db: Db, paymentId: string, now: number, first: { statement: Statement; failures: FailureMap } | null = null): Promise<boolean> {
+  const results = await runBatch(db, [...(first ? [first.statement] : []), claimLease(db, paymentStepKey(paymentId), now, PAYMENT_STEP_LEASE_MS)], first?.failures ?? {});
+  return leaseTaken(results[results.length - 1]);
+}
+
+/** The statement that gives the step lease back, in the batch that records the step. */
+const releaseStep = (db: Db, paymentId: string): Statement => db.update(jobRuns).set({ leaseUntil: 0 }).where(eq(jobRuns.key, paymentStepKey(paymentId)));
+
+/** Gives the step lease back (the step was refused, or its call ended unanswered); best effort: it runs out anyway. */
+export async function releasePaymentStep(db: Db, paymentId: string): Promise<void> {
+  await releaseLease(db, paymentStepKey(paymentId)).catch((error) => {
+    console.error(JSON.stringify({ message: "payment step lease not released; it runs out by itself", payment: paymentId, error: String(error) }));
+  });
+}
+
+/** The processor references of the operations after an authorization: one each per payment. */
+export const captureReference = (paymentId: string) => `${paymentId}:capture`;
+export const cancelReference = (paymentId: string) => `${paymentId}:cancel`;
+
+export interface NewPayment {
+  id: string;
+  tenant: Tenant;
+  userId: string;
+  amount: number;
+  currency: string;
+  captureMethod: PaymentRow["captureMethod"];
+  description: string | null;
+  metadata: Record<string, string> | null;
+  card: { summary: { brand: string; last4: string; exp_month: number; exp_year: number }; fingerprint: string };
+  /** The saved card (pmt_…) charged, when it was one. */
+  paymentMethodId: string | null;
+  chargeReference: string;
+  at: number;
+}
+
+/** The payment row an authorization's (or a charge's) outcome makes. */
+export function paymentOfOutcome(args: NewPayment, outcome: AuthorizationOutcome): PaymentRow {
+  const succeeded = outcome.status === "succeeded";
+  const authorized = outcome.status === "succeeded" && outcome.authorized;
+  return {
+    id: args.id,
+    accountId: args.tenant.accountId,
+    livemode: args.tenant.livemode,
+    userId: args.userId,
+    subscriptionId: null,
+    // A live row's Stripe account is recorded by its insert trigger (migration 0020).
+    processorAccount: null,
+    amount: args.amount,
+    currency: args.currency,
+    status: !succeeded ? "failed" : authorized ? "requires_capture" : "completed",
+    amountRefunded: 0,
+    captureMethod: args.captureMethod,
+    amountCapturable: authorized ? args.amount : 0,
+    amountReceived: succeeded && !authorized ? args.amount : 0,
+    nextAction: null,
+    paymentMethodId: args.paymentMethodId,
+    description: args.description,
+    metadata: args.metadata,
+    captureBefore: authorized ? isoTime(args.at + AUTHORIZATION_LIFETIME_MS) : null,
+    canceledAt: null,
+    cancellationReason: null,
+    failureCode: outcome.status === "failed" ? outcome.code : null,
+    failureMessage: outcome.status === "failed" ? outcome.message : null,
+    cardBrand: args.card.summary.brand,
+    cardLast4: args.card.summary.last4,
+    cardExpMonth: args.card.summary.exp_month,
+    cardExpYear: args.card.summary.exp_year,
+    cardFingerprint: args.card.fingerprint,
+    processorReference: outcome.status === "succeeded" ? outcome.reference : null,
+    chargeReference: args.chargeReference,
+    invoiceId: null,
+    createdAt: isoTime(args.at),
+  };
+}
+
+/** The event a new payment emits: payment.completed or payment.failed (the document's shape), or payment.authorized (the payment). */
+export function newPaymentEvent(db: Db, payment: PaymentRow, customer: { id: string; email: string }, at: number): EmittedEvent {
+  const tenant = { accountId: payment.accountId, livemode: payment.livemode };
+  if (payment.status === "requires_capture") return emitEvent(db, tenant, { type: "payment.authorized", data: serializePayment(payment) }, at);
+  return emitEvent(db, tenant, { type: payment.status === "failed" ? "payment.failed" : "payment.completed", data: paymentEventData(payment, customer) }, at);
+}
+
+/** SQL: the payment is still as it was read (status and what it holds). */
+function stillAsRead(payment: PaymentRow) {
+  return sql`EXISTS (SELECT 1 FROM ${payments} WHERE ${payments.id} = ${payment.id} AND ${payments.status} = ${payment.status}
+    AND ${payments.amountCapturable} = ${payment.amountCapturable} AND ${payments.amountReceived} = ${payment.amountReceived} AND ${livesHere(payments.accountId)})`;
+}
+
+/** The writes of a capture the processor made: completed, `amount` received, the rest released; payment.completed. */
+export function captureWrites(db: Db, payment: PaymentRow, amount: number, customer: { id: string; email: string } | null, at: number): { row: PaymentRow; statements: Statement[]; events: EmittedEvent[] } {
+  const row: PaymentRow = { ...payment, status: "completed", amountReceived: amount, amountCapturable: 0, captureBefore: null };
+  return {
+    row,
+    statements: [
+      guard(db, PAYMENT_STATE_CHANGED, stillAsRead(payment)),
+      db
+        .update(payments)
+        .set({ status: "completed", amountReceived: amount, amountCapturable: 0, captureBefore: null })
+        .where(and(eq(payments.id, payment.id), eq(payments.status, "requires_capture"))),
+      releaseStep(db, payment.id),
+    ],
+    events: [emitEvent(db, payment, { type: "payment.completed", data: paymentEventData(row, customer) }, at)],
+  };
+}
+
+/** The writes of a cancel the processor made: canceled, nothing held; payment.canceled. */
+export function cancelWrites(db: Db, payment: PaymentRow, reason: CancellationReason | null, at: number): { row: PaymentRow; statements: Statement[]; events: EmittedEvent[] } {
+  const row: PaymentRow = { ...payment, status: "canceled", amountCapturable: 0, captureBefore: null, nextAction: null, canceledAt: isoTime(at), cancellationReason: reason };
+  return {
+    row,
+    statements: [
+      guard(db, PAYMENT_STATE_CHANGED, stillAsRead(payment)),
+      db
+        .update(payments)
+        .set({ status: "canceled", amountCapturable: 0, captureBefore: null, nextAction: null, canceledAt: isoTime(at), cancellationReason: reason })
+        .where(and(eq(payments.id, payment.id), eq(payments.status, payment.status))),
+      releaseStep(db, payment.id),
+    ],
+    events: [emitEvent(db, payment, { type: "payment.canceled", data: serializePayment(row) }, at)],
+  };
+}
+
+/** Captures at the processor (fixed reference per payment); a call that still throws after its retries has an unknown outcome. */
+export function captureAtProcessor(processor: { capturePayment: (args: { chargeReference: string; amount: number; reference: string; firstAttemptAt?: number }) => Promise<Outcome> }, payment: PaymentRow, amount: number): Promise<Outcome> {
+  return withProcessorRetries(() =>
+    processor.capturePayment({ chargeReference: payment.processorReference ?? "", amount, reference: captureReference(payment.id), firstAttemptAt: Date.parse(payment.createdAt) }),
+  );
+}
+
+export function cancelAtProcessor(processor: { cancelPayment: (args: { chargeReference: string; reference: string; firstAttemptAt?: number }) => Promise<Outcome> }, payment: PaymentRow): Promise<Outcome> {
+  return withProcessorRetries(() => processor.cancelPayment({ chargeReference: payment.processorReference ?? "", reference: cancelReference(payment.id), firstAttemptAt: Date.parse(payment.createdAt) }));
+}
+
+/**
+ * The cron: cancels every authorization of this shard whose 7 days are over (cancellation_reason
+ * expired, payment.canceled). At-least-once and safe to overlap: the processor sees one cancel per
+ * payment (its fixed reference), and the batch is conditional on the payment still being
+ * requires_capture, so a payment captured or canceled meanwhile, or expired by another run, is left
+ * as it is and emits nothing. Returns how many this run canceled.
+ */
+export async function expireAuthorizations(env: Bindings, now: number): Promise<{ canceled: number; skipped: number }> {
+  const db = createDb(env.DB);
+  const due = await db
+    .select()
+    .from(payments)
+    .where(and(eq(payments.status, "requires_capture"), lte(payments.captureBefore, isoTime(now)), livesHere(payments.accountId)))
+    .orderBy(asc(payments.captureBefore))
+    .limit(EXPIRY_BATCH);
+  const processorOf = processorResolver(env, db);
+  let canceled = 0;
+  let skipped = 0;
+  for (const payment of due) {
+    const tenant: Tenant = { accountId: payment.accountId, livemode: payment.livemode };
+    let held = false;
+    try {
+      const processor = await processorOf(tenant);
+      if (!processor) {
+        skipped++;
+        continue;
+      }
+      // A capture or cancel of this payment is at the processor: it decides, and the next run looks again.
+      held = await takePaymentStep(db, payment.id, now);
+      if (!held) {
+        skipped++;
+        continue;
+      }
+      const outcome = await cancelAtProcessor(processor, payment);
+      if (outcome.status !== "succeeded") {
+        console.error(JSON.stringify({ message: "authorization expiry: the processor refused the cancel; retried next run", payment: payment.id, code: outcome.code }));
+        skipped++;
+        continue;
+      }
+      const writes = cancelWrites(db, payment, "expired", now);
+      await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { statements: writes.statements, events: writes.events });
+      held = false;
+      canceled++;
+    } catch (error) {
+      // Captured or canceled meanwhile (or by an overlapping run): nothing to do.
+      if (failureReason(error) === PAYMENT_STATE_CHANGED) {
+        skipped++;
+        continue;
+      }
+      console.error(JSON.stringify({ message: "authorization expiry failed; retried next run", payment: payment.id, error: String(error) }));
+      skipped++;
+    } finally {
+      if (held) await releasePaymentStep(db, payment.id);
+    }
+  }
+  return { canceled, skipped };
+}
+
+/** A payment of the caller's account and mode with its user's id and email (for payment.completed). */
+export async function loadPayment(db: Db, tenant: Tenant, id: string): Promise<{ payment: PaymentRow; customer: { id: string; email: string } | null } | null> {
+  const [row] = await db
+    .select({ payment: payments, user: { id: users.id, email: users.email } })
+    .from(payments)
+    .leftJoin(users, eq(users.id, payments.userId))
+    .where(and(ownedBy(payments, tenant), eq(payments.id, id)))
+    .limit(1);
+  if (!row) return null;
+  return { payment: row.payment, customer: row.user?.id ? { id: row.user.id, email: row.user.email } : null };
+}

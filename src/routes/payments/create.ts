@@ -1,0 +1,140 @@
+// POST /payments: a one-off payment (src/payments/intents.ts). Validates everything first (amount,
+// currency, user, card, return_url), then asks the processor to charge the card, or only to
+// authorize it (capture_method manual), under a reference derived from the Idempotency-Key, and
+// records the payment and its event in one batch. A decline answers 402 with the failed payment's
+// id; the failed payment is kept.
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { eq } from "drizzle-orm";
+import { payments as paymentsTable, users } from "../../db/schema";
+import { owned } from "../../db/scope";
+import { hasPrefix, newId } from "../../domain/ids";
+import type { AppEnv } from "../../context";
+import { isDevelopment } from "../../env";
+import { ApiError, cardDeclined, invalidRequest, notFound } from "../../lib/errors";
+import { clock } from "../../lib/clock";
+import { idempotencyClaimLost } from "../../middleware/idempotency";
+import { assertNoCardData, cardInBody, readCard } from "../../payments/card-input";
+import { withProcessorRetries } from "../../payments/charge";
+import { newPaymentEvent, paymentOfOutcome } from "../../payments/intents";
+import { readCurrency } from "../../payments/money-input";
+import { serializePayment } from "../../payments/serialize";
+import { processorForCardFields, processorForRequest } from "../../processor";
+import { savedCardFor } from "../../payments/methods";
+import { apiRoute, json, jsonBodyOf } from "../openapi";
+import { found } from "../reads";
+import { commit, firstChargeReference, outcomeTracked } from "../write-path";
+import { CreatePaymentBody, PaymentSchema } from "./schema";
+
+const create = apiRoute({
+  method: "post",
+  path: "/payments",
+  claimFirst: true,
+  tags: ["Payments"],
+  operationId: "createPayment",
+  summary: "Take a one-off payment",
+  description:
+    "Charges a user's card once, as Stripe's PaymentIntent with confirm. capture_method automatic (the default) captures at once: status completed, payment.completed. " +
+    "capture_method manual only authorizes: status requires_capture with amount_capturable held and capture_before 7 days on, payment.authorized; capture it with POST /payments/{id}/capture or release it with POST /payments/{id}/cancel (the cron cancels it when capture_before passes, cancellation_reason expired). " +
+    "A decline answers 402 card_declined (with decline_code) and error.payment_id: the payment is kept, failed, and payment.failed is sent. " +
+    "The Idempotency-Key is the processor's: a retry with it never charges twice. The user must be of this account and mode (else 404). " +
+    "In live mode the payment is a Stripe PaymentIntent on the user's Stripe Customer (capture_method as given, confirmed at once); a card that asks for 3-D Secure answers 402 with decline_code authentication_required until Tender can send the payer to authenticate.",
+  scope: "payments:write",
+  request: jsonBodyOf(CreatePaymentBody),
+  responses: { 201: json(PaymentSchema, "The payment: completed, or requires_capture for a manual capture.") },
+  extraErrors: [402],
+});
+
+/** The charge's reference is already recorded: another request took this Idempotency-Key over and answers for it. */
+const CHARGE_RECORDED = "unique:payments.charge_reference";
+
+/** return_url: http(s) only; plain http only to localhost in development. */
+function readReturnUrl(text: string | undefined, development: boolean): string | null {
+  if (text === undefined) return null;
+  let url: URL | null = null;
+  try {
+    url = new URL(text);
+  } catch {
+    url = null;
+  }
+  const local = url !== null && (url.hostname === "localhost" || url.hostname === "127.0.0.1");
+  const allowed = url !== null && (url.protocol === "https:" || (url.protocol === "http:" && development && local));
+  if (!allowed) {
+    throw invalidRequest(
+      "url_invalid",
+      development ? "return_url must be an https URL (or http://localhost or http://127.0.0.1 in development)." : "return_url must be an https URL.",
+      "return_url",
+    );
+  }
+  return url!.toString();
+}
+
+export function registerCreatePayment(app: OpenAPIHono<AppEnv>) {
+  app.openapi(create, async function createPayment(c) {
+    const { db, auth } = c.var;
+    const body = c.req.valid("json");
+    const now = clock.now();
+    const currency = readCurrency(body.currency);
+    readReturnUrl(body.return_url, isDevelopment(c.env));
+    // A saved card of the user (pmt_…), or the card fields (in live mode only on a connection
+    // made with raw_card_data).
+    const savedId = body.payment_method?.startsWith("pmt_") ? body.payment_method : undefined;
+    const cardFields = savedId ? undefined : cardInBody(body);
+    if (savedId) assertNoCardData(body);
+    if (!savedId && !cardFields) {
+      throw invalidRequest("parameter_missing", "payment_method is required: a saved payment method \"pmt_…\", or \"card\" with card_number, expiration_month, expiration_year and cvv.", "payment_method");
+    }
+    const card = cardFields ? await readCard(c.env, cardFields, now) : undefined;
+    if (!hasPrefix(body.user_id, "user")) throw notFound("user", body.user_id, "user_id");
+    const [userRow] = await db.select({ id: users.id, email: users.email }).from(users).where(owned(users, auth, eq(users.id, body.user_id))).limit(1);
+    const user = await found(c, userRow, "user", body.user_id, "user_id");
+    const saved = savedId ? await savedCardFor(c, savedId, user.id) : undefined;
+    const processor = saved ? await processorForRequest(c) : await processorForCardFields(c);
+
+    const id = newId("payment", now);
+    const reference = firstChargeReference(c) ?? id;
+    const captureMethod = body.capture_method ?? "automatic";
+    const customer = { id: user.id, email: user.email };
+    // A processor call that still throws after its retries may have moved money: the key stays claimed.
+    const outcome = await outcomeTracked(c, () =>
+      withProcessorRetries(() =>
+        processor.authorizeCard({
+          ...(saved ? { token: saved.token } : { card: card!.card }),
+          amount: body.amount,
+          currency,
+          reference,
+          capture: captureMethod,
+          customer,
+          firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : now,
+        }),
+      ),
+    );
+    const payment = paymentOfOutcome(
+      {
+        id,
+        tenant: auth,
+        userId: user.id,
+        amount: body.amount,
+        currency,
+        captureMethod,
+        description: body.description ?? null,
+        metadata: body.metadata ?? null,
+        card: saved ?? card!,
+        paymentMethodId: saved?.id ?? null,
+        chargeReference: reference,
+        at: now,
+      },
+      outcome,
+    );
+    const writes = { statements: [db.insert(paymentsTable).values(payment)], events: [newPaymentEvent(db, payment, customer, now)] };
+    const options = { moneyMoved: { paymentId: id }, failures: { [CHARGE_RECORDED]: idempotencyClaimLost } };
+    if (outcome.status === "failed") {
+      const declined = cardDeclined(outcome.code, outcome.message);
+      const error = new ApiError(declined.status, declined.type, declined.code, declined.message, undefined, {}, { ...declined.extra, payment_id: id });
+      await commit(c, writes, 402, error.body(c.var.requestId), options);
+      throw error;
+    }
+    const answer = serializePayment(payment);
+    await commit(c, writes, 201, answer, options);
+    return c.json(answer, 201);
+  });
+}
