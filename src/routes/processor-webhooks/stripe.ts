@@ -5,7 +5,8 @@
 // connection, answers 400 and changes nothing. A verified event is applied once
 // (src/payments/processor-settlements.ts) and acknowledged with 200; one about an object Tender
 // does not know, or of a type Tender does not act on, is acknowledged too and changes nothing.
-// An error while applying answers 500, so Stripe sends the event again.
+// An error while applying answers 500, so Stripe sends the event again; so does (503) an event
+// whose account moved to another shard while it was being applied.
 import { type OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { AppEnv } from "../../context";
@@ -89,6 +90,22 @@ async function connectionOnItsShard(c: Context<AppEnv>, accountId: string, now: 
   return connection ? { shard: home.shard, connection } : undefined;
 }
 
+/**
+ * After the event was applied (or found applied) on the shard it was read on: answered 200 only if
+ * the account still lives there. A move that switched meanwhile (while the handler was at Stripe,
+ * reversing a failed payout's transfer) has copied the shard before that write, and deletes what
+ * the source holds: the effect is not where the account lives, so 503, and Stripe sends the event
+ * again, to the new shard, where it is applied (any processor call again with the same reference).
+ * A write before the switch is in the copy, or the switch refused it (its proof changed).
+ */
+async function stillLivesHere(c: Context<AppEnv>, accountId: string) {
+  const row = await c.var.db.$client.prepare("SELECT moved_to FROM accounts WHERE id = ?").bind(accountId).first<{ moved_to: number | null }>();
+  if (!row || row.moved_to !== null) {
+    console.log(JSON.stringify({ message: "Stripe event applied on a shard the account left meanwhile: Stripe is asked to send it again", account: accountId }));
+    throw accountMoving();
+  }
+}
+
 async function receive(c: Context<AppEnv>) {
   const accountId = c.req.param("account_id") ?? "";
   // The raw bytes, exactly as sent: a re-serialized body would not verify.
@@ -111,7 +128,10 @@ async function receive(c: Context<AppEnv>) {
   const tenant = { accountId: connection.accountId, livemode: true };
   const settlement = settlementOf(verified.event);
   const answer = (outcome: z.infer<typeof ReceiptSchema>["outcome"]) => c.json({ received: true as const, event: settlement.eventId, outcome }, 200);
-  if (await alreadyRecorded(db, tenant, settlement.eventId)) return answer("duplicate");
+  if (await alreadyRecorded(db, tenant, settlement.eventId)) {
+    await stillLivesHere(c, tenant.accountId);
+    return answer("duplicate");
+  }
   const outcome = await applySettlement(
     {
       env: c.env,
@@ -130,6 +150,7 @@ async function receive(c: Context<AppEnv>) {
     },
     settlement,
   );
+  await stillLivesHere(c, tenant.accountId);
   if (settlement.kind === "ignore") console.log(JSON.stringify({ message: "Stripe event ignored", event: settlement.eventId, type: settlement.type, reason: settlement.reason }));
   return answer(outcome);
 }

@@ -15,6 +15,7 @@ import { clock, isoTime } from "../../lib/clock";
 import { ApiError, conflict, invalidRequest } from "../../lib/errors";
 import { type ConnectionRow, readConnection, ringOf, sealSecrets } from "../../processor/connections";
 import { verifyStripeKeyFor } from "../../processor";
+import { moneyInFlightFailures, noMoneyInFlight } from "../../processor/in-flight";
 import { withLiveKey } from "../reads";
 import { commitAndRespond } from "../write-path";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
@@ -57,7 +58,7 @@ const connect = apiRoute({
   description:
     "Connects (or replaces) live mode's card processor: your Stripe account. The key is checked with Stripe first (GET /v1/account); a key Stripe refuses answers 400 processor_key_invalid, and a Stripe test key outside development 400 processor_key_not_live. " +
     "The secret key and the webhook signing secrets are stored encrypted and never answered (only the key's last 4 characters). Point Stripe's webhook endpoints (your account's, and a Connect one for payouts) at the answer's webhook_url. " +
-    "Replacing the connection with a key of another Stripe account answers 409 processor_in_use while live subscriptions, payouts or refunds depend on the connected one. " +
+    "Replacing the connection with a key of another Stripe account answers 409 processor_in_use while live subscriptions, payouts or refunds depend on the connected one, or a live payment is being made through it at that moment (with Retry-After). " +
     AUTH_NOTE,
   middleware: [liveSecretKeyOnly],
   request: jsonBodyOf(ConnectProcessorBody),
@@ -83,7 +84,7 @@ const disconnect = apiRoute({
   summary: "Disconnect the processor",
   description:
     "Removes the connection and its stored secrets: live requests that move money then answer 400 livemode_unavailable, and Stripe's events to webhook_url are refused. " +
-    `While live subscriptions (active or past due), payouts or refunds still depend on it, answers 409 processor_in_use. ${AUTH_NOTE}`,
+    `While live subscriptions (active or past due), payouts or refunds still depend on it, or a live payment is being made through it at that moment, answers 409 processor_in_use (the latter with Retry-After). ${AUTH_NOTE}`,
   middleware: [liveSecretKeyOnly],
   responses: { 200: json(DeletedProcessorConnectionSchema, "The connection was removed.") },
 });
@@ -157,6 +158,7 @@ export function registerProcessor(app: OpenAPIHono<AppEnv>) {
             IN_USE,
             sql`NOT (EXISTS (SELECT 1 FROM processor_connections WHERE account_id = ${auth.accountId} AND processor_account <> ${check.account}) AND ${liveMoneyInFlight(auth.accountId)})`,
           ),
+          noMoneyInFlight(db, auth.accountId, clock.now(), check.account),
           db
             .insert(processorConnections)
             .values(row)
@@ -166,7 +168,7 @@ export function registerProcessor(app: OpenAPIHono<AppEnv>) {
       },
       200,
       answer,
-      { failures: { [IN_USE]: () => inUse(`This account is connected to Stripe account ${existing?.processorAccount ?? "another"}; it cannot be replaced by ${check.account}`) } },
+      { failures: { [IN_USE]: () => inUse(`This account is connected to Stripe account ${existing?.processorAccount ?? "another"}; it cannot be replaced by ${check.account}`), ...moneyInFlightFailures } },
     );
   });
 
@@ -189,13 +191,14 @@ export function registerProcessor(app: OpenAPIHono<AppEnv>) {
         statements: [
           guard(db, MISSING, sql`EXISTS (SELECT 1 FROM processor_connections WHERE ${mine})`),
           guard(db, IN_USE, sql`NOT ${liveMoneyInFlight(auth.accountId)}`),
+          noMoneyInFlight(db, auth.accountId, clock.now()),
           db.delete(processorConnections).where(mine),
         ],
         events: [],
       },
       200,
       answer,
-      { failures: { [MISSING]: noConnection, [IN_USE]: () => inUse("The processor connection cannot be removed") } },
+      { failures: { [MISSING]: noConnection, [IN_USE]: () => inUse("The processor connection cannot be removed"), ...moneyInFlightFailures } },
     );
   });
 }

@@ -15,7 +15,7 @@ import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { cardDeclined, invalidRequest } from "../../lib/errors";
 import { found } from "../reads";
-import { commitAndRespond, firstChargeReference, outcomeTracked } from "../write-path";
+import { commitAndRespond, firstChargeReference, holdMoney, outcomeTracked } from "../write-path";
 import { charge, paymentEventData } from "../../payments/charge";
 import { issueInvoice, subscriptionLine } from "../../billing/invoices";
 import { readCard } from "../../payments/card-input";
@@ -94,6 +94,8 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
     }
     const subtotal = metered ? 0 : chargeableAmount(plan, body.quantity);
     const card = await readCard(c.env, body, realNow);
+    // Live money goes out through the connection only under a claim of it (src/processor/in-flight.ts).
+    await holdMoney(c, "first_charge");
     const processor = await processorForRequest(c);
 
     const id = newId("subscription", realNow);

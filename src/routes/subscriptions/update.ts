@@ -35,7 +35,7 @@ import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { ApiError, cardDeclined, invalidRequest } from "../../lib/errors";
 import { readById, readOne } from "../reads";
-import { assertKeyClaimedFirst, commit, commitAndAnswerRow, outcomeTracked } from "../write-path";
+import { assertKeyClaimedFirst, commit, commitAndAnswerRow, holdMoney, outcomeTracked } from "../write-path";
 import { type CardInput, cardInBody, readCard } from "../../payments/card-input";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
 import { alreadyCanceled, answerDecline, billingNow, chargeInProgress, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags, CHARGE_IN_FLIGHT, SUBSCRIPTION_CANCELED, SUBSCRIPTION_CHANGED, proratedAsRead } from "./common";
@@ -197,6 +197,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       redeem = { coupon, reference: `${sub.id}:coupon:${c.var.idempotency ? `${c.var.idempotency.key}:${c.var.idempotency.since}` : randomToken(20)}` };
     }
     const card = newCard ? await readCard(c.env, newCard, realNow) : null;
+    if (card && sub.status === "past_due") await holdMoney(c, "past_due_charge");
     const processor = card ? await processorForRequest(c) : null;
     // Every new card is vaulted first (no money moves): the token is what a charge, a retry of it
     // and the next renewals send, so the card itself is needed only here, and never kept. A live
