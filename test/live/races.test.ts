@@ -5,7 +5,6 @@
 // recorded on a shard the account has left (its retry records it there, once), and a Stripe event
 // applied while the account moved is answered so that Stripe sends it again.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { useStripeClient } from "../../src/processor";
 import { IDEMPOTENCY_LOCK_MS } from "../../src/middleware/idempotency";
 import { OTHER_SHARD, TEST_SHARD, envOf } from "../support/env";
 import { call, signup } from "../support/http";
@@ -19,11 +18,13 @@ import {
   STRIPE_CARDS,
   connectStripe,
   deliverStripeEvents,
+  holdStripe,
   installFakeStripe,
   livePayout,
   newSecretKey,
   newSigningSecret,
   payableUser,
+  paymentIntent,
   skipStripeEvents,
 } from "../support/live";
 
@@ -34,44 +35,7 @@ afterAll(async () => {
   stripe.restore();
 });
 
-/**
- * The answer to the next Stripe request whose method and path match is held until `release()`
- * (Stripe has acted on it: a charge is made); `reached` resolves when it is held. Every other request
- * goes straight to the fake.
- */
-function holdStripe(matches: (method: string, path: string) => boolean) {
-  // Flags, polled on each side: a promise settled from the test's context would never wake the
-  // request's (workerd runs them as different requests), nor the other way round.
-  const state = { arrived: false, released: false };
-  let held = false;
-  useStripeClient({
-    fetch: async (input: RequestInfo | URL, init?: RequestInit) => {
-      const method = (init?.method ?? (input instanceof Request ? input.method : "GET")).toUpperCase();
-      const path = new URL(typeof input === "string" ? input : input instanceof URL ? input.href : input.url).pathname;
-      if (!held && matches(method, path)) {
-        held = true;
-        // Stripe has done it; its answer is what is held.
-        const answer = await fake.fetch(input as never, init);
-        state.arrived = true;
-        while (!state.released) await new Promise((resolve) => setTimeout(resolve, 10));
-        return answer;
-      }
-      return fake.fetch(input as never, init);
-    },
-    sleep: async () => {},
-  });
-  return {
-    reached: (async () => {
-      while (!state.arrived) await new Promise((resolve) => setTimeout(resolve, 10));
-    })(),
-    release: () => {
-      state.released = true;
-      installFakeStripe(fake);
-    },
-  };
-}
-
-const paymentIntent = (method: string, path: string) => method === "POST" && path === "/v1/payment_intents";
+const hold = (matches: (method: string, path: string) => boolean) => holdStripe(fake, matches);
 const succeededFor = (userId: string) => [...fake.paymentIntents.values()].filter((i) => i.metadata?.tender_user === userId && i.status === "succeeded");
 const moveTo = (accountId: string, shard: number) => call(`/api/accounts/${accountId}/move`, { body: { to_shard: shard, drain_seconds: 0 } });
 const pausedOn = async (shard: number, accountId: string) =>
@@ -103,7 +67,7 @@ describe("a disconnect racing a first charge (issue 33, item 3)", () => {
   it("DELETE and a PUT naming another Stripe account answer 409 processor_in_use while POST /subscriptions is at Stripe; the charge commits against the connection it used", { timeout: 30_000 }, async () => {
     const { acct, connected, planId } = await liveAccount("Disconnect race");
     const user = await payableUser(fake, acct, "Dee Race");
-    const gate = holdStripe(paymentIntent);
+    const gate = hold(paymentIntent);
     const creating = call("/subscriptions", { key: acct.liveKey, body: { user_id: user.id, plan_id: planId, ...card(STRIPE_CARDS.succeeds) }, idempotencyKey: "race-disconnect" });
     await gate.reached;
 
@@ -147,7 +111,7 @@ describe("a disconnect racing a first charge (issue 33, item 3)", () => {
   it("a claim whose worker died (its lease ran out) does not hold the connection; its late commit is refused, not recorded against another connection", { timeout: 30_000 }, async () => {
     const { acct, planId } = await liveAccount("Dead claim");
     const user = await payableUser(fake, acct, "Lee Late");
-    const gate = holdStripe(paymentIntent);
+    const gate = hold(paymentIntent);
     const creating = call("/subscriptions", { key: acct.liveKey, body: { user_id: user.id, plan_id: planId, ...card(STRIPE_CARDS.succeeds) }, idempotencyKey: "race-dead-claim" });
     await gate.reached;
     await envOf(TEST_SHARD).DB.prepare("UPDATE money_claims SET lease_until = 0 WHERE account_id = ?").bind(acct.id).run();
@@ -165,7 +129,7 @@ describe("an account move racing a live first charge (issue 33, item 4)", () => 
   it("the move waits while the charge is at Stripe (drain_seconds 0), and the subscription and its payment are where the account lives", { timeout: 30_000 }, async () => {
     const { acct, planId } = await liveAccount("Move race");
     const user = await payableUser(fake, acct, "Mo Race");
-    const gate = holdStripe(paymentIntent);
+    const gate = hold(paymentIntent);
     const creating = call("/subscriptions", { key: acct.liveKey, body: { user_id: user.id, plan_id: planId, ...card(STRIPE_CARDS.succeeds) }, idempotencyKey: "race-move" });
     await gate.reached;
     let moveEnded = false;
@@ -194,7 +158,7 @@ describe("an account move racing a live first charge (issue 33, item 4)", () => 
   it("a charge whose claim ran out while the move switched is not recorded on the shard it left: 500 outcome_unknown, and its retry records the one charge where the account lives", { timeout: 30_000 }, async () => {
     const { acct, planId } = await liveAccount("Move late");
     const user = await payableUser(fake, acct, "Al Late");
-    const gate = holdStripe(paymentIntent);
+    const gate = hold(paymentIntent);
     const key = "race-move-late";
     const body = { user_id: user.id, plan_id: planId, ...card(STRIPE_CARDS.succeeds) };
     const creating = call("/subscriptions", { key: acct.liveKey, body, idempotencyKey: key });
@@ -237,7 +201,7 @@ describe("an account move racing a Stripe event (issue 33, item 5)", () => {
     fake.settlePayout(stripePayout.id, "failed", "account_closed");
     const failedEvent = fake.events[fake.events.length - 1];
     expect(failedEvent.type).toBe("payout.failed");
-    const gate = holdStripe((method, path) => method === "POST" && path.endsWith("/reversals"));
+    const gate = hold((method, path) => method === "POST" && path.endsWith("/reversals"));
     const delivering = deliverStripeEvents(fake, connected, { events: [failedEvent] });
     await gate.reached;
     const moved = await moveTo(acct.id, OTHER_SHARD);
