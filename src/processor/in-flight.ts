@@ -52,18 +52,26 @@ export const MONEY_IN_FLIGHT = "money_in_flight";
 const RETRY_AFTER_SECONDS = 5;
 
 /**
- * Takes a claim for money the caller is about to move, in one batch: the caller's key is live
+ * A claim for money the caller is about to move, taken in one batch: the caller's key is live
  * (not revoked, not paused by a move), and in live mode the account has a connection, whose
  * Stripe account the claim names. Refusals: `failures` maps them (a dead key, no connection).
  */
+export const newMoneyClaim = (tenant: Tenant): MoneyClaim => ({ id: `mcl_${randomToken(16)}`, tenant: { accountId: tenant.accountId, livemode: tenant.livemode }, held: true });
+
+/**
+ * Takes `claim` (newMoneyClaim) for money the caller is about to move. The claim is made before
+ * its batch runs, so that a batch whose answer is lost (it may have committed) is still ended by
+ * whoever drops it.
+ */
 export async function takeMoneyClaim(
   db: Db,
+  claim: MoneyClaim,
   caller: Caller,
   purpose: MoneyPurpose,
   now: number,
   failures: { credential: () => ApiError; noConnection: () => ApiError },
-): Promise<MoneyClaim> {
-  const id = `mcl_${randomToken(16)}`;
+): Promise<void> {
+  const { id } = claim;
   const { accountId, livemode } = caller;
   await runBatch(
     db,
@@ -80,7 +88,6 @@ export async function takeMoneyClaim(
     ],
     { [MONEY_CLAIM_REFUSED]: failures.credential, [NO_CONNECTION]: failures.noConnection },
   );
-  return { id, tenant: { accountId, livemode }, held: true };
 }
 
 /** SQL: the account of `accountId` lives on this shard (a move has not switched it away). */

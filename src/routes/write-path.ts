@@ -14,7 +14,7 @@ import { IDEMPOTENCY_CLAIM_LOST, completeIdempotency, idempotencyClaimLost } fro
 import { type CommittedWrites, commitWrites, type WriteSet } from "../webhooks/outbox";
 import type { AppEnv } from "../context";
 import { livemodeUnavailable } from "../processor";
-import { MONEY_CLAIM_LOST, type MoneyPurpose, accountLivesHere, claimHeld, releaseClaim, takeMoneyClaim } from "../processor/in-flight";
+import { MONEY_CLAIM_LOST, type MoneyPurpose, accountLivesHere, claimHeld, newMoneyClaim, releaseClaim, takeMoneyClaim } from "../processor/in-flight";
 import { clock } from "../lib/clock";
 import { guard } from "../db/batch";
 
@@ -79,8 +79,10 @@ export async function holdMoney(c: Context<AppEnv>, purpose: MoneyPurpose): Prom
   assertKeyClaimedFirst(c);
   const { db, auth } = c.var;
   if (!auth.livemode || c.var.moneyClaim?.held) return;
-  const claim = await takeMoneyClaim(db, auth, purpose, clock.now(), { credential: () => revokedCredential(auth.keyId), noConnection: livemodeUnavailable });
+  // Set first: a claim batch whose answer is lost (it may have committed) is dropped with the request.
+  const claim = newMoneyClaim(auth);
   c.set("moneyClaim", claim);
+  await takeMoneyClaim(db, claim, auth, purpose, clock.now(), { credential: () => revokedCredential(auth.keyId), noConnection: livemodeUnavailable });
 }
 
 /** The money a batch records could not be recorded here: the claim was lost, or the account moved. Its outcome is left unknown. */

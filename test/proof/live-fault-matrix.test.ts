@@ -19,6 +19,7 @@ import { card } from "../support/cards";
 import { makeDue } from "../support/clock";
 import { droppingQueue, runJobs } from "../support/queue";
 import { type FaultRule } from "../support/fake-stripe";
+import { faultyD1, sqlMatches } from "../support/faults";
 import {
   type LiveAccount,
   STRIPE_CARDS,
@@ -370,5 +371,32 @@ describe("racing a disconnect and an account move", () => {
         expectOneKeyPerObject(fake, `${kind} / ${race}`);
       });
     }
+  }
+});
+
+// The claim a first charge takes before it calls Stripe (src/processor/in-flight.ts), under D1's
+// faults: refused before commit, or committed with its answer lost. Either way Stripe is not
+// called, no claim is left behind to hold the connection or a move, and the client's retry with
+// the same Idempotency-Key charges once.
+describe("a first charge's money claim under D1 faults", () => {
+  for (const kind of ["fail_before_commit", "commit_then_throw"] as const) {
+    it(`the claim's batch: ${kind}`, async () => {
+      ran++;
+      const account: LiveAccount = await signup(`Claim fault ${kind}`);
+      await connectStripe(account);
+      const plan = (await createPlan({ id: account.id, key: account.liveKey }, { price: 20, currency: "usd" })).id as string;
+      const user = await payableUser(fake, account, `Claim ${kind}`);
+      const key = `claim-fault-${kind}`;
+      const json = { user_id: user.id, plan_id: plan, ...card(STRIPE_CARDS.succeeds) };
+      const faulty = faultyD1(env.DB, { kind, when: (op) => sqlMatches(op, /^\s*insert\s+into\s+"money_claims"/i) });
+      const first = await fetchWith({ DB: faulty } as never, "/subscriptions", { key: account.liveKey, json, headers: { "idempotency-key": key } });
+      expect(first.status, first.text).toBe(500);
+      expect([...fake.paymentIntents.values()].filter((i) => i.metadata?.tender_user === user.id)).toHaveLength(0);
+      expect(Number(await env.DB.prepare("SELECT count(*) AS n FROM money_claims WHERE account_id = ?").bind(account.id).first("n"))).toBe(0);
+      const retried = await call("/subscriptions", { key: account.liveKey, body: json, idempotencyKey: key });
+      expect(retried.status, retried.text).toBe(201);
+      expect([...fake.paymentIntents.values()].filter((i) => i.metadata?.tender_user === user.id && i.status === "succeeded")).toHaveLength(1);
+      expect(Number(await env.DB.prepare("SELECT count(*) AS n FROM money_claims WHERE account_id = ?").bind(account.id).first("n"))).toBe(0);
+    });
   }
 });
