@@ -46,7 +46,8 @@ const route = createRoute({
     "Where Stripe sends its events for this account: the webhook_url of PUT /api/processor. Not called by you: point your Stripe webhook endpoint, and a Connect endpoint for payouts, here. " +
     "Stripe-Signature is verified against the connection's webhook secrets with Stripe's 300-second tolerance; a missing or bad signature, or an account without a connection, answers 400 and changes nothing. " +
     "Each event is applied once, in any order: payout.paid / payout.failed settle live payouts, refund.updated settles live refunds (refund.completed, or the amount refundable again), charge.dispute.created emits payment.disputed. " +
-    "Anything else, or an event about an object Tender does not know, answers 200 and changes nothing.",
+    "Anything else, or an event about an object Tender does not know, answers 200 and changes nothing. " +
+    "While the account is moving to another database, and for an event whose account moved while it was being applied, answers 503: Stripe sends it again.",
   security: [],
   request: {
     params: z.object({
