@@ -6,6 +6,8 @@
 // applied while the account moved is answered so that Stripe sends it again.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { IDEMPOTENCY_LOCK_MS } from "../../src/middleware/idempotency";
+import { expireRecords } from "../../src/jobs/expiry";
+import { JOB_RUN_TTL_MS } from "../../src/db/leases";
 import { OTHER_SHARD, TEST_SHARD, envOf } from "../support/env";
 import { call, signup } from "../support/http";
 import { createPlan } from "../support/fixtures";
@@ -122,6 +124,20 @@ describe("a disconnect racing a first charge (issue 33, item 3)", () => {
     expect(created.status, created.text).toBe(500);
     expect(created.body.error.code).toBe("outcome_unknown");
     expect((await call(`/subscriptions?user_id=${user.id}`, { key: acct.liveKey })).body.data).toHaveLength(0);
+  });
+});
+
+describe("money claims left behind", () => {
+  it("a claim whose worker died is deleted by the record expiry a day after its lease ran out, not before", async () => {
+    const { acct } = await liveAccount("Stale claim");
+    const insert = (id: string, leaseUntil: number) =>
+      envOf(TEST_SHARD).DB.prepare("INSERT INTO money_claims (id, account_id, livemode, processor_account, purpose, created_at, lease_until) VALUES (?, ?, 1, NULL, 'first_charge', ?, ?)").bind(id, acct.id, new Date().toISOString(), leaseUntil).run();
+    await insert(`mcl_stale_${acct.id}`, Date.now() - JOB_RUN_TTL_MS - 1000);
+    await insert(`mcl_recent_${acct.id}`, Date.now() - 1000);
+    const swept = await expireRecords(envOf(TEST_SHARD), Date.now());
+    expect(swept.moneyClaims).toBeGreaterThanOrEqual(1);
+    const left = await envOf(TEST_SHARD).DB.prepare("SELECT id FROM money_claims WHERE account_id = ?").bind(acct.id).all<{ id: string }>();
+    expect(left.results.map((r) => r.id)).toEqual([`mcl_recent_${acct.id}`]);
   });
 });
 
