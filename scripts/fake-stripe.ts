@@ -1,7 +1,7 @@
 // `npm run fake-stripe`: the fake Stripe of the tests (test/support/fake-stripe.ts) as a local
 // server, for `npm run dev` with STRIPE_API_BASE=http://127.0.0.1:12111 (honoured in development
 // only). It serves the Stripe operations Tender uses, checked against Stripe's OpenAPI document,
-// with Stripe's fixtures as its objects; `/_fake/…` tells it what to do (README "Live mode with
+// with Stripe's fixtures as its objects; `/_fake/…` tells it what to do (docs/live-mode.md, "A fake
 // Stripe"). Node runs it as TypeScript (type stripping, Node >= 22.18; npm's scripts use the
 // project's node@24). FAKE_STRIPE_PORT changes the port.
 import { readFileSync } from "node:fs";

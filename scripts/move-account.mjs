@@ -1,4 +1,4 @@
-// `npm run move-account -- <account_id> <shard>`: moves an account to another shard (README "Shards")
+// `npm run move-account -- <account_id> <shard>`: moves an account to another shard (docs/operations.md "Shards")
 // through POST /api/accounts/{id}/move of the Tender at TENDER_API_URL (http://127.0.0.1:8787), with
 // ADMIN_TOKEN as its bearer outside development; DRAIN_SECONDS sets the move's drain_seconds. Prints the proof of the copy, one line per table
 // (rows and SHA-256, equal on both shards), and exits 0; on a refusal it prints the error and exits 1.

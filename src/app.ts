@@ -13,6 +13,23 @@ import { docsScript } from "./routes/docs-script";
 import { favicon } from "./routes/favicon";
 import { CURRENT_API_VERSION } from "./domain/api-versions";
 import { containsCardNumber, withoutCardNumbers } from "./domain/cards";
+import { closestRoute, type KnownRoute } from "./lib/did-you-mean";
+import { withCodeSamples } from "./routes/code-samples";
+import type { Context } from "hono";
+
+/** The reference's introduction (/docs shows it first): what Tender is and a first call. */
+const GETTING_STARTED = [
+  "Payments API: request ids, user profiles, payouts, payments and refunds, subscription plans and subscriptions, signed webhooks. Every object belongs to test mode or live mode (its livemode): a test key (sk_test_…) sees and touches test-mode objects only, a live key (sk_live_…) live-mode objects only. Amounts are integers in the currency's smallest unit. Errors share one shape: { error: { type, code, message, param?, request_id } }.",
+  "",
+  "## Getting started",
+  "",
+  "1. Sign up with `POST /api/accounts` (`{ \"name\", \"email\" }`; open on `npm run dev`, behind the admin token when deployed). The answer's `api_key` (`sk_test_…`) is shown once.",
+  "2. Press **Authorize** and paste the key: every call on this page is then made with it, as `Authorization: Bearer sk_test_…`.",
+  "3. Create a user (`POST /api/users`), then pay them out (`POST /payout` with the test card `4242424242424242`): it is `pending`, then `paid` a few seconds later.",
+  "4. Register a webhook endpoint (`POST /api/webhooks`) to receive `payout.paid` and every other event, signed.",
+  "",
+  "Each operation shows its call through the typed client, `@tender/client` (`npm pack -w @tender/client`; the README says how to install it), beside curl. Writes take an `Idempotency-Key`; the client sends one for you.",
+].join("\n");
 
 export function newApp() {
   // A refused field answers the error shape with its written message (src/routes/openapi.ts).
@@ -49,8 +66,14 @@ export function newApp() {
     return response;
   });
 
+  // The routes a wrong guess is compared with: every method and path the router serves.
+  let known: KnownRoute[] | undefined;
   app.notFound((c) => {
-    throw new ApiError(404, "invalid_request_error", "route_not_found", `No route for ${c.req.method} ${new URL(c.req.url).pathname}. See /docs.`);
+    known ??= app.routes.filter((r) => r.method !== "ALL");
+    const { pathname } = new URL(c.req.url);
+    const meant = closestRoute(c.req.method, pathname, known);
+    const hint = meant ? `Did you mean ${meant}?` : "See /docs.";
+    throw new ApiError(404, "invalid_request_error", "route_not_found", `No route for ${c.req.method} ${pathname}. ${hint}`);
   });
 
   app.use("*", requestContext);
@@ -67,17 +90,17 @@ export function newApp() {
 
   // The document names the origin that served it as its server (a PORT change, or a deployed
   // host, shows there), so a client built from it calls the Tender it came from.
-  app.doc31("/openapi.json", (c) => ({
+  app.get("/openapi.json", (c) => c.json(withCodeSamples(app.getOpenAPI31Document(documentConfig(c)))));
+  const documentConfig = (c: Context) => ({
     openapi: "3.1.0",
     info: {
       title: "Tender API",
       // The API version this document describes (src/domain/api-versions.ts); the client pins it.
       version: CURRENT_API_VERSION,
-      description:
-        "Payments API: request ids, user profiles, payouts, payments and refunds, subscription plans and subscriptions, signed webhooks. Every object belongs to test mode or live mode (its livemode): a test key (sk_test_…) sees and touches test-mode objects only, a live key (sk_live_…) live-mode objects only. Amounts are integers in the currency's smallest unit. Errors share one shape: { error: { type, code, message, param?, request_id } }.",
+      description: GETTING_STARTED,
     },
     servers: [{ url: new URL(c.req.url).origin, description: "The Tender that served this document." }],
-  }));
+  });
   app.get("/docs", docsPage);
   app.get(DOCS_SCRIPT_PATH, docsScript);
   app.get("/favicon.ico", favicon);

@@ -57,6 +57,7 @@ export const ACCOUNT_TABLES = [
   "access_tokens",
   "dashboard_sessions",
   "processor_connections",
+  "retired_processor_connections",
   "processor_events",
   "idempotency_keys",
   "request_ids",

@@ -13,6 +13,7 @@ import { type Tenant, livesHere, ownedBy } from "../db/scope";
 import { plans, subscriptions, testClocks, users } from "../db/schema";
 import { addIntervals, type BillingInterval } from "../domain/billing-calendar";
 import type { Bindings } from "../env";
+import { clock as tenderClock } from "../lib/clock";
 import { sendInBatches } from "../lib/queue";
 import { RENEWING, selectBillableRows } from "./periods";
 import { renewSubscriptions } from "./renewals";
@@ -77,7 +78,7 @@ export async function runTestClock(env: Bindings, db: Db, clock: ClockRef, maxSt
   const frozenMs = Date.parse(clock.frozenTime);
   // The trial notices that fell due first (a notice is due before the trial's end it announces,
   // and a trial's end is charged only once its notice is out): all of them, a run's worth at a time.
-  while ((await sendTestClockTrialNotices(env, db, clock.id, frozenMs, Date.now())) === TRIAL_NOTICES_PER_RUN);
+  while ((await sendTestClockTrialNotices(env, db, clock.id, frozenMs, tenderClock.now())) === TRIAL_NOTICES_PER_RUN);
   // A subscription whose period cannot be priced is left due (and logged by the renewal run); the
   // clock moves past it, so the others on it are not held back.
   const unpriceable: string[] = [];

@@ -22,10 +22,20 @@ export const DASHBOARD_SCRIPT = `// Tender dashboard: progressive enhancements o
       setTimeout(function () { button.textContent = label; }, 1500);
     });
   });
-  // A confirmation before destructive forms: <form data-confirm="…">.
+  // A confirmation before destructive forms: <form data-confirm="…">. A refund's names the amount:
+  // <form data-refund-left="19.99 USD" data-refund-currency="USD"> with its amount field, which is
+  // shown as typed (the server converts it); empty is everything left.
   document.addEventListener("submit", function (event) {
     const form = event.target;
-    if (form instanceof HTMLFormElement && form.dataset.confirm && !window.confirm(form.dataset.confirm)) event.preventDefault();
+    if (!(form instanceof HTMLFormElement)) return;
+    let question = form.dataset.confirm;
+    if (form.dataset.refundLeft) {
+      const typed = form.elements.namedItem("amount") ? String(form.elements.namedItem("amount").value).trim() : "";
+      question = typed === ""
+        ? "Refund everything left on this payment: " + form.dataset.refundLeft + "?"
+        : "Refund " + typed + " " + form.dataset.refundCurrency + " of the " + form.dataset.refundLeft + " left on this payment?";
+    }
+    if (question && !window.confirm(question)) event.preventDefault();
   });
   // Live refresh: a page with <input type=checkbox data-live-refresh> reloads every few seconds
   // while the box is ticked (remembered for the tab), unless a field has focus.

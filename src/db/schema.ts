@@ -262,6 +262,11 @@ export const payouts = sqliteTable(
     ...cardColumns,
     // The processor's token for the destination card: never card data.
     processorToken: text("processor_token").notNull(),
+    // Live mode: the Stripe account (the connection's `acct_…`) the payout was sent through, and
+    // the processor's payout id once known. A Stripe event settles the payout only if it comes from
+    // there and names that id (src/payments/processor-settlements.ts). Set by a trigger at insert.
+    processorAccount: text("processor_account"),
+    processorObject: text("processor_object"),
     date: text("date").notNull(),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
@@ -291,6 +296,9 @@ export const payments = sqliteTable(
     ...cardColumns,
     // The processor's reference for the charge, used to refund it.
     processorReference: text("processor_reference"),
+    // Live mode: the Stripe account (the connection's `acct_…`) the charge was made through (a
+    // trigger sets it at insert, from the connection), so that its events are taken from there only.
+    processorAccount: text("processor_account"),
     // The idempotency key Tender sent the processor for this charge. Unique: one processor
     // charge is recorded as one payment, however many workers settle it.
     chargeReference: text("charge_reference"),
@@ -323,6 +331,10 @@ export const refunds = sqliteTable(
     currency: text("currency").notNull(),
     reason: text("reason"),
     status: text("status", { enum: ["pending", "succeeded", "failed"] }).notNull(),
+    // Live mode: the Stripe account the refund was made through (its payment's: a trigger sets it
+    // at insert), and Stripe's refund id once known.
+    processorAccount: text("processor_account"),
+    processorObject: text("processor_object"),
     createdAt: createdAt(),
     completedAt: text("completed_at"),
   },
@@ -453,6 +465,11 @@ export const subscriptionPeriods = sqliteTable(
     // The percentage (basis points) the period's discount took off, when it was a percent_off
     // coupon's: a change prorated within the period discounts its charge line alike.
     percentOff: integer("percent_off"),
+    // The final invoice of a subscription set to cancel at its period's end: what its last period
+    // still owes (a metered period's usage, pending prorations). Its settlement cancels the
+    // subscription instead of opening another period; its row, unique per (subscription, period),
+    // makes it one invoice and one charge however many runs claim it.
+    final: integer("final", { mode: "boolean" }).notNull().default(false),
     currency: text("currency").notNull(),
     // void: its invoice was voided (POST /invoices/{id}/void), so the period is never charged.
     status: text("status", { enum: ["open", "paid", "uncollectible", "void"] }).notNull(),
@@ -761,6 +778,28 @@ export const processorConnections = sqliteTable(
     updatedAt: text("updated_at").notNull(),
   },
   (t) => [check("processor_connections_live_only", sql`${t.livemode} = 1`)],
+);
+
+// A connection that was removed (DELETE /api/processor) or replaced by another Stripe account's
+// (PUT): its secrets, still sealed as they were (same key ids, same additional data), kept only to
+// verify and settle Stripe's events about objects made through it (a payout that fails days later,
+// a dispute), never to move new money. One per (account, Stripe account): the newest secrets win.
+export const retiredProcessorConnections = sqliteTable(
+  "retired_processor_connections",
+  {
+    accountId: text("account_id").notNull(),
+    livemode: integer("livemode", { mode: "boolean" }).notNull().default(true),
+    provider: text("provider", { enum: ["stripe"] }).notNull(),
+    processorAccount: text("processor_account").notNull(),
+    secretKeyEncrypted: text("secret_key_encrypted").notNull(),
+    secretKeyLast4: text("secret_key_last4").notNull(),
+    webhookSecretEncrypted: text("webhook_secret_encrypted").notNull(),
+    connectWebhookSecretEncrypted: text("connect_webhook_secret_encrypted"),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+    retiredAt: text("retired_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.processorAccount] }), check("retired_processor_connections_live_only", sql`${t.livemode} = 1`)],
 );
 
 // Live money in flight (src/processor/in-flight.ts): a request that is about to move money at the

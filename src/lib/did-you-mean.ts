@@ -31,3 +31,45 @@ export function closest(word: string, candidates: readonly string[]): string | u
   }
   return best;
 }
+
+/** A route as the router knows it: its method and its path, with `:name` for a parameter. */
+export interface KnownRoute {
+  method: string;
+  path: string;
+}
+
+/**
+ * The route a request for `method path` probably meant, as that request would have written it
+ * (its own ids in the parameters' places): a path of as many segments whose fixed segments are
+ * each a typo away (`/payouts` for `/payout`), or the same path under another method. The fewest
+ * edits win, another method counting as one and a half (POST /payouts means POST /payout, not
+ * GET /payouts); undefined when nothing is that close.
+ */
+export function closestRoute(method: string, path: string, routes: readonly KnownRoute[]): string | undefined {
+  const asked = path.split("/").filter(Boolean);
+  let best: { edits: number; text: string } | undefined;
+  for (const route of routes) {
+    const pattern = route.path.split("/").filter(Boolean);
+    if (pattern.length !== asked.length || route.path.includes("*")) continue;
+    let edits = 0;
+    const written: string[] = [];
+    for (const [i, segment] of pattern.entries()) {
+      if (segment.startsWith(":")) {
+        written.push(asked[i]);
+        continue;
+      }
+      const d = distance(asked[i].toLowerCase(), segment.toLowerCase());
+      if (d > Math.max(1, Math.floor(Math.max(asked[i].length, segment.length) / 3))) {
+        edits = Infinity;
+        break;
+      }
+      edits += d;
+      written.push(segment);
+    }
+    const sameMethod = route.method.toUpperCase() === method.toUpperCase();
+    const score = edits + (sameMethod ? 0 : 1.5);
+    if (edits === Infinity || score === 0) continue;
+    if (!best || score < best.edits) best = { edits: score, text: `${route.method.toUpperCase()} /${written.join("/")}` };
+  }
+  return best?.text;
+}

@@ -37,17 +37,17 @@ function nestsDeeperThan(text: string, max: number): boolean {
   return false;
 }
 
-const tooLarge = () =>
-  new ApiError(413, "invalid_request_error", "body_too_large", `The request body is larger than ${MAX_BODY_BYTES} bytes.`);
+const tooLarge = (limit = MAX_BODY_BYTES) =>
+  new ApiError(413, "invalid_request_error", "body_too_large", `The request body is larger than ${limit} bytes.`);
 
-export async function readLimited(request: Request): Promise<string> {
+export async function readLimited(request: Request, limit = MAX_BODY_BYTES): Promise<string> {
   const declared = Number(request.headers.get("content-length") ?? "0");
-  if (declared > MAX_BODY_BYTES) throw tooLarge();
+  if (declared > limit) throw tooLarge(limit);
   if (!request.body) return "";
   // With a declared length within the limit, the runtime holds the body to it: read it whole.
   if (request.headers.has("content-length")) {
     const bytes = await request.arrayBuffer();
-    if (bytes.byteLength > MAX_BODY_BYTES) throw tooLarge();
+    if (bytes.byteLength > limit) throw tooLarge(limit);
     return new TextDecoder().decode(bytes);
   }
   const reader = request.body.getReader();
@@ -57,9 +57,9 @@ export async function readLimited(request: Request): Promise<string> {
     const { done, value } = await reader.read();
     if (done) break;
     size += value.byteLength;
-    if (size > MAX_BODY_BYTES) {
+    if (size > limit) {
       await reader.cancel();
-      throw tooLarge();
+      throw tooLarge(limit);
     }
     chunks.push(value);
   }

@@ -123,6 +123,8 @@ export async function charge(args: ChargeArgs): Promise<ChargeResult> {
     cardExpMonth: args.summary.exp_month,
     cardExpYear: args.summary.exp_year,
     cardFingerprint: args.fingerprint,
+    // Live mode: the connection's Stripe account, filled in at insert (migrations/0020's trigger).
+    processorAccount: null,
     processorReference: outcome.status === "succeeded" ? outcome.reference : null,
     chargeReference: reference,
     invoiceId: args.invoiceId,

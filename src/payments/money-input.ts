@@ -19,11 +19,30 @@ export const CurrencyField = z
   .max(10)
   .openapi({ description: "An ISO 4217 code, in any case; answers show it lowercase.", example: "usd" });
 
+/** ISO 4217's codes that name no currency a card is charged in (src/domain/money.ts leaves them out). */
+const NOT_MONEY: Record<string, string> = {
+  xts: "testing (codes reserved for tests)",
+  xxx: "no currency",
+  xau: "gold",
+  xag: "silver",
+  xpt: "platinum",
+  xpd: "palladium",
+  xdr: "the IMF's special drawing rights",
+  xsu: "the SUCRE unit of account",
+  xua: "the ADB unit of account",
+  xba: "a bond market unit",
+  xbb: "a bond market unit",
+  xbc: "a bond market unit",
+  xbd: "a bond market unit",
+};
+
 /** The lowercase code of a known currency, or the 400 `currency_invalid`. */
 export function readCurrency(code: string, param = "currency"): string {
   const currency = normalizeCurrency(code);
   if (currency === undefined) {
-    throw invalidRequest("currency_invalid", `${param} must be an ISO 4217 code such as "usd"; ${JSON.stringify(code)} is not one.`, param);
+    const special = NOT_MONEY[code.toLowerCase()];
+    const why = special ? `${JSON.stringify(code)} is ISO 4217's code for ${special}, not a currency money is charged in` : `${JSON.stringify(code)} is not one`;
+    throw invalidRequest("currency_invalid", `${param} must be an ISO 4217 code such as "usd"; ${why}.`, param);
   }
   return currency;
 }

@@ -12,12 +12,17 @@
 //    refundable again). Failed is final, likewise;
 //  - a dispute: payment.disputed about the payment whose processor reference it names;
 //  - the object is found only in the account and mode of the connection the event was signed for;
-//    an object Tender does not know there, or an event Tender does not act on, changes nothing.
+//    an object Tender does not know there, or an event Tender does not act on, changes nothing;
+//  - and an event settles an object only if it comes from where Tender made that object
+//    (madeThere: the Stripe account it was made through, and the connected account it lives on,
+//    or none for the platform's own), in the mode of the key that made it, and names the Stripe
+//    object id Tender recorded (recorded from the event when Tender did not know it yet). Every
+//    kind of event that settles a Tender object goes through that one check.
 //
 // The transitions are the same ones the settlement jobs make (payoutTransition, refundTransition),
 // with their guards: should the object change between the read and the batch (the job settling it
 // at that moment), the batch is refused and the event is read against the object again.
-import { and, eq } from "drizzle-orm";
+import { and, eq, isNull } from "drizzle-orm";
 import { failureReason } from "../db/batch";
 import type { Db } from "../db/client";
 import { payments, payouts, processorEvents, refunds, users } from "../db/schema";
@@ -33,17 +38,63 @@ import { REFUND_NOT_IN_STATE, refundTransition } from "./settle-refund";
 /** What became of an event: it changed an object, found it already so, was not Tender's, or was applied before. */
 export type SettlementResult = "applied" | "unchanged" | "ignored" | "duplicate";
 
+/** The connection whose webhook secret verified the event (the live one, or a retired one). */
+export interface EventSource {
+  /** Its processor account (Stripe's platform `acct_…`). */
+  processorAccount: string;
+  /** Whether its secret key is a live one: the mode its events must be of. */
+  livemode: boolean;
+}
+
 export interface SettlementContext {
   env: Bindings;
   db: Db;
   /** The account (and mode) of the connection the event was signed for. */
   tenant: Tenant;
   provider: "stripe";
-  /** The account's processor, to bring back the money of a payout that failed after it was sent. */
-  processor: () => Promise<Processor>;
+  /** Where the event was verified: only objects made through that connection are settled by it. */
+  source: EventSource;
+  /**
+   * The processor of the Stripe account an object was made through (the live connection, or a
+   * retired one), only to bring back the money of a payout that failed after it was sent.
+   */
+  processorThrough: (processorAccount: string) => Promise<Processor | null>;
   /** The processor account a payout token pays (Stripe: the connected account), checked against the event's. */
-  payoutAccountOf?: (token: string) => string | null;
+  payoutAccountOf: (token: string) => string | null;
   now: number;
+}
+
+/** Where Tender made a processor object, as its row records it. */
+export interface MadeAt {
+  /** The Stripe account (the connection's) it was made through; null or empty: not known. */
+  processorAccount: string | null;
+  /** The connected account the object lives on (a payout's recipient), or null: the platform's own. */
+  connectedAccount: string | null;
+  /** The processor's id of the object as Tender recorded it, or null: not recorded yet. */
+  processorObject: string | null;
+}
+
+/**
+ * The one check every Stripe event that settles a Tender object passes (payouts, refunds,
+ * disputes, and any later kind): null when the event comes from where Tender made the object, or
+ * why not. It must be verified with a secret of the connection the object was made through, come
+ * from the account the object lives on (a platform event, without `account`, never settles a
+ * connected account's payout; a connected account's event never settles the platform's refund),
+ * be of that connection's mode, and name the object id Tender recorded.
+ */
+export function madeThere(ctx: Pick<SettlementContext, "source">, event: { account: string | null; livemode: boolean; processorObject: string }, made: MadeAt): string | null {
+  if (!made.processorAccount) return "the object was made through no Stripe account Tender knows";
+  if (made.processorAccount !== ctx.source.processorAccount) return `the object was made through Stripe account ${made.processorAccount}, the event was signed for ${ctx.source.processorAccount}`;
+  if (event.account !== made.connectedAccount) return `the event comes from ${event.account ?? "the platform"}, the object lives on ${made.connectedAccount ?? "the platform"}`;
+  if (event.livemode !== ctx.source.livemode) return `a ${event.livemode ? "live" : "test"}-mode event, the object was made with a ${ctx.source.livemode ? "live" : "test"}-mode key`;
+  if (made.processorObject !== null && made.processorObject !== event.processorObject) return `the event names ${event.processorObject}, Tender recorded ${made.processorObject}`;
+  return null;
+}
+
+/** An event that is not from where the object was made: acknowledged, said in the log, nothing changed. */
+function notFromThere(s: ProcessorSettlement, objectId: string, why: string): Plan {
+  console.error(JSON.stringify({ message: "processor event not from where the object was made: ignored", event: s.eventId, type: s.type, object: objectId, why }));
+  return nothing("ignored", objectId);
 }
 
 /** The unique index of processor_events, as a refused batch names it: the event was applied before. */
@@ -95,6 +146,15 @@ export async function applySettlement(ctx: SettlementContext, settlement: Proces
   }
 }
 
+/**
+ * The processor's id of the object, recorded from the event when Tender did not know it yet (a
+ * reply lost after Stripe made it): written only while still unknown, in the effect's batch.
+ */
+function recordProcessorObject(db: Db, table: typeof payouts | typeof refunds, id: string, recorded: string | null, named: string) {
+  if (recorded !== null) return [];
+  return [db.update(table).set({ processorObject: named }).where(and(eq(table.id, id), isNull(table.processorObject)))];
+}
+
 async function planOf(ctx: SettlementContext, settlement: ProcessorSettlement): Promise<Plan> {
   switch (settlement.kind) {
     case "ignore":
@@ -113,37 +173,48 @@ async function planPayout(ctx: SettlementContext, s: Extract<ProcessorSettlement
   const [payout] = await db.select().from(payouts).where(and(ownedBy(payouts, tenant), eq(payouts.id, s.reference))).limit(1);
   if (!payout) return nothing("ignored");
   // The event must come from the account the payout was sent to (Stripe: the connected account).
-  if (s.account && ctx.payoutAccountOf && ctx.payoutAccountOf(payout.processorToken) !== s.account) {
-    console.error(JSON.stringify({ message: "processor event about a payout sent elsewhere: ignored", event: s.eventId, payout: payout.id }));
-    return nothing("ignored", payout.id);
-  }
+  // A payout always lives on its recipient's connected account: one whose token names none is settled by no event.
+  const recipient = ctx.payoutAccountOf(payout.processorToken);
+  const why = recipient === null ? "the payout names no connected account" : madeThere(ctx, s, { processorAccount: payout.processorAccount, connectedAccount: recipient, processorObject: payout.processorObject });
+  if (why) return notFromThere(s, payout.id, why);
+  const recordId = recordProcessorObject(db, payouts, payout.id, payout.processorObject, s.processorObject);
   if (s.outcome === "paid") {
     if (payout.status !== "pending") return nothing("unchanged", payout.id);
-    return { result: "applied", objectId: payout.id, writes: payoutTransition(db, payout, { to: "paid" }, ["pending"], now) };
+    const writes = payoutTransition(db, payout, { to: "paid" }, ["pending"], now);
+    return { result: "applied", objectId: payout.id, writes: { ...writes, statements: [...writes.statements, ...recordId] } };
   }
   if (payout.status !== "pending" && payout.status !== "paid") return nothing("unchanged", payout.id);
   // The payout failed after it was sent: the transfer to the recipient's account is reversed
   // first, so the money is back before Tender says the payout failed. A reversal that throws
-  // leaves everything as it is (the processor sends the event again).
-  const reclaimed = await (await ctx.processor()).reclaimFailedPayout({ token: payout.processorToken, reference: payout.id });
+  // leaves everything as it is (the processor sends the event again). It goes through the Stripe
+  // account that sent the payout, even when that connection was retired since.
+  const through = await ctx.processorThrough(payout.processorAccount!);
+  if (!through) throw new Error(`No connection, live or retired, of Stripe account ${payout.processorAccount} to reverse payout ${payout.id}'s transfer with`);
+  const reclaimed = await through.reclaimFailedPayout({ token: payout.processorToken, reference: payout.id });
   const message =
     reclaimed.status === "succeeded" ? s.message : `${s.message} The money could not be brought back from the recipient's account: ${reclaimed.message}`;
   if (reclaimed.status !== "succeeded") {
     console.error(JSON.stringify({ message: "failed payout's transfer not reversed", payout: payout.id, reason: reclaimed.message }));
   }
-  return { result: "applied", objectId: payout.id, writes: payoutTransition(db, payout, { to: "failed", code: s.code, message }, [payout.status], now) };
+  const writes = payoutTransition(db, payout, { to: "failed", code: s.code, message }, [payout.status], now);
+  return { result: "applied", objectId: payout.id, writes: { ...writes, statements: [...writes.statements, ...recordId] } };
 }
 
 async function planRefund(ctx: SettlementContext, s: Extract<ProcessorSettlement, { kind: "refund" }>): Promise<Plan> {
   const { db, tenant, now } = ctx;
   const [refund] = await db.select().from(refunds).where(and(ownedBy(refunds, tenant), eq(refunds.id, s.reference))).limit(1);
   if (!refund) return nothing("ignored");
+  // A refund is made on the platform (never on a connected account), through its payment's Stripe account.
+  const why = madeThere(ctx, s, { processorAccount: refund.processorAccount, connectedAccount: null, processorObject: refund.processorObject });
+  if (why) return notFromThere(s, refund.id, why);
+  const recordId = recordProcessorObject(db, refunds, refund.id, refund.processorObject, s.processorObject);
+  const withId = (writes: Plan["writes"]) => ({ ...writes, statements: [...writes.statements, ...recordId] });
   if (s.outcome === "succeeded") {
     if (refund.status !== "pending") return nothing("unchanged", refund.id);
-    return { result: "applied", objectId: refund.id, writes: refundTransition(db, refund, "succeeded", ["pending"], now) };
+    return { result: "applied", objectId: refund.id, writes: withId(refundTransition(db, refund, "succeeded", ["pending"], now)) };
   }
   if (refund.status === "failed") return nothing("unchanged", refund.id);
-  return { result: "applied", objectId: refund.id, writes: refundTransition(db, refund, "failed", [refund.status], now) };
+  return { result: "applied", objectId: refund.id, writes: withId(refundTransition(db, refund, "failed", [refund.status], now)) };
 }
 
 async function planDispute(ctx: SettlementContext, s: Extract<ProcessorSettlement, { kind: "dispute" }>): Promise<Plan> {
@@ -155,6 +226,9 @@ async function planDispute(ctx: SettlementContext, s: Extract<ProcessorSettlemen
     .where(and(ownedBy(payments, tenant), eq(payments.processorReference, s.chargeReference)))
     .limit(1);
   if (!found) return nothing("ignored");
+  // Disputes are on the platform's charges: the PaymentIntent is the object Tender recorded.
+  const why = madeThere(ctx, { ...s, processorObject: s.chargeReference }, { processorAccount: found.payment.processorAccount, connectedAccount: null, processorObject: found.payment.processorReference });
+  if (why) return notFromThere(s, found.payment.id, why);
   const dispute = { id: s.processorObject, amount: s.amount, currency: s.currency, reason: s.reason, status: s.status };
   return {
     result: "applied",

@@ -17,7 +17,7 @@
 //     which the sweep asks the processor again (same reference: it looks the payout up).
 // A worker that died holding the lease leaves the payout pending; once the lease has run out and
 // the payout is PAYOUT_STALE_MS old, the cron sweep sends it again (same reference).
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import { failureReason, guard, runBatch, type Statement } from "../db/batch";
 import { createDb, type Db } from "../db/client";
 import { claimLease, leaseTaken, releaseLease } from "../db/leases";
@@ -103,7 +103,13 @@ export async function settlePayout(job: SettlePayoutJob, env: Bindings, processo
   });
 
   const now = clock.now();
+  // The processor's payout id, recorded once known: its events must name it (processor-settlements.ts).
+  const recordId =
+    sent.livemode && outcome.status !== "failed" && sent.processorObject === null
+      ? [db.update(payouts).set({ processorObject: outcome.reference }).where(and(eq(payouts.id, sent.id), isNull(payouts.processorObject)))]
+      : [];
   if (outcome.status === "pending") {
+    for (const statement of recordId) await statement;
     // Accepted, not settled: the processor's event settles it. The lease keeps the sweep away
     // until the recheck (released early only by a settlement, which ends the pending state).
     await db
@@ -113,10 +119,8 @@ export async function settlePayout(job: SettlePayoutJob, env: Bindings, processo
     return "pending";
   }
   try {
-    await commitWrites(
-      { db, queue: env.DELIVERY_QUEUE },
-      payoutTransition(db, sent, outcome.status === "succeeded" ? { to: "paid" } : { to: "failed", code: outcome.code, message: outcome.message }, ["pending"], now),
-    );
+    const writes = payoutTransition(db, sent, outcome.status === "succeeded" ? { to: "paid" } : { to: "failed", code: outcome.code, message: outcome.message }, ["pending"], now);
+    await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { ...writes, statements: [...writes.statements, ...recordId] });
   } catch (error) {
     if (failureReason(error) === PAYOUT_NOT_IN_STATE) return "skipped";
     throw error;

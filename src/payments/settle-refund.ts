@@ -4,7 +4,7 @@
 // so a real processor sees a retried call as the same refund. As with payouts, a worker calls the
 // processor only while it holds the refund's send lease (job_runs `refund_send:<id>`), so two
 // messages for one refund at once make one processor call.
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import { failureReason, guard, guardExists, runBatch, type Statement } from "../db/batch";
 import { createDb, type Db } from "../db/client";
 import { claimLease, leaseTaken, releaseLease } from "../db/leases";
@@ -76,7 +76,13 @@ export async function settleRefund(job: SettleRefundJob, env: Bindings, processo
   });
 
   const now = clock.now();
+  // Stripe's refund id, recorded once known: its events must name it (processor-settlements.ts).
+  const recordId =
+    refund.livemode && outcome.status !== "failed" && refund.processorObject === null
+      ? [db.update(refunds).set({ processorObject: outcome.reference }).where(and(eq(refunds.id, refund.id), isNull(refunds.processorObject)))]
+      : [];
   if (outcome.status === "pending") {
+    for (const statement of recordId) await statement;
     // Accepted, not settled: the processor's event settles it; the sweep asks again after the recheck.
     await db
       .update(jobRuns)
@@ -85,10 +91,8 @@ export async function settleRefund(job: SettleRefundJob, env: Bindings, processo
     return "pending";
   }
   try {
-    await commitWrites(
-      { db, queue: env.DELIVERY_QUEUE },
-      refundTransition(db, refund, outcome.status === "succeeded" ? "succeeded" : "failed", ["pending"], now),
-    );
+    const writes = refundTransition(db, refund, outcome.status === "succeeded" ? "succeeded" : "failed", ["pending"], now);
+    await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { ...writes, statements: [...writes.statements, ...recordId] });
     return outcome.status === "succeeded" ? "succeeded" : "failed";
   } catch (error) {
     if (failureReason(error) === REFUND_NOT_IN_STATE) return "skipped";

@@ -10,7 +10,7 @@ import type { Tenant } from "../db/scope";
 import type { Bindings } from "../env";
 import { clock } from "../lib/clock";
 import { ApiError } from "../lib/errors";
-import { openSecrets, readConnection } from "./connections";
+import { connectionThrough, openSecrets, readConnection } from "./connections";
 import { sandboxProcessor } from "./sandbox";
 import { type KeyCheck, stripeProcessorFor } from "./stripe";
 import type { StripeClientOptions } from "./stripe-client";
@@ -49,6 +49,18 @@ export async function processorOf(env: Bindings, db: Db, tenant: Tenant): Promis
   if (!connection) return null;
   const { secretKey } = await openSecrets(env, connection);
   // The connector decides when Stripe may have forgotten a key (24 hours) by Tender's clock.
+  return stripeProcessorFor(env, secretKey, { now: () => clock.now(), ...stripeClientOptions });
+}
+
+/**
+ * The Stripe connector of one Stripe account this Tender account has been connected to (the live
+ * connection, or a retired one), or null. Only for settling what was made through it (reversing a
+ * failed payout's transfer), never for new money: new money goes through processorFor.
+ */
+export async function processorThrough(env: Bindings, db: Db, accountId: string, processorAccount: string): Promise<Processor | null> {
+  const connection = await connectionThrough(db, accountId, processorAccount);
+  if (!connection) return null;
+  const { secretKey } = await openSecrets(env, connection);
   return stripeProcessorFor(env, secretKey, { now: () => clock.now(), ...stripeClientOptions });
 }
 

@@ -52,6 +52,29 @@ export async function verifyStripeEvent(args: {
   return refused;
 }
 
+/**
+ * What can be told of a `Stripe-Signature` header without the body or any secret: it is there,
+ * holds a timestamp `t=<seconds>` and a `v1=<64 hex digits>` signature, and the timestamp is within
+ * Stripe's tolerance of `receivedAt` (ms). The route refuses a request that fails this before it
+ * reads the body or asks any database. Null when the header may verify.
+ */
+export function signatureHeaderProblem(
+  signature: string | null,
+  receivedAt: number,
+): Extract<VerifiedEvent, { verified: false }> | null {
+  if (!signature) return { verified: false, reason: "missing_signature", message: "The Stripe-Signature header is missing." };
+  const malformed = { verified: false as const, reason: "malformed_signature" as const, message: "The Stripe-Signature header is malformed." };
+  if (signature.length > 4096) return malformed;
+  const pairs = signature.split(",").map((part) => part.trim().split("="));
+  const timestamps = pairs.filter(([name]) => name === "t").map(([, value]) => value);
+  if (timestamps.length !== 1 || !/^\d{1,12}$/.test(timestamps[0] ?? "")) return malformed;
+  if (!pairs.some(([name, value]) => name === "v1" && /^[0-9a-f]{64}$/.test(value ?? ""))) return malformed;
+  if (Math.floor(receivedAt / 1000) - Number(timestamps[0]) > STRIPE_SIGNATURE_TOLERANCE_S) {
+    return { verified: false, reason: "timestamp_outside_tolerance", message: "The signature's timestamp is more than 300 seconds away." };
+  }
+  return null;
+}
+
 async function verifyWith(rawBody: string, signature: string, secret: string, receivedAt: number | undefined): Promise<VerifiedEvent> {
   try {
     const event = await webhooks.constructEventAsync(rawBody, signature, secret, STRIPE_SIGNATURE_TOLERANCE_S, stripeCrypto, receivedAt);
@@ -76,7 +99,7 @@ interface StripeObjectLike {
 
 /** What a verified Stripe event settles in Tender, or `ignore`. */
 export function settlementOf(event: Stripe.Event): ProcessorSettlement {
-  const base: SettlementEvent = { eventId: event.id, type: event.type, occurredAt: event.created * 1000, account: event.account ?? null };
+  const base: SettlementEvent = { eventId: event.id, type: event.type, occurredAt: event.created * 1000, account: event.account ?? null, livemode: event.livemode === true };
   const object = event.data.object as unknown as StripeObjectLike;
   const ignore = (reason: string): ProcessorSettlement => ({ ...base, kind: "ignore", reason });
   const reference = object.metadata?.tender_reference;

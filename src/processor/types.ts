@@ -152,4 +152,6 @@ export interface SettlementEvent {
   occurredAt: number;
   /** The processor account the event is about (Stripe: the connected account, for payouts). */
   account: string | null;
+  /** The event's own mode (Stripe's `livemode`): a test-mode event never settles what a live key made, nor the reverse. */
+  livemode: boolean;
 }

@@ -157,6 +157,13 @@ export function isPrivateHost(hostname: string): boolean {
 
 export function checkWebhookUrl(raw: string, development: boolean): UrlCheck {
   if (raw.length > MAX_URL_LENGTH) return { ok: false, message: `The URL must be at most ${MAX_URL_LENGTH} characters.` };
+  // "localhost:3000/hooks" parses as a URL whose scheme is "localhost:", and "example.com/hooks"
+  // not at all: both were typed without one.
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(raw) && URL.canParse(`https://${raw}`) && !/\s/.test(raw)) {
+    const local = /^(localhost|127\.0\.0\.1)(:\d+)?(\/|$)/i.test(raw);
+    const meant = `${development && local ? "http" : "https"}://${raw}`;
+    return { ok: false, message: `The URL has no scheme: did you mean ${JSON.stringify(meant)}?` };
+  }
   let url: URL;
   try {
     url = new URL(raw);

@@ -71,6 +71,45 @@ describe("POST /subscription-plans", () => {
     ]);
   });
 
+  it("takes unit_amount (and a tier's unit_amount and flat_amount) in minor units, as every other amount, and answers both units", async () => {
+    const acct = await signup();
+    const fixed = await createPlan(acct, { price: undefined, unit_amount: 1999 });
+    expect(fixed).toMatchObject({ price: 19.99, unit_amount: 1999, unit_amount_decimal: "1999" });
+    expect(await createPlan(acct, { price: undefined, unit_amount: 1999, currency: "jpy" })).toMatchObject({ price: 1999, unit_amount: 1999 });
+    expect(await createPlan(acct, { price: undefined, unit_amount: 1005, currency: "kwd" })).toMatchObject({ price: 1.005, unit_amount: 1005 });
+    const tiered = await createPlan(acct, {
+      price: undefined,
+      pricing_model: "graduated",
+      tiers: [{ up_to: 1, unit_amount: 0, flat_amount: 1025 }, { up_to: null, unit_amount: 110 }],
+    });
+    expect(tiered.tiers).toEqual([
+      { up_to: 1, unit_price: 0, flat_price: 10.25, unit_amount: 0, unit_amount_decimal: "0", flat_amount: 1025 },
+      { up_to: null, unit_price: 1.1, flat_price: 0, unit_amount: 110, unit_amount_decimal: "110", flat_amount: 0 },
+    ]);
+
+    const base = { name: "Pro", currency: "usd", interval: "month" };
+    const both = expectError(await call("/subscription-plans", { key: acct.key, body: { ...base, price: 19.99, unit_amount: 1999 } }), 400, "invalid_request_error", "parameter_unexpected");
+    expect(both.param).toBe("unit_amount");
+    expect(both.message).toBe("unit_amount: give one of price, unit_amount, unit_amount_decimal, not both price and unit_amount.");
+    for (const [unit_amount, param] of [[19.99, "unit_amount"], [0, "unit_amount"], ["1999", "unit_amount"], [1e12, "unit_amount"]] as const) {
+      expect(expectError(await call("/subscription-plans", { key: acct.key, body: { ...base, unit_amount } }), 400, "invalid_request_error", "parameter_invalid").param).toBe(param);
+    }
+    const tierBoth = await call("/subscription-plans", {
+      key: acct.key,
+      body: { ...base, pricing_model: "volume", tiers: [{ up_to: null, unit_price: 1, unit_amount: 100 }] },
+    });
+    expect(expectError(tierBoth, 400, "invalid_request_error", "parameter_unexpected").param).toBe("tiers.0.unit_amount");
+    const flatBoth = await call("/subscription-plans", {
+      key: acct.key,
+      body: { ...base, pricing_model: "volume", tiers: [{ up_to: null, unit_amount: 100, flat_price: 1, flat_amount: 100 }] },
+    });
+    expect(expectError(flatBoth, 400, "invalid_request_error", "parameter_unexpected").param).toBe("tiers.0.flat_amount");
+    const tieredWithUnitAmount = await call("/subscription-plans", { key: acct.key, body: { ...base, unit_amount: 100, pricing_model: "volume", tiers: DESIGN_TIERS } });
+    expect(expectError(tieredWithUnitAmount, 400, "invalid_request_error", "parameter_unexpected").param).toBe("unit_amount");
+    const missing = expectError(await call("/subscription-plans", { key: acct.key, body: base }), 400, "invalid_request_error", "parameter_missing");
+    expect(missing.message).toContain("unit_amount in minor units");
+  });
+
   it("answers 400 for every invalid plan", async () => {
     const acct = await signup();
     const base = { name: "Pro", price: 10, currency: "usd", interval: "month" };

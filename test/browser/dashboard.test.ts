@@ -38,14 +38,21 @@ describe.skipIf(!chromiumPath)("dashboard in Chromium", () => {
   let key: string;
   let liveKey: string;
   let origin: string;
+  /** What each confirmation asked, in order; declineNext answers the next one "Cancel". */
+  const asked: string[] = [];
+  let declineNext = false;
 
   beforeAll(async () => {
     [worker, receiver] = await Promise.all([startWorker(), startReceiver()]);
     origin = worker.origin;
     browser = await launchBrowser(chromiumPath!);
     page = await browser.context.newPage();
-    // Destructive forms ask for confirmation (dashboard.js); the user says yes.
-    page.on("dialog", (dialog) => void dialog.accept());
+    // Destructive forms ask for confirmation (dashboard.js); the user says yes, unless a test says no.
+    page.on("dialog", (dialog) => {
+      asked.push(dialog.message());
+      void (declineNext ? dialog.dismiss() : dialog.accept());
+      declineNext = false;
+    });
   });
 
   afterAll(async () => {
@@ -155,12 +162,21 @@ describe.skipIf(!chromiumPath)("dashboard in Chromium", () => {
     await page.goto(`${origin}/dashboard/payments`);
     const row = page.locator(`tr[data-payment="${paymentId}"]`);
     expect(await row.innerText()).toContain("19.99 USD");
+    // An empty amount is everything left: the question says so, and "Cancel" refunds nothing.
+    declineNext = true;
+    await row.locator("button", { hasText: "Refund" }).click();
+    expect(asked.at(-1)).toBe("Refund everything left on this payment: 19.99 USD?");
+    expect((await api(origin, `/refunds?payment_id=${paymentId}`, key)).body.data).toEqual([]);
     await row.locator('input[name="amount"]').fill("5.00");
     await row.locator("button", { hasText: "Refund" }).click();
+    expect(asked.at(-1)).toBe("Refund 5.00 USD of the 19.99 USD left on this payment?");
     expect(await text(".notice")).toMatch(/Refund re_\w+ initiated\./);
     const after = await page.locator(`tr[data-payment="${paymentId}"]`).innerText();
     expect(after).toContain("partially_refunded");
     expect(after).toContain("5.00 USD");
+    await page.locator(`tr[data-payment="${paymentId}"]`).locator("button", { hasText: "Refund" }).click();
+    expect(asked.at(-1)).toBe("Refund everything left on this payment: 14.99 USD?");
+    expect(await text(".notice")).toMatch(/Refund re_\w+ initiated\./);
 
     await page.goto(`${origin}/dashboard/subscriptions`);
     await page.locator(`tr[data-subscription="${sub.body.id}"]`).locator("button", { hasText: "Cancel now" }).click();

@@ -50,6 +50,12 @@ describe.skipIf(!chromiumPath)("/docs in Chromium", () => {
     await page.getByRole("button", { name: /Test Request/ }).first().click();
     await page.getByText("Close Client").first().waitFor({ state: "attached" });
 
+    // The introduction, the Authorize box for a bearer key, and the client's code sample.
+    const intro = await page.locator("body").innerText();
+    expect(intro).toContain("Getting started");
+    expect(intro).toMatch(/Authori[sz]/);
+    expect(await page.getByText("@tender/client").count()).toBeGreaterThan(0);
+
     const text = await page.locator("body").innerText();
     for (const feature of HOSTED_FEATURES) expect(text, `"${feature}" on /docs`).not.toContain(feature);
     const elsewhere = [...new Set(requests)].filter((url) => new URL(url).origin !== worker.origin);

@@ -146,6 +146,19 @@ describe("404 not found", () => {
     expectError(await call("/api/users/usr_00000000000000000000000000", { key: acct.key, method: "DELETE" }), 404, "invalid_request_error", "route_not_found");
   });
 
+  it("a route close to a real one names the real one, with the caller's own ids in it", async () => {
+    const acct = await signup();
+    const message = async (path: string, method = "GET", body?: unknown) =>
+      expectError(await call(path, { key: acct.key, method, body }), 404, "invalid_request_error", "route_not_found").message;
+    expect(await message("/payouts", "POST", {})).toBe("No route for POST /payouts. Did you mean POST /payout?");
+    expect(await message("/api/user/usr_123")).toBe("No route for GET /api/user/usr_123. Did you mean GET /api/users/usr_123?");
+    expect(await message("/subscription-plan")).toBe("No route for GET /subscription-plan. Did you mean GET /subscription-plans?");
+    // The right path under a method it does not take: the method it takes.
+    expect(await message("/api/request-id", "PUT", {})).toMatch(/^No route for PUT \/api\/request-id\. Did you mean (GET|POST) \/api\/request-id\?$/);
+    // Nothing close: the reference.
+    expect(await message("/api/nothing-here")).toBe("No route for GET /api/nothing-here. See /docs.");
+  });
+
   it("an unknown id answers 404 resource_missing", async () => {
     const acct = await signup();
     expectError(await call("/api/users/usr_00000000000000000000000000", { key: acct.key }), 404, "not_found_error", "resource_missing");

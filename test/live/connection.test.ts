@@ -267,12 +267,12 @@ describe("rotating PROCESSOR_ENCRYPTION_KEY", () => {
     const rotated = withEnv({ PROCESSOR_ENCRYPTION_KEY: `k2026:${key("rotation key 2026")},${development}` });
     // Before the cron: still under the old key, readable by the new ring.
     expect(await openSecrets(rotated, (await readConnection(createDb(env.DB), fresh.id))!)).toMatchObject({ secretKey: sent.secret_key });
-    expect(await reencryptConnections(rotated, Date.now())).toBeGreaterThanOrEqual(1);
+    expect((await reencryptConnections(rotated, Date.now())).resealed).toBeGreaterThanOrEqual(1);
     const row = (await readConnection(createDb(env.DB), fresh.id))!;
     expect(sealedKeyIds(row)).toEqual(["k2026", "k2026", "k2026"]);
     expect(await openSecrets(rotated, row)).toEqual({ secretKey: sent.secret_key, webhookSecret: sent.webhook_secret, connectWebhookSecret: sent.connect_webhook_secret });
     // A second run finds nothing left to do.
-    expect(await reencryptConnections(rotated, Date.now())).toBe(0);
+    expect((await reencryptConnections(rotated, Date.now())).resealed).toBe(0);
     // The ring without k2026 cannot open the row: a clear error naming the key id, never a plaintext.
     await expect(openSecrets(env, row)).rejects.toThrow(/k2026/);
     // Requests that need the key open it with the new ring (a 404 for the unknown payment, not a 500).
@@ -283,7 +283,7 @@ describe("rotating PROCESSOR_ENCRYPTION_KEY", () => {
     expect(refund.status, refund.text).toBe(404);
     // Back to the development key, for the other tests of this file.
     const back = withEnv({ PROCESSOR_ENCRYPTION_KEY: `${development},k2026:${key("rotation key 2026")}` });
-    expect(await reencryptConnections(back, Date.now())).toBeGreaterThanOrEqual(1);
+    expect((await reencryptConnections(back, Date.now())).resealed).toBeGreaterThanOrEqual(1);
     expect(sealedKeyIds((await readConnection(createDb(env.DB), fresh.id))!)).toEqual(["development", "development", "development"]);
   });
 

@@ -1,12 +1,14 @@
 // @tender/client as a user outside this repository gets it, under the system's own Node (20 here,
-// not the Node this project pins): a project of its own with the package in its node_modules,
-// plain JavaScript importing it, the user's TypeScript compiled by tsc against the shipped types,
-// and the `tender` command. The package once shipped only .ts files, which Node refuses under
-// node_modules (ERR_UNKNOWN_FILE_EXTENSION). The node project's global setup builds dist/ first.
+// not the Node this project pins): `npm pack` makes the tarball a user is given (or the registry
+// serves once published), and a project of its own installs it with npm (offline, from the cache
+// the repository's own install filled); then plain JavaScript imports it, the user's TypeScript is
+// compiled by tsc against the shipped types, and `npx tender` runs. The package once shipped only
+// .ts files, which Node refuses under node_modules (ERR_UNKNOWN_FILE_EXTENSION). The node project's
+// global setup builds dist/ first.
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { onlyEnv, ROOT } from "./dev-server";
 
@@ -58,15 +60,38 @@ console.log(JSON.stringify({
 `;
 
 let project: string;
+let packed: string;
+/** The system Node's directory first on the PATH: npm, npx and the bin's `#!/usr/bin/env node` use it. */
+const systemPath = () => `${dirname(NODE!)}:${process.env.PATH}`;
+/** `npm pack` of the package in `dir` into `packed`: the tarball's path. */
+function pack(dir: string): string {
+  const run = spawnSync("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", packed], { cwd: dir, encoding: "utf8", env: { ...process.env, PATH: systemPath() } });
+  if (run.status !== 0) throw new Error(`npm pack in ${dir} failed:\n${run.stdout}\n${run.stderr}`);
+  return join(packed, (JSON.parse(run.stdout) as { filename: string }[])[0].filename);
+}
+/** The package's run-time dependencies, and theirs, as the repository's install placed them. */
+function dependenciesOf(dir: string, found = new Set<string>()): Set<string> {
+  const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { dependencies?: Record<string, string> };
+  for (const name of Object.keys(manifest.dependencies ?? {})) {
+    const placed = join(ROOT, "node_modules", name);
+    if (!found.has(placed)) dependenciesOf(placed, found.add(placed));
+  }
+  return found;
+}
 beforeAll(() => {
-  // A project outside this repository, with @tender/client in its node_modules (as npm links it).
+  // The tarball, as `npm pack` in clients/typescript makes it (dist/ is built by the global setup).
+  // Its dependencies come as tarballs too, packed from the repository's node_modules: the registry
+  // is not asked (npm test runs offline), and npm installs them only because the package needs them.
+  packed = mkdtempSync(join(tmpdir(), "tender-client-pack-"));
+  const tarballs = [pack(CLIENT), ...[...dependenciesOf(CLIENT)].map(pack)];
+  // A project outside this repository, which installs the tarball as a user would.
   project = mkdtempSync(join(tmpdir(), "tender-client-user-"));
-  mkdirSync(join(project, "node_modules", "@tender"), { recursive: true });
-  symlinkSync(CLIENT, join(project, "node_modules", "@tender", "client"), "dir");
   writeFileSync(join(project, "package.json"), JSON.stringify({ name: "user-project", private: true, type: "module" }));
-});
+  const install = spawnSync("npm", ["install", "--offline", "--no-audit", "--no-fund", ...tarballs], { cwd: project, encoding: "utf8", env: { ...process.env, PATH: systemPath() } });
+  if (install.status !== 0) throw new Error(`npm install of the tarball failed:\n${install.stdout}\n${install.stderr}`);
+}, 120_000);
 afterAll(() => {
-  if (project) rmSync(project, { recursive: true, force: true });
+  for (const dir of [project, packed]) if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 function run(file: string, args: string[] = [], cwd = project) {
@@ -105,12 +130,22 @@ describe.skipIf(!NODE)(`@tender/client under the system's Node (${NODE ?? "none 
     expectUserCodeRan(JSON.parse(result.stdout));
   });
 
-  it("runs the tender command: --help answers 0, an unknown command 2", () => {
-    const help = run(join(CLIENT, "bin", "tender.mjs"), ["--help"]);
+  it("installs as a package, not a link: its files are the tarball's, with the fields a registry shows", () => {
+    const installed = join(project, "node_modules", "@tender", "client");
+    expect(readdirSync(installed).sort()).toEqual(expect.arrayContaining(["LICENSE", "README.md", "bin", "dist", "package.json"]));
+    expect(readdirSync(installed)).not.toContain("scripts");
+    const manifest = JSON.parse(readFileSync(join(installed, "package.json"), "utf8"));
+    expect(manifest).toMatchObject({ name: "@tender/client", license: "MIT", types: "./dist/index.d.ts", engines: { node: ">=20" }, bin: { tender: "./bin/tender.mjs" } });
+    expect(manifest.exports["."]).toMatchObject({ types: "./dist/index.d.ts", default: "./dist/index.js" });
+  });
+
+  it("runs `npx tender`: --help answers 0, an unknown command 2", () => {
+    const npx = (args: string[]) => spawnSync("npx", ["--no-install", "tender", ...args], { cwd: project, encoding: "utf8", env: onlyEnv({ PATH: systemPath(), HOME: process.env.HOME }) });
+    const help = npx(["--help"]);
     expect(help.status, help.stderr).toBe(0);
     expect(help.stdout).toContain("Usage: tender <command> [options]");
     expect(help.stdout).toMatch(/listen/);
-    const unknown = run(join(CLIENT, "bin", "tender.mjs"), ["no-such-command"]);
+    const unknown = npx(["no-such-command"]);
     expect(unknown.status).toBe(2);
     expect(unknown.stderr).toMatch(/no-such-command/);
   });

@@ -1,4 +1,4 @@
-// The README's live walk-through ("Live mode with Stripe"), run as written: every ```sh block after
+// The live walk-through (docs/live-mode.md), run as written: every ```sh block after
 // a `<!-- live-walk-through -->` line, in order, in one bash (`set -euo pipefail`), with the reader's
 // own `node`, against `npm run fake-stripe` and `STRIPE_API_BASE=… npm run dev`, each on a free
 // port. Only addresses change: 127.0.0.1:8787 becomes the dev server's, 127.0.0.1:12111 the fake
@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DevProcess, freePort, onlyEnv, ROOT, startDev, untilServing } from "./dev-server";
 import { RECORDING_CURL, type RecordedCall, readersPath, readmeBlocks, recordedCalls } from "./walkthrough";
 
-const BLOCKS = readmeBlocks("live-walk-through");
+const BLOCKS = readmeBlocks("live-walk-through", ["docs/live-mode.md"]);
 
 type Call = RecordedCall;
 
@@ -91,7 +91,7 @@ function callTo(method: string, path: RegExp, options: { last?: boolean } = {}):
   return found.at(-1)!;
 }
 
-describe("README.md, the live walk-through against the fake Stripe", () => {
+describe("docs/live-mode.md, the live walk-through against the fake Stripe", () => {
   it("has its blocks marked and names the addresses this test moves", () => {
     expect(BLOCKS.length).toBeGreaterThanOrEqual(1);
     const text = BLOCKS.join("\n");

@@ -1,7 +1,8 @@
 // The README's shell walk-through, run as written: every ```sh block after a `<!-- walk-through -->`
-// line, in order, in one bash (`set -euo pipefail`), against `npm run dev` on a free port, with the
-// system's own `node` first on the PATH as in a reader's terminal. Only the addresses change:
-// 127.0.0.1:8787 becomes the dev server's port and the receiver's 4000 a free one. A `curl` function
+// line of README.md, then of docs/billing.md and docs/operations.md (which go on from it in the same
+// terminal), in order, in one bash (`set -euo pipefail`), against `npm run dev` on a free port, with
+// the system's own `node` first on the PATH as in a reader's terminal. Only the addresses change:
+// BASE's default 127.0.0.1:8787 becomes the dev server's port and the receiver's 4000 a free one. A `curl` function
 // put before the script records each request's arguments, status and body (and otherwise runs curl
 // as asked), so every answer is checked below; the README's own receiver must print the
 // customer.created and customer.updated deliveries it verified.
@@ -13,7 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DevProcess, freePort, onlyEnv, ROOT, startDev, untilServing } from "./dev-server";
 import { RECORDING_CURL, readersPath, readmeBlocks, recordedCalls, systemHasNode } from "./walkthrough";
 
-const BLOCKS = readmeBlocks("walk-through");
+export const WALK_THROUGH_FILES = ["README.md", "docs/billing.md", "docs/operations.md"];
+const BLOCKS = readmeBlocks("walk-through", WALK_THROUGH_FILES);
 
 interface Call {
   method: string;
@@ -45,6 +47,7 @@ async function runWalkThrough() {
   const walkThrough = BLOCKS.join("\n")
     .replaceAll("127.0.0.1:8787", `127.0.0.1:${dev.port}`)
     .replaceAll("127.0.0.1:4000", `127.0.0.1:${receiverPort}`)
+    .replaceAll("/dev/tcp/127.0.0.1/4000", `/dev/tcp/127.0.0.1/${receiverPort}`)
     .replaceAll("PORT=4000", `PORT=${receiverPort}`);
   const script = join(trace, "walk-through.sh");
   writeFileSync(script, `set -euo pipefail\n${RECORDING_CURL}\n${walkThrough}`);
@@ -79,7 +82,10 @@ describe("README.md, the shell walk-through", () => {
   it("has its blocks marked, and names the addresses this test moves", () => {
     expect(BLOCKS.length).toBeGreaterThanOrEqual(4);
     const text = BLOCKS.join("\n");
-    expect(text).toContain("127.0.0.1:8787");
+    // One BASE, defaulting to the local server, for every URL of the API.
+    expect(BLOCKS[0]).toMatch(/^BASE=\$\{BASE:-http:\/\/127\.0\.0\.1:8787\}$/m);
+    expect(text.match(/127\.0\.0\.1:8787/g)).toHaveLength(1);
+    expect(text).toContain("/dev/tcp/127.0.0.1/4000");
     expect(text).toContain("127.0.0.1:4000");
     expect(text).toContain("PORT=4000");
     // Nothing for the reader to fill in.
@@ -151,6 +157,16 @@ describe("README.md, the shell walk-through", () => {
     expect(run.output).toMatch(/receiver: verified customer\.created evt_\w+/);
     expect(run.output).toMatch(/receiver: verified customer\.updated evt_\w+/);
     expect(run.output).not.toContain("receiver: refused");
+  });
+
+  it("has its receiver listening before the first event, so customer.created is printed first", () => {
+    const verified = [...run.output.matchAll(/receiver: verified (\S+)/g)].map((m) => m[1]);
+    expect(verified.slice(0, 2)).toEqual(["customer.created", "customer.updated"]);
+  });
+
+  it("prints every answer on a line of its own", () => {
+    // An answer printed without a newline runs into the next output: `}{` or `}receiver:`.
+    expect(run.output).not.toMatch(/\}(\{|receiver:|\[)/);
   });
 
   it("sees the payout paid a few seconds later, as the README says", async () => {

@@ -1,14 +1,16 @@
-// What both README walk-through tests share: the README's blocks under a marker, a `curl` function
+// What both walk-through tests share: the blocks under a marker in the README and docs/, a `curl` function
 // that records each call for the checks, the PATH of a reader's terminal (the system's own `node`
 // first), and the recorded calls read back.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { ROOT } from "./dev-server";
 
-/** Every ```sh block after a `<!-- marker -->` line of the README, in order. */
-export function readmeBlocks(marker: string): string[] {
-  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
-  return [...readme.matchAll(new RegExp(`^<!-- ${marker} -->\\n\`\`\`sh\\n([\\s\\S]*?)^\`\`\`$`, "gm"))].map((m) => m[1]);
+/** Every ```sh block after a `<!-- marker -->` line of these files (the README's, by default), in order: file by file. */
+export function readmeBlocks(marker: string, files: string[] = ["README.md"]): string[] {
+  return files.flatMap((file) => {
+    const text = readFileSync(join(ROOT, file), "utf8");
+    return [...text.matchAll(new RegExp(`^<!-- ${marker} -->\\n\`\`\`sh\\n([\\s\\S]*?)^\`\`\`$`, "gm"))].map((m) => m[1]);
+  });
 }
 
 /** curl, recording each call as $TRACE/<n>.args (NUL-separated), <n>.status and <n>.body. */

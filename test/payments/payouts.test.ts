@@ -189,6 +189,11 @@ describe("POST /payout", () => {
         expect(error.param).toBe("currency");
       }
       expect((await createPayout(acct, { currency: "GbP" })).currency).toBe("gbp");
+      const testing = expectError(await call("/payout", { key: acct.key, body: payoutBody({ currency: "XTS" }) }), 400, "invalid_request_error", "currency_invalid");
+      expect(testing.message).toBe('currency must be an ISO 4217 code such as "usd"; "XTS" is ISO 4217\'s code for testing (codes reserved for tests), not a currency money is charged in.');
+      expect(expectError(await call("/payout", { key: acct.key, body: payoutBody({ currency: "xyz" }) }), 400, "invalid_request_error", "currency_invalid").message).toBe(
+        'currency must be an ISO 4217 code such as "usd"; "xyz" is not one.',
+      );
     });
 
     it("pays out JPY (no decimals) and KWD (three decimals) end to end", async () => {

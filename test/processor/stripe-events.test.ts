@@ -116,6 +116,7 @@ describe("reading Stripe events as settlements", () => {
       type: "payout.paid",
       occurredAt: NOW_S * 1000,
       account,
+      livemode: event.livemode,
     });
   });
 

@@ -230,6 +230,8 @@ async function fixturesFor(op: RouteOperation): Promise<Fixtures> {
       return fx;
     case "connection":
       await env.DB.prepare("DELETE FROM processor_connections WHERE account_id = ?").bind(acct.id).run();
+      // A fresh connection, never retired before: a DELETE's retirement adds its row once.
+      await env.DB.prepare("DELETE FROM retired_processor_connections WHERE account_id = ?").bind(acct.id).run();
       await connectStripe(acct);
       return fx;
     default:

@@ -207,6 +207,8 @@ export class FakeStripe {
   readonly fixtures: StripeFixtures;
   readonly requests: RecordedRequest[] = [];
   readonly platformAccount: string;
+  /** The mode of the key of the last request (Stripe's objects and events are of their key's mode). */
+  livemode = false;
 
   readonly customers = new Map<string, Obj>();
   readonly paymentMethods = new Map<string, Obj>();
@@ -456,6 +458,8 @@ export class FakeStripe {
     if (!/^(sk|rk)_(test|live)_\w+$/.test(auth) || this.rejectedKeys.has(auth)) {
       return stripeError(401, { type: "invalid_request_error", message: `Invalid API Key provided: ${auth.slice(0, 8)}****${auth.slice(-4)}` });
     }
+    // Objects and events are of the mode of the key that last called, as Stripe's are of the key's.
+    this.livemode = /^(sk|rk)_live_/.test(auth);
     if (!record.operation) {
       return stripeError(404, { type: "invalid_request_error", message: `Unrecognized request URL (${record.method}: ${record.path}).` });
     }
@@ -899,7 +903,7 @@ export class FakeStripe {
     const fixture = this.fixtures.resources[resource];
     if (!fixture) throw new Error(`no Stripe fixture for ${resource}`);
     const created = Math.floor(this.clock() / 1000);
-    return { ...clone(fixture), ...("created" in fixture ? { created } : {}), ...("livemode" in fixture ? { livemode: false } : {}), ...fields, _seq: ++this.objectSeq };
+    return { ...clone(fixture), ...("created" in fixture ? { created } : {}), ...("livemode" in fixture ? { livemode: this.livemode } : {}), ...fields, _seq: ++this.objectSeq };
   }
 
   private credit(account: string, currency: string, amount: number) {
@@ -914,7 +918,7 @@ export class FakeStripe {
       type,
       api_version: Stripe.API_VERSION,
       data: { object: strip(clone(object)) },
-      livemode: false,
+      livemode: this.livemode,
       pending_webhooks: 1,
       request: { id: null, idempotency_key: null },
       ...(account && account !== this.platformAccount ? { account } : {}),

@@ -1,10 +1,10 @@
 // The OpenAPI document's `webhooks` section: one entry per event type of the catalog (and
 // webhook.test), each with its payload schema; every real delivery of every type matches its
-// schema exactly (no field missing, none undocumented), and the README's receiver handles it.
+// schema exactly (no field missing, none undocumented), and docs/webhooks.md's receiver handles it.
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { TRIGGERS } from "@tender/client/cli";
 import { describeEvent } from "../../clients/typescript/examples/handle-events";
-import readme from "../../README.md?raw";
+import webhooksDoc from "../../docs/webhooks.md?raw";
 import handlerSource from "../../clients/typescript/examples/handle-events.ts?raw";
 import { EVENT_TYPES, TEST_EVENT_TYPE } from "../../src/webhooks/catalog";
 import { WEBHOOK_PAYLOADS, payloadSchemaName } from "../../src/routes/events/payloads";
@@ -40,7 +40,7 @@ describe("the webhooks section of /openapi.json", () => {
     expect(Object.keys(WEBHOOK_PAYLOADS).sort()).toEqual(Object.keys(document.webhooks).sort());
   });
 
-  it("a real delivery of every event type matches its schema exactly, and the README's receiver handles each by type", { timeout: 120_000 }, async () => {
+  it("a real delivery of every event type matches its schema exactly, and docs/webhooks.md's receiver handles each by type", { timeout: 120_000 }, async () => {
     const acct = await signup();
     const hook = await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/every`, events: ["*"] } });
     expect(hook.status).toBe(201);
@@ -76,9 +76,9 @@ describe("the webhooks section of /openapi.json", () => {
     expect(renewal).toMatchObject({ status: "success", data: { object: "subscription" } });
   });
 
-  it("the README shows the receiver that handles every event by type, verbatim", () => {
-    const block = /<!-- clients\/typescript\/examples\/handle-events\.ts -->\n```ts\n([\s\S]*?)```\n<!-- \/clients\/typescript\/examples\/handle-events\.ts -->/.exec(readme);
-    expect(block, "README.md's receiver block (between its markers) is missing").not.toBeNull();
+  it("docs/webhooks.md shows the receiver that handles every event by type, verbatim", () => {
+    const block = /<!-- clients\/typescript\/examples\/handle-events\.ts -->\n```ts\n([\s\S]*?)```\n<!-- \/clients\/typescript\/examples\/handle-events\.ts -->/.exec(webhooksDoc);
+    expect(block, "docs/webhooks.md's receiver block (between its markers) is missing").not.toBeNull();
     expect(block![1]).toBe(handlerSource);
   });
 

@@ -140,6 +140,15 @@ describe("webhook URL policy", () => {
     expect(checkWebhookUrl("http://10.0.0.1/h", true).ok).toBe(false);
   });
 
+  it("says which scheme to add to a URL typed without one", () => {
+    expect(checkWebhookUrl("localhost:3000/hooks", true)).toEqual({ ok: false, message: 'The URL has no scheme: did you mean "http://localhost:3000/hooks"?' });
+    expect(checkWebhookUrl("127.0.0.1:3000", true)).toEqual({ ok: false, message: 'The URL has no scheme: did you mean "http://127.0.0.1:3000"?' });
+    expect(checkWebhookUrl("localhost:3000/hooks", false)).toEqual({ ok: false, message: 'The URL has no scheme: did you mean "https://localhost:3000/hooks"?' });
+    expect(checkWebhookUrl("example.com/hooks", true)).toEqual({ ok: false, message: 'The URL has no scheme: did you mean "https://example.com/hooks"?' });
+    // One with a scheme keeps the scheme's own message.
+    expect(checkWebhookUrl("ftp://example.com/hooks", false)).toEqual({ ok: false, message: "The URL must use https." });
+  });
+
   it("keeps its other messages", () => {
     expect(checkWebhookUrl("https://example.com/" + "a".repeat(2048), false)).toEqual({ ok: false, message: "The URL must be at most 2048 characters." });
     expect(checkWebhookUrl("not a url", false)).toEqual({ ok: false, message: "The URL is not a valid absolute URL." });

@@ -1,11 +1,13 @@
 // Payments: the list, and a refund of one, full (amount left empty) or partial (an amount in major
 // units, converted to minor units with the payment's currency exponent). POST /refunds decides.
+// The form asks first, saying the amount (dashboard.js reads data-refund-left): an empty field
+// refunds everything left, which one click must not do unasked.
 import type { Context, Hono } from "hono";
 import { act, apiErrorPage, field, redirectWithNotice } from "../actions";
 import { type FormState, FormSummary, Problems, addApiError, addProblem, formStatus, hasProblems, invalid, newFormState, stateFor, valueOf } from "../form-state";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
-import { Id, Money, Time, currencyDecimals, majorToMinor } from "../format";
+import { Id, Money, Time, currencyDecimals, formatMoney, majorToMinor } from "../format";
 import { Empty, FormFields, Pager, StatusBadge, TableWrap, can, render } from "../layout";
 import { apiQuery, listQuery } from "../lists";
 import { UserRef, namesFor } from "../names";
@@ -28,7 +30,13 @@ const REFUNDABLE = new Set(["completed", "partially_refunded"]);
 
 function RefundForm({ c, payment: p, state }: { c: Context<DashEnv>; payment: Payment; state?: FormState }) {
   return (
-    <form method="post" action={`${BACK}/${p.id}/refund`} class="row">
+    <form
+      method="post"
+      action={`${BACK}/${p.id}/refund`}
+      class="row"
+      data-refund-left={formatMoney(p.amount - p.amount_refunded, p.currency)}
+      data-refund-currency={p.currency.toUpperCase()}
+    >
       <FormFields session={c.var.session!} />
       <input
         name="amount"

@@ -128,6 +128,10 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
       cardExpYear: card.summary.exp_year,
       cardFingerprint: card.fingerprint,
       processorToken,
+      // Live mode: the connection's Stripe account, filled in at insert (migrations/0020's trigger);
+      // Stripe's payout id once the settlement job has it.
+      processorAccount: null,
+      processorObject: null,
       date: isoDate(now),
       createdAt: isoTime(now),
       updatedAt: isoTime(now),

@@ -107,6 +107,18 @@ function exactUnitAmount(text: string, param: string, zeroAllowed = false): stri
   return formatMinorDecimal(parsed.value);
 }
 
+/**
+ * The one of `fields` the request gives (each is the same price in another unit), or undefined for
+ * none; two of them is the 400 `parameter_unexpected`, naming both.
+ */
+function onlyOne<T extends object, K extends keyof T & string>(body: T, fields: readonly K[], prefix: string): K | undefined {
+  const given = fields.filter((field) => body[field] !== undefined);
+  if (given.length > 1) {
+    throw invalidRequest("parameter_unexpected", `${prefix}${given[1]}: give one of ${fields.join(", ")}, not both ${given[0]} and ${given[1]}.`, `${prefix}${given[1]}`);
+  }
+  return given[0];
+}
+
 /** validateTiers speaks in domain names; the API's are the request's. */
 const apiTierMessage = (message: string) =>
   message
@@ -128,32 +140,32 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
     let tiers: StoredTier[] | null = null;
     if (body.pricing_model === "fixed") {
       if (body.tiers !== undefined) throw invalidRequest("parameter_unexpected", "tiers: only volume and graduated plans have tiers.", "tiers");
-      if (body.price !== undefined && body.unit_amount_decimal !== undefined) {
-        throw invalidRequest("parameter_unexpected", "unit_amount_decimal: give either price (major units) or unit_amount_decimal (minor units), not both.", "unit_amount_decimal");
-      }
-      if (body.unit_amount_decimal !== undefined) {
-        unitAmountDecimal = exactUnitAmount(body.unit_amount_decimal, "unit_amount_decimal");
+      const given = onlyOne(body, ["price", "unit_amount", "unit_amount_decimal"], "");
+      if (given === "unit_amount_decimal") {
+        unitAmountDecimal = exactUnitAmount(body.unit_amount_decimal!, "unit_amount_decimal");
+      } else if (given === "unit_amount") {
+        unitAmount = body.unit_amount!;
       } else {
-        if (body.price === undefined) throw invalidRequest("parameter_missing", "price: this parameter (or unit_amount_decimal) is required for a fixed plan.", "price");
+        if (body.price === undefined) throw invalidRequest("parameter_missing", "price: this parameter (or unit_amount in minor units, or unit_amount_decimal) is required for a fixed plan.", "price");
         unitAmount = minorUnits(raw, "price", "price", currency);
         if (unitAmount < MIN_AMOUNT) throw invalidRequest("amount_too_small", "price: a fixed plan must charge more than zero.", "price");
       }
     } else {
-      if (body.price !== undefined || body.unit_amount_decimal !== undefined) {
-        const param = body.price !== undefined ? "price" : "unit_amount_decimal";
+      const param = (["price", "unit_amount", "unit_amount_decimal"] as const).find((field) => body[field] !== undefined);
+      if (param) {
         throw invalidRequest("parameter_unexpected", `${param}: a ${body.pricing_model} plan is priced by its tiers, not by ${param}.`, param);
       }
       if (body.tiers === undefined) throw invalidRequest("parameter_missing", `tiers: this parameter is required for a ${body.pricing_model} plan.`, "tiers");
       tiers = body.tiers.map((tier, i): StoredTier => {
         const holder = raw.tiers?.[i];
-        const flat_amount = tier.flat_price === undefined ? 0 : minorUnits(holder, "flat_price", `tiers.${i}.flat_price`, currency);
-        if (tier.unit_price !== undefined && tier.unit_amount_decimal !== undefined) {
-          throw invalidRequest("parameter_unexpected", `tiers.${i}: give either unit_price (major units) or unit_amount_decimal (minor units), not both.`, `tiers.${i}.unit_amount_decimal`);
+        const flat = onlyOne(tier, ["flat_price", "flat_amount"], `tiers.${i}.`);
+        const flat_amount = flat === "flat_amount" ? tier.flat_amount! : flat === "flat_price" ? minorUnits(holder, "flat_price", `tiers.${i}.flat_price`, currency) : 0;
+        const unit = onlyOne(tier, ["unit_price", "unit_amount", "unit_amount_decimal"], `tiers.${i}.`);
+        if (unit === "unit_amount_decimal") {
+          return { up_to: tier.up_to, unit_amount: null, flat_amount, unit_amount_decimal: exactUnitAmount(tier.unit_amount_decimal!, `tiers.${i}.unit_amount_decimal`, true) };
         }
-        if (tier.unit_amount_decimal !== undefined) {
-          return { up_to: tier.up_to, unit_amount: null, flat_amount, unit_amount_decimal: exactUnitAmount(tier.unit_amount_decimal, `tiers.${i}.unit_amount_decimal`, true) };
-        }
-        if (tier.unit_price === undefined) throw invalidRequest("parameter_missing", `tiers.${i}.unit_price: each tier needs unit_price (or unit_amount_decimal).`, `tiers.${i}.unit_price`);
+        if (unit === "unit_amount") return { up_to: tier.up_to, unit_amount: tier.unit_amount!, flat_amount };
+        if (unit === undefined) throw invalidRequest("parameter_missing", `tiers.${i}.unit_price: each tier needs unit_price (or unit_amount in minor units, or unit_amount_decimal).`, `tiers.${i}.unit_price`);
         return { up_to: tier.up_to, unit_amount: minorUnits(holder, "unit_price", `tiers.${i}.unit_price`, currency), flat_amount };
       });
       // The tiers' order and bounds; a sub-cent unit price is checked above (its value does not change the rules).

@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { plans } from "../../db/schema";
-import { CURRENCY_EXPONENTS, formatMinor } from "../../domain/money";
+import { CURRENCY_EXPONENTS, formatMinor, MAX_AMOUNT, MIN_AMOUNT } from "../../domain/money";
 import { MAX_TIERS } from "../../domain/pricing";
 import { CurrencyField } from "../../payments/money-input";
 import { bodyObject, booleanField, closedSet, livemodeField, textField, timestamp, wholeNumber } from "../shared";
@@ -31,11 +31,17 @@ export const TierBody = bodyObject(
       .positive()
       .nullable()
       .openapi({ description: "The last quantity of this tier, inclusive; null for the last, unbounded tier.", example: 5 }),
-    unit_price: majorUnits("unit_price", "The price of each unit in this tier (or give unit_amount_decimal).", 7).optional(),
+    unit_price: majorUnits("unit_price", "The price of each unit in this tier (or give unit_amount or unit_amount_decimal).", 7).optional(),
+    unit_amount: wholeNumber("tiers.unit_amount", 0, MAX_AMOUNT)
+      .optional()
+      .openapi({ description: "The price of each unit in this tier in minor units (700 is 7.00 USD): instead of unit_price.", example: 700 }),
     unit_amount_decimal: unitAmountDecimal("tiers.unit_amount_decimal").optional(),
     flat_price: majorUnits("flat_price", "A flat fee added when the quantity reaches this tier.", 0).optional(),
+    flat_amount: wholeNumber("tiers.flat_amount", 0, MAX_AMOUNT)
+      .optional()
+      .openapi({ description: "The flat fee in minor units: instead of flat_price.", example: 0 }),
   },
-  "Each item of tiers must be an object with up_to and unit_price (or unit_amount_decimal), and flat_price if any.",
+  "Each item of tiers must be an object with up_to and unit_price (or unit_amount, or unit_amount_decimal), and flat_price (or flat_amount) if any.",
 ).openapi("PlanTierRequest");
 
 const description = textField("description", 1000).nullable();
@@ -43,6 +49,9 @@ const description = textField("description", 1000).nullable();
 export const CreatePlanBody = bodyObject({
   name: textField("name", 200, { min: 1, trim: true }).openapi({ example: "Pro" }),
   price: majorUnits("price", "The charge per interval, for fixed plans.", 19.99).optional(),
+  unit_amount: wholeNumber("unit_amount", MIN_AMOUNT, MAX_AMOUNT)
+    .optional()
+    .openapi({ description: "The charge per interval in minor units (1999 is 19.99 USD), as every other amount: instead of price.", example: 1999 }),
   unit_amount_decimal: unitAmountDecimal("unit_amount_decimal").optional(),
   currency: CurrencyField,
   interval: closedSet("interval", ["month", "year"]).openapi({ description: "The billing interval." }),

@@ -1,12 +1,16 @@
 // POST /processor-webhooks/stripe/{account_id}: Stripe's events for one Tender account (the
 // connection's webhook_url). Public: Stripe signs each event, and the raw body is verified against
-// the secrets of THAT account's connection (300-second tolerance), so an event signed for one
-// account cannot change another's rows. A missing or bad signature, or an account without a
-// connection, answers 400 and changes nothing. A verified event is applied once
-// (src/payments/processor-settlements.ts) and acknowledged with 200; one about an object Tender
-// does not know, or of a type Tender does not act on, is acknowledged too and changes nothing.
-// An error while applying answers 500, so Stripe sends the event again; so does (503) an event
-// whose account moved to another shard while it was being applied.
+// the secrets of THAT account's connections (300-second tolerance): the live one and the retired
+// ones (a connection removed or replaced by another Stripe account's keeps verifying the events
+// about what was made through it), so an event signed for one account cannot change another's
+// rows. A request whose Stripe-Signature header cannot verify (missing, malformed, too old) is
+// refused before its body is read or any database asked; a body over STRIPE_EVENT_MAX_BYTES
+// answers 413. A bad signature, or an account that never had a connection, answers 400 and
+// changes nothing. A verified event is applied once (src/payments/processor-settlements.ts, which
+// also checks that it comes from where the object was made) and acknowledged with 200; one about
+// an object Tender does not know, or of a type Tender does not act on, is acknowledged too and
+// changes nothing. An error while applying answers 500, so Stripe sends the event again; so does
+// (503) an event whose account moved to another shard while it was being applied.
 import { type OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { AppEnv } from "../../context";
@@ -15,15 +19,22 @@ import { clock } from "../../lib/clock";
 import { accountMoving, invalidRequest } from "../../lib/errors";
 import { readLimited } from "../../middleware/body";
 import { alreadyRecorded, applySettlement } from "../../payments/processor-settlements";
-import { processorFor } from "../../processor";
-import { openSecrets, readConnection } from "../../processor/connections";
-import { settlementOf, verifyStripeEvent } from "../../processor/stripe-events";
+import { type EventConnection, eventConnections, openSecrets } from "../../processor/connections";
+import { processorThrough } from "../../processor";
+import { type VerifiedEvent, settlementOf, signatureHeaderProblem, verifyStripeEvent } from "../../processor/stripe-events";
 import { parsePayoutToken } from "../../processor/stripe-keys";
 import { ERRORS, json } from "../openapi";
 import { type Place, whereIs } from "../../accounts/move";
 import { openShard } from "../../middleware/auth";
 
 const PATH = "/processor-webhooks/stripe/{account_id}";
+
+/**
+ * The largest Stripe event read. An event embeds one API object, whose lists Stripe cuts to 10
+ * items and whose metadata holds at most 50 keys of 500 characters: the events Tender acts on
+ * (payouts, refunds, disputes) are a few KiB. A quarter of the API's 1 MiB leaves a wide margin.
+ */
+export const STRIPE_EVENT_MAX_BYTES = 256 * 1024;
 
 const ReceiptSchema = z
   .object({
@@ -44,8 +55,9 @@ const route = createRoute({
   summary: "Receive Stripe's events (for Stripe)",
   description:
     "Where Stripe sends its events for this account: the webhook_url of PUT /api/processor. Not called by you: point your Stripe webhook endpoint, and a Connect endpoint for payouts, here. " +
-    "Stripe-Signature is verified against the connection's webhook secrets with Stripe's 300-second tolerance; a missing or bad signature, or an account without a connection, answers 400 and changes nothing. " +
+    "Stripe-Signature is verified against the connection's webhook secrets, and those of connections it replaced or that were removed (kept for this only), with Stripe's 300-second tolerance; a missing or bad signature, or an account that never had a connection, answers 400 and changes nothing. A body over 256 KiB answers 413. " +
     "Each event is applied once, in any order: payout.paid / payout.failed settle live payouts, refund.updated settles live refunds (refund.completed, or the amount refundable again), charge.dispute.created emits payment.disputed. " +
+    "An event settles an object only if it comes from the Stripe account (and connected account) the object was made through, in that key's mode, naming the Stripe id Tender recorded. " +
     "Anything else, or an event about an object Tender does not know, answers 200 and changes nothing. " +
     "While the account is moving to another database, and for an event whose account moved while it was being applied, answers 503: Stripe sends it again.",
   security: [],
@@ -73,12 +85,13 @@ const route = createRoute({
 const refused = (code: string, message: string) => invalidRequest(code, message);
 
 /**
- * The shard the account lives on, and its connection there. The URL Stripe calls names the account,
- * not its shard (it must outlive a move), so every shard is asked, side by side, for the account's
- * row: the one that is home (not a copy being made, nor left behind by a move). While the account
- * is being moved, 503: Stripe sends the event again later, to wherever it lives then.
+ * The shard the account lives on, and its connections there (live, then retired). The URL Stripe
+ * calls names the account, not its shard (it must outlive a move), so every shard is asked, side
+ * by side, for the account's row: the one that is home (not a copy being made, nor left behind by
+ * a move). While the account is being moved, 503: Stripe sends the event again later, to wherever
+ * it lives then.
  */
-async function connectionOnItsShard(c: Context<AppEnv>, accountId: string, now: number) {
+async function connectionsOnItsShard(c: Context<AppEnv>, accountId: string, now: number) {
   const places = await whereIs(c.env, accountId);
   const claimed = (p: Place) => p.moveUntil !== null && p.moveUntil > now;
   const home = places.find((p) => p.present && p.movedTo === null);
@@ -87,8 +100,43 @@ async function connectionOnItsShard(c: Context<AppEnv>, accountId: string, now: 
   if (!home) return undefined;
   if (claimed(home)) throw accountMoving();
   openShard(c, home.shard);
-  const connection = await readConnection(c.var.db, accountId);
-  return connection ? { shard: home.shard, connection } : undefined;
+  const connections = await eventConnections(c.var.db, accountId);
+  return connections.length > 0 ? { shard: home.shard, connections } : undefined;
+}
+
+const isLiveKey = (secretKey: string) => /^(sk|rk)_live_/.test(secretKey);
+
+/**
+ * The event, verified against the secrets of one of the account's connections (the live one
+ * first), and that connection: an event verifies against at most one in practice, since each
+ * Stripe endpoint has its own secret. Otherwise the most telling refusal.
+ */
+async function verifiedAgainst(c: Context<AppEnv>, connections: EventConnection[], rawBody: string, signature: string, receivedAt: number) {
+  let refusal: Extract<VerifiedEvent, { verified: false }> | null = null;
+  let unopened = 0;
+  for (const connection of connections) {
+    let secrets: Awaited<ReturnType<typeof openSecrets>>;
+    try {
+      secrets = await openSecrets(c.env, connection.row);
+    } catch (error) {
+      // A retired connection sealed under a key the ring no longer holds: the others are still tried.
+      if (!connection.retired) throw error;
+      console.error(JSON.stringify({ request_id: c.var.requestId, message: "retired processor connection cannot be opened", processor_account: connection.processorAccount, error: String(error) }));
+      unopened++;
+      continue;
+    }
+    const verified = await verifyStripeEvent({
+      rawBody,
+      signature,
+      webhookSecret: [secrets.webhookSecret, ...(secrets.connectWebhookSecret ? [secrets.connectWebhookSecret] : [])],
+      receivedAt,
+    });
+    if (verified.verified) return { event: verified.event, connection, livemode: isLiveKey(secrets.secretKey) };
+    if (refusal === null || refusal.reason === "signature_mismatch") refusal = verified;
+  }
+  // Perhaps signed with a secret that cannot be opened now: a 500, so that Stripe sends it again.
+  if (unopened > 0) throw new Error(`${unopened} retired processor connection(s) of the account cannot be opened, and no other verified the event`);
+  throw refused(refusal?.reason ?? "signature_mismatch", `${refusal?.message ?? "No signature matches the body and the webhook secret."} Nothing was changed.`);
 }
 
 /**
@@ -109,24 +157,20 @@ async function stillLivesHere(c: Context<AppEnv>, accountId: string) {
 
 async function receive(c: Context<AppEnv>) {
   const accountId = c.req.param("account_id") ?? "";
+  const signature = c.req.header("stripe-signature") ?? null;
+  // What no secret can verify is refused before the body is read or any shard is asked.
+  const unverifiable = signatureHeaderProblem(signature, clock.now());
+  if (unverifiable) throw refused(unverifiable.reason, `${unverifiable.message} Nothing was changed.`);
   // The raw bytes, exactly as sent: a re-serialized body would not verify.
-  const rawBody = await readLimited(c.req.raw);
-  const found = hasPrefix(accountId, "account") ? await connectionOnItsShard(c, accountId, clock.now()) : undefined;
-  const connection = found?.connection;
-  const { db } = c.var;
-  if (!connection) {
+  const rawBody = await readLimited(c.req.raw, STRIPE_EVENT_MAX_BYTES);
+  const found = hasPrefix(accountId, "account") ? await connectionsOnItsShard(c, accountId, clock.now()) : undefined;
+  if (!found) {
     throw refused("no_processor_connection", "No account with a processor connection has this id. Nothing was changed.");
   }
-  const secrets = await openSecrets(c.env, connection);
-  const verified = await verifyStripeEvent({
-    rawBody,
-    signature: c.req.header("stripe-signature") ?? null,
-    webhookSecret: [secrets.webhookSecret, ...(secrets.connectWebhookSecret ? [secrets.connectWebhookSecret] : [])],
-    receivedAt: clock.now(),
-  });
-  if (!verified.verified) throw refused(verified.reason, `${verified.message} Nothing was changed.`);
+  const { db } = c.var;
+  const verified = await verifiedAgainst(c, found.connections, rawBody, signature!, clock.now());
 
-  const tenant = { accountId: connection.accountId, livemode: true };
+  const tenant = { accountId, livemode: true };
   const settlement = settlementOf(verified.event);
   const answer = (outcome: z.infer<typeof ReceiptSchema>["outcome"]) => c.json({ received: true as const, event: settlement.eventId, outcome }, 200);
   if (await alreadyRecorded(db, tenant, settlement.eventId)) {
@@ -139,7 +183,8 @@ async function receive(c: Context<AppEnv>) {
       db,
       tenant,
       provider: "stripe",
-      processor: () => processorFor(c.env, db, tenant),
+      source: { processorAccount: verified.connection.processorAccount, livemode: verified.livemode },
+      processorThrough: (processorAccount) => processorThrough(c.env, db, accountId, processorAccount),
       payoutAccountOf: (token) => {
         try {
           return parsePayoutToken(token).account;

@@ -47,7 +47,7 @@ export const UpdateSubscriptionBody = bodyObject({
       description:
         "true schedules the plan_id and quantity sent for the next period, with no proration: the subscription keeps its plan until then, and pending_update shows the change. A later change of plan_id or quantity replaces it.",
     }),
-  cancel_at_period_end: booleanField("cancel_at_period_end").optional().openapi({ description: "true cancels when the current period ends; false undoes that." }),
+  cancel_at_period_end: booleanField("cancel_at_period_end").optional().openapi({ description: "true cancels when the current period ends, after a final invoice of what the period still owes (metered usage, pending prorations), if anything; false undoes that, except while that final invoice is open (400 final_invoice_open)." }),
   coupon: couponField
     .nullable()
     .optional()

@@ -11,6 +11,7 @@ import {
   chargeOf,
   type PeriodClaim,
   chargeInFlight,
+  finalInvoiceClaimed,
   chargePeriod,
   priceChargeInFlight,
   claimCardColumns,
@@ -29,7 +30,7 @@ import { guard, runBatch } from "../../db/batch";
 import { type ClaimCard, coupons, invoiceItems, plans, subscriptions } from "../../db/schema";
 import { currentOpenCharge, currentPeriod, prorationItems } from "../../billing/prorations";
 import { changeAndInvoiceNow } from "./invoice-now";
-import { type CouponRow, NO_DISCOUNT, assertCouponCurrency, couponRefusals, discountColumns, redeemCoupon } from "../../billing/coupons";
+import { type CouponRow, NO_DISCOUNT, assertCouponCurrency, couponRefusals, discountColumns, discountRunsAt, redeemCoupon } from "../../billing/coupons";
 import { owned } from "../../db/scope";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
@@ -49,7 +50,7 @@ const update = apiRoute({
   operationId: "updateSubscription",
   summary: "Replace payment details, or change plan or quantity",
   description:
-    "New card details replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity apply now: on an active subscription, proration_behavior create_prorations (the default) credits the unused time of what the current period was charged and charges the time left at the new price, as lines of the next invoice (a credit that takes that invoice below zero is carried on, never refunded); always_invoice invoices those lines (and any pending) at once and charges the invoice: the change is made only once it is paid (a decline answers 402 and changes nothing; an invoice of nothing or a credit is paid at once, the credit carried on); none prorates nothing. at_period_end true schedules the plan_id and quantity for the next period instead, unprorated (pending_update). A subscription set to cancel at period end takes no create_prorations change (400). A metered subscription's plan does not change (400 plan_incompatible). coupon redeems a coupon whose discount applies from the next invoice (replacing any other); null removes the discount. Answers the subscription as the change committed it. While a charge of the period (or of a change invoiced at once) is at the processor with its outcome not yet known, new card details, cancel_at_period_end true, coupon, plan_id and quantity answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
+    "New card details replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity apply now: on an active subscription, proration_behavior create_prorations (the default) credits the unused time of what the current period was charged and charges the time left at the new price, as lines of the next invoice (a credit that takes that invoice below zero is carried on, never refunded); always_invoice invoices those lines (and any pending) at once and charges the invoice: the change is made only once it is paid (a decline answers 402 and changes nothing; an invoice of nothing or a credit is paid at once, the credit carried on); none prorates nothing. at_period_end true schedules the plan_id and quantity for the next period instead, unprorated (pending_update). A subscription set to cancel at period end is sent a final invoice at its end for the prorations still pending. A metered subscription's plan does not change (400 plan_incompatible). coupon redeems a coupon whose discount applies from the next invoice (replacing any other); null removes the discount. Answers the subscription as the change committed it. While a charge of the period (or of a change invoiced at once) is at the processor with its outcome not yet known, new card details, cancel_at_period_end true, coupon, plan_id and quantity answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
   scope: "subscriptions:write",
   request: { params: subscriptionId, ...jsonBodyOf(UpdateSubscriptionBody) },
   responses: { 200: json(SubscriptionSchema, "The updated subscription.") },
@@ -135,20 +136,20 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     let proration: ReturnType<typeof prorationItems> = null;
     const at = billingNow(current.clock, realNow);
     if (priceChanges && behavior !== "none" && sub.status === "active" && sub.periodsBilled >= 1 && current.plan.usageType !== "metered" && at < currentPeriod(sub, current.plan).end) {
-      // Pending items are collected by the next invoice, which a subscription set to cancel at
-      // its period's end never has: its change is invoiced at once, or not prorated.
-      if (behavior === "create_prorations" && sub.cancelAtPeriodEnd) {
-        throw invalidRequest(
-          "parameter_invalid",
-          `proration_behavior: subscription ${sub.id} cancels at the end of its period, so it has no next invoice to take prorations; send always_invoice (charged now) or none.`,
-          "proration_behavior",
-        );
-      }
+      // Pending items are collected by the next invoice; a subscription set to cancel at its
+      // period's end has none, so its final invoice collects them (src/billing/periods.ts).
       // What the current period was charged, and the percentage its discount took off, if any:
-      // the charge line is discounted alike.
+      // the charge line is discounted alike while the subscription's discount still runs at the
+      // change (as Stripe's prorations carry the discounts in effect; a `once` coupon was used up
+      // by the period's invoice, a removed or ended one runs no more).
       const paid = current.paid?.status ? current.paid : null;
+      let percentOffBasisPoints = paid?.percentOff ?? 0;
+      if (percentOffBasisPoints > 0) {
+        const [coupon] = sub.couponId === null ? [] : await db.select().from(coupons).where(owned(coupons, auth, eq(coupons.id, sub.couponId))).limit(1);
+        if (!coupon || !discountRunsAt(sub, coupon, at)) percentOffBasisPoints = 0;
+      }
       try {
-        proration = prorationItems({ sub, oldPlan: current.plan, newPlan: plan, quantity, current: currentOpenCharge(sub, current.plan, paid), at, percentOffBasisPoints: paid?.percentOff ?? 0 });
+        proration = prorationItems({ sub, oldPlan: current.plan, newPlan: plan, quantity, current: currentOpenCharge(sub, current.plan, paid), at, percentOffBasisPoints });
       } catch (error) {
         // Another change, committed since this request began, prorated from a later moment.
         if (error instanceof RangeError) throw changedMeanwhile();
@@ -240,7 +241,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
         // Money moved: the settlement commits whatever became of the caller's key or claim meanwhile.
         const charged = chargeOf(settlement);
         const options = { moneyMoved: { paymentId: charged.payment.id }, claimGuard: false, failures: { [PERIOD_ALREADY_SETTLED]: changedMeanwhile } };
-        if (settlement.outcome !== "renewed") return await answerDecline(c, charged, settlement.writes, options);
+        if (!charged.succeeded) return await answerDecline(c, charged, settlement.writes, options);
         // The answer is the row as the settlement committed it (a concurrent change included).
         const where = eq(subscriptions.id, sub.id);
         const { returned } = await commit(c, { ...settlement.writes, returning: db.select().from(subscriptions).where(where) }, 200, null, {
@@ -288,6 +289,9 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
                 db.insert(invoiceItems).values(proration.items),
               ]
             : []),
+          // A final invoice, once claimed, ends the subscription when it is paid: it is not
+          // un-canceled under it (pay or void that invoice first).
+          ...(body.cancel_at_period_end === false ? [guard(db, FINAL_INVOICE_OPEN, sql`NOT ${finalInvoiceClaimed(sub.id)}`)] : []),
           ...(redeem ? redeemCoupon(db, redeem.coupon, redeem.reference, sub.id, realNow) : []),
         ],
         // Only the fields sent are written; the answer is the row as this batch committed it, so a
@@ -308,12 +312,20 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id),
           [CHARGE_IN_FLIGHT]: chargeInProgress,
           [SUBSCRIPTION_CHANGED]: changedMeanwhile,
+          [FINAL_INVOICE_OPEN]: () =>
+            invalidRequest(
+              "final_invoice_open",
+              `cancel_at_period_end: subscription ${id} ended its period and its final invoice is open; pay or void that invoice.`,
+              "cancel_at_period_end",
+            ),
           ...(redeem ? couponRefusals(redeem.coupon.id) : {}),
         },
       },
     );
   });
 }
+
+const FINAL_INVOICE_OPEN = "final_invoice_open";
 
 /**
  * The processor reference of vaulting a card update's new card: fixed for one use of the
