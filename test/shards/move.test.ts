@@ -340,7 +340,7 @@ describe("moves that meet each other, and what a move carries", () => {
     expect((await call(`/api/users/${user.id}`, { key: acct.key })).status).toBe(200);
   });
 
-  it("back and forth: the keys issued before each move keep working, and a failed move back keeps the pointers", async () => {
+  it("back and forth: the keys issued before each move keep working, and a failed move back keeps the pointers", { timeout: 20_000 }, async () => {
     const acct = await signup("Shuttle");
     const user = await createUser(acct, { email: "shuttle@example.com" });
     for (const shard of [to, from, to]) {
