@@ -1,3 +1,4 @@
+import type { MoneyClaim } from "./processor/in-flight";
 import type { Bindings } from "./env";
 import type { D1Usage, Db } from "./db/client";
 
@@ -51,6 +52,8 @@ export type AppEnv = {
     /** The parsed JSON body, before validation; see middleware/body.ts. */
     jsonBody: unknown;
     idempotency?: IdempotencyClaim;
+    /** The claim of money this request moves at the processor before its commit (src/processor/in-flight.ts). */
+    moneyClaim?: MoneyClaim;
     /** The API version this request is answered in (src/middleware/version.ts). */
     apiVersion: string;
   };

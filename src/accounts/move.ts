@@ -6,9 +6,11 @@
 //    (src/db/scope.ts), so from that commit on no new request reads or writes the account: each
 //    answers 503 account_moving with Retry-After. Stripe's events for it answer 503 too, so Stripe
 //    sends them again later.
-// 2. Drain: the move waits `drainMs` (by default longer than a request can wait on Stripe), so that
-//    a request already past its key check when the pause committed (one waiting on a charge, whose
-//    record is written whatever the key) has committed before the copy is taken.
+// 2. Drain: the move waits `drainMs`, then until no request of the account has money at the
+//    processor (src/processor/in-flight.ts: a request takes a claim, with its key check, before it
+//    charges, and its commit, which is written whatever became of the key, ends it), however long
+//    that takes: such a record lands on the source before the copy is taken. Other writes carry
+//    their key check, so a paused key refuses them; the drain is only a courtesy to them.
 // 3. Copy: every row of the account goes to the target shard, table by table and page by page (so
 //    a large account is never held whole in memory): the target's rows of the account are deleted
 //    first (a failed earlier move's), but for the pointers a credential is looked up by (an earlier
@@ -42,6 +44,7 @@ import { isShard, shardEnv, shardNumbers } from "../db/shards";
 import { randomToken, sha256Hex } from "../lib/crypto";
 import { ApiError, invalidRequest, notFound } from "../lib/errors";
 import { forgetAccount } from "../auth/credentials";
+import { MONEY_CLAIM_LEASE_MS, claimsInFlight, noClaimsInFlight } from "../processor/in-flight";
 
 /**
  * Every table holding an account's rows, parents before children (the order rows are upserted in;
@@ -78,6 +81,7 @@ export const ACCOUNT_TABLES = [
   "invoice_lines",
   "invoice_items",
   "proration_charges",
+  "money_claims",
 ] as const;
 
 /** What stays on the source after a move: the account row and what a credential is looked up by. */
@@ -86,7 +90,7 @@ const POINTERS = new Set<string>(["accounts", "api_keys", "access_tokens"]);
 /** Tables shared by every account of a shard, never copied whole (job_runs: only the account's send leases). */
 export const SHARD_TABLES = ["batch_guards", "job_runs", "d1_migrations", "_cf_KV", "_cf_METADATA", "sqlite_sequence"];
 
-/** The longest a request waits on Stripe: three tries of 20 s (src/processor/stripe-client.ts), and some. */
+/** A courtesy wait for requests under way when the keys are paused; money at the processor is waited for by its claims, however long (waitForMoneyInFlight). */
 export const DEFAULT_DRAIN_MS = 65_000;
 /** How long a move's claim lasts past its drain: a move that died is taken over after it. */
 const CLAIM_MS = 5 * 60_000;
@@ -323,6 +327,7 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
   let switched = false;
   try {
     if (drainMs > 0) await new Promise((resolve) => setTimeout(resolve, drainMs));
+    await waitForMoneyInFlight(source, accountId, from, now, () => keepClaim(source, accountId, token, now()));
     let pending: string[] = [...ACCOUNT_TABLES];
     let proofs = new Map<string, Proven>();
     let sendLeases = 0;
@@ -343,7 +348,7 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
       pending = checked.filter(([s, d]) => s.proof.rows !== d.rows || s.proof.sha256 !== d.sha256).map(([s]) => s.proof.table);
     }
     switchTried = true;
-    await switchSource(source, accountId, to, token, [...proofs.values()], sendLeases);
+    await switchSource(source, accountId, to, token, [...proofs.values()], sendLeases, now());
     switched = true;
     await finishOn(dest, accountId, token);
     // The source's claim ends only now: until then no other run may finish this move, or undo it.
@@ -366,6 +371,31 @@ async function move(env: RuntimeBindings | Bindings, accountId: string, to: numb
       for (const db of [source, dest]) await db.$client.prepare("UPDATE accounts SET move_until = 0 WHERE id = ? AND move_token = ?").bind(accountId, token).run().catch(() => undefined);
     }
     throw error;
+  }
+}
+
+/** Pauses between looks at the account's money claims while a move waits for them (ms). */
+const CLAIM_POLL_MS = 200;
+
+/**
+ * Waits until no request of the account has money at the processor whose record is not written yet
+ * (src/processor/in-flight.ts): its claim was taken before the pause committed, so its commit,
+ * which carries no key check, lands here, before anything is copied. However long a processor call
+ * takes (retries, Retry-After waits), the move waits; only a claim whose lease ran out (its worker
+ * died) is not waited for, and its late commit, should it come, is refused once the account has
+ * moved (the request's retry then records it where the account lives).
+ */
+async function waitForMoneyInFlight(db: Db, accountId: string, from: number, now: () => number, keep: () => Promise<void>) {
+  const started = Date.now();
+  for (;;) {
+    const { count } = await claimsInFlight(db, accountId, now());
+    if (count === 0) return;
+    // A clock held still (a test's) never lets a lease run out: real time bounds the wait too.
+    if (Date.now() - started > MONEY_CLAIM_LEASE_MS) {
+      throw new ApiError(409, "invalid_request_error", "move_unsettled", `A payment of the account stayed at the processor on shard ${from} for longer than a claim lasts. Nothing was switched and its keys are unpaused; run the move again.`);
+    }
+    await keep();
+    await new Promise((resolve) => setTimeout(resolve, CLAIM_POLL_MS));
   }
 }
 
@@ -480,7 +510,7 @@ async function deleteRows(db: Db, table: string, key: string[], keys: unknown[][
  * counted in the proof with the same latest updated_at, the account points at the target, and its
  * rows go, but for the account row and its keys and tokens.
  */
-async function switchSource(db: Db, accountId: string, to: number, token: string, proofs: Proven[], sendLeases: number) {
+async function switchSource(db: Db, accountId: string, to: number, token: string, proofs: Proven[], sendLeases: number, now: number) {
   const unchanged = ({ proof, latest, hasUpdatedAt }: Proven) => {
     const table = sql.raw(quoted(proof.table));
     const count = sql`(SELECT count(*) FROM ${table} WHERE ${owner(proof.table, accountId)}) = ${proof.rows}`;
@@ -493,6 +523,8 @@ async function switchSource(db: Db, accountId: string, to: number, token: string
       ...proofs.map((p) => rawStatement(db, BATCH_GUARD_SQL(MOVE_CHANGED, unchanged(p)))),
       // A payout handed to the processor after the copy (its send marker written here only) would be cancelable there.
       rawStatement(db, BATCH_GUARD_SQL(MOVE_CHANGED, sql`${sendLeaseCount(accountId)} = ${sendLeases}`)),
+      // Money at the processor whose record is not written yet: never switched away from under it.
+      rawStatement(db, BATCH_GUARD_SQL(MOVE_CHANGED, noClaimsInFlight(accountId, now))),
       rawStatement(db, sql`UPDATE accounts SET moved_to = ${to} WHERE id = ${accountId}`),
     ],
     {

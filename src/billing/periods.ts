@@ -18,6 +18,7 @@
 //      (src/billing/invoices.ts: issued, numbered and settled by its first attempt's settlement,
 //      and settled again by each later attempt: one invoice per period, whatever the attempts)
 //      and the events.
+import { accountLivesHere } from "../processor/in-flight";
 import { type SQL, and, eq, inArray, isNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { guard, rawStatement, type Statement } from "../db/batch";
@@ -527,11 +528,14 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
     firstAttemptAt: claim.periodCreatedAt,
   });
   const period = and(eq(subscriptionPeriods.subscriptionId, sub.id), eq(subscriptionPeriods.periodIndex, n));
+  // Recorded only where the account lives: one that a move switched away while the processor
+  // answered is settled by the new shard's cron, with the same reference (issue 33).
+  const here = accountLivesHere(sub.accountId);
   const statements: Statement[] = [
     result
       ? // A claim taken over after a crash charges with the same reference: record that charge once.
-        guard(db, PERIOD_ALREADY_SETTLED, sql`NOT EXISTS (SELECT 1 FROM payments WHERE charge_reference = ${reference})`)
-      : guard(db, PERIOD_ALREADY_SETTLED, sql`EXISTS (SELECT 1 FROM subscription_periods WHERE subscription_id = ${sub.id} AND period_index = ${n} AND status = 'open')`),
+        guard(db, PERIOD_ALREADY_SETTLED, sql`NOT EXISTS (SELECT 1 FROM payments WHERE charge_reference = ${reference}) AND ${here}`)
+      : guard(db, PERIOD_ALREADY_SETTLED, sql`EXISTS (SELECT 1 FROM subscription_periods WHERE subscription_id = ${sub.id} AND period_index = ${n} AND status = 'open') AND ${here}`),
     ...(result?.statements ?? []),
   ];
   const events: EmittedEvent[] = [...(result?.events ?? [])];

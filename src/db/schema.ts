@@ -873,6 +873,28 @@ export const retiredProcessorConnections = sqliteTable(
   (t) => [primaryKey({ columns: [t.accountId, t.processorAccount] }), check("retired_processor_connections_live_only", sql`${t.livemode} = 1`)],
 );
 
+// Live money in flight (src/processor/in-flight.ts): a request that is about to move money at the
+// processor before its own batch can record it (a first charge) holds a claim here, taken in one
+// batch with its key check and with the connection it charges through. Disconnecting or swapping
+// the connection refuses while an unexpired claim exists, and a move of the account waits for them;
+// the request's commit is guarded by its claim (and the same connection) and deletes it. A claim
+// whose worker died runs out at lease_until.
+export const moneyClaims = sqliteTable(
+  "money_claims",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    livemode: livemode(),
+    /** The processor account the money goes through (Stripe's acct_…), in live mode. */
+    processorAccount: text("processor_account"),
+    /** What the money is: first_charge, invoice_payment, proration_charge, past_due_charge. */
+    purpose: text("purpose").notNull(),
+    createdAt: createdAt(),
+    leaseUntil: integer("lease_until").notNull(),
+  },
+  (t) => [index("money_claims_account").on(t.accountId, t.leaseUntil)],
+);
+
 // Each processor event applied (Stripe's webhooks), recorded in the same batch as its effect:
 // the primary key makes a redelivered event, or two deliveries at once, apply once.
 export const processorEvents = sqliteTable(

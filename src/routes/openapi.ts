@@ -6,6 +6,7 @@ import type { MiddlewareHandler } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../context";
 import { invalidRequest } from "../lib/errors";
+import { dropMoneyClaim } from "../processor/in-flight";
 import { containsCardNumber } from "../domain/cards";
 import { authenticated, requireScope } from "../middleware/auth";
 import { idempotency } from "../middleware/idempotency";
@@ -149,6 +150,16 @@ const noBody = createMiddleware<AppEnv>(async (c, next) => {
   return next();
 });
 
+/** A claim-first route's money claim that its commit did not end (a refusal, a decline it threw, a failure) ends with the request. */
+const releaseMoneyClaim = createMiddleware<AppEnv>(async (c, next) => {
+  try {
+    await next();
+  } finally {
+    const claim = c.var.moneyClaim;
+    if (claim?.held) await dropMoneyClaim(c.var.db, claim);
+  }
+});
+
 /** A documented route: bearer security, the shared error answers, and its scope check. */
 export function apiRoute<R extends Options>(options: R) {
   const { scope, extraErrors = [], public: isPublic, acceptForm, claimFirst = false, ignoreUnknownParameters = false, ...config } = options;
@@ -171,6 +182,7 @@ export function apiRoute<R extends Options>(options: R) {
     ...(write ? [jsonBody({ allowForm: acceptForm, cardFields: documentedCardFields(config.request?.body) })] : []),
     ...(write && !config.request?.body && !ignoreUnknownParameters ? [noBody] : []),
     ...(write && !isPublic ? [idempotency({ claimFirst })] : []),
+    ...(claimFirst ? [releaseMoneyClaim] : []),
     ...((config.middleware as MiddlewareHandler[] | undefined) ?? []),
   ];
   const query = config.request?.query ?? (ignoreUnknownParameters ? undefined : NO_QUERY);

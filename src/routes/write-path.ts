@@ -13,6 +13,10 @@ import { revokedCredential } from "../auth/credentials";
 import { IDEMPOTENCY_CLAIM_LOST, completeIdempotency, idempotencyClaimLost } from "../middleware/idempotency";
 import { type CommittedWrites, commitWrites, type WriteSet } from "../webhooks/outbox";
 import type { AppEnv } from "../context";
+import { livemodeUnavailable } from "../processor";
+import { MONEY_CLAIM_LOST, type MoneyPurpose, accountLivesHere, claimHeld, newMoneyClaim, releaseClaim, takeMoneyClaim } from "../processor/in-flight";
+import { clock } from "../lib/clock";
+import { guard } from "../db/batch";
 
 export interface CommitOptions {
   failures?: FailureMap;
@@ -64,6 +68,28 @@ export function firstChargeReference(c: Context<AppEnv>): string | undefined {
   return claim ? `${accountId}${livemode ? ":live" : ""}:idempotency:${claim.key}:${claim.since}` : undefined;
 }
 
+/**
+ * Claims the money this request is about to move at the processor (src/processor/in-flight.ts):
+ * in live mode only while the account has a connection, and never once its key is paused by a
+ * move. The claim is ended by the request's commit, which it guards, or at the end of the request
+ * (releaseMoneyClaim). Test mode's sandbox moves no real money and takes none: its commit is still
+ * guarded by the account living on this shard (commit()).
+ */
+export async function holdMoney(c: Context<AppEnv>, purpose: MoneyPurpose): Promise<void> {
+  assertKeyClaimedFirst(c);
+  const { db, auth } = c.var;
+  if (!auth.livemode || c.var.moneyClaim?.held) return;
+  // Set first: a claim batch whose answer is lost (it may have committed) is dropped with the request.
+  const claim = newMoneyClaim(auth);
+  c.set("moneyClaim", claim);
+  await takeMoneyClaim(db, claim, auth, purpose, clock.now(), { credential: () => revokedCredential(auth.keyId), noConnection: livemodeUnavailable });
+}
+
+/** The money a batch records could not be recorded here: the claim was lost, or the account moved. Its outcome is left unknown. */
+class MoneyRecordRefused extends Error {}
+
+const ACCOUNT_MOVED = "account_moved_away";
+
 /** Tries of a batch that records money the processor already moved, before the outcome is left unknown. */
 const MONEY_RECORD_TRIES = 3;
 
@@ -85,6 +111,8 @@ async function recordMovedMoney(
       return await attempt();
     } catch (error) {
       lastError = error;
+      // Refused because the account moved or its claim was lost: a retry here cannot record it.
+      if (error instanceof MoneyRecordRefused) break;
       // The first try refused by a guard or constraint was rolled back: a certain failure.
       if (tries === 0 && error instanceof ApiError) throw error;
       if (tries > 0) {
@@ -110,13 +138,26 @@ export async function commit(
   body: unknown,
   options: CommitOptions = {},
 ): Promise<CommittedWrites> {
-  const { db, auth, idempotency } = c.var;
+  const { db, auth, idempotency, moneyClaim } = c.var;
   const guarded = !options.moneyMoved;
+  const claimed = moneyClaim?.held ? moneyClaim : undefined;
+  // Money the processor moved is recorded whatever happened to the key meanwhile, but only where
+  // the account lives (a move may have switched it away while the processor answered) and, under
+  // a claim, only against the connection it went through; the claim ends in the same batch.
+  const moneyGuards = [
+    ...(options.moneyMoved ? [guard(db, ACCOUNT_MOVED, accountLivesHere(auth.accountId))] : []),
+    ...(claimed ? [claimHeld(db, claimed)] : []),
+  ];
+  const refused = () => {
+    const error = new MoneyRecordRefused(`${options.moneyMoved ? "money moved at the processor, and " : ""}its record cannot be written on this shard: the account moved, or its processor connection changed`);
+    console.error(JSON.stringify({ request_id: c.var.requestId, message: error.message, payment: options.moneyMoved?.paymentId ?? null }));
+    return error as unknown as ApiError;
+  };
   const attempt = () =>
     commitWrites(
     { db, queue: c.env.DELIVERY_QUEUE, waitUntil: (p) => c.executionCtx.waitUntil(p) },
     {
-      statements: [guarded ? credentialGuard(db, auth) : noop(db), ...writes.statements],
+      statements: [guarded ? credentialGuard(db, auth) : noop(db), ...moneyGuards, ...writes.statements, ...(claimed ? [releaseClaim(db, claimed)] : [])],
       returning: writes.returning,
       events: writes.events,
       answer: writes.answer,
@@ -130,10 +171,13 @@ export async function commit(
     {
       [CREDENTIAL_REVOKED]: () => revokedCredential(auth.keyId),
       [IDEMPOTENCY_CLAIM_LOST]: idempotencyClaimLost,
+      [ACCOUNT_MOVED]: refused,
+      [MONEY_CLAIM_LOST]: refused,
       ...options.failures,
     },
     );
   const committed = await outcomeTracked(c, () => (options.moneyMoved ? recordMovedMoney(db, options.moneyMoved.paymentId, attempt) : attempt()));
+  if (claimed) claimed.held = false;
   if (idempotency) idempotency.state = "completed";
   return committed;
 }

@@ -16,7 +16,7 @@ const migrations = (env as unknown as { TEST_MIGRATIONS: Migration[] }).TEST_MIG
 /** Tables whose rows reference accounts or keys: emptied last, filled first. */
 const PARENTS = ["accounts", "api_keys"];
 /** Tables that migrations after 0007 create. */
-const LATER_TABLES = ["processor_connections", "processor_events", "invoice_items", "proration_charges", "retired_processor_connections"];
+const LATER_TABLES = ["processor_connections", "processor_events", "invoice_items", "proration_charges", "retired_processor_connections", "money_claims"];
 /** Tables that a later migration (0013's invoices) creates and fills from the history it finds. */
 const BACKFILLED = ["invoices", "invoice_lines"];
 /** Tables a later migration (0015's coupons, 0017's usage records, 0020's payment methods) creates, holding rows the fixtures made: put back once it exists. */

@@ -11,7 +11,8 @@
 // and the cron sweeps, under D1 faults on their batches, duplicated messages, a processor that
 // times out after moving the money, and receivers that hang, fail or answer too late.
 import { createExecutionContext, runDurableObjectAlarm, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
-import { env } from "../support/env";
+import { TEST_SHARD, env, envOf } from "../support/env";
+import { useProcessor } from "../../src/processor";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { runScheduled } from "../../src/cron";
 import type { Bindings } from "../../src/env";
@@ -1089,6 +1090,134 @@ describe("cron sweeps", () => {
 });
 
 // =============================================================================================
+
+// --- an account move racing each kind of money (issue 33) ------------------------------------
+
+/**
+ * Test mode has no processor connection to disconnect (the live fault matrix races a disconnect
+ * and a move against live money, test/proof/live-fault-matrix.test.ts). Here a move of the account
+ * (drain_seconds 0) runs while the sandbox's answer to each kind of money is held. Each case has its
+ * own account and its own ledger (the matrix's reads one shard, and the account leaves it): what the
+ * sandbox did is recorded where the account lives, and no reference moves money twice.
+ */
+describe("an account move racing each kind of money", () => {
+  type Kind = "first charge" | "renewal" | "refund" | "payout settlement";
+  const HELD: Record<Kind, "chargeCard" | "chargeToken" | "refund" | "sendPayout"> = {
+    "first charge": "chargeCard",
+    renewal: "chargeToken",
+    refund: "refund",
+    "payout settlement": "sendPayout",
+  };
+  const to = 1 - TEST_SHARD;
+
+  for (const kind of Object.keys(HELD) as Kind[]) {
+    matrixCase(`${kind}: a move of the account while the sandbox's answer is held`, async () => {
+      const own = ledgerProcessor();
+      const gate = { armed: false, arrived: false, released: false };
+      const method = HELD[kind];
+      useProcessor((inner) => {
+        const wrapped = own.wrap(inner) as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+        return new Proxy(wrapped, {
+          get(target, name) {
+            const original = target[name as string];
+            if (name !== method || typeof original !== "function") return original;
+            return async (...args: unknown[]) => {
+              const answer = await original.apply(target, args);
+              if (gate.armed && !gate.arrived) {
+                gate.arrived = true;
+                // Polled: the request runs as another request of workerd, which a promise settled here would not wake.
+                while (!gate.released) await new Promise((resolve) => setTimeout(resolve, 10));
+              }
+              return answer;
+            };
+          },
+        }) as never;
+      });
+      try {
+        const acct = await signup(`Move race ${kind}`);
+        const user = (await call("/api/users", { key: acct.key, body: { name: "Racer", email: "racer@example.com" } })).body;
+        const plan = (await call("/subscription-plans", { key: acct.key, body: { name: "Race", price: 20, currency: "usd", interval: "month" } })).body;
+        const body = { user_id: user.id, plan_id: plan.id, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) };
+        let start: () => Promise<unknown>;
+        let finish: (started: unknown) => Promise<void>;
+        let check: () => Promise<void>;
+        const shardEnv = envOf(to) as unknown as Bindings;
+        if (kind === "first charge") {
+          const key = `move-race-${uid()}`;
+          start = () => call("/subscriptions", { key: acct.key, body, idempotencyKey: key });
+          finish = async (started) => {
+            const res = started as CallResult;
+            if (res.status === 201) return;
+            expect(res.status, res.text).toBe(500);
+            await envOf(to).DB.prepare("UPDATE idempotency_keys SET locked_at = locked_at - ? WHERE account_id = ? AND key = ?").bind(IDEMPOTENCY_LOCK_MS + 1000, acct.id, key).run();
+            const retried = await call("/subscriptions", { key: acct.key, body, idempotencyKey: key });
+            expect(retried.status, retried.text).toBe(201);
+          };
+          check = async () => {
+            const subs = (await call(`/subscriptions?user_id=${user.id}`, { key: acct.key })).body.data;
+            expect(subs).toHaveLength(1);
+            expect((await call(`/payments?subscription_id=${subs[0].id}`, { key: acct.key })).body.data).toHaveLength(1);
+          };
+        } else if (kind === "renewal") {
+          const sub = (await call("/subscriptions", { key: acct.key, body })).body;
+          await makeDue(sub.id);
+          start = () => renewChunk(env, [sub.id]);
+          finish = async () => {
+            if ((await call(`/payments?subscription_id=${sub.id}`, { key: acct.key })).body.data.length === 2) return;
+            await envOf(to).DB.prepare("UPDATE subscription_periods SET updated_at = '2000-01-01T00:00:00.000Z' WHERE subscription_id = ? AND period_index = 1 AND status = 'open'").bind(sub.id).run();
+            await envOf(to).DB.prepare("UPDATE subscriptions SET due_at = 0 WHERE id = ?").bind(sub.id).run();
+            await renewChunk(shardEnv, [sub.id]);
+          };
+          check = async () => {
+            const payments = (await call(`/payments?subscription_id=${sub.id}`, { key: acct.key })).body.data as { status: string }[];
+            expect(payments.map((p) => p.status)).toEqual(["completed", "completed"]);
+          };
+        } else if (kind === "refund") {
+          const sub = (await call("/subscriptions", { key: acct.key, body })).body;
+          const payment = (await call(`/payments?subscription_id=${sub.id}`, { key: acct.key })).body.data[0];
+          const refund = await refundWithoutSettlement(acct, { payment_id: payment.id, amount: 700 });
+          start = () => settleRefund({ kind: "settleRefund", refundId: refund.id }, env);
+          finish = async () => {
+            if ((await call(`/refunds/${refund.id}`, { key: acct.key })).body.status !== "pending") return;
+            await envOf(to).DB.prepare("UPDATE job_runs SET lease_until = 0 WHERE key LIKE ?").bind(`%${refund.id}%`).run();
+            await settleRefund({ kind: "settleRefund", refundId: refund.id }, shardEnv);
+          };
+          check = async () => {
+            expect((await call(`/refunds/${refund.id}`, { key: acct.key })).body.status).toBe("succeeded");
+            expect((await call(`/payments/${payment.id}`, { key: acct.key })).body.amount_refunded).toBe(700);
+          };
+        } else {
+          const payout = await payoutWithoutSettlement(acct, { recipient_id: user.id });
+          start = () => settlePayout({ kind: "settlePayout", payoutId: payout.id }, env);
+          finish = async () => {
+            if ((await call(`/payouts/${payout.id}`, { key: acct.key })).body.status !== "pending") return;
+            await envOf(to).DB.prepare("UPDATE job_runs SET lease_until = 0 WHERE key LIKE ?").bind(`%${payout.id}%`).run();
+            await settlePayout({ kind: "settlePayout", payoutId: payout.id }, shardEnv);
+          };
+          check = async () => expect((await call(`/payouts/${payout.id}`, { key: acct.key })).body.status).toBe("paid");
+        }
+        gate.armed = true;
+        const running = start().then((value) => ({ value }), (error: unknown) => ({ value: undefined, error }));
+        await waitFor(() => expect(gate.arrived).toBe(true), 5000, 10);
+        const moved = await call(`/api/accounts/${acct.id}/move`, { body: { to_shard: to, drain_seconds: 0 } });
+        expect(moved.status, moved.text).toBe(200);
+        gate.released = true;
+        const outcome = await running;
+        await finish(outcome.value);
+        await check();
+        await own.idle();
+        // Nothing twice: whatever was sent again went with the one reference (the sandbox's ledger,
+        // as Stripe's idempotency keys do, moves money once per reference).
+        const references = new Set(own.calls.filter((c) => c.method === method).map((c) => c.reference));
+        expect([...references]).toHaveLength(1);
+        expect(own.moneyMoved(method)).toHaveLength(1);
+      } finally {
+        gate.released = true;
+        ledger.install();
+      }
+    }, 30_000);
+  }
+});
 
 describe("after every case", () => {
   it("ran every registered combination, then the whole database holds the invariants", async () => {

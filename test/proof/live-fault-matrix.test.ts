@@ -8,26 +8,34 @@
 // success, and for charges a decline and a card that needs authentication. After each: no second
 // charge, transfer, payout or refund at Stripe, the same Idempotency-Key on every send of one
 // object, and Tender's record agreeing with Stripe's.
-import { env } from "../support/env";
+import { OTHER_SHARD, TEST_SHARD, env, envOf } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { IDEMPOTENCY_LOCK_MS } from "../../src/middleware/idempotency";
-import { call, signup } from "../support/http";
+import { call, fetchWith, signup } from "../support/http";
+import { renewChunk } from "../../src/billing/renewals";
+import { settlePayout } from "../../src/payments/settle-payout";
+import { settleRefund } from "../../src/payments/settle-refund";
 import { createPlan } from "../support/fixtures";
 import { card } from "../support/cards";
 import { makeDue } from "../support/clock";
-import { runJobs } from "../support/queue";
+import { droppingQueue, runJobs } from "../support/queue";
 import { type FaultRule } from "../support/fake-stripe";
+import { faultyD1, sqlMatches } from "../support/faults";
 import {
   type LiveAccount,
   STRIPE_CARDS,
   connectStripe,
+  deliverStripeEvents,
   expectOneKeyPerObject,
   expectSpecClean,
+  holdStripe,
   installFakeStripe,
   liveSubscription,
   livePayout,
   payableUser,
+  paymentIntent,
   sentForPayout,
+  skipStripeEvents,
 } from "../support/live";
 
 const stripe = installFakeStripe();
@@ -243,5 +251,219 @@ describe("a one-off payment", () => {
         expectOneKeyPerObject(fake, fault.name);
       });
     }
+  }
+});
+
+// Issue 33: a disconnect (DELETE /api/processor) and an account move (drain_seconds 0) while each
+// kind of live money is at Stripe, its answer held there. Each case has its own account (a move
+// takes it to the other shard). After each: nothing lost (what Stripe did is recorded where the
+// account lives) and nothing moved twice (one charge, refund, transfer, payout or reversal at
+// Stripe for the object, whatever was sent again).
+describe("racing a disconnect and an account move", () => {
+  type Race = "disconnect" | "move";
+  interface Case {
+    acct: LiveAccount;
+    /** Which Stripe answer is held. */
+    holds: (method: string, path: string) => boolean;
+    /** Starts the money's operation (not awaited). */
+    start: () => Promise<unknown>;
+    /** Whatever the operation answered, drives it to its end on the shard the account lives on. */
+    finish: (shard: number, started: unknown) => Promise<void>;
+    /** Nothing lost, nothing twice. */
+    check: () => Promise<void>;
+  }
+  const shardRow = (shard: number, table: string, id: string) => envOf(shard).DB.prepare(`SELECT * FROM ${table} WHERE id = ?`).bind(id).first<Record<string, any>>();
+  const unlease = (shard: number, id: string) => envOf(shard).DB.prepare("UPDATE job_runs SET lease_until = 0 WHERE key LIKE ?").bind(`%${id}%`).run();
+
+  async function fresh(name: string) {
+    const account: LiveAccount = await signup(name);
+    const connected = await connectStripe(account);
+    const plan = (await createPlan({ id: account.id, key: account.liveKey }, { price: 20, currency: "usd" })).id as string;
+    return { account, connected, plan };
+  }
+
+  const KINDS: Record<string, (race: Race) => Promise<Case>> = {
+    "a first charge": async (race) => {
+      const { account, plan } = await fresh(`First charge ${race}`);
+      const user = await payableUser(fake, account, `First ${race}`);
+      // No Idempotency-Key, the sharpest case: nothing but this request's own commit can record the charge.
+      const body = { user_id: user.id, plan_id: plan, ...card(STRIPE_CARDS.succeeds) };
+      return {
+        acct: account,
+        holds: paymentIntent,
+        start: () => call("/subscriptions", { key: account.liveKey, body }),
+        finish: async (_shard, started) => {
+          const res = started as { status: number; text: string };
+          expect(res.status, res.text).toBe(201);
+        },
+        check: async () => {
+          expect([...fake.paymentIntents.values()].filter((i) => i.metadata?.tender_user === user.id && i.status === "succeeded")).toHaveLength(1);
+          const subs = (await call(`/subscriptions?user_id=${user.id}`, { key: account.liveKey })).body.data;
+          expect(subs.map((s: { status: string }) => s.status)).toEqual(["active"]);
+          expect((await call(`/payments?subscription_id=${subs[0].id}`, { key: account.liveKey })).body.data).toHaveLength(1);
+        },
+      };
+    },
+    "a renewal": async (race) => {
+      const { account, plan } = await fresh(`Renewal ${race}`);
+      const { sub } = await liveSubscription(fake, account, plan, `Renew ${race}`);
+      await makeDue(sub);
+      return {
+        acct: account,
+        holds: paymentIntent,
+        start: () => renewChunk(envOf(TEST_SHARD), [sub]),
+        finish: async (shard) => {
+          if ((await call(`/payments?subscription_id=${sub}`, { key: account.liveKey })).body.data.length === 2) return;
+          // Its record was not written where the account lives: the period's claim, once its lease ran out, is taken over there.
+          await envOf(shard).DB.prepare("UPDATE subscription_periods SET updated_at = '2000-01-01T00:00:00.000Z' WHERE subscription_id = ? AND period_index = 1 AND status = 'open'").bind(sub).run();
+          await envOf(shard).DB.prepare("UPDATE subscriptions SET due_at = 0 WHERE id = ?").bind(sub).run();
+          await renewChunk(envOf(shard), [sub]);
+        },
+        check: async () => {
+          expect(succeeded((r) => r?.startsWith(`${sub}:period:1:`) ?? false)).toHaveLength(1);
+          const payments = (await call(`/payments?subscription_id=${sub}`, { key: account.liveKey })).body.data as { status: string }[];
+          expect(payments.map((p) => p.status)).toEqual(["completed", "completed"]);
+          expect((await call(`/subscriptions/${sub}`, { key: account.liveKey })).body.status).toBe("active");
+        },
+      };
+    },
+    "a refund": async (race) => {
+      const { account, plan } = await fresh(`Refund ${race}`);
+      const { sub } = await liveSubscription(fake, account, plan, `Refund ${race}`);
+      const payment = (await call(`/payments?subscription_id=${sub}`, { key: account.liveKey })).body.data[0];
+      const refund = await fetchWith({ JOB_QUEUE: droppingQueue() }, "/refunds", { key: account.liveKey, json: { payment_id: payment.id, amount: 700 } });
+      expect(refund.status, refund.text).toBe(201);
+      const job = { kind: "settleRefund" as const, refundId: refund.body.id as string };
+      return {
+        acct: account,
+        holds: (method, path) => method === "POST" && path === "/v1/refunds",
+        start: () => settleRefund(job, envOf(TEST_SHARD)),
+        finish: async (shard) => {
+          if ((await shardRow(shard, "refunds", job.refundId))!.status !== "pending") return;
+          await unlease(shard, job.refundId);
+          await settleRefund(job, envOf(shard));
+        },
+        check: async () => {
+          expect([...fake.refunds.values()].filter((r) => r.metadata?.tender_reference === job.refundId)).toHaveLength(1);
+          expect((await call(`/refunds/${job.refundId}`, { key: account.liveKey })).body.status).toBe("succeeded");
+          expect((await call(`/payments/${payment.id}`, { key: account.liveKey })).body.amount_refunded).toBe(700);
+        },
+      };
+    },
+    "a payout's settlement": async (race) => {
+      const { account } = await fresh(`Payout ${race}`);
+      const payee = await payableUser(fake, account, `Payee ${race}`);
+      const res = await livePayout(account, payee.id);
+      expect(res.status, res.text).toBe(201);
+      const job = { kind: "settlePayout" as const, payoutId: res.body.id as string };
+      return {
+        acct: account,
+        holds: (method, path) => method === "POST" && path === "/v1/transfers",
+        start: () => settlePayout(job, envOf(TEST_SHARD)),
+        finish: async (shard) => {
+          for (let attempt = 0; attempt < 3 && sentForPayout(fake, job.payoutId).payouts < 1; attempt++) {
+            await unlease(shard, job.payoutId);
+            await settlePayout(job, envOf(shard));
+          }
+        },
+        check: async () => {
+          expect(sentForPayout(fake, job.payoutId)).toEqual({ transfers: 1, payouts: 1 });
+          expect((await call(`/payouts/${job.payoutId}`, { key: account.liveKey })).body.status).toBe("pending");
+        },
+      };
+    },
+    "a Stripe event (payout.failed, reversing its transfer)": async (race) => {
+      const { account, connected } = await fresh(`Event ${race}`);
+      const payee = await payableUser(fake, account, `Event payee ${race}`);
+      const res = await livePayout(account, payee.id);
+      expect(res.status, res.text).toBe(201);
+      const payoutId = res.body.id as string;
+      await settlePayout({ kind: "settlePayout", payoutId }, envOf(TEST_SHARD));
+      const stripePayout = [...fake.payouts.values()].find((p) => p.metadata?.tender_reference === payoutId)!;
+      skipStripeEvents(fake);
+      fake.settlePayout(stripePayout.id, "paid");
+      await deliverStripeEvents(fake, connected);
+      fake.settlePayout(stripePayout.id, "failed", "account_closed");
+      const failed = fake.events[fake.events.length - 1];
+      expect(failed.type).toBe("payout.failed");
+      return {
+        acct: account,
+        holds: (method, path) => method === "POST" && path.endsWith("/reversals"),
+        start: () => deliverStripeEvents(fake, connected, { events: [failed] }),
+        finish: async (_shard, started) => {
+          const [answer] = started as { status: number }[];
+          // Anything but a 2xx: Stripe sends the event again.
+          if (answer.status !== 200) expect((await deliverStripeEvents(fake, connected, { events: [failed] }))[0].status).toBe(200);
+        },
+        check: async () => {
+          expect((await call(`/payouts/${payoutId}`, { key: account.liveKey })).body.status).toBe("failed");
+          const transfers = [...fake.transfers.values()].filter((t) => t.metadata?.tender_reference === payoutId);
+          expect(transfers).toHaveLength(1);
+          expect(transfers[0]).toMatchObject({ reversed: true, amount_reversed: 2500 });
+          expect(fake.count("reversals", (r) => r.transfer === transfers[0].id)).toBe(1);
+        },
+      };
+    },
+  };
+
+  for (const [kind, make] of Object.entries(KINDS)) {
+    for (const race of ["disconnect", "move"] as const) {
+      it(`${kind}, with ${race === "disconnect" ? "DELETE /api/processor" : "a move of the account"} while Stripe's answer is held`, { timeout: 30_000 }, async () => {
+        ran++;
+        const c = await make(race);
+        const gate = holdStripe(fake, c.holds);
+        const running = c.start().then((value) => ({ value }), (error: unknown) => ({ error }));
+        await gate.reached;
+        let shard = TEST_SHARD;
+        if (race === "disconnect") {
+          const removed = await call("/api/processor", { method: "DELETE", key: c.acct.liveKey });
+          // Money at Stripe through the connection: refused, or (a payout already paid, its late
+          // event) the connection's events still settle; never 200 while an object waits on it.
+          if (kind !== "a Stripe event (payout.failed, reversing its transfer)") expect(removed.status, removed.text).toBe(409);
+          gate.release();
+        } else {
+          let moved: { status: number; text: string } | undefined;
+          const moving = call(`/api/accounts/${c.acct.id}/move`, { body: { to_shard: OTHER_SHARD, drain_seconds: 0 } }).then((res) => (moved = res));
+          // The move runs while Stripe's answer is held: to its end, or (a first charge's claim) it waits.
+          for (let i = 0; i < 60 && !moved; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+          gate.release();
+          await moving;
+          expect(moved!.status, moved!.text).toBe(200);
+          shard = OTHER_SHARD;
+        }
+        const outcome = await running;
+        if ("error" in outcome) console.log(`${kind} / ${race}: the held operation threw ${String(outcome.error)}`);
+        await c.finish(shard, "value" in outcome ? outcome.value : undefined);
+        await c.check();
+        expectOneKeyPerObject(fake, `${kind} / ${race}`);
+      });
+    }
+  }
+});
+
+// The claim a first charge takes before it calls Stripe (src/processor/in-flight.ts), under D1's
+// faults: refused before commit, or committed with its answer lost. Either way Stripe is not
+// called, no claim is left behind to hold the connection or a move, and the client's retry with
+// the same Idempotency-Key charges once.
+describe("a first charge's money claim under D1 faults", () => {
+  for (const kind of ["fail_before_commit", "commit_then_throw"] as const) {
+    it(`the claim's batch: ${kind}`, async () => {
+      ran++;
+      const account: LiveAccount = await signup(`Claim fault ${kind}`);
+      await connectStripe(account);
+      const plan = (await createPlan({ id: account.id, key: account.liveKey }, { price: 20, currency: "usd" })).id as string;
+      const user = await payableUser(fake, account, `Claim ${kind}`);
+      const key = `claim-fault-${kind}`;
+      const json = { user_id: user.id, plan_id: plan, ...card(STRIPE_CARDS.succeeds) };
+      const faulty = faultyD1(env.DB, { kind, when: (op) => sqlMatches(op, /^\s*insert\s+into\s+"money_claims"/i) });
+      const first = await fetchWith({ DB: faulty } as never, "/subscriptions", { key: account.liveKey, json, headers: { "idempotency-key": key } });
+      expect(first.status, first.text).toBe(500);
+      expect([...fake.paymentIntents.values()].filter((i) => i.metadata?.tender_user === user.id)).toHaveLength(0);
+      expect(Number(await env.DB.prepare("SELECT count(*) AS n FROM money_claims WHERE account_id = ?").bind(account.id).first("n"))).toBe(0);
+      const retried = await call("/subscriptions", { key: account.liveKey, body: json, idempotencyKey: key });
+      expect(retried.status, retried.text).toBe(201);
+      expect([...fake.paymentIntents.values()].filter((i) => i.metadata?.tender_user === user.id && i.status === "succeeded")).toHaveLength(1);
+      expect(Number(await env.DB.prepare("SELECT count(*) AS n FROM money_claims WHERE account_id = ?").bind(account.id).first("n"))).toBe(0);
+    });
   }
 });

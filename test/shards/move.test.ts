@@ -11,6 +11,9 @@ import { type Account, call, expectError, fetchWith, signup } from "../support/h
 import { type D1FaultRule, type D1Op, faultyD1 } from "../support/faults";
 import { installReceiver, RECEIVER_ORIGIN } from "../support/receiver";
 import { waitFor } from "../support/wait";
+import { useProcessor } from "../../src/processor";
+import { card } from "../support/cards";
+import { IDEMPOTENCY_LOCK_MS } from "../../src/middleware/idempotency";
 
 const from = TEST_SHARD;
 const POINTER_TABLES: string[] = ["accounts", "api_keys", "access_tokens"];
@@ -106,6 +109,80 @@ describe("moving an account to another shard", () => {
     const payments = (await call(`/payments?subscription_id=${sub.id}`, { key: acct.key })).body.data;
     expect(payments).toHaveLength(2);
     expect(payments.every((p: { status: string }) => p.status === "completed")).toBe(true);
+  });
+
+  it("a first charge whose answer outlasted the move is not recorded on the shard the account left (issue 33): 500 outcome_unknown, and its retry records it where the account lives", { timeout: 30_000 }, async () => {
+    const acct = await signup("Charge outlasts move");
+    const user = await createUser(acct, { email: "outlast@example.com" });
+    const plan = await createPlan(acct);
+    // The sandbox's answer to the charge is held (polled flags: the request runs as another request of workerd).
+    const gate = { arrived: false, released: false };
+    const charged: string[] = [];
+    useProcessor((inner) => ({
+      ...inner,
+      chargeCard: async (args) => {
+        const answer = await inner.chargeCard(args);
+        charged.push(args.reference);
+        if (charged.length === 1) {
+          gate.arrived = true;
+          while (!gate.released) await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        return answer;
+      },
+    }));
+    try {
+      const key = "charge-outlasts-move";
+      const body = { user_id: user.id, plan_id: plan.id, ...card("4242424242424242") };
+      const creating = call("/subscriptions", { key: acct.key, body, idempotencyKey: key });
+      await waitFor(() => expect(gate.arrived).toBe(true), 5000, 10);
+      const moved = await move(acct.id, to);
+      expect(moved.status, moved.text).toBe(200);
+      gate.released = true;
+      const first = await creating;
+      expectError(first, 500, "api_error", "outcome_unknown");
+      expect(await rowsOn(from, "subscriptions", acct.id)).toBe(0);
+      expect(await rowsOn(to, "subscriptions", acct.id)).toBe(0);
+      // The client's retry with its key, once the lock has run out: the same reference, recorded where the account lives.
+      await envOf(to).DB.prepare("UPDATE idempotency_keys SET locked_at = locked_at - ? WHERE account_id = ? AND key = ?").bind(IDEMPOTENCY_LOCK_MS + 1000, acct.id, key).run();
+      const retried = await call("/subscriptions", { key: acct.key, body, idempotencyKey: key });
+      expect(retried.status, retried.text).toBe(201);
+      expect(charged).toHaveLength(2);
+      expect(new Set(charged).size).toBe(1);
+      expect(await rowsOn(to, "subscriptions", acct.id)).toBe(1);
+      expect(await rowsOn(to, "payments", acct.id)).toBe(1);
+    } finally {
+      gate.released = true;
+      useProcessor();
+    }
+  });
+
+  it("without an Idempotency-Key, a first charge whose answer outlasted the move never answers 201 for a subscription that exists nowhere (issue 33)", { timeout: 30_000 }, async () => {
+    const acct = await signup("Unkeyed charge outlasts move");
+    const user = await createUser(acct, { email: "unkeyed@example.com" });
+    const plan = await createPlan(acct);
+    const gate = { arrived: false, released: false };
+    useProcessor((inner) => ({
+      ...inner,
+      chargeCard: async (args) => {
+        const answer = await inner.chargeCard(args);
+        gate.arrived = true;
+        while (!gate.released) await new Promise((resolve) => setTimeout(resolve, 10));
+        return answer;
+      },
+    }));
+    try {
+      const creating = call("/subscriptions", { key: acct.key, body: { user_id: user.id, plan_id: plan.id, ...card("4242424242424242") } });
+      await waitFor(() => expect(gate.arrived).toBe(true), 5000, 10);
+      expect((await move(acct.id, to)).status).toBe(200);
+      gate.released = true;
+      const first = await creating;
+      expect(first.status, first.text).toBe(500);
+      expect(first.text).not.toMatch(/stack|Error:/);
+      expect(await rowsOn(to, "subscriptions", acct.id)).toBe(0);
+    } finally {
+      gate.released = true;
+      useProcessor();
+    }
   });
 
   it("answers 503 with Retry-After while the account's keys are paused, and writes nothing", async () => {
@@ -263,7 +340,7 @@ describe("moves that meet each other, and what a move carries", () => {
     expect((await call(`/api/users/${user.id}`, { key: acct.key })).status).toBe(200);
   });
 
-  it("back and forth: the keys issued before each move keep working, and a failed move back keeps the pointers", async () => {
+  it("back and forth: the keys issued before each move keep working, and a failed move back keeps the pointers", { timeout: 20_000 }, async () => {
     const acct = await signup("Shuttle");
     const user = await createUser(acct, { email: "shuttle@example.com" });
     for (const shard of [to, from, to]) {

@@ -159,3 +159,43 @@ export function expectOneKeyPerObject(fake: FakeStripe, context = "") {
 }
 
 export { BASE };
+
+/**
+ * The answer to the next Stripe request whose method and path match is held until `release()`
+ * (Stripe has acted on it: a charge is made); `reached` resolves when it is held. Every other request
+ * goes straight to the fake. release() puts the plain fake back.
+ */
+export function holdStripe(fake: FakeStripe, matches: (method: string, path: string) => boolean) {
+  // Flags, polled on each side: a promise settled from the test's context would never wake the
+  // request's (workerd runs them as different requests), nor the other way round.
+  const state = { arrived: false, released: false };
+  let held = false;
+  useStripeClient({
+    fetch: async (input: RequestInfo | URL, init?: RequestInit) => {
+      const method = (init?.method ?? (input instanceof Request ? input.method : "GET")).toUpperCase();
+      const path = new URL(typeof input === "string" ? input : input instanceof URL ? input.href : input.url).pathname;
+      if (!held && matches(method, path)) {
+        held = true;
+        // Stripe has done it; its answer is what is held.
+        const answer = await fake.fetch(input as never, init);
+        state.arrived = true;
+        while (!state.released) await new Promise((resolve) => setTimeout(resolve, 10));
+        return answer;
+      }
+      return fake.fetch(input as never, init);
+    },
+    sleep: async () => {},
+  });
+  return {
+    reached: (async () => {
+      while (!state.arrived) await new Promise((resolve) => setTimeout(resolve, 10));
+    })(),
+    release: () => {
+      state.released = true;
+      installFakeStripe(fake);
+    },
+  };
+}
+
+/** The operation of a charge (a first charge, a renewal, an invoice paid now). */
+export const paymentIntent = (method: string, path: string) => method === "POST" && path === "/v1/payment_intents";

@@ -17,7 +17,7 @@ const route = apiRoute({
   operationId: "moveAccount",
   summary: "Move an account to another shard (operators)",
   description:
-    "Pauses the account's keys (their requests answer 503 account_moving with Retry-After meanwhile), waits drain_seconds for requests already under way, copies every row of the account to the shard `to_shard` names, proves the copy (each table's rows counted and hashed on both shards), then switches the account over. Keys and tokens issued before the move keep working. One move of an account at a time (409 move_in_progress). A move that fails before its switch puts everything back; one whose switch's outcome is unknown leaves the account paused, and calling this again finishes it. Open in development; elsewhere it needs 'Authorization: Bearer <ADMIN_TOKEN>'.",
+    "Pauses the account's keys (their requests answer 503 account_moving with Retry-After meanwhile), waits drain_seconds, then until no request of the account has a charge at Stripe (however long: a charge holds a money claim until its commit), copies every row of the account to the shard `to_shard` names, proves the copy (each table's rows counted and hashed on both shards), then switches the account over. Keys and tokens issued before the move keep working. One move of an account at a time (409 move_in_progress). A move that fails before its switch puts everything back; one whose switch's outcome is unknown leaves the account paused, and calling this again finishes it. Open in development; elsewhere it needs 'Authorization: Bearer <ADMIN_TOKEN>'.",
   public: true,
   extraErrors: [404, 409],
   request: {

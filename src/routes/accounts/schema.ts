@@ -24,7 +24,7 @@ export const MoveBody = bodyObject({
     .optional()
     .openapi({
       description:
-        "How long to wait after pausing the account's keys before copying, so that a request already past its key check (one waiting on Stripe) commits first. Default 65: longer than a request waits on Stripe. Less risks a late commit on the old shard.",
+        "How long to wait after pausing the account's keys before copying: a courtesy to requests already under way (default 65). 0 is safe: the move then waits until no request of the account has a charge at Stripe however long that takes (a charge holds a money claim until its commit), and every other write checks its key, which the pause fails.",
       example: 65,
     }),
 }).openapi("MoveAccountRequest");

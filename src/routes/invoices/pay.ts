@@ -16,7 +16,7 @@ import { ApiError, conflict } from "../../lib/errors";
 import { processorForRequest } from "../../processor";
 import { apiRoute, json } from "../openapi";
 import { readById } from "../reads";
-import { assertKeyClaimedFirst, commit, outcomeTracked } from "../write-path";
+import { assertKeyClaimedFirst, commit, holdMoney, outcomeTracked } from "../write-path";
 import { answerDecline, billingNow, chargeInProgress, changedMeanwhile, loadSubscription } from "../subscriptions/common";
 import { invoiceAnswerSql, invoiceId, notOpen, tags } from "./common";
 import { InvoiceSchema } from "./schema";
@@ -54,6 +54,7 @@ export function registerPayInvoice(app: OpenAPIHono<AppEnv>) {
     const { sub } = current;
     // An open invoice of a period is its past-due subscription's period being dunned.
     if (sub.status !== "past_due" || sub.periodsBilled !== invoice.periodIndex) throw changedMeanwhile();
+    await holdMoney(c, "invoice_payment");
     const processor = await processorForRequest(c);
 
     const claim = await claimNextAttempt(c, current, realNow);

@@ -18,7 +18,7 @@ import { serializePayment } from "../../payments/serialize";
 import { processorForRequest } from "../../processor";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { found } from "../reads";
-import { assertKeyClaimedFirst, commit, outcomeTracked } from "../write-path";
+import { assertKeyClaimedFirst, commit, holdMoney, outcomeTracked } from "../write-path";
 import { CancelPaymentBody, CapturePaymentBody, PaymentSchema } from "./schema";
 
 const tags = ["Payments"];
@@ -110,6 +110,7 @@ export function registerPaymentSteps(app: OpenAPIHono<AppEnv>) {
     if (amount > payment.amountCapturable) {
       throw invalidRequest("amount_too_large", `amount ${amount} is more than payment ${id} can capture: ${payment.amountCapturable} (amount_capturable).`, "amount");
     }
+    await holdMoney(c, "payment_capture");
     const processor = await processorForRequest(c);
     const writes = captureWrites(db, payment, amount, customer, now);
     const answer = serializePayment(writes.row);
@@ -139,6 +140,7 @@ export function registerPaymentSteps(app: OpenAPIHono<AppEnv>) {
     assertKeyClaimedFirst(c);
     const { payment } = await loadOwnPayment(c, id);
     if (payment.status !== "requires_capture" && payment.status !== "requires_action") throw unexpectedState(payment, "canceled", "requires_capture or requires_action");
+    await holdMoney(c, "payment_cancel");
     const processor = await processorForRequest(c);
     const writes = cancelWrites(db, payment, body.cancellation_reason ?? null, now);
     const answer = serializePayment(writes.row);

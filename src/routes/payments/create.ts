@@ -22,7 +22,7 @@ import { processorForCardFields, processorForRequest } from "../../processor";
 import { savedCardFor } from "../../payments/methods";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
 import { found } from "../reads";
-import { commit, firstChargeReference, outcomeTracked } from "../write-path";
+import { commit, firstChargeReference, holdMoney, outcomeTracked } from "../write-path";
 import { CreatePaymentBody, PaymentSchema } from "./schema";
 
 const create = apiRoute({
@@ -88,6 +88,8 @@ export function registerCreatePayment(app: OpenAPIHono<AppEnv>) {
     const [userRow] = await db.select({ id: users.id, email: users.email }).from(users).where(owned(users, auth, eq(users.id, body.user_id))).limit(1);
     const user = await found(c, userRow, "user", body.user_id, "user_id");
     const saved = savedId ? await savedCardFor(c, savedId, user.id) : undefined;
+    // Live money goes out through the connection only under a claim of it (src/processor/in-flight.ts).
+    await holdMoney(c, "one_off_payment");
     const processor = saved ? await processorForRequest(c) : await processorForCardFields(c);
 
     const id = newId("payment", now);

@@ -9,7 +9,8 @@
 // changes nothing. A verified event is applied once (src/payments/processor-settlements.ts, which
 // also checks that it comes from where the object was made) and acknowledged with 200; one about
 // an object Tender does not know, or of a type Tender does not act on, is acknowledged too and
-// changes nothing. An error while applying answers 500, so Stripe sends the event again.
+// changes nothing. An error while applying answers 500, so Stripe sends the event again; so does
+// (503) an event whose account moved to another shard while it was being applied.
 import { type OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { AppEnv } from "../../context";
@@ -57,7 +58,8 @@ const route = createRoute({
     "Stripe-Signature is verified against the connection's webhook secrets, and those of connections it replaced or that were removed (kept for this only), with Stripe's 300-second tolerance; a missing or bad signature, or an account that never had a connection, answers 400 and changes nothing. A body over 256 KiB answers 413. " +
     "Each event is applied once, in any order: payout.paid / payout.failed settle live payouts, refund.updated settles live refunds (refund.completed, or the amount refundable again), charge.dispute.created emits payment.disputed. " +
     "An event settles an object only if it comes from the Stripe account (and connected account) the object was made through, in that key's mode, naming the Stripe id Tender recorded. " +
-    "Anything else, or an event about an object Tender does not know, answers 200 and changes nothing.",
+    "Anything else, or an event about an object Tender does not know, answers 200 and changes nothing. " +
+    "While the account is moving to another database, and for an event whose account moved while it was being applied, answers 503: Stripe sends it again.",
   security: [],
   request: {
     params: z.object({
@@ -137,6 +139,22 @@ async function verifiedAgainst(c: Context<AppEnv>, connections: EventConnection[
   throw refused(refusal?.reason ?? "signature_mismatch", `${refusal?.message ?? "No signature matches the body and the webhook secret."} Nothing was changed.`);
 }
 
+/**
+ * After the event was applied (or found applied) on the shard it was read on: answered 200 only if
+ * the account still lives there. A move that switched meanwhile (while the handler was at Stripe,
+ * reversing a failed payout's transfer) has copied the shard before that write, and deletes what
+ * the source holds: the effect is not where the account lives, so 503, and Stripe sends the event
+ * again, to the new shard, where it is applied (any processor call again with the same reference).
+ * A write before the switch is in the copy, or the switch refused it (its proof changed).
+ */
+async function stillLivesHere(c: Context<AppEnv>, accountId: string) {
+  const row = await c.var.db.$client.prepare("SELECT moved_to FROM accounts WHERE id = ?").bind(accountId).first<{ moved_to: number | null }>();
+  if (!row || row.moved_to !== null) {
+    console.log(JSON.stringify({ message: "Stripe event applied on a shard the account left meanwhile: Stripe is asked to send it again", account: accountId }));
+    throw accountMoving();
+  }
+}
+
 async function receive(c: Context<AppEnv>) {
   const accountId = c.req.param("account_id") ?? "";
   const signature = c.req.header("stripe-signature") ?? null;
@@ -155,7 +173,10 @@ async function receive(c: Context<AppEnv>) {
   const tenant = { accountId, livemode: true };
   const settlement = settlementOf(verified.event);
   const answer = (outcome: z.infer<typeof ReceiptSchema>["outcome"]) => c.json({ received: true as const, event: settlement.eventId, outcome }, 200);
-  if (await alreadyRecorded(db, tenant, settlement.eventId)) return answer("duplicate");
+  if (await alreadyRecorded(db, tenant, settlement.eventId)) {
+    await stillLivesHere(c, tenant.accountId);
+    return answer("duplicate");
+  }
   const outcome = await applySettlement(
     {
       env: c.env,
@@ -175,6 +196,7 @@ async function receive(c: Context<AppEnv>) {
     },
     settlement,
   );
+  await stillLivesHere(c, tenant.accountId);
   if (settlement.kind === "ignore") console.log(JSON.stringify({ message: "Stripe event ignored", event: settlement.eventId, type: settlement.type, reason: settlement.reason }));
   return answer(outcome);
 }

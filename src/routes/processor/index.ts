@@ -16,6 +16,7 @@ import { clock, isoTime } from "../../lib/clock";
 import { ApiError, conflict, invalidRequest } from "../../lib/errors";
 import { type ConnectionRow, readConnection, retireConnection, ringOf, sealSecrets } from "../../processor/connections";
 import { verifyStripeKeyFor } from "../../processor";
+import { moneyInFlightFailures, noMoneyInFlight } from "../../processor/in-flight";
 import { withLiveKey } from "../reads";
 import { commitAndRespond } from "../write-path";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
@@ -58,7 +59,7 @@ const connect = apiRoute({
   description:
     "Connects (or replaces) live mode's card processor: your Stripe account, with its publishable key for Stripe.js and the hosted pages. Card numbers are taken in live mode only with raw_card_data true. The key is checked with Stripe first (GET /v1/account); a key Stripe refuses answers 400 processor_key_invalid, and a Stripe test key outside development 400 processor_key_not_live. " +
     "The secret key and the webhook signing secrets are stored encrypted and never answered (only the key's last 4 characters). Point Stripe's webhook endpoints (your account's, and a Connect one for payouts) at the answer's webhook_url. " +
-    "Replacing the connection with a key of another Stripe account answers 409 processor_in_use while live subscriptions, payouts or refunds depend on the connected one; otherwise the connected one is retired (its secrets kept, encrypted, only to settle Stripe's later events about what was made through it). " +
+    "Replacing the connection with a key of another Stripe account answers 409 processor_in_use while live subscriptions, payouts or refunds depend on the connected one, or a live payment is being made through it at that moment (with Retry-After); otherwise the connected one is retired (its secrets kept, encrypted, only to settle Stripe's later events about what was made through it). " +
     AUTH_NOTE,
   middleware: [liveSecretKeyOnly],
   request: jsonBodyOf(ConnectProcessorBody),
@@ -84,7 +85,7 @@ const disconnect = apiRoute({
   summary: "Disconnect the processor",
   description:
     "Removes the connection: live requests that move money then answer 400 livemode_unavailable and GET answers 404. Its secrets are kept, encrypted, only to verify and settle Stripe's later events about what was made through it (a payout that fails after it was paid has its transfer reversed), never to move new money. " +
-    `While live subscriptions (active or past due), payouts or refunds still depend on it, answers 409 processor_in_use. ${AUTH_NOTE}`,
+    `While live subscriptions (active or past due), payouts or refunds still depend on it, or a live payment is being made through it at that moment, answers 409 processor_in_use (the latter with Retry-After). ${AUTH_NOTE}`,
   middleware: [liveSecretKeyOnly],
   responses: { 200: json(DeletedProcessorConnectionSchema, "The connection was removed.") },
 });
@@ -166,6 +167,7 @@ export function registerProcessor(app: OpenAPIHono<AppEnv>) {
             IN_USE,
             sql`NOT (EXISTS (SELECT 1 FROM processor_connections WHERE account_id = ${auth.accountId} AND processor_account <> ${check.account}) AND ${liveMoneyInFlight(auth.accountId)})`,
           ),
+          noMoneyInFlight(db, auth.accountId, clock.now(), check.account),
           // Another Stripe account's key retires the connected one: its secrets are kept to settle
           // Stripe's later events about what was made through it (processor/connections.ts).
           retireConnection(db, auth.accountId, now, check.account),
@@ -178,7 +180,7 @@ export function registerProcessor(app: OpenAPIHono<AppEnv>) {
       },
       200,
       answer,
-      { failures: { [IN_USE]: () => inUse(`This account is connected to Stripe account ${existing?.processorAccount ?? "another"}; it cannot be replaced by ${check.account}`) } },
+      { failures: { [IN_USE]: () => inUse(`This account is connected to Stripe account ${existing?.processorAccount ?? "another"}; it cannot be replaced by ${check.account}`), ...moneyInFlightFailures } },
     );
   });
 
@@ -201,6 +203,7 @@ export function registerProcessor(app: OpenAPIHono<AppEnv>) {
         statements: [
           guard(db, MISSING, sql`EXISTS (SELECT 1 FROM processor_connections WHERE ${mine})`),
           guard(db, IN_USE, sql`NOT ${liveMoneyInFlight(auth.accountId)}`),
+          noMoneyInFlight(db, auth.accountId, clock.now()),
           // Retired, not forgotten: Stripe's later events about what was made through it still settle.
           retireConnection(db, auth.accountId, clock.now()),
           db.delete(processorConnections).where(mine),
@@ -209,7 +212,7 @@ export function registerProcessor(app: OpenAPIHono<AppEnv>) {
       },
       200,
       answer,
-      { failures: { [MISSING]: noConnection, [IN_USE]: () => inUse("The processor connection cannot be removed") } },
+      { failures: { [MISSING]: noConnection, [IN_USE]: () => inUse("The processor connection cannot be removed"), ...moneyInFlightFailures } },
     );
   });
 }

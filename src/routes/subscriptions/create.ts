@@ -15,7 +15,7 @@ import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { cardDeclined, invalidRequest } from "../../lib/errors";
 import { found } from "../reads";
-import { commitAndRespond, firstChargeReference, outcomeTracked } from "../write-path";
+import { commitAndRespond, firstChargeReference, holdMoney, outcomeTracked } from "../write-path";
 import { charge, paymentEventData } from "../../payments/charge";
 import { issueInvoice, subscriptionLine } from "../../billing/invoices";
 import { assertNoCardData, cardInBody, readCard } from "../../payments/card-input";
@@ -100,6 +100,8 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
     if (saved) assertNoCardData(body);
     const fields = saved ? null : await readCard(c.env, cardInBody(body) ?? body as never, realNow);
     const card = saved ?? (fields as NonNullable<typeof fields>);
+    // Live money goes out through the connection only under a claim of it (src/processor/in-flight.ts).
+    await holdMoney(c, "first_charge");
     const processor = saved ? await processorForRequest(c) : await processorForCardFields(c);
 
     const id = newId("subscription", realNow);

@@ -22,7 +22,7 @@ import { isoTime } from "../../lib/clock";
 import { cardDeclined } from "../../lib/errors";
 import type { AppEnv } from "../../context";
 import { commitWrites } from "../../webhooks/outbox";
-import { assertKeyClaimedFirst, commit, commitAndAnswerRow, outcomeTracked } from "../write-path";
+import { assertKeyClaimedFirst, commit, commitAndAnswerRow, holdMoney, outcomeTracked } from "../write-path";
 import { alreadyCanceled, answerDecline, chargeInProgress, changedMeanwhile, type loadSubscription, type SubscriptionRow, CHARGE_IN_FLIGHT, SUBSCRIPTION_CANCELED, SUBSCRIPTION_CHANGED, proratedAsRead } from "./common";
 import { serializeSubscription, subscriptionAnswer } from "./schema";
 
@@ -41,6 +41,7 @@ export async function changeAndInvoiceNow(
   const { row, plan, proration, at, realNow } = input;
   const { sub, user } = row;
   const where = eq(subscriptions.id, sub.id);
+  await holdMoney(c, "proration_charge");
   const processor = await processorForRequest(c);
   // The charge's reference: fixed by the Idempotency-Key's use, so a retry is the same charge.
   const key = c.var.idempotency;

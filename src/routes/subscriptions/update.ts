@@ -36,7 +36,7 @@ import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { ApiError, cardDeclined, invalidRequest } from "../../lib/errors";
 import { readById, readOne } from "../reads";
-import { assertKeyClaimedFirst, commit, commitAndAnswerRow, outcomeTracked } from "../write-path";
+import { assertKeyClaimedFirst, commit, commitAndAnswerRow, holdMoney, outcomeTracked } from "../write-path";
 import { type CardInput, assertNoCardData, cardInBody, readCard } from "../../payments/card-input";
 import { isPaymentMethodId, savedCardFor } from "../../payments/methods";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
@@ -207,6 +207,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       redeem = { coupon, reference: `${sub.id}:coupon:${c.var.idempotency ? `${c.var.idempotency.key}:${c.var.idempotency.since}` : randomToken(20)}` };
     }
     const card = newCard ? await readCard(c.env, newCard, realNow) : null;
+    if ((card || saved) && sub.status === "past_due") await holdMoney(c, "past_due_charge");
     const processor = card ? await processorForCardFields(c) : saved ? await processorForRequest(c) : null;
     // Every new card is vaulted first (no money moves): the token is what a charge, a retry of it
     // and the next renewals send, so the card itself is needed only here, and never kept. A live
