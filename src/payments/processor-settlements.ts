@@ -91,10 +91,16 @@ export function madeThere(ctx: Pick<SettlementContext, "source">, event: { accou
   return null;
 }
 
-/** An event that is not from where the object was made: acknowledged, said in the log, nothing changed. */
+/**
+ * An event that is not from where the object was made: acknowledged, said in the log, nothing
+ * changed, and not recorded. The same event id may still come from there: Stripe sends a connected
+ * account's event to the Connect endpoint of every platform it is connected to, so a payee
+ * connected to a retired platform and to the live one sends one event through both. Recorded, the
+ * first delivery would answer the one that counts `duplicate`.
+ */
 function notFromThere(s: ProcessorSettlement, objectId: string, why: string): Plan {
   console.error(JSON.stringify({ message: "processor event not from where the object was made: ignored", event: s.eventId, type: s.type, object: objectId, why }));
-  return nothing("ignored", objectId);
+  return { ...nothing("ignored", objectId), unrecorded: true };
 }
 
 /** The unique index of processor_events, as a refused batch names it: the event was applied before. */
@@ -106,6 +112,8 @@ interface Plan {
   result: Exclude<SettlementResult, "duplicate">;
   objectId: string | null;
   writes: Pick<WriteSet, "statements" | "events">;
+  /** Not recorded as applied: a later delivery of the same event id is read again (notFromThere). */
+  unrecorded?: true;
 }
 
 const nothing = (result: Plan["result"], objectId: string | null = null): Plan => ({ result, objectId, writes: { statements: [], events: [] } });
@@ -124,6 +132,7 @@ export async function applySettlement(ctx: SettlementContext, settlement: Proces
   const { db, tenant } = ctx;
   for (let tries = 1; ; tries++) {
     const plan = await planOf(ctx, settlement);
+    if (plan.unrecorded) return plan.result;
     const record = db.insert(processorEvents).values({
       accountId: tenant.accountId,
       livemode: tenant.livemode,

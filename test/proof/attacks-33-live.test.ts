@@ -1,0 +1,288 @@
+// Reviewer R1's attacks on issue 33 items 1, 2 and 6 as merged (96703e6): Stripe events from every
+// wrong place, retired connections, the webhook route's bounds, the triggers of migration 0020,
+// an account move with retired connections. Each test states what must hold; one that failed on
+// the merged code names the defect it proves.
+import { exports } from "cloudflare:workers";
+import Stripe from "stripe";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { useStripeClient } from "../../src/processor";
+import { env, envOf, OTHER_SHARD, TEST_SHARD } from "../support/env";
+import { call, fetchWith, signup } from "../support/http";
+import { quiesce } from "../support/db";
+import { runJobs } from "../support/queue";
+import type { FakeStripe } from "../support/fake-stripe";
+import { newFakeStripe } from "../support/fake-stripe-env";
+import { type Connected, type LiveAccount, connectStripe, deliverStripeEvents, livePayout, newSecretKey, newSigningSecret, payableUser, skipStripeEvents } from "../support/live";
+
+// Two Stripe platform accounts: the Worker's connector talks to the one whose key it holds.
+const deliver = (url: string, init: RequestInit) => exports.default.fetch(url, init);
+const fake = newFakeStripe({ deliver });
+const other = newFakeStripe({ deliver });
+const keysOfOther = new Set<string>();
+const fakeOf = (input: RequestInfo | URL, init?: RequestInit): FakeStripe => {
+  const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
+  const key = (headers.get("authorization") ?? "").replace(/^Bearer /, "");
+  return keysOfOther.has(key) ? other : fake;
+};
+useStripeClient({ fetch: (input, init) => fakeOf(input, init).fetch(input, init), sleep: async () => {} });
+afterAll(async () => {
+  await quiesce();
+  useStripeClient();
+});
+
+const sign = (payload: string, secret: string, timestamp = Math.floor(Date.now() / 1000)) =>
+  Stripe.webhooks.generateTestHeaderStringAsync({ payload, secret, timestamp, cryptoProvider: Stripe.createSubtleCryptoProvider() });
+const post = (path: string, payload: string, signature?: string) =>
+  call(path, { method: "POST", rawBody: payload, headers: { "content-type": "application/json", ...(signature ? { "stripe-signature": signature } : {}) } });
+const pathOf = (connected: Connected) => new URL(connected.webhookUrl).pathname;
+async function deliverSigned(connected: Connected, event: Record<string, unknown>, secret: string) {
+  const payload = JSON.stringify(event);
+  return post(pathOf(connected), payload, await sign(payload, secret));
+}
+const row = async <T,>(query: string, ...args: unknown[]) => (await env.DB.prepare(query).bind(...args).first<T>())!;
+const payoutStatus = async (id: string, db = env.DB) => (await db.prepare("SELECT status FROM payouts WHERE id = ?").bind(id).first<{ status: string }>())?.status;
+const eventTypes = async (acct: LiveAccount, objectId: string) =>
+  ((await call(`/api/events?object_id=${objectId}&limit=100`, { key: acct.liveKey })).body.data as { type: string }[]).map((e) => e.type);
+const transfersOf = (through: FakeStripe, payoutId: string) => [...through.transfers.values()].filter((t) => t.metadata?.tender_reference === payoutId);
+
+/** A live payout of `acct` sent through `through` and paid there; its Stripe payout. */
+async function paidPayout(acct: LiveAccount, connected: Connected, through = fake) {
+  const payee = await payableUser(through, acct);
+  const res = await livePayout(acct, payee.id);
+  expect(res.status, res.text).toBe(201);
+  await runJobs({ kind: "settlePayout", payoutId: res.body.id });
+  const stripePayout = [...through.payouts.values()].find((p) => p.metadata?.tender_reference === res.body.id)!;
+  through.settlePayout(stripePayout.id, "paid");
+  await deliverStripeEvents(through, connected);
+  expect(await payoutStatus(res.body.id)).toBe("paid");
+  return { payoutId: res.body.id as string, stripePayoutId: stripePayout.id as string, payee };
+}
+
+/** Connects `acct` to the other Stripe platform (a PUT with another Stripe account's key). */
+async function swapToOther(acct: LiveAccount) {
+  const otherKey = newSecretKey();
+  keysOfOther.add(otherKey);
+  const swapped = await connectStripe(acct, { secretKey: otherKey });
+  expect(swapped.processorAccount).toBe(other.platformAccount);
+  return swapped;
+}
+
+const LOST = `lost:${"A".repeat(16)}:${"B".repeat(32)}`;
+
+describe("events from every wrong source (item 1)", () => {
+  it("held: a payout.failed from another connected account of the platform leaves the payout paid and its transfer in place", async () => {
+    const acct = await signup("R1 wrong recipient");
+    const connected = await connectStripe(acct);
+    const { payoutId, stripePayoutId } = await paidPayout(acct, connected);
+    const { _account, _seq, ...sent } = fake.payouts.get(stripePayoutId)!;
+    const forged = fake.emitForeign("payout.failed", { ...sent, status: "failed", failure_code: "account_closed" }, fake.createConnectedAccount());
+    skipStripeEvents(fake);
+    const res = await deliverSigned(connected, forged, connected.connectWebhookSecret);
+    expect(res.body.outcome).toBe("ignored");
+    expect(await payoutStatus(payoutId)).toBe("paid");
+    expect(transfersOf(fake, payoutId)[0]).toMatchObject({ reversed: false });
+  });
+
+  it("held: a retired connection's secret never verifies at another Tender account's URL", async () => {
+    const x = await signup("R1 retired X");
+    const connectedX = await connectStripe(x);
+    expect((await call("/api/processor", { method: "DELETE", key: x.liveKey })).status).toBe(200);
+    const y = await signup("R1 account Y");
+    const connectedY = await connectStripe(y);
+    const { payoutId, stripePayoutId } = await paidPayout(y, connectedY);
+    fake.settlePayout(stripePayoutId, "failed", "account_closed");
+    const failed = fake.events.at(-1)!;
+    skipStripeEvents(fake);
+    const res = await deliverSigned(connectedY, failed, connectedX.connectWebhookSecret);
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe("signature_mismatch");
+    expect(await payoutStatus(payoutId)).toBe("paid");
+  });
+
+  it("a payee connected to both platforms: its payout.failed reaching the retired platform's Connect endpoint first is ignored, not recorded, and the live one's delivery of the same event applies (was answered duplicate: the transfer never reversed)", async () => {
+    const acct = await signup("R1 old secret new object");
+    const connected = await connectStripe(acct);
+    const swapped = await swapToOther(acct);
+    const { payoutId, stripePayoutId, payee } = await paidPayout(acct, swapped, other);
+    other.settlePayout(stripePayoutId, "failed", "account_closed");
+    const failed = other.events.at(-1)!;
+    skipStripeEvents(other);
+    // Stripe sends a connected account's event to the Connect endpoint of every platform it is
+    // connected to, under one event id: the retired platform's endpoint (same URL) may be first.
+    const early = await deliverSigned(connected, failed, connected.connectWebhookSecret);
+    expect(early.body.outcome).toBe("ignored");
+    expect(await payoutStatus(payoutId)).toBe("paid");
+    // Stripe's delivery signed for the live connection settles it.
+    const own = await deliverSigned(swapped, failed, swapped.connectWebhookSecret);
+    expect(own.body.outcome).toBe("applied");
+    expect(await payoutStatus(payoutId)).toBe("failed");
+    expect(transfersOf(other, payoutId)[0]).toMatchObject({ reversed: true, amount_reversed: 2500 });
+    expect(other.balance(payee.stripeAccount, "usd")).toBe(0);
+  });
+
+  it("held: two deliveries of one payout.failed at once, and again out of order with payout.paid: failed once, one reversal, one payout.failed event", async () => {
+    const acct = await signup("R1 twice at once");
+    const connected = await connectStripe(acct);
+    const { payoutId, stripePayoutId, payee } = await paidPayout(acct, connected);
+    const paidEvent = fake.events.filter((e) => (e.data as any).object.id === stripePayoutId && e.type === "payout.paid").at(-1)!;
+    fake.settlePayout(stripePayoutId, "failed", "account_closed");
+    const failed = fake.events.at(-1)!;
+    skipStripeEvents(fake);
+    const [one, two] = await Promise.all([
+      deliverSigned(connected, failed, connected.connectWebhookSecret),
+      deliverSigned(connected, failed, connected.connectWebhookSecret),
+    ]);
+    expect([one.status, two.status]).toEqual([200, 200]);
+    expect([one.body.outcome, two.body.outcome].sort()).toEqual(["applied", "duplicate"]);
+    expect((await deliverSigned(connected, paidEvent, connected.connectWebhookSecret)).body.outcome).toBe("duplicate");
+    const replayed = { ...paidEvent, id: `${paidEvent.id}_late` };
+    expect((await deliverSigned(connected, replayed, connected.connectWebhookSecret)).body.outcome).toBe("unchanged");
+    expect(await payoutStatus(payoutId)).toBe("failed");
+    const transfers = transfersOf(fake, payoutId);
+    expect(transfers).toHaveLength(1);
+    expect(transfers[0]).toMatchObject({ reversed: true, amount_reversed: 2500 });
+    expect(fake.balance(payee.stripeAccount, "usd")).toBe(0);
+    expect((await eventTypes(acct, payoutId)).filter((t) => t === "payout.failed")).toHaveLength(1);
+  });
+});
+
+describe("retired connections (item 2)", () => {
+  it("a live connection that cannot be opened never stops a retired one verifying and settling a late event (was 500 forever: Stripe gives up)", async () => {
+    const acct = await signup("R1 live unopenable");
+    const connected = await connectStripe(acct);
+    const { payoutId, stripePayoutId, payee } = await paidPayout(acct, connected);
+    await swapToOther(acct);
+    // The live connection's values were sealed under a key the ring no longer holds.
+    await env.DB.prepare("UPDATE processor_connections SET secret_key_encrypted = ?, webhook_secret_encrypted = ?, connect_webhook_secret_encrypted = ? WHERE account_id = ?")
+      .bind(LOST, LOST, LOST, acct.id)
+      .run();
+    fake.settlePayout(stripePayoutId, "failed", "account_closed");
+    const failed = fake.events.at(-1)!;
+    skipStripeEvents(fake);
+    const res = await deliverSigned(connected, failed, connected.connectWebhookSecret);
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.outcome).toBe("applied");
+    expect(await payoutStatus(payoutId)).toBe("failed");
+    expect(fake.balance(payee.stripeAccount, "usd")).toBe(0);
+    // A body no connection verifies, while one cannot be opened: 500, so Stripe sends it again.
+    const unknown = { id: "evt_r1_unknown", object: "event", type: "customer.created", livemode: true, created: 1, data: { object: { id: "cus_1", object: "customer" } } };
+    expect((await deliverSigned(connected, unknown, newSigningSecret())).status).toBe(500);
+  });
+
+  it("held: DELETE, PUT back the same Stripe account, DELETE again: one retired row per Stripe account, and a payout made before the first DELETE still settles", async () => {
+    const acct = await signup("R1 back again");
+    const first = await connectStripe(acct);
+    const { payoutId, stripePayoutId, payee } = await paidPayout(acct, first);
+    expect((await call("/api/processor", { method: "DELETE", key: acct.liveKey })).status).toBe(200);
+    const again = await connectStripe(acct);
+    expect(again.processorAccount).toBe(first.processorAccount);
+    expect((await call("/api/processor", { method: "DELETE", key: acct.liveKey })).status).toBe(200);
+    const { n } = await row<{ n: number }>("SELECT count(*) AS n FROM retired_processor_connections WHERE account_id = ?", acct.id);
+    expect(n).toBe(1);
+    fake.settlePayout(stripePayoutId, "failed", "account_closed");
+    skipStripeEvents(fake);
+    const failed = fake.events.at(-1)!;
+    const res = await deliverSigned(again, failed, again.connectWebhookSecret);
+    expect(res.body.outcome).toBe("applied");
+    expect(await payoutStatus(payoutId)).toBe("failed");
+    expect(fake.balance(payee.stripeAccount, "usd")).toBe(0);
+  });
+
+  it("held: an account moved with a retired connection settles its late payout.failed on the new shard, through the retired key", { timeout: 60_000 }, async () => {
+    const acct = await signup("R1 moved retired");
+    const connected = await connectStripe(acct);
+    const { payoutId, stripePayoutId, payee } = await paidPayout(acct, connected);
+    await swapToOther(acct);
+    const home = Number((await call("/api/processor", { key: acct.liveKey })).headers.get("tender-shard") ?? TEST_SHARD);
+    const to = home === TEST_SHARD ? OTHER_SHARD : TEST_SHARD;
+    const moved = await call(`/api/accounts/${acct.id}/move`, { body: { to_shard: to, drain_seconds: 0 } });
+    expect(moved.status, moved.text).toBe(200);
+    const proof = (moved.body.tables as { table: string; rows: number }[]).find((t) => t.table === "retired_processor_connections")!;
+    expect(proof.rows).toBe(1);
+    const copied = await envOf(to).DB.prepare("SELECT processor_account FROM payouts WHERE id = ?").bind(payoutId).first<{ processor_account: string }>();
+    expect(copied?.processor_account).toBe(connected.processorAccount);
+    fake.settlePayout(stripePayoutId, "failed", "account_closed");
+    skipStripeEvents(fake);
+    const res = await deliverSigned(connected, fake.events.at(-1)!, connected.connectWebhookSecret);
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.outcome).toBe("applied");
+    expect(await payoutStatus(payoutId, envOf(to).DB)).toBe("failed");
+    expect(fake.balance(payee.stripeAccount, "usd")).toBe(0);
+  });
+});
+
+describe("the webhook route's bounds (item 6)", () => {
+  const noDatabase = new Proxy({}, { get: () => { throw new Error("a database was asked"); } }) as D1Database;
+  const refusedWithoutDatabase = async (path: string, signature: string, body = "{}") =>
+    fetchWith({ DB_0: noDatabase, DB_1: noDatabase, DB: noDatabase } as never, path, { method: "POST", body, headers: { "content-type": "application/json", "stripe-signature": signature } });
+
+  it("held: header tricks (two t=, a very long header, short or upper-case v1, no v1) are refused before any database is asked", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const hex = "a".repeat(64);
+    const path = "/processor-webhooks/stripe/account_r1_tricks";
+    for (const signature of [
+      `t=${now},t=${now},v1=${hex}`,
+      `t=${now},${Array.from({ length: 70 }, () => `v1=${hex}`).join(",")}`,
+      `t=${now},v1=${"a".repeat(63)}`,
+      `t=${now},v1=${"A".repeat(64)}`,
+      `t=${now},v0=${hex}`,
+      `t=${now}${" ".repeat(5000)},v1=${hex}`,
+      `t=-${now},v1=${hex}`,
+    ]) {
+      const res = await refusedWithoutDatabase(path, signature);
+      expect(res.status, `${signature.slice(0, 80)}: ${res.text}`).toBe(400);
+      expect(res.body.error.code).toBe("malformed_signature");
+    }
+  });
+
+  it("held: a streamed body over 256 KiB without a Content-Length answers 413", async () => {
+    const acct = await signup("R1 streamed");
+    const connected = await connectStripe(acct);
+    const chunk = new TextEncoder().encode("x".repeat(64 * 1024));
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent++ >= 6) return controller.close();
+        controller.enqueue(chunk);
+      },
+    });
+    const signature = `t=${Math.floor(Date.now() / 1000)},v1=${"0".repeat(64)}`;
+    const res = await exports.default.fetch(new Request(`https://tender.test${pathOf(connected)}`, { method: "POST", body, headers: { "stripe-signature": signature }, duplex: "half" } as RequestInit));
+    expect(res.status).toBe(413);
+    expect(((await res.json()) as any).error.code).toBe("body_too_large");
+  });
+
+  it("held: a signed body that is not JSON, or under another content type, answers 400 and changes nothing", async () => {
+    const acct = await signup("R1 not json");
+    const connected = await connectStripe(acct);
+    const res = await call(pathOf(connected), { method: "POST", rawBody: "not json", headers: { "content-type": "text/plain", "stripe-signature": await sign("not json", connected.webhookSecret) } });
+    expect(res.status, res.text).toBe(400);
+    expect(res.body.error.code).toBe("invalid_payload");
+  });
+});
+
+describe("migration 0020's triggers", () => {
+  it("held: a test-mode row stays NULL; a live row given a value keeps it (a move's copy), '' included; a live row given NULL takes the connection's, or ''", async () => {
+    const acct = await signup("R1 triggers");
+    const connected = await connectStripe(acct);
+    const insert = (id: string, livemode: number, processorAccount: string | null) =>
+      env.DB.prepare(
+        `INSERT INTO payouts (id, account_id, livemode, amount, currency, status, card_last4, card_brand, card_exp_month, card_exp_year, card_fingerprint, processor_token, processor_account, date, created_at, updated_at)
+         SELECT ?, ?, ?, 100, 'usd', 'paid', '4242', 'visa', 12, 2030, 'fp', 'tok', ?, '2026-01-01', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z'`,
+      ).bind(id, acct.id, livemode, processorAccount).run();
+    const cases: [string, number, string | null, string | null][] = [
+      ["po_r1_test", 0, null, null],
+      ["po_r1_copy", 1, "acct_elsewhere", "acct_elsewhere"],
+      ["po_r1_empty", 1, "", ""],
+      ["po_r1_null", 1, null, connected.processorAccount],
+    ];
+    for (const [id, livemode, given, expected] of cases) {
+      const inserted = await insert(id, livemode, given).catch((error: unknown) => error);
+      if (inserted instanceof Error) throw new Error(`${id}: ${inserted.message}`);
+      expect((await row<{ processor_account: string | null }>("SELECT processor_account FROM payouts WHERE id = ?", id)).processor_account, id).toBe(expected);
+    }
+    expect((await call("/api/processor", { method: "DELETE", key: acct.liveKey })).status).toBe(200);
+    await insert("po_r1_gone", 1, null);
+    expect((await row<{ processor_account: string | null }>("SELECT processor_account FROM payouts WHERE id = ?", "po_r1_gone")).processor_account).toBe("");
+  });
+});
