@@ -117,9 +117,9 @@ async function verifiedAgainst(c: Context<AppEnv>, connections: EventConnection[
     try {
       secrets = await openSecrets(c.env, connection.row);
     } catch (error) {
-      // A retired connection sealed under a key the ring no longer holds: the others are still tried.
-      if (!connection.retired) throw error;
-      console.error(JSON.stringify({ request_id: c.var.requestId, message: "retired processor connection cannot be opened", processor_account: connection.processorAccount, error: String(error) }));
+      // A connection (live or retired) sealed under a key the ring no longer holds: the others are
+      // still tried, so that a late event about what a retired one made is settled all the same.
+      console.error(JSON.stringify({ request_id: c.var.requestId, message: `${connection.retired ? "retired" : "live"} processor connection cannot be opened`, processor_account: connection.processorAccount, error: String(error) }));
       unopened++;
       continue;
     }
@@ -133,7 +133,7 @@ async function verifiedAgainst(c: Context<AppEnv>, connections: EventConnection[
     if (refusal === null || refusal.reason === "signature_mismatch") refusal = verified;
   }
   // Perhaps signed with a secret that cannot be opened now: a 500, so that Stripe sends it again.
-  if (unopened > 0) throw new Error(`${unopened} retired processor connection(s) of the account cannot be opened, and no other verified the event`);
+  if (unopened > 0) throw new Error(`${unopened} processor connection(s) of the account cannot be opened, and no other verified the event`);
   throw refused(refusal?.reason ?? "signature_mismatch", `${refusal?.message ?? "No signature matches the body and the webhook secret."} Nothing was changed.`);
 }
 
