@@ -7,12 +7,14 @@ import Stripe from "stripe";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useStripeClient } from "../../src/processor";
 import { env, envOf, OTHER_SHARD, TEST_SHARD } from "../support/env";
-import { call, fetchWith, signup } from "../support/http";
+import { call, expectError, fetchWith, signup } from "../support/http";
+import { createPlan } from "../support/fixtures";
+import { card } from "../support/cards";
 import { quiesce } from "../support/db";
 import { runJobs } from "../support/queue";
 import type { FakeStripe } from "../support/fake-stripe";
 import { newFakeStripe } from "../support/fake-stripe-env";
-import { type Connected, type LiveAccount, connectStripe, deliverStripeEvents, livePayout, newSecretKey, newSigningSecret, payableUser, skipStripeEvents } from "../support/live";
+import { type Connected, type LiveAccount, STRIPE_CARDS, connectStripe, deliverStripeEvents, livePayout, newSecretKey, newSigningSecret, payableUser, skipStripeEvents } from "../support/live";
 
 // Two Stripe platform accounts: the Worker's connector talks to the one whose key it holds.
 const deliver = (url: string, init: RequestInit) => exports.default.fetch(url, init);
@@ -284,5 +286,30 @@ describe("migration 0020's triggers", () => {
     expect((await call("/api/processor", { method: "DELETE", key: acct.liveKey })).status).toBe(200);
     await insert("po_r1_gone", 1, null);
     expect((await row<{ processor_account: string | null }>("SELECT processor_account FROM payouts WHERE id = ?", "po_r1_gone")).processor_account).toBe("");
+  });
+});
+
+describe("new money through the wrong Stripe account (item 2)", () => {
+  it("a refund of a payment charged through a Stripe account no longer connected answers 409 and sends nothing anywhere (was 201, then sent through the new Stripe account with the old one's PaymentIntent)", async () => {
+    const acct = await signup("R1 refund after swap");
+    const connected = await connectStripe(acct);
+    const user = await call("/api/users", { key: acct.liveKey, body: { name: "Payer", email: "payer@example.com" } });
+    const plan = await createPlan({ id: acct.id, key: acct.liveKey }, { price: 30 });
+    const sub = await call("/subscriptions", { key: acct.liveKey, body: { user_id: user.body.id, plan_id: plan.id, ...card(STRIPE_CARDS.succeeds) } });
+    expect(sub.status, sub.text).toBe(201);
+    const payment = (await call(`/payments?subscription_id=${sub.body.id}`, { key: acct.liveKey })).body.data[0];
+    expect((await call(`/subscriptions/${sub.body.id}`, { method: "DELETE", key: acct.liveKey })).status).toBe(200);
+    await swapToOther(acct);
+    const [before, beforeOther] = [fake.refunds.size, other.refunds.size];
+    const res = await call("/refunds", { key: acct.liveKey, body: { payment_id: payment.id, amount: 1000 } });
+    expectError(res, 409, "invalid_request_error", "payment_processor_retired");
+    expect(res.body.error.message).toContain(connected.processorAccount);
+    expect([fake.refunds.size, other.refunds.size]).toEqual([before, beforeOther]);
+    expect((await row<{ n: number }>("SELECT count(*) AS n FROM refunds WHERE payment_id = ?", payment.id)).n).toBe(0);
+    expect((await call(`/payments/${payment.id}`, { key: acct.liveKey })).body).toMatchObject({ status: "completed", amount_refunded: 0 });
+    // Connected back to that Stripe account, the payment is refundable again.
+    await connectStripe(acct);
+    const again = await call("/refunds", { key: acct.liveKey, body: { payment_id: payment.id, amount: 1000 } });
+    expect(again.status, again.text).toBe(201);
   });
 });
