@@ -56,7 +56,7 @@ const route = createRoute({
     "Where Stripe sends its events for this account: the webhook_url of PUT /api/processor. Not called by you: point your Stripe webhook endpoint, and a Connect endpoint for payouts, here. " +
     "Stripe-Signature is verified against the connection's webhook secrets, and those of connections it replaced or that were removed (kept for this only), with Stripe's 300-second tolerance; a missing or bad signature, or an account that never had a connection, answers 400 and changes nothing. A body over 256 KiB answers 413. " +
     "Each event is applied once, in any order: payout.paid / payout.failed settle live payouts, refund.updated settles live refunds (refund.completed, or the amount refundable again), charge.dispute.created emits payment.disputed. " +
-    "An event settles an object only if it comes from the Stripe account (and connected account) the object was made through, in that key's mode, naming the Stripe id Tender recorded. " +
+    "An event settles an object only if it comes from the Stripe account (and connected account) the object was made through, in that key's mode, naming the Stripe id Tender recorded; one that does not is answered 200 ignored and not recorded, so the same event from there still applies. " +
     "Anything else, or an event about an object Tender does not know, answers 200 and changes nothing.",
   security: [],
   request: {
