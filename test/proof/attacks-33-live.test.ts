@@ -6,8 +6,9 @@ import { exports } from "cloudflare:workers";
 import Stripe from "stripe";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { useStripeClient } from "../../src/processor";
+import { openSecrets, reencryptConnections, sealSecrets } from "../../src/processor/connections";
 import { env, envOf, OTHER_SHARD, TEST_SHARD } from "../support/env";
-import { call, expectError, fetchWith, signup } from "../support/http";
+import { call, expectError, fetchWith, signup, withEnv } from "../support/http";
 import { createPlan } from "../support/fixtures";
 import { card } from "../support/cards";
 import { quiesce } from "../support/db";
@@ -26,7 +27,15 @@ const fakeOf = (input: RequestInfo | URL, init?: RequestInit): FakeStripe => {
   const key = (headers.get("authorization") ?? "").replace(/^Bearer /, "");
   return keysOfOther.has(key) ? other : fake;
 };
-useStripeClient({ fetch: (input, init) => fakeOf(input, init).fetch(input, init), sleep: async () => {} });
+/** Called before each Stripe request the Worker makes (a test's interleaving), with its URL. */
+let beforeStripe: ((url: string) => Promise<void>) | null = null;
+useStripeClient({
+  fetch: async (input, init) => {
+    if (beforeStripe) await beforeStripe(input instanceof Request ? input.url : String(input));
+    return fakeOf(input, init).fetch(input, init);
+  },
+  sleep: async () => {},
+});
 afterAll(async () => {
   await quiesce();
   useStripeClient();
@@ -213,6 +222,42 @@ describe("retired connections (item 2)", () => {
   });
 });
 
+describe("a disconnect or a swap committing while an event is applied (item 2)", () => {
+  for (const change of ["DELETE", "PUT another Stripe account"] as const) {
+    it(`held: ${change} commits while a late payout.failed is reversing its transfer: the event still applies, through the retired key`, async () => {
+      const acct = await signup(`R1 race ${change}`);
+      const connected = await connectStripe(acct);
+      const { payoutId, stripePayoutId, payee } = await paidPayout(acct, connected);
+      fake.settlePayout(stripePayoutId, "failed", "account_closed");
+      const failed = fake.events.at(-1)!;
+      skipStripeEvents(fake);
+      let changed: number | undefined;
+      beforeStripe = async (url) => {
+        if (!url.includes("/reversals") || changed !== undefined) return;
+        if (change === "DELETE") changed = (await call("/api/processor", { method: "DELETE", key: acct.liveKey })).status;
+        else {
+          const otherKey = newSecretKey();
+          keysOfOther.add(otherKey);
+          changed = (await call("/api/processor", { method: "PUT", key: acct.liveKey, body: { provider: "stripe", secret_key: otherKey, webhook_secret: newSigningSecret(), connect_webhook_secret: newSigningSecret() } })).status;
+        }
+      };
+      try {
+        const res = await deliverSigned(connected, failed, connected.connectWebhookSecret);
+        expect(changed).toBe(200);
+        expect(res.status, res.text).toBe(200);
+        expect(res.body.outcome).toBe("applied");
+      } finally {
+        beforeStripe = null;
+      }
+      expect(await payoutStatus(payoutId)).toBe("failed");
+      expect(transfersOf(fake, payoutId)[0]).toMatchObject({ reversed: true, amount_reversed: 2500 });
+      expect(fake.balance(payee.stripeAccount, "usd")).toBe(0);
+      // Delivered again (Stripe's retry): a duplicate, nothing reversed twice.
+      expect((await deliverSigned(connected, failed, connected.connectWebhookSecret)).body.outcome).toBe("duplicate");
+    });
+  }
+});
+
 describe("the webhook route's bounds (item 6)", () => {
   const noDatabase = new Proxy({}, { get: () => { throw new Error("a database was asked"); } }) as D1Database;
   const refusedWithoutDatabase = async (path: string, signature: string, body = "{}") =>
@@ -260,6 +305,50 @@ describe("the webhook route's bounds (item 6)", () => {
     const res = await call(pathOf(connected), { method: "POST", rawBody: "not json", headers: { "content-type": "text/plain", "stripe-signature": await sign("not json", connected.webhookSecret) } });
     expect(res.status, res.text).toBe(400);
     expect(res.body.error.code).toBe("invalid_payload");
+  });
+});
+
+describe("re-encryption with rows that cannot be opened (item 6)", () => {
+  it("held: one account's retired connections, lost ones between good ones, one row a page: every good row is sealed again, the lost ones reported", async () => {
+    const acct = await signup("R1 rotation");
+    await connectStripe(acct);
+    const secrets = { secretKey: newSecretKey(), webhookSecret: newSigningSecret(), connectWebhookSecret: newSigningSecret() };
+    const sealed = await sealSecrets(env, acct.id, secrets);
+    const insert = (processorAccount: string, values: { secretKeyEncrypted: string; webhookSecretEncrypted: string; connectWebhookSecretEncrypted: string | null }) =>
+      env.DB.prepare(
+        "INSERT INTO retired_processor_connections (account_id, livemode, provider, processor_account, secret_key_encrypted, secret_key_last4, webhook_secret_encrypted, connect_webhook_secret_encrypted, created_at, updated_at, retired_at) VALUES (?, 1, 'stripe', ?, ?, 'x', ?, ?, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z', '2026-01-02T00:00:00.000Z')",
+      ).bind(acct.id, processorAccount, values.secretKeyEncrypted, values.webhookSecretEncrypted, values.connectWebhookSecretEncrypted).run();
+    const lost = { secretKeyEncrypted: LOST, webhookSecretEncrypted: LOST, connectWebhookSecretEncrypted: null };
+    // Only the Connect secret lost: the row cannot be opened whole.
+    const partly = { ...sealed, connectWebhookSecretEncrypted: LOST };
+    await insert("acct_r1_a", lost);
+    await insert("acct_r1_b", sealed);
+    await insert("acct_r1_c", partly);
+    await insert("acct_r1_d", sealed);
+    await insert("acct_r1_e", lost);
+    await insert("acct_r1_f", sealed);
+    const key = (text: string) => btoa(text.padEnd(32, "!").slice(0, 32));
+    const development = `development:${btoa("tender-development-only-key-0000")}`;
+    const rotated = withEnv({ PROCESSOR_ENCRYPTION_KEY: `k2028:${key("rotation key 2028")},${development}` });
+    try {
+      const result = await reencryptConnections(rotated, Date.now(), 1);
+      expect(result.skipped).toBeGreaterThanOrEqual(3);
+      const rows = (await env.DB.prepare("SELECT processor_account, secret_key_encrypted, webhook_secret_encrypted, connect_webhook_secret_encrypted FROM retired_processor_connections WHERE account_id = ? ORDER BY processor_account").bind(acct.id).all<Record<string, string | null>>()).results;
+      const ids = (r: Record<string, string | null>) => [r.secret_key_encrypted, r.webhook_secret_encrypted, r.connect_webhook_secret_encrypted].map((v) => (v === null ? null : v.split(":")[0]));
+      expect(Object.fromEntries(rows.map((r) => [r.processor_account, ids(r)]))).toEqual({
+        acct_r1_a: ["lost", "lost", null],
+        acct_r1_b: ["k2028", "k2028", "k2028"],
+        acct_r1_c: ["development", "development", "lost"],
+        acct_r1_d: ["k2028", "k2028", "k2028"],
+        acct_r1_e: ["lost", "lost", null],
+        acct_r1_f: ["k2028", "k2028", "k2028"],
+      });
+      const b = rows.find((r) => r.processor_account === "acct_r1_b")!;
+      expect((await openSecrets(rotated, { accountId: acct.id, secretKeyEncrypted: b.secret_key_encrypted!, webhookSecretEncrypted: b.webhook_secret_encrypted!, connectWebhookSecretEncrypted: b.connect_webhook_secret_encrypted })).secretKey).toBe(secrets.secretKey);
+    } finally {
+      await reencryptConnections(withEnv({ PROCESSOR_ENCRYPTION_KEY: `${development},k2028:${key("rotation key 2028")}` }), Date.now(), 50);
+      await env.DB.prepare("DELETE FROM retired_processor_connections WHERE account_id = ?").bind(acct.id).run();
+    }
   });
 });
 
