@@ -199,6 +199,26 @@ describe("retired connections (item 2)", () => {
     expect(fake.balance(payee.stripeAccount, "usd")).toBe(0);
   });
 
+  it("connecting a retired Stripe account again un-retires it: its old (perhaps leaked) webhook secrets stop verifying, the new ones settle what it made (was: the old secrets verified forever)", async () => {
+    const acct = await signup("R1 un-retire");
+    const first = await connectStripe(acct);
+    const { payoutId, stripePayoutId } = await paidPayout(acct, first);
+    expect((await call("/api/processor", { method: "DELETE", key: acct.liveKey })).status).toBe(200);
+    // Reconnected with new endpoint secrets (the old ones may be why it was disconnected).
+    const again = await connectStripe(acct);
+    expect(again.processorAccount).toBe(first.processorAccount);
+    expect((await row<{ n: number }>("SELECT count(*) AS n FROM retired_processor_connections WHERE account_id = ?", acct.id)).n).toBe(0);
+    fake.settlePayout(stripePayoutId, "failed", "account_closed");
+    const failed = fake.events.at(-1)!;
+    skipStripeEvents(fake);
+    const old = await deliverSigned(first, failed, first.connectWebhookSecret);
+    expect(old.status, old.text).toBe(400);
+    expect(old.body.error.code).toBe("signature_mismatch");
+    expect(await payoutStatus(payoutId)).toBe("paid");
+    expect((await deliverSigned(again, failed, again.connectWebhookSecret)).body.outcome).toBe("applied");
+    expect(await payoutStatus(payoutId)).toBe("failed");
+  });
+
   it("held: an account moved with a retired connection settles its late payout.failed on the new shard, through the retired key", { timeout: 60_000 }, async () => {
     const acct = await signup("R1 moved retired");
     const connected = await connectStripe(acct);

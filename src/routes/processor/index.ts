@@ -5,11 +5,11 @@
 // stored encrypted (src/processor/connections.ts) and never answered, logged or kept in an
 // idempotency record (their fingerprint enters the request hash as a keyed hash only).
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { type SQL, eq, sql } from "drizzle-orm";
+import { type SQL, and, eq, sql } from "drizzle-orm";
 import { createMiddleware } from "hono/factory";
 import { ensureLive } from "../../auth/credentials";
 import { guard } from "../../db/batch";
-import { processorConnections } from "../../db/schema";
+import { processorConnections, retiredProcessorConnections } from "../../db/schema";
 import type { AppEnv } from "../../context";
 import { isDevelopment } from "../../env";
 import { clock, isoTime } from "../../lib/clock";
@@ -58,7 +58,7 @@ const connect = apiRoute({
   description:
     "Connects (or replaces) live mode's card processor: your Stripe account. The key is checked with Stripe first (GET /v1/account); a key Stripe refuses answers 400 processor_key_invalid, and a Stripe test key outside development 400 processor_key_not_live. " +
     "The secret key and the webhook signing secrets are stored encrypted and never answered (only the key's last 4 characters). Point Stripe's webhook endpoints (your account's, and a Connect one for payouts) at the answer's webhook_url. " +
-    "Replacing the connection with a key of another Stripe account answers 409 processor_in_use while live subscriptions, payouts or refunds depend on the connected one; otherwise the connected one is retired (its secrets kept, encrypted, only to settle Stripe's later events about what was made through it). " +
+    "Replacing the connection with a key of another Stripe account answers 409 processor_in_use while live subscriptions, payouts or refunds depend on the connected one; otherwise the connected one is retired (its secrets kept, encrypted, only to settle Stripe's later events about what was made through it). Connecting a retired Stripe account again makes it live: its retired secrets are dropped, and only the ones given here verify its events. " +
     AUTH_NOTE,
   middleware: [liveSecretKeyOnly],
   request: jsonBodyOf(ConnectProcessorBody),
@@ -161,6 +161,11 @@ export function registerProcessor(app: OpenAPIHono<AppEnv>) {
           // Another Stripe account's key retires the connected one: its secrets are kept to settle
           // Stripe's later events about what was made through it (processor/connections.ts).
           retireConnection(db, auth.accountId, now, check.account),
+          // A Stripe account connected again is live, not retired: its new secrets supersede the
+          // retired ones, which (perhaps the reason it was disconnected) verify nothing any more.
+          db
+            .delete(retiredProcessorConnections)
+            .where(and(eq(retiredProcessorConnections.accountId, auth.accountId), eq(retiredProcessorConnections.processorAccount, check.account))),
           db
             .insert(processorConnections)
             .values(row)
