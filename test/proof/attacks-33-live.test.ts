@@ -219,6 +219,30 @@ describe("retired connections (item 2)", () => {
     expect(await payoutStatus(payoutId)).toBe("failed");
   });
 
+  it("a PUT of the same Stripe account without connect_webhook_secret, while a payout made through it may still fail, answers 400 and keeps the secret that verifies its late payout.failed (was 200: the event then answered 400, Stripe gave up)", async () => {
+    const acct = await signup("R1 connect secret dropped");
+    const connected = await connectStripe(acct);
+    const { payoutId, stripePayoutId, payee } = await paidPayout(acct, connected);
+    const rolled = await call("/api/processor", { method: "PUT", key: acct.liveKey, body: { provider: "stripe", secret_key: newSecretKey(), webhook_secret: connected.webhookSecret } });
+    expectError(rolled, 400, "invalid_request_error", "connect_webhook_secret_required");
+    expect(rolled.body.error.param).toBe("connect_webhook_secret");
+    // After a DELETE too (connecting it again would drop the retired secret).
+    expect((await call("/api/processor", { method: "DELETE", key: acct.liveKey })).status).toBe(200);
+    const back = await call("/api/processor", { method: "PUT", key: acct.liveKey, body: { provider: "stripe", secret_key: newSecretKey(), webhook_secret: connected.webhookSecret } });
+    expectError(back, 400, "invalid_request_error", "connect_webhook_secret_required");
+    fake.settlePayout(stripePayoutId, "failed", "account_closed");
+    skipStripeEvents(fake);
+    const res = await deliverSigned(connected, fake.events.at(-1)!, connected.connectWebhookSecret);
+    expect(res.status, res.text).toBe(200);
+    expect(res.body.outcome).toBe("applied");
+    expect(await payoutStatus(payoutId)).toBe("failed");
+    expect(fake.balance(payee.stripeAccount, "usd")).toBe(0);
+    // With the secret given, or for an account that never paid out, the PUT is fine.
+    expect((await call("/api/processor", { method: "PUT", key: acct.liveKey, body: { provider: "stripe", secret_key: newSecretKey(), webhook_secret: connected.webhookSecret, connect_webhook_secret: connected.connectWebhookSecret } })).status).toBe(200);
+    const fresh = await signup("R1 never paid out");
+    expect((await call("/api/processor", { method: "PUT", key: fresh.liveKey, body: { provider: "stripe", secret_key: newSecretKey(), webhook_secret: newSigningSecret() } })).status).toBe(200);
+  });
+
   it("held: an account moved with a retired connection settles its late payout.failed on the new shard, through the retired key", { timeout: 60_000 }, async () => {
     const acct = await signup("R1 moved retired");
     const connected = await connectStripe(acct);

@@ -58,7 +58,7 @@ const connect = apiRoute({
   description:
     "Connects (or replaces) live mode's card processor: your Stripe account. The key is checked with Stripe first (GET /v1/account); a key Stripe refuses answers 400 processor_key_invalid, and a Stripe test key outside development 400 processor_key_not_live. " +
     "The secret key and the webhook signing secrets are stored encrypted and never answered (only the key's last 4 characters). Point Stripe's webhook endpoints (your account's, and a Connect one for payouts) at the answer's webhook_url. " +
-    "Replacing the connection with a key of another Stripe account answers 409 processor_in_use while live subscriptions, payouts or refunds depend on the connected one; otherwise the connected one is retired (its secrets kept, encrypted, only to settle Stripe's later events about what was made through it). Connecting a retired Stripe account again makes it live: its retired secrets are dropped, and only the ones given here verify its events. " +
+    "Replacing the connection with a key of another Stripe account answers 409 processor_in_use while live subscriptions, payouts or refunds depend on the connected one; otherwise the connected one is retired (its secrets kept, encrypted, only to settle Stripe's later events about what was made through it). Connecting a retired Stripe account again makes it live: its retired secrets are dropped, and only the ones given here verify its events. Without connect_webhook_secret, a PUT answers 400 connect_webhook_secret_required while live payouts sent through this Stripe account are pending or paid (a paid one can still fail). " +
     AUTH_NOTE,
   middleware: [liveSecretKeyOnly],
   request: jsonBodyOf(ConnectProcessorBody),
@@ -91,6 +91,7 @@ const disconnect = apiRoute({
 
 const IN_USE = "processor_in_use";
 const MISSING = "processor_missing";
+const CONNECT_SECRET_NEEDED = "connect_webhook_secret_required";
 
 const noConnection = () =>
   new ApiError(404, "not_found_error", "resource_missing", "This account has no processor connection: connect your Stripe account with PUT /api/processor.");
@@ -158,6 +159,17 @@ export function registerProcessor(app: OpenAPIHono<AppEnv>) {
             IN_USE,
             sql`NOT (EXISTS (SELECT 1 FROM processor_connections WHERE account_id = ${auth.accountId} AND processor_account <> ${check.account}) AND ${liveMoneyInFlight(auth.accountId)})`,
           ),
+          // Without a Connect secret, the payout.failed of a payout already made through this Stripe
+          // account (one that was paid can still fail, days later) could never be verified: refused.
+          ...(body.connect_webhook_secret === undefined
+            ? [
+                guard(
+                  db,
+                  CONNECT_SECRET_NEEDED,
+                  sql`NOT EXISTS (SELECT 1 FROM payouts WHERE account_id = ${auth.accountId} AND livemode = 1 AND processor_account = ${check.account} AND status IN ('pending', 'paid'))`,
+                ),
+              ]
+            : []),
           // Another Stripe account's key retires the connected one: its secrets are kept to settle
           // Stripe's later events about what was made through it (processor/connections.ts).
           retireConnection(db, auth.accountId, now, check.account),
@@ -175,7 +187,17 @@ export function registerProcessor(app: OpenAPIHono<AppEnv>) {
       },
       200,
       answer,
-      { failures: { [IN_USE]: () => inUse(`This account is connected to Stripe account ${existing?.processorAccount ?? "another"}; it cannot be replaced by ${check.account}`) } },
+      {
+        failures: {
+          [IN_USE]: () => inUse(`This account is connected to Stripe account ${existing?.processorAccount ?? "another"}; it cannot be replaced by ${check.account}`),
+          [CONNECT_SECRET_NEEDED]: () =>
+            invalidRequest(
+              "connect_webhook_secret_required",
+              `Live payouts were sent through Stripe account ${check.account}, and a paid one can still fail: Stripe's payout.failed is signed with the Connect endpoint's secret, so connect_webhook_secret is required. Nothing was changed.`,
+              "connect_webhook_secret",
+            ),
+        },
+      },
     );
   });
 
