@@ -61,6 +61,8 @@ export interface SettlementContext {
   processorThrough: (processorAccount: string) => Promise<Processor | null>;
   /** The processor account a payout token pays (Stripe: the connected account), checked against the event's. */
   payoutAccountOf: (token: string) => string | null;
+  /** The card a payout token pays (Stripe: `card_…`), checked against the event's while Tender has not recorded the payout's id. */
+  payoutCardOf: (token: string) => string | null;
   now: number;
 }
 
@@ -186,6 +188,16 @@ async function planPayout(ctx: SettlementContext, s: Extract<ProcessorSettlement
   const recipient = ctx.payoutAccountOf(payout.processorToken);
   const why = recipient === null ? "the payout names no connected account" : madeThere(ctx, s, { processorAccount: payout.processorAccount, connectedAccount: recipient, processorObject: payout.processorObject });
   if (why) return notFromThere(s, payout.id, why);
+  // Unlike a refund (made on the platform, where only Tender makes refunds), a payout lives on the
+  // recipient's connected account, whose owner can make payouts of its own carrying Tender's
+  // reference. Until Tender has recorded its payout's Stripe id, an event settles it only if its
+  // payout is Tender's to the cent: same amount, currency and card.
+  if (payout.processorObject === null) {
+    const card = ctx.payoutCardOf(payout.processorToken);
+    if (s.amount !== payout.amount || s.currency !== payout.currency || card === null || s.destination !== card) {
+      return notFromThere(s, payout.id, `Tender has not recorded its Stripe payout id, and ${s.processorObject} is not its payout (${s.amount} ${s.currency} to ${s.destination})`);
+    }
+  }
   const recordId = recordProcessorObject(db, payouts, payout.id, payout.processorObject, s.processorObject);
   if (s.outcome === "paid") {
     if (payout.status !== "pending") return nothing("unchanged", payout.id);

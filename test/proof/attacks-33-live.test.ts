@@ -94,6 +94,40 @@ describe("events from every wrong source (item 1)", () => {
     expect(transfersOf(fake, payoutId)[0]).toMatchObject({ reversed: false });
   });
 
+  it("a payout whose Stripe id Tender has not recorded (the job's reply lost) is not failed by the recipient's own payout carrying its reference; Stripe's own settles it once recorded (was: failed, its transfer reversed while Stripe's payout stood)", async () => {
+    const acct = await signup("R1 forged by the payee");
+    const connected = await connectStripe(acct);
+    const payee = await payableUser(fake, acct);
+    const res = await livePayout(acct, payee.id);
+    expect(res.status, res.text).toBe(201);
+    const payoutId = res.body.id as string;
+    await runJobs({ kind: "settlePayout", payoutId });
+    const real = [...fake.payouts.values()].find((p) => p.metadata?.tender_reference === payoutId)!;
+    expect(real.status).toBe("pending");
+    // The job's reply was lost: Tender does not know Stripe's payout id.
+    await env.DB.prepare("UPDATE payouts SET processor_object = NULL WHERE id = ?").bind(payoutId).run();
+    skipStripeEvents(fake);
+    // The recipient's connected account makes a payout of its own, with Tender's reference, that fails.
+    const { _account, _seq, ...sent } = real;
+    const forged = fake.emitForeign("payout.failed", { ...sent, id: "po_r1_payee_own", amount: 1, status: "failed", failure_code: "account_closed" }, payee.stripeAccount);
+    skipStripeEvents(fake);
+    const answer = await deliverSigned(connected, forged, connected.connectWebhookSecret);
+    expect(answer.status, answer.text).toBe(200);
+    expect(answer.body.outcome).toBe("ignored");
+    expect(await payoutStatus(payoutId)).toBe("pending");
+    expect(transfersOf(fake, payoutId)[0]).toMatchObject({ reversed: false });
+    // The same amount to another card of its own: not Tender's payout either.
+    const elsewhere = fake.emitForeign("payout.failed", { ...sent, id: "po_r1_payee_own_2", destination: "card_r1_payee_other", status: "failed", failure_code: "account_closed" }, payee.stripeAccount);
+    skipStripeEvents(fake);
+    expect((await deliverSigned(connected, elsewhere, connected.connectWebhookSecret)).body.outcome).toBe("ignored");
+    expect(await payoutStatus(payoutId)).toBe("pending");
+    // Stripe's own event about the real payout, once the id is known again, settles it.
+    await env.DB.prepare("UPDATE payouts SET processor_object = ? WHERE id = ?").bind(real.id, payoutId).run();
+    fake.settlePayout(real.id, "paid");
+    await deliverStripeEvents(fake, connected);
+    expect(await payoutStatus(payoutId)).toBe("paid");
+  });
+
   it("held: a retired connection's secret never verifies at another Tender account's URL", async () => {
     const x = await signup("R1 retired X");
     const connectedX = await connectStripe(x);

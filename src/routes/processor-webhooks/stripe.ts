@@ -171,6 +171,13 @@ async function receive(c: Context<AppEnv>) {
           return null;
         }
       },
+      payoutCardOf: (token) => {
+        try {
+          return parsePayoutToken(token).card;
+        } catch {
+          return null;
+        }
+      },
       now: clock.now(),
     },
     settlement,
