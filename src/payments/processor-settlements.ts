@@ -61,6 +61,8 @@ export interface SettlementContext {
   processorThrough: (processorAccount: string) => Promise<Processor | null>;
   /** The processor account a payout token pays (Stripe: the connected account), checked against the event's. */
   payoutAccountOf: (token: string) => string | null;
+  /** The card a payout token pays (Stripe: `card_…`), checked against the event's while Tender has not recorded the payout's id. */
+  payoutCardOf: (token: string) => string | null;
   now: number;
 }
 
@@ -91,10 +93,16 @@ export function madeThere(ctx: Pick<SettlementContext, "source">, event: { accou
   return null;
 }
 
-/** An event that is not from where the object was made: acknowledged, said in the log, nothing changed. */
+/**
+ * An event that is not from where the object was made: acknowledged, said in the log, nothing
+ * changed, and not recorded. The same event id may still come from there: Stripe sends a connected
+ * account's event to the Connect endpoint of every platform it is connected to, so a payee
+ * connected to a retired platform and to the live one sends one event through both. Recorded, the
+ * first delivery would answer the one that counts `duplicate`.
+ */
 function notFromThere(s: ProcessorSettlement, objectId: string, why: string): Plan {
   console.error(JSON.stringify({ message: "processor event not from where the object was made: ignored", event: s.eventId, type: s.type, object: objectId, why }));
-  return nothing("ignored", objectId);
+  return { ...nothing("ignored", objectId), unrecorded: true };
 }
 
 /** The unique index of processor_events, as a refused batch names it: the event was applied before. */
@@ -106,6 +114,8 @@ interface Plan {
   result: Exclude<SettlementResult, "duplicate">;
   objectId: string | null;
   writes: Pick<WriteSet, "statements" | "events">;
+  /** Not recorded as applied: a later delivery of the same event id is read again (notFromThere). */
+  unrecorded?: true;
 }
 
 const nothing = (result: Plan["result"], objectId: string | null = null): Plan => ({ result, objectId, writes: { statements: [], events: [] } });
@@ -124,6 +134,7 @@ export async function applySettlement(ctx: SettlementContext, settlement: Proces
   const { db, tenant } = ctx;
   for (let tries = 1; ; tries++) {
     const plan = await planOf(ctx, settlement);
+    if (plan.unrecorded) return plan.result;
     const record = db.insert(processorEvents).values({
       accountId: tenant.accountId,
       livemode: tenant.livemode,
@@ -177,6 +188,16 @@ async function planPayout(ctx: SettlementContext, s: Extract<ProcessorSettlement
   const recipient = ctx.payoutAccountOf(payout.processorToken);
   const why = recipient === null ? "the payout names no connected account" : madeThere(ctx, s, { processorAccount: payout.processorAccount, connectedAccount: recipient, processorObject: payout.processorObject });
   if (why) return notFromThere(s, payout.id, why);
+  // Unlike a refund (made on the platform, where only Tender makes refunds), a payout lives on the
+  // recipient's connected account, whose owner can make payouts of its own carrying Tender's
+  // reference. Until Tender has recorded its payout's Stripe id, an event settles it only if its
+  // payout is Tender's to the cent: same amount, currency and card.
+  if (payout.processorObject === null) {
+    const card = ctx.payoutCardOf(payout.processorToken);
+    if (s.amount !== payout.amount || s.currency !== payout.currency || card === null || s.destination !== card) {
+      return notFromThere(s, payout.id, `Tender has not recorded its Stripe payout id, and ${s.processorObject} is not its payout (${s.amount} ${s.currency} to ${s.destination})`);
+    }
+  }
   const recordId = recordProcessorObject(db, payouts, payout.id, payout.processorObject, s.processorObject);
   if (s.outcome === "paid") {
     if (payout.status !== "pending") return nothing("unchanged", payout.id);

@@ -111,9 +111,15 @@ export function settlementOf(event: Stripe.Event): ProcessorSettlement {
     case "payout.canceled": {
       if (object.object !== "payout") return ignore(`${event.type} about a ${object.object ?? "nothing"}, not a payout`);
       if (!reference) return ignore(`payout ${id} was not made by Tender (no tender_reference)`);
-      if (event.type === "payout.paid") return { ...base, kind: "payout", reference, processorObject: id, outcome: "paid" };
+      const destination = object.destination as string | { id?: string } | null | undefined;
+      const named = {
+        amount: typeof object.amount === "number" ? object.amount : null,
+        currency: typeof object.currency === "string" ? object.currency : null,
+        destination: typeof destination === "string" ? destination : (destination?.id ?? null),
+      };
+      if (event.type === "payout.paid") return { ...base, ...named, kind: "payout", reference, processorObject: id, outcome: "paid" };
       const failure = payoutFailure(object as unknown as Stripe.Payout);
-      return { ...base, kind: "payout", reference, processorObject: id, outcome: "failed", code: failure.code, message: failure.message };
+      return { ...base, ...named, kind: "payout", reference, processorObject: id, outcome: "failed", code: failure.code, message: failure.message };
     }
     case "refund.updated":
     case "refund.failed":

@@ -179,9 +179,18 @@ export interface Processor {
  * dispute, by `chargeReference` (the payment's processor reference), and applies the outcome once
  * (by `eventId`), in any order. `ignore` changes nothing.
  */
+/** What a payout event says its payout is: checked against Tender's while Tender has not recorded its id. */
+export interface PayoutNamed {
+  /** Minor units, or null when the event does not say. */
+  amount: number | null;
+  currency: string | null;
+  /** The card (Stripe: `card_…`) it pays, or null. */
+  destination: string | null;
+}
+
 export type ProcessorSettlement =
-  | (SettlementEvent & { kind: "payout"; reference: string; processorObject: string; outcome: "paid" })
-  | (SettlementEvent & { kind: "payout"; reference: string; processorObject: string; outcome: "failed"; code: DeclineCode; message: string })
+  | (SettlementEvent & PayoutNamed & { kind: "payout"; reference: string; processorObject: string; outcome: "paid" })
+  | (SettlementEvent & PayoutNamed & { kind: "payout"; reference: string; processorObject: string; outcome: "failed"; code: DeclineCode; message: string })
   | (SettlementEvent & { kind: "refund"; reference: string; processorObject: string; outcome: "succeeded" })
   | (SettlementEvent & { kind: "refund"; reference: string; processorObject: string; outcome: "failed"; message: string })
   | (SettlementEvent & {

@@ -117,6 +117,10 @@ describe("reading Stripe events as settlements", () => {
       occurredAt: NOW_S * 1000,
       account,
       livemode: event.livemode,
+      // What the payout is: checked against Tender's while its Stripe id is not recorded.
+      amount: (event.data as { object: { amount: number } }).object.amount,
+      currency: "usd",
+      destination: (event.data as { object: { destination: string } }).object.destination,
     });
   });
 

@@ -57,7 +57,7 @@ const route = createRoute({
     "Where Stripe sends its events for this account: the webhook_url of PUT /api/processor. Not called by you: point your Stripe webhook endpoint, and a Connect endpoint for payouts, here. " +
     "Stripe-Signature is verified against the connection's webhook secrets, and those of connections it replaced or that were removed (kept for this only), with Stripe's 300-second tolerance; a missing or bad signature, or an account that never had a connection, answers 400 and changes nothing. A body over 256 KiB answers 413. " +
     "Each event is applied once, in any order: payout.paid / payout.failed settle live payouts, refund.updated settles live refunds (refund.completed, or the amount refundable again), charge.dispute.created emits payment.disputed. " +
-    "An event settles an object only if it comes from the Stripe account (and connected account) the object was made through, in that key's mode, naming the Stripe id Tender recorded. " +
+    "An event settles an object only if it comes from the Stripe account (and connected account) the object was made through, in that key's mode, naming the Stripe id Tender recorded; one that does not is answered 200 ignored and not recorded, so the same event from there still applies. " +
     "Anything else, or an event about an object Tender does not know, answers 200 and changes nothing. " +
     "While the account is moving to another database, and for an event whose account moved while it was being applied, answers 503: Stripe sends it again.",
   security: [],
@@ -119,9 +119,9 @@ async function verifiedAgainst(c: Context<AppEnv>, connections: EventConnection[
     try {
       secrets = await openSecrets(c.env, connection.row);
     } catch (error) {
-      // A retired connection sealed under a key the ring no longer holds: the others are still tried.
-      if (!connection.retired) throw error;
-      console.error(JSON.stringify({ request_id: c.var.requestId, message: "retired processor connection cannot be opened", processor_account: connection.processorAccount, error: String(error) }));
+      // A connection (live or retired) sealed under a key the ring no longer holds: the others are
+      // still tried, so that a late event about what a retired one made is settled all the same.
+      console.error(JSON.stringify({ request_id: c.var.requestId, message: `${connection.retired ? "retired" : "live"} processor connection cannot be opened`, processor_account: connection.processorAccount, error: String(error) }));
       unopened++;
       continue;
     }
@@ -135,7 +135,7 @@ async function verifiedAgainst(c: Context<AppEnv>, connections: EventConnection[
     if (refusal === null || refusal.reason === "signature_mismatch") refusal = verified;
   }
   // Perhaps signed with a secret that cannot be opened now: a 500, so that Stripe sends it again.
-  if (unopened > 0) throw new Error(`${unopened} retired processor connection(s) of the account cannot be opened, and no other verified the event`);
+  if (unopened > 0) throw new Error(`${unopened} processor connection(s) of the account cannot be opened, and no other verified the event`);
   throw refused(refusal?.reason ?? "signature_mismatch", `${refusal?.message ?? "No signature matches the body and the webhook secret."} Nothing was changed.`);
 }
 
@@ -188,6 +188,13 @@ async function receive(c: Context<AppEnv>) {
       payoutAccountOf: (token) => {
         try {
           return parsePayoutToken(token).account;
+        } catch {
+          return null;
+        }
+      },
+      payoutCardOf: (token) => {
+        try {
+          return parsePayoutToken(token).card;
         } catch {
           return null;
         }

@@ -5,11 +5,11 @@
 // stored encrypted (src/processor/connections.ts) and never answered, logged or kept in an
 // idempotency record (their fingerprint enters the request hash as a keyed hash only).
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { type SQL, eq, sql } from "drizzle-orm";
+import { type SQL, and, eq, sql } from "drizzle-orm";
 import { createMiddleware } from "hono/factory";
 import { ensureLive } from "../../auth/credentials";
 import { guard } from "../../db/batch";
-import { processorConnections } from "../../db/schema";
+import { processorConnections, retiredProcessorConnections } from "../../db/schema";
 import type { AppEnv } from "../../context";
 import { isDevelopment } from "../../env";
 import { clock, isoTime } from "../../lib/clock";
@@ -92,6 +92,7 @@ const disconnect = apiRoute({
 
 const IN_USE = "processor_in_use";
 const MISSING = "processor_missing";
+const CONNECT_SECRET_NEEDED = "connect_webhook_secret_required";
 
 const noConnection = () =>
   new ApiError(404, "not_found_error", "resource_missing", "This account has no processor connection: connect your Stripe account with PUT /api/processor.");
@@ -168,9 +169,25 @@ export function registerProcessor(app: OpenAPIHono<AppEnv>) {
             sql`NOT (EXISTS (SELECT 1 FROM processor_connections WHERE account_id = ${auth.accountId} AND processor_account <> ${check.account}) AND ${liveMoneyInFlight(auth.accountId)})`,
           ),
           noMoneyInFlight(db, auth.accountId, clock.now(), check.account),
+          // Without a Connect secret, the payout.failed of a payout already made through this Stripe
+          // account (one that was paid can still fail, days later) could never be verified: refused.
+          ...(body.connect_webhook_secret === undefined
+            ? [
+                guard(
+                  db,
+                  CONNECT_SECRET_NEEDED,
+                  sql`NOT EXISTS (SELECT 1 FROM payouts WHERE account_id = ${auth.accountId} AND livemode = 1 AND processor_account = ${check.account} AND status IN ('pending', 'paid'))`,
+                ),
+              ]
+            : []),
           // Another Stripe account's key retires the connected one: its secrets are kept to settle
           // Stripe's later events about what was made through it (processor/connections.ts).
           retireConnection(db, auth.accountId, now, check.account),
+          // A Stripe account connected again is live, not retired: its new secrets supersede the
+          // retired ones, which (perhaps the reason it was disconnected) verify nothing any more.
+          db
+            .delete(retiredProcessorConnections)
+            .where(and(eq(retiredProcessorConnections.accountId, auth.accountId), eq(retiredProcessorConnections.processorAccount, check.account))),
           db
             .insert(processorConnections)
             .values(row)
@@ -180,7 +197,18 @@ export function registerProcessor(app: OpenAPIHono<AppEnv>) {
       },
       200,
       answer,
-      { failures: { [IN_USE]: () => inUse(`This account is connected to Stripe account ${existing?.processorAccount ?? "another"}; it cannot be replaced by ${check.account}`), ...moneyInFlightFailures } },
+      {
+        failures: {
+          [IN_USE]: () => inUse(`This account is connected to Stripe account ${existing?.processorAccount ?? "another"}; it cannot be replaced by ${check.account}`),
+          ...moneyInFlightFailures,
+          [CONNECT_SECRET_NEEDED]: () =>
+            invalidRequest(
+              "connect_webhook_secret_required",
+              `Live payouts were sent through Stripe account ${check.account}, and a paid one can still fail: Stripe's payout.failed is signed with the Connect endpoint's secret, so connect_webhook_secret is required. Nothing was changed.`,
+              "connect_webhook_secret",
+            ),
+        },
+      },
     );
   });
 

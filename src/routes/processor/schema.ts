@@ -29,7 +29,7 @@ export const ConnectProcessorBody = bodyObject({
     .optional()
     .openapi({
       description:
-        "The signing secret of a second Stripe endpoint for webhook_url, created with 'Listen to events on Connected accounts': Stripe sends payout.paid and payout.failed, which happen on your recipients' connected accounts, only there, signed with that endpoint's own secret. Needed for live payouts to settle; stored encrypted, never answered.",
+        "The signing secret of a second Stripe endpoint for webhook_url, created with 'Listen to events on Connected accounts': Stripe sends payout.paid and payout.failed, which happen on your recipients' connected accounts, only there, signed with that endpoint's own secret. Needed for live payouts to settle, and required (400 connect_webhook_secret_required) once live payouts have been sent through this Stripe account, since a paid one can still fail; stored encrypted, never answered.",
       example: "whsec_…",
     }),
   publishable_key: z
