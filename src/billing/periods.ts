@@ -340,7 +340,11 @@ export function claimPeriod(
     } else {
       subtotal = final ? 0 : periodAmount(priced.plan, priced.sub.quantity);
     }
-    const discount = periodDiscount(sub, row.coupon ?? null, subtotal, plan.currency, startMs);
+    // A metered period is invoiced at its end: a discount redeemed during it (one that "applies
+    // from the next invoice") discounts it, as one running at its start does.
+    const discount =
+      periodDiscount(sub, row.coupon ?? null, subtotal, plan.currency, startMs) ||
+      (isMetered(priced.plan) ? periodDiscount(sub, row.coupon ?? null, subtotal, plan.currency, periodStartMs(sub.billingAnchor, plan.interval, n + 1)) : 0);
     // The pending proration items come on top; a total they take below zero charges nothing and
     // carries the rest on as a credit (src/billing/prorations.ts).
     const net = subtotal - discount + sub.pendingItemsAmount;
@@ -631,12 +635,13 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
       );
     }
     // The discount was used by this invoice (a `once` coupon by no other). Not when the
-    // subscription redeemed another coupon since the period began: that one starts afresh.
+    // subscription redeemed another coupon since the invoice's date (a licensed period's start, a
+    // metered one's end): that one starts afresh.
     if (claim.discount > 0) {
       statements.push(
         rawStatement(
           db,
-          sql`UPDATE subscriptions SET discount_uses = discount_uses + 1 WHERE id = ${sub.id} AND discount_start <= ${isoTime(periodStartMs(sub.billingAnchor, plan.interval, n))}`,
+          sql`UPDATE subscriptions SET discount_uses = discount_uses + 1 WHERE id = ${sub.id} AND discount_start <= ${isoTime(periodStartMs(sub.billingAnchor, plan.interval, isMetered(plan) ? n + 1 : n))}`,
         ),
       );
     }
