@@ -213,12 +213,15 @@ export const hasUnsettledClaim = (row: Pick<BillableRow, "sub" | "period">) =>
  * sends it a final invoice (as Stripe does) instead of only canceling it: an active one whose
  * last period's metered usage is billed in arrears, or whose pending proration items come to
  * something owed (a credit is never refunded, so items that net to a credit need no invoice); a
- * past_due one whose open period is that final invoice, dunned as any period is.
+ * past_due one whose open period is that final invoice, dunned as any period is; or a past_due
+ * metered one dunned for its previous period while its current one (open, taking usage) runs to
+ * its end: it is dunned on (paid, it is active to that end, and its final invoice bills that
+ * period's usage), not canceled at the retry with the current period's usage dropped.
  */
 export const owesFinalInvoice = (row: Pick<BillableRow, "sub" | "plan" | "period">) =>
   row.sub.cancelAtPeriodEnd &&
   ((row.sub.status === "active" && (isMetered(row.plan) || row.sub.pendingItemsAmount > 0)) ||
-    (row.sub.status === "past_due" && row.period !== null && row.period.status === "open" && row.period.final));
+    (row.sub.status === "past_due" && row.period !== null && row.period.status === "open" && (row.period.final || isMetered(row.plan))));
 
 export interface PeriodClaim {
   attempts: number;

@@ -345,3 +345,49 @@ describe("other coupon shapes on proration lines (Stripe's rule, docs/decisions.
     expect(invoices[2]).toMatchObject({ discount: 3000, total: 4500 });
   });
 });
+
+describe("cancel at period end on a past-due metered subscription", () => {
+  it("June's usage is billed at June's end when May's retry succeeds after cancel at period end (not canceled at the retry, June's usage dropped)", async () => {
+    // May's invoice is declined on June 1; June (already open, taking usage) is the current
+    // period when the customer sets cancel at period end on June 2: the next retry of May must
+    // not cancel the subscription early and drop June's usage.
+    const { acct, clock, sub } = await meteredOnClock("2026-05-01T00:00:00.000Z", CARDS.declineAfterFirst);
+    await advance(acct, clock.id, "2026-05-10T00:00:00.000Z");
+    expect((await usage(acct, sub.id, { quantity: 3, timestamp: "2026-05-10T00:00:00Z" })).status).toBe(201);
+    await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
+    expect((await getSubscription(acct, sub.id)).status).toBe("past_due");
+    await advance(acct, clock.id, "2026-06-02T00:00:00.000Z");
+    expect((await usage(acct, sub.id, { quantity: 5, timestamp: "2026-06-02T00:00:00Z" })).status).toBe(201);
+    expect((await cancelAtPeriodEnd(acct, sub.id)).status).toBe(200);
+    // The next retry is due (June 3 or so): it must go on dunning May, not end June early.
+    await advance(acct, clock.id, "2026-06-04T00:00:00.000Z");
+    const during = await getSubscription(acct, sub.id);
+    expect(during.status, JSON.stringify(during)).toBe("past_due");
+    // A new card pays May: June is open and taking usage, billed at its end.
+    const paid = await put(acct, sub.id, newCard);
+    expect(paid.status, paid.text).toBe(200);
+    expect((await usage(acct, sub.id, { quantity: 7, timestamp: "2026-06-20T00:00:00Z" })).status).not.toBe(201); // (in the future yet)
+    await advance(acct, clock.id, "2026-06-20T00:00:00.000Z");
+    expect((await usage(acct, sub.id, { quantity: 7, timestamp: "2026-06-20T00:00:00Z" })).status).toBe(201);
+    await advance(acct, clock.id, "2026-07-01T00:01:00.000Z");
+    const { invoices } = await booksBalance(acct, sub.id);
+    expect(invoices.map((i) => [i.total, i.status, i.period_start])).toEqual([
+      [300, "paid", "2026-05-01T00:00:00.000Z"],
+      [1200, "paid", "2026-06-01T00:00:00.000Z"],
+    ]);
+    expect(await getSubscription(acct, sub.id)).toMatchObject({ status: "canceled", canceled_at: "2026-07-01T00:00:00.000Z" });
+  });
+
+  it("never paid: May's retries run out, May is uncollectible, the subscription canceled, nothing charged", async () => {
+    const { acct, clock, sub } = await meteredOnClock("2026-05-01T00:00:00.000Z", CARDS.declineAfterFirst);
+    await advance(acct, clock.id, "2026-05-10T00:00:00.000Z");
+    expect((await usage(acct, sub.id, { quantity: 3, timestamp: "2026-05-10T00:00:00Z" })).status).toBe(201);
+    await advance(acct, clock.id, "2026-06-02T00:00:00.000Z");
+    expect((await cancelAtPeriodEnd(acct, sub.id)).status).toBe(200);
+    await advance(acct, clock.id, "2026-06-20T00:00:00.000Z");
+    const { invoices, completed } = await booksBalance(acct, sub.id);
+    expect(invoices.map((i) => i.status)).toEqual(["uncollectible"]);
+    expect(completed).toEqual([]);
+    expect((await getSubscription(acct, sub.id)).status).toBe("canceled");
+  });
+});
