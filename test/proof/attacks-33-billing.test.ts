@@ -10,6 +10,11 @@ import { type Account, call, signup } from "../support/http";
 import { createPlan, createUser, getSubscription, subscribed } from "../support/fixtures";
 import { CARDS } from "../support/cards";
 import { advance, createClock } from "../support/clock";
+import { env } from "../support/env";
+import { type D1FaultKind, faultyD1, isWrite, writesTo } from "../support/faults";
+import { readBillableRows } from "../support/renewal-rows";
+import { renewSubscriptions } from "../../src/billing/renewals";
+import { createDb } from "../../src/db/client";
 
 const put = (acct: Account, id: string, body: Record<string, unknown>) => call(`/subscriptions/${id}`, { key: acct.key, method: "PUT", body });
 const usage = (acct: Account, subId: string, body: Record<string, unknown>) => call(`/subscriptions/${subId}/usage`, { key: acct.key, body });
@@ -390,4 +395,29 @@ describe("cancel at period end on a past-due metered subscription", () => {
     expect(completed).toEqual([]);
     expect((await getSubscription(acct, sub.id)).status).toBe("canceled");
   });
+});
+
+describe("a lost reply after the final invoice's charge", () => {
+  for (const fault of ["fail_before_commit", "commit_then_throw"] as D1FaultKind[]) {
+    it(`the settlement batch ${fault}: the claim is taken over with the same reference, one charge of 135.00, one final invoice, canceled`, async () => {
+      const { acct, sub } = await upgradedThenCanceled();
+      const at = Date.parse("2026-05-01T00:01:00.000Z");
+      const DB = faultyD1(env.DB, { kind: fault, when: (op) => isWrite(op) && writesTo(op, "payments"), times: 10 });
+      await renewSubscriptions({ ...env, DB }, createDb(DB), await readBillableRows(sub.id), () => at).catch(() => undefined);
+      expect(DB.fired.length, "the fault fired").toBeGreaterThanOrEqual(1);
+      // The claimer is gone: its claim goes stale, and the next run takes it over.
+      await env.DB.prepare("UPDATE subscription_periods SET updated_at = ? WHERE subscription_id = ? AND status = 'open'")
+        .bind(new Date(Date.now() - 11 * 60_000).toISOString(), sub.id)
+        .run();
+      await renewSubscriptions(env, createDb(env.DB), await readBillableRows(sub.id), () => at + 60_000);
+      await renewSubscriptions(env, createDb(env.DB), await readBillableRows(sub.id), () => at + 120_000);
+      const { invoices, completed } = await booksBalance(acct, sub.id);
+      expect(invoices.map((i) => [i.total, i.status])).toEqual([
+        [3000, "paid"],
+        [13500, "paid"],
+      ]);
+      expect(completed.map((p) => p.amount)).toEqual([3000, 13500]);
+      expect(await getSubscription(acct, sub.id)).toMatchObject({ status: "canceled", canceled_at: "2026-05-01T00:00:00.000Z" });
+    });
+  }
 });
