@@ -5,16 +5,17 @@
 // Each test states what must hold whatever the interleaving; the books must balance: the completed
 // payments sum to the totals of the invoices paid by charge, no invoice is paid twice, no period
 // billed twice, and no subscription is left active with a canceled intent past its period's end.
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { type Account, call, signup } from "../support/http";
 import { createPlan, createUser, getSubscription, subscribed } from "../support/fixtures";
-import { CARDS } from "../support/cards";
-import { advance, createClock } from "../support/clock";
+import { CARDS, card } from "../support/cards";
+import { advance, createClock, makeDue } from "../support/clock";
 import { env } from "../support/env";
 import { type D1FaultKind, faultyD1, isWrite, writesTo } from "../support/faults";
 import { readBillableRows } from "../support/renewal-rows";
-import { renewSubscriptions } from "../../src/billing/renewals";
+import { renewChunk, renewSubscriptions } from "../../src/billing/renewals";
 import { createDb } from "../../src/db/client";
+import { STRIPE_CARDS, connectStripe, installFakeStripe, operationsOf } from "../support/live";
 
 const put = (acct: Account, id: string, body: Record<string, unknown>) => call(`/subscriptions/${id}`, { key: acct.key, method: "PUT", body });
 const usage = (acct: Account, subId: string, body: Record<string, unknown>) => call(`/subscriptions/${subId}/usage`, { key: acct.key, body });
@@ -420,4 +421,35 @@ describe("a lost reply after the final invoice's charge", () => {
       expect(await getSubscription(acct, sub.id)).toMatchObject({ status: "canceled", canceled_at: "2026-05-01T00:00:00.000Z" });
     });
   }
+});
+
+describe("live mode: a metered final invoice through (fake) Stripe", () => {
+  const stripe = installFakeStripe();
+  afterAll(() => stripe.restore());
+
+  it("charged once at Stripe (two runs at once), the subscription canceled, its payment refundable once", async () => {
+    const acct = await signup("Attack 33 Live");
+    await connectStripe(acct);
+    const live: Account = { id: acct.id, key: acct.liveKey };
+    const plan = await createPlan(live, { name: "Calls", price: 1, usage_type: "metered" });
+    const user = await call("/api/users", { key: acct.liveKey, body: { name: "Ada Live", email: `ada.${Math.random().toString(36).slice(2, 8)}@example.com` } });
+    expect(user.status, user.text).toBe(201);
+    const created = await call("/subscriptions", { key: acct.liveKey, body: { user_id: user.body.id, plan_id: plan.id, ...card(STRIPE_CARDS.succeeds) } });
+    expect(created.status, created.text).toBe(201);
+    const subId = created.body.id as string;
+    expect((await usage(live, subId, { quantity: 25 })).status).toBe(201);
+    expect((await cancelAtPeriodEnd(live, subId)).status).toBe(200);
+    await makeDue(subId);
+    const from = stripe.fake.requests.length;
+    const outcomes = await Promise.all([renewChunk(env, [subId]), renewChunk(env, [subId])]);
+    expect(outcomes.flat()).toContain("canceled");
+    expect(operationsOf(stripe.fake).slice(from).filter((o) => o === "POST /v1/payment_intents")).toHaveLength(1);
+    const { invoices, completed } = await booksBalance(live, subId);
+    expect(invoices.map((i) => [i.total, i.status, i.livemode])).toEqual([[2500, "paid", true]]);
+    expect(completed.map((p) => p.amount)).toEqual([2500]);
+    expect((await getSubscription(live, subId)).status).toBe("canceled");
+    const refunded = await call("/refunds", { key: acct.liveKey, body: { payment_id: completed[0].id } });
+    expect(refunded.status, refunded.text).toBe(201);
+    expect((await call("/refunds", { key: acct.liveKey, body: { payment_id: completed[0].id, amount: 1 } })).status).toBeGreaterThanOrEqual(400);
+  });
 });
