@@ -454,3 +454,34 @@ describe("live mode: a metered final invoice through (fake) Stripe", () => {
     expect((await call("/refunds", { key: acct.liveKey, body: { payment_id: completed[0].id, amount: 1 } })).status).toBeGreaterThanOrEqual(400);
   });
 });
+
+describe("usage after the end of a subscription set to cancel at its period's end", () => {
+  it("usage timed after the period's end, recorded before the run that ends the subscription, is refused (it would never be billed)", async () => {
+    const { acct, clock, sub } = await meteredOnClock("2026-05-01T00:00:00.000Z");
+    await advance(acct, clock.id, "2026-05-20T00:00:00.000Z");
+    expect((await usage(acct, sub.id, { quantity: 10, timestamp: "2026-05-10T00:00:00Z" })).status).toBe(201);
+    expect((await cancelAtPeriodEnd(acct, sub.id)).status).toBe(200);
+    // The wall clock passed the period's end; the run that ends the subscription has not come yet.
+    await env.DB.prepare("UPDATE test_clocks SET frozen_time = ? WHERE id = ?").bind("2026-06-01T00:00:30.000Z", clock.id).run();
+    const late = await usage(acct, sub.id, { quantity: 4, timestamp: "2026-06-01T00:00:10Z" });
+    expect(late.status, late.text).toBe(400);
+    expect(late.body.error).toMatchObject({ code: "usage_period_closed", param: "timestamp" });
+    await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
+    const { invoices } = await booksBalance(acct, sub.id);
+    expect(invoices.map((i) => [i.total, i.status])).toEqual([[1000, "paid"]]);
+    expect((await getSubscription(acct, sub.id)).status).toBe("canceled");
+  });
+
+  it("a past-due metered subscription set to cancel at period end takes its current period's usage, not the period after", async () => {
+    const { acct, clock, sub } = await meteredOnClock("2026-05-01T00:00:00.000Z", CARDS.declineAfterFirst);
+    await advance(acct, clock.id, "2026-05-10T00:00:00.000Z");
+    expect((await usage(acct, sub.id, { quantity: 3, timestamp: "2026-05-10T00:00:00Z" })).status).toBe(201);
+    await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
+    expect((await getSubscription(acct, sub.id)).status).toBe("past_due");
+    expect((await cancelAtPeriodEnd(acct, sub.id)).status).toBe(200);
+    expect((await usage(acct, sub.id, { quantity: 2, timestamp: "2026-06-01T00:01:00Z" })).status).toBe(201);
+    await env.DB.prepare("UPDATE test_clocks SET frozen_time = ? WHERE id = ?").bind("2026-07-01T00:00:30.000Z", clock.id).run();
+    const late = await usage(acct, sub.id, { quantity: 4, timestamp: "2026-07-01T00:00:10Z" });
+    expect(late.status, late.text).toBe(400);
+  });
+});
