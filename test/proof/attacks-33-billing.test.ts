@@ -179,6 +179,23 @@ describe("the final invoice declined, then raced", () => {
     }
   });
 
+  it("a void of the declined final invoice racing the advance that runs its dunning retry: voided and never charged, or charged and not voided", async () => {
+    for (let round = 0; round < 2; round++) {
+      const { acct, clock, sub } = await upgradedThenCanceled(CARDS.declineAfterFirst);
+      await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+      const [, open] = await invoicesOf(acct, sub.id);
+      const [voided] = await Promise.all([call(`/invoices/${open.id}/void`, { key: acct.key, body: {} }), advanceRaw(acct, clock.id, "2026-05-04T00:00:00.000Z")]);
+      expect([200, 409], voided.text).toContain(voided.status);
+      await settled(acct, clock.id);
+      await advance(acct, clock.id, "2026-06-15T00:00:00.000Z");
+      const { invoices, completed } = await booksBalance(acct, sub.id);
+      if (voided.status === 200) expect(invoices[1].status).toBe("void");
+      expect(completed.map((p) => p.amount)).toEqual([3000]); // the card declines every retry
+      expect(invoices.length).toBe(2);
+      expect((await getSubscription(acct, sub.id)).status).toBe("canceled");
+    }
+  });
+
   it("a refund of the final invoice's payment: refunded once, the subscription stays canceled, nothing billed again", async () => {
     const { acct, clock, sub } = await upgradedThenCanceled();
     await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
@@ -215,6 +232,17 @@ describe("changes after cancel at period end", () => {
     ]);
     expect(completed.map((p) => p.amount)).toEqual([3000, 3000]);
     expect(await getSubscription(acct, sub.id)).toMatchObject({ status: "canceled", canceled_at: "2026-05-01T00:00:00.000Z" });
+  });
+
+  it("an upgrade then a downgrade back after cancel at period end: the final invoice nets them (−15.00 + 150.00 − 80.00 + 8.00 = 63.00)", async () => {
+    const { acct, clock, basic, sub } = await upgradedThenCanceled();
+    await advance(acct, clock.id, "2026-04-23T00:00:00.000Z");
+    expect((await put(acct, sub.id, { plan_id: basic.id })).status).toBe(200);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    const { invoices, completed } = await booksBalance(acct, sub.id);
+    expect(invoices.map((i) => i.total)).toEqual([3000, 6300]);
+    expect(completed.map((p) => p.amount)).toEqual([3000, 6300]);
+    expect((await getSubscription(acct, sub.id)).status).toBe("canceled");
   });
 
   it("a coupon (50% once) redeemed after cancel at period end on a metered plan discounts its final invoice: 200 units bill 100.00", async () => {
