@@ -15,6 +15,7 @@ import { type D1FaultKind, faultyD1, isWrite, writesTo } from "../support/faults
 import { readBillableRows } from "../support/renewal-rows";
 import { renewChunk, renewSubscriptions } from "../../src/billing/renewals";
 import { createDb } from "../../src/db/client";
+import { runCron } from "../support/queue";
 import { STRIPE_CARDS, connectStripe, installFakeStripe, operationsOf } from "../support/live";
 
 const put = (acct: Account, id: string, body: Record<string, unknown>) => call(`/subscriptions/${id}`, { key: acct.key, method: "PUT", body });
@@ -98,6 +99,23 @@ describe("the final invoice under two workers at once", () => {
     expect(invoices.map((i) => [i.total, i.status])).toEqual([[25000, "paid"]]);
     expect(completed.map((p) => p.amount)).toEqual([25000]);
     expect((await getSubscription(acct, sub.id)).status).toBe("canceled");
+  });
+
+  it("cron runs racing the advance across a licensed final invoice (135.00): one invoice, one charge, canceled", async () => {
+    for (let round = 0; round < 2; round++) {
+      const { acct, clock, sub } = await upgradedThenCanceled();
+      const [res] = await Promise.all([advanceRaw(acct, clock.id, "2026-05-01T00:01:00.000Z"), runCron(), runCron()]);
+      expect([200, 409], res.text).toContain(res.status);
+      await settled(acct, clock.id);
+      await Promise.all([runCron(), runCron()]);
+      const { invoices, completed } = await booksBalance(acct, sub.id);
+      expect(invoices.map((i) => [i.total, i.status])).toEqual([
+        [3000, "paid"],
+        [13500, "paid"],
+      ]);
+      expect(completed.map((p) => p.amount)).toEqual([3000, 13500]);
+      expect((await getSubscription(acct, sub.id)).status).toBe("canceled");
+    }
   });
 
   it("un-cancel racing the advance that claims the final invoice: the answer agrees with the state, nothing billed twice", async () => {
