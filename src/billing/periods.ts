@@ -37,6 +37,7 @@ import { type InvoiceOutcome, issueInvoice, settleInvoice, subscriptionLine, tot
 import { type InvoiceItemRow, carriedCreditItem, carriedCreditLine, itemLine, pendingItemsOf } from "./prorations";
 import { type DiscountCoupon, discountAsCoupon, periodDiscount } from "./coupons";
 import { type PeriodUsage, isMetered, meteredPeriod, usageUnchanged } from "./usage";
+import { usagePeriodAt } from "../domain/usage";
 
 export type SubscriptionRow = typeof subscriptions.$inferSelect;
 export type UserRow = typeof users.$inferSelect;
@@ -344,10 +345,13 @@ export function claimPeriod(
       subtotal = final ? 0 : periodAmount(priced.plan, priced.sub.quantity);
     }
     // A metered period is invoiced at its end: a discount redeemed during it (one that "applies
-    // from the next invoice") discounts it, as one running at its start does.
-    const discount =
-      periodDiscount(sub, row.coupon ?? null, subtotal, plan.currency, startMs) ||
-      (isMetered(priced.plan) ? periodDiscount(sub, row.coupon ?? null, subtotal, plan.currency, periodStartMs(sub.billingAnchor, plan.interval, n + 1)) : 0);
+    // from the next invoice") counts from the period's start, as one running then does, and its
+    // duration in periods from there (a 1-month coupon redeemed mid-May discounts May's usage only).
+    const discountFrom =
+      isMetered(priced.plan) && sub.discountStart !== null && Date.parse(sub.discountStart) >= Date.parse(sub.billingAnchor)
+        ? { ...sub, discountStart: isoTime(usagePeriodAt(sub.billingAnchor, plan.interval, Date.parse(sub.discountStart)).start) }
+        : sub;
+    const discount = periodDiscount(discountFrom, row.coupon ?? null, subtotal, plan.currency, startMs);
     // The pending proration items come on top; a total they take below zero charges nothing and
     // carries the rest on as a credit (src/billing/prorations.ts).
     const net = subtotal - discount + sub.pendingItemsAmount;
@@ -638,13 +642,13 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
       );
     }
     // The discount was used by this invoice (a `once` coupon by no other). Not when the
-    // subscription redeemed another coupon since the invoice's date (a licensed period's start, a
-    // metered one's end): that one starts afresh.
+    // subscription redeemed another coupon since the period began (a metered period's: since it
+    // ended, as one redeemed during it discounts it): that one starts afresh.
     if (claim.discount > 0) {
       statements.push(
         rawStatement(
           db,
-          sql`UPDATE subscriptions SET discount_uses = discount_uses + 1 WHERE id = ${sub.id} AND discount_start <= ${isoTime(periodStartMs(sub.billingAnchor, plan.interval, isMetered(plan) ? n + 1 : n))}`,
+          sql`UPDATE subscriptions SET discount_uses = discount_uses + 1 WHERE id = ${sub.id} AND ${isMetered(plan) ? sql`discount_start < ${isoTime(periodStartMs(sub.billingAnchor, plan.interval, n + 1))}` : sql`discount_start <= ${isoTime(periodStartMs(sub.billingAnchor, plan.interval, n))}`}`,
         ),
       );
     }

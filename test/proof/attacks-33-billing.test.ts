@@ -295,6 +295,22 @@ describe("changes after cancel at period end", () => {
     ]);
   });
 
+  it("a 1-month repeating coupon (50%) redeemed mid-May on a metered plan discounts May's usage only, not June's too", async () => {
+    const { acct, clock, sub } = await meteredOnClock("2026-05-01T00:00:00.000Z");
+    expect((await call("/coupons", { key: acct.key, body: { id: "HALFMONTH", name: "Half", percent_off: 50, duration: "repeating", duration_in_months: 1 } })).status).toBe(201);
+    await advance(acct, clock.id, "2026-05-20T00:00:00.000Z");
+    expect((await usage(acct, sub.id, { quantity: 200, timestamp: "2026-05-10T00:00:00Z" })).status).toBe(201);
+    expect((await put(acct, sub.id, { coupon: "HALFMONTH" })).status).toBe(200);
+    await advance(acct, clock.id, "2026-06-10T00:00:00.000Z");
+    expect((await usage(acct, sub.id, { quantity: 30, timestamp: "2026-06-05T00:00:00Z" })).status).toBe(201);
+    await advance(acct, clock.id, "2026-07-01T00:01:00.000Z");
+    const { invoices } = await booksBalance(acct, sub.id);
+    expect(invoices.map((i) => [i.subtotal, i.discount, i.total])).toEqual([
+      [20000, 10000, 10000],
+      [3000, 0, 3000],
+    ]);
+  });
+
   it("usage recorded at the last second of the period is on the final invoice; at the boundary the subscription has ended", async () => {
     const { acct, clock, sub } = await meteredOnClock("2026-05-01T00:00:00.000Z");
     expect((await cancelAtPeriodEnd(acct, sub.id)).status).toBe(200);
