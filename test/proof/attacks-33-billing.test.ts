@@ -357,6 +357,27 @@ describe("other coupon shapes on proration lines (Stripe's rule, docs/decisions.
     expect(invoices[1]).toMatchObject({ discount: 4000, total: 500 });
   });
 
+  it("20% off forever, Basic 30.00 to Pro 300.00 halfway, then cancel at period end: a final invoice of −12.00 + 120.00 = 108.00", async () => {
+    const acct = await signup("Attack 33 Co");
+    expect((await call("/coupons", { key: acct.key, body: { id: "FIFTH", name: "Fifth", percent_off: 20, duration: "forever" } })).status).toBe(201);
+    const clock = await createClock(acct, "2026-04-01T00:00:00.000Z");
+    const user = await createUser(acct, { testClock: clock.id });
+    const basic = await createPlan(acct, { name: "Basic", price: 30 });
+    const pro = await createPlan(acct, { name: "Pro", price: 300 });
+    const sub = await subscribed(acct, user.id, basic.id, CARDS.visa, { coupon: "FIFTH" });
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    expect((await put(acct, sub.id, { plan_id: pro.id })).status).toBe(200);
+    expect((await cancelAtPeriodEnd(acct, sub.id)).status).toBe(200);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    const { invoices, completed } = await booksBalance(acct, sub.id);
+    expect(linesOf(invoices[1])).toEqual([
+      ["proration", -1200],
+      ["proration", 12000],
+    ]);
+    expect(invoices[1]).toMatchObject({ discount: 0, total: 10800, status: "paid" });
+    expect(completed.map((p) => p.amount)).toEqual([2400, 10800]);
+  });
+
   it("a 50% repeating coupon that ended mid-period: the credit carries the 50% May paid, the charge has none: June bills 60.00 − 7.50 + 30.00", async () => {
     const { acct, clock, pro, make } = await onBasic();
     expect((await call("/coupons", { key: acct.key, body: { id: "HALFMONTH", name: "Half", percent_off: 50, duration: "repeating", duration_in_months: 1 } })).status).toBe(201);
