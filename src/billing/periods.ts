@@ -38,6 +38,7 @@ import { type InvoiceOutcome, issueInvoice, settleInvoice, subscriptionLine, tot
 import { type InvoiceItemRow, carriedCreditItem, carriedCreditLine, itemLine, pendingItemsOf } from "./prorations";
 import { type DiscountCoupon, discountAsCoupon, periodDiscount } from "./coupons";
 import { type PeriodUsage, isMetered, meteredPeriod, usageUnchanged } from "./usage";
+import { usagePeriodAt } from "../domain/usage";
 
 export type SubscriptionRow = typeof subscriptions.$inferSelect;
 export type UserRow = typeof users.$inferSelect;
@@ -214,12 +215,15 @@ export const hasUnsettledClaim = (row: Pick<BillableRow, "sub" | "period">) =>
  * sends it a final invoice (as Stripe does) instead of only canceling it: an active one whose
  * last period's metered usage is billed in arrears, or whose pending proration items come to
  * something owed (a credit is never refunded, so items that net to a credit need no invoice); a
- * past_due one whose open period is that final invoice, dunned as any period is.
+ * past_due one whose open period is that final invoice, dunned as any period is; or a past_due
+ * metered one dunned for its previous period while its current one (open, taking usage) runs to
+ * its end: it is dunned on (paid, it is active to that end, and its final invoice bills that
+ * period's usage), not canceled at the retry with the current period's usage dropped.
  */
 export const owesFinalInvoice = (row: Pick<BillableRow, "sub" | "plan" | "period">) =>
   row.sub.cancelAtPeriodEnd &&
   ((row.sub.status === "active" && (isMetered(row.plan) || row.sub.pendingItemsAmount > 0)) ||
-    (row.sub.status === "past_due" && row.period !== null && row.period.status === "open" && row.period.final));
+    (row.sub.status === "past_due" && row.period !== null && row.period.status === "open" && (row.period.final || isMetered(row.plan))));
 
 export interface PeriodClaim {
   attempts: number;
@@ -341,7 +345,14 @@ export function claimPeriod(
     } else {
       subtotal = final ? 0 : periodAmount(priced.plan, priced.sub.quantity);
     }
-    const discount = periodDiscount(sub, row.coupon ?? null, subtotal, plan.currency, startMs);
+    // A metered period is invoiced at its end: a discount redeemed during it (one that "applies
+    // from the next invoice") counts from the period's start, as one running then does, and its
+    // duration in periods from there (a 1-month coupon redeemed mid-May discounts May's usage only).
+    const discountFrom =
+      isMetered(priced.plan) && sub.discountStart !== null && Date.parse(sub.discountStart) >= Date.parse(sub.billingAnchor)
+        ? { ...sub, discountStart: isoTime(usagePeriodAt(sub.billingAnchor, plan.interval, Date.parse(sub.discountStart)).start) }
+        : sub;
+    const discount = periodDiscount(discountFrom, row.coupon ?? null, subtotal, plan.currency, startMs);
     // The pending proration items come on top; a total they take below zero charges nothing and
     // carries the rest on as a credit (src/billing/prorations.ts).
     const net = subtotal - discount + sub.pendingItemsAmount;
@@ -635,12 +646,13 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
       );
     }
     // The discount was used by this invoice (a `once` coupon by no other). Not when the
-    // subscription redeemed another coupon since the period began: that one starts afresh.
+    // subscription redeemed another coupon since the period began (a metered period's: since it
+    // ended, as one redeemed during it discounts it): that one starts afresh.
     if (claim.discount > 0) {
       statements.push(
         rawStatement(
           db,
-          sql`UPDATE subscriptions SET discount_uses = discount_uses + 1 WHERE id = ${sub.id} AND discount_start <= ${isoTime(periodStartMs(sub.billingAnchor, plan.interval, n))}`,
+          sql`UPDATE subscriptions SET discount_uses = discount_uses + 1 WHERE id = ${sub.id} AND ${isMetered(plan) ? sql`discount_start < ${isoTime(periodStartMs(sub.billingAnchor, plan.interval, n + 1))}` : sql`discount_start <= ${isoTime(periodStartMs(sub.billingAnchor, plan.interval, n))}`}`,
         ),
       );
     }

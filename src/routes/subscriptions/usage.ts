@@ -68,7 +68,7 @@ const create = apiRoute({
   operationId: "createUsageRecord",
   summary: "Report usage of a metered subscription",
   description:
-    "Records usage in the billing period that holds its timestamp. At the period's end the period's usage, aggregated as the plan says, is priced through the plan's unit price or tiers, invoiced and charged. A period already invoiced answers 400 usage_period_closed; quantities that would add up, within one period, to more than the plan can charge (the largest chargeable amount) answer 400 usage_too_large. Send an Idempotency-Key: a retry then records once.",
+    "Records usage in the billing period that holds its timestamp. At the period's end the period's usage, aggregated as the plan says, is priced through the plan's unit price or tiers, invoiced and charged. A period already invoiced answers 400 usage_period_closed, as does a period after the end of a subscription set to cancel at its period's end (never billed); quantities that would add up, within one period, to more than the plan can charge (the largest chargeable amount) answer 400 usage_too_large. Send an Idempotency-Key: a retry then records once.",
   scope: "subscriptions:write",
   request: { params: subscriptionId, ...jsonBodyOf(UsageBody) },
   responses: { 201: json(UsageRecordSchema, "The usage record.") },
@@ -88,12 +88,32 @@ const list = apiRoute({
 });
 
 const USAGE_PERIOD_CLOSED = "usage_period_closed";
+const USAGE_AFTER_END = "usage_after_end";
 const USAGE_TOO_LARGE = "usage_too_large";
 
 const notMetered = (id: string, planId: string) =>
   invalidRequest("subscription_not_metered", `Subscription ${id} is on plan ${planId}, which is licensed: usage is reported only for a metered plan.`);
 const periodClosed = (start: string) =>
   invalidRequest("usage_period_closed", `The billing period that began ${start} has been invoiced; it takes no more usage.`, "timestamp");
+
+const afterEnd = (id: string, start: string) =>
+  invalidRequest(
+    "usage_period_closed",
+    `Subscription ${id} is set to cancel at the end of its current period, so the billing period that began ${start} never comes: it takes no usage.`,
+    "timestamp",
+  );
+
+/**
+ * SQL: the period `index` comes after the end of a subscription set to cancel at its period's end,
+ * so its usage would never be billed: an active one's last period is the open one; a past_due
+ * one's, the period after the one dunned (open, taking usage), unless the one dunned is its final
+ * invoice; a trialing one has none (its trial's end cancels it).
+ */
+const beyondCancelAt = (id: string, index: number) => sql`EXISTS (SELECT 1 FROM subscriptions AS ce WHERE ce.id = ${id} AND ce.cancel_at_period_end = 1
+  AND ${index} > ce.periods_billed + CASE
+    WHEN ce.status = 'trialing' THEN -1
+    WHEN ce.status = 'past_due' AND NOT EXISTS (SELECT 1 FROM subscription_periods AS cp WHERE cp.subscription_id = ce.id AND cp.period_index = ce.periods_billed AND cp.final = 1) THEN 1
+    ELSE 0 END)`;
 
 const usageTooLarge = (start: string, planId: string, maxUsage: number) =>
   invalidRequest(
@@ -146,6 +166,8 @@ export function registerUsage(app: OpenAPIHono<AppEnv>) {
           // The period may have been claimed for its invoice since it was read: then it is closed.
           guard(db, USAGE_PERIOD_CLOSED, sql`NOT EXISTS (SELECT 1 FROM ${subscriptionPeriods} WHERE subscription_id = ${id} AND period_index = ${period.index})`),
           guard(db, SUBSCRIPTION_CANCELED, sql`EXISTS (SELECT 1 FROM subscriptions WHERE id = ${id} AND status != 'canceled')`),
+          // Nor is a period after the end of a subscription set to cancel at its period's end.
+          guard(db, USAGE_AFTER_END, sql`NOT ${beyondCancelAt(id, period.index)}`),
           guard(
             db,
             USAGE_TOO_LARGE,
@@ -171,6 +193,7 @@ export function registerUsage(app: OpenAPIHono<AppEnv>) {
       {
         failures: {
           [USAGE_PERIOD_CLOSED]: () => periodClosed(isoTime(period.start)),
+          [USAGE_AFTER_END]: () => afterEnd(id, isoTime(period.start)),
           [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id),
           [USAGE_TOO_LARGE]: () => usageTooLarge(isoTime(period.start), plan.id, maxUsage),
         },
