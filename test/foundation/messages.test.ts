@@ -117,6 +117,7 @@ function fullBody(op: Operation): unknown {
     return {
       name: "Seats",
       price: 5,
+      unit_amount: 500,
       unit_amount_decimal: "0.35",
       currency: "usd",
       interval: "month",
@@ -126,7 +127,7 @@ function fullBody(op: Operation): unknown {
       usage_type: "licensed",
       aggregate_usage: "sum",
       tiers: [
-        { up_to: 5, unit_price: 7, unit_amount_decimal: "700", flat_price: 1 },
+        { up_to: 5, unit_price: 7, unit_amount: 700, unit_amount_decimal: "700", flat_price: 1, flat_amount: 100 },
         { up_to: null, unit_price: 6 },
       ],
     };

@@ -40,8 +40,9 @@ const EXPECTED_ABOVE_ONE: Record<string, number> = {
   // (so two steps never reach the processor at once), then the batch.
   capturePayment: 4,
   cancelPayment: 4,
-  // A void reads the invoice (its status and period) before its one batch.
-  voidInvoice: 2,
+  // A void reads the invoice (its status and period), then its subscription's plan and period (a
+  // metered period is billed at its own end; a final invoice ends the subscription), then its batch.
+  voidInvoice: 3,
   // Usage reads the subscription (its plan, period and clock) before its one batch.
   createUsageRecord: 2,
 };
