@@ -100,3 +100,11 @@ export function Id({ id, href, distinctEnd }: { id: string; href?: string; disti
     </span>
   );
 }
+
+/** An email, kept whole on a laptop (it does not break mid-word); a phone may break it anywhere. */
+export function Email({ email }: { email: string }) {
+  return <span class="email">{email}</span>;
+}
+
+/** A payment card as brand and last 4. */
+export const cardText = (card: { brand: string; last4: string }) => `${card.brand} •••• ${card.last4}`;
