@@ -113,8 +113,8 @@ td.num > .money, .money, .nowrap { white-space: nowrap; }
 .id-head { display: inline-block; max-width: 10ch; overflow: hidden; text-overflow: ellipsis; vertical-align: bottom; }
 .id-rest { display: inline-block; width: 0; overflow: hidden; vertical-align: bottom; }
 .wrap { overflow-wrap: anywhere; }
-/* An email is not broken mid-word on a laptop (its column grows, or its card scrolls). */
-.email { white-space: nowrap; }
+/* An email is not broken mid-word on a laptop: only before its @ or a dot (<wbr>), or after a hyphen. */
+.email { overflow-wrap: normal; word-break: normal; }
 /* An object's page: its facts as a two-column list. */
 ul.plain { list-style: none; padding: 0; margin: 0; }
 ul.plain li { padding: 3px 0; }

@@ -101,9 +101,22 @@ export function Id({ id, href, distinctEnd }: { id: string; href?: string; disti
   );
 }
 
-/** An email, kept whole on a laptop (it does not break mid-word); a phone may break it anywhere. */
+/**
+ * An email that a line may break only before its "@" or a ".", or after a hyphen: never mid-word. The
+ * break opportunities are <wbr> elements, so the text (and a copy of it) is the email, whole.
+ */
 export function Email({ email }: { email: string }) {
-  return <span class="email">{email}</span>;
+  const parts = email.split(/(?=[@.])/);
+  return (
+    <span class="email">
+      {parts.map((part, i) => (
+        <>
+          {i > 0 ? <wbr /> : null}
+          {part}
+        </>
+      ))}
+    </span>
+  );
 }
 
 /** A payment card as brand and last 4. */
