@@ -5,7 +5,7 @@
 import { type SQL, and, eq, sql } from "drizzle-orm";
 import { guard, rawStatement, type Statement } from "../db/batch";
 import type { Db } from "../db/client";
-import { payments, processorConnections, refunds } from "../db/schema";
+import { payments, refunds } from "../db/schema";
 import { ownedBy } from "../db/scope";
 import { isoTime } from "../lib/clock";
 import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
@@ -15,8 +15,6 @@ export const REFUND_FAILURES = {
   paymentMissing: "payment_missing",
   paymentFailed: "payment_failed",
   paymentRefunded: "payment_refunded",
-  /** Live mode: the payment was charged through a Stripe account that is no longer the connected one. */
-  processorRetired: "payment_processor_retired",
   /** The CHECK constraint's name, as SQLite reports it. */
   exceedsPayment: "payments_refund_within_amount",
 } as const;
@@ -42,17 +40,6 @@ export function refundWrites(db: Db, refund: NewRefund): { statements: Statement
     guard(db, REFUND_FAILURES.paymentMissing, paymentIs(sql`1`)),
     guard(db, REFUND_FAILURES.paymentFailed, paymentIs(sql`${payments.status} <> 'failed'`)),
     guard(db, REFUND_FAILURES.paymentRefunded, paymentIs(sql`${payments.status} <> 'refunded'`)),
-    // Live mode: a refund goes out through the connected Stripe account, so only a payment charged
-    // through that one (its PaymentIntent is there) is refunded. A retired connection moves no new
-    // money (issue 33 item 2): a payment charged through one is refused, in the batch, so a PUT or
-    // DELETE committing meanwhile cannot slip past it.
-    guard(
-      db,
-      REFUND_FAILURES.processorRetired,
-      paymentIs(
-        sql`(${payments.livemode} = 0 OR EXISTS (SELECT 1 FROM ${processorConnections} c WHERE c.account_id = ${payments.accountId} AND c.processor_account = ${payments.processorAccount}))`,
-      ),
-    ),
     rawStatement(
       db,
       sql`INSERT INTO ${refunds} (id, account_id, livemode, payment_id, amount, currency, reason, status, created_at, completed_at)

@@ -32,8 +32,7 @@ const create = apiRoute({
   description:
     "Refunds a completed payment, fully (the default) or partly, never beyond what was charged. " +
     "Emits refund.initiated at once and refund.completed when the processor settles it. " +
-    "In live mode the refund is a Stripe Refund of the payment's PaymentIntent; one Stripe answers `pending` stays pending until Stripe's event settles it, and one that fails makes its amount refundable again (status failed). " +
-      "A live payment charged through a Stripe account that is no longer connected (removed, or replaced by another account's key) answers 409 payment_processor_retired and nothing is sent: refund it in that Stripe account, or connect it again.",
+    "In live mode the refund is a Stripe Refund of the payment's PaymentIntent; one Stripe answers `pending` stays pending until Stripe's event settles it, and one that fails makes its amount refundable again (status failed).",
   scope: "refunds:write",
   request: jsonBodyOf(CreateRefundBody),
   responses: { 201: json(RefundSchema, "The new refund, pending.") },
@@ -74,7 +73,6 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
     const writes = refundWrites(db, { accountId: auth.accountId, livemode: auth.livemode, paymentId, refundId, amount: body.amount, reason: body.reason ?? null, at: now });
 
     let exceeded = false;
-    let retired = false;
     let returned: unknown[];
     try {
       ({ returned } = await commit(c, writes, 201, refundJsonSql(refundId), {
@@ -83,10 +81,6 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
           [REFUND_FAILURES.paymentFailed]: () =>
             conflict("payment_not_refundable", `Payment '${paymentId}' failed, so nothing was charged and there is nothing to refund.`),
           [REFUND_FAILURES.paymentRefunded]: () => conflict("payment_already_refunded", `Payment '${paymentId}' has already been fully refunded.`),
-          [REFUND_FAILURES.processorRetired]: () => {
-            retired = true;
-            return conflict("payment_processor_retired", `Payment '${paymentId}' was charged through a Stripe account that is no longer connected, so Tender cannot refund it.`);
-          },
           [REFUND_FAILURES.exceedsPayment]: () => {
             exceeded = true;
             return invalidRequest(
@@ -98,15 +92,6 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
         },
       }));
     } catch (error) {
-      // Name the Stripe account the payment was charged through: the one to refund it in.
-      if (retired) {
-        const payment = await db.query.payments.findFirst({ where: owned(payments, auth, eq(payments.id, paymentId)) });
-        throw conflict(
-          "payment_processor_retired",
-          `Payment '${paymentId}' was charged through Stripe account ${payment?.processorAccount || "(unknown)"}, which is no longer connected: Tender moves no new money through a retired connection. ` +
-            "Refund it in that Stripe account's Dashboard, or connect that account again (PUT /api/processor).",
-        );
-      }
       // Name what can still be refunded, to a caller that may read the payment: the amounts are
       // the payment's (payments:read), which refunds:write does not grant. Read only on this path.
       if (exceeded && hasScope(auth.scopes, "payments:read")) {
