@@ -4,13 +4,17 @@
 // CDN. It is gzipped here once, at level 9, and sent as it is to every browser that accepts gzip.
 // wrangler runs this before `wrangler dev` and `wrangler deploy` (wrangler.toml [build]); the
 // tests and the benchmarks run it themselves. It rewrites nothing that is already current, so
-// wrangler dev's rebuild on a source change does not rebuild again.
+// wrangler dev's rebuild on a source change does not rebuild again. It runs scripts/pack-fonts.mjs
+// too, which packs the invoice PDF's fonts the same way.
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+// The invoice PDF's fonts first (scripts/pack-fonts.mjs: generated/invoice-fonts.bin).
+execFileSync(process.execPath, [join(root, "scripts", "pack-fonts.mjs")], { stdio: "inherit" });
 const pkg = join(root, "node_modules", "@scalar", "api-reference");
 const { version } = JSON.parse(readFileSync(join(pkg, "package.json"), "utf8"));
 const source = join(pkg, "dist", "browser", "standalone.js");

@@ -27,6 +27,8 @@ export const OPERATIONS = [
   ["get", "/v1/customers/search"],
   ["post", "/v1/customers"],
   ["post", "/v1/payment_methods"],
+  ["post", "/v1/payment_methods/{payment_method}/attach"],
+  ["post", "/v1/payment_methods/{payment_method}/detach"],
   ["post", "/v1/payment_intents"],
   ["get", "/v1/payment_intents/search"],
   ["get", "/v1/payment_intents/{intent}"],

@@ -66,6 +66,7 @@ export const ACCOUNT_TABLES = [
   "delivery_attempts",
   "payouts",
   "payments",
+  "payment_methods",
   "refunds",
   "plans",
   "coupons",

@@ -4,6 +4,8 @@ export const SCOPES = [
   "request_ids:write",
   "users:read",
   "users:write",
+  "payment_methods:read",
+  "payment_methods:write",
   "keys:read",
   "keys:write",
   "payouts:read",

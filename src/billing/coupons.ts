@@ -165,6 +165,15 @@ export function periodDiscount(
 }
 
 /**
+ * Whether the subscription's discount still runs at `at` (billing time): it would discount an
+ * invoice dated then. A `once` coupon that discounted an invoice runs no more.
+ */
+export function discountRunsAt(sub: Pick<SubscriptionRow, "couponId" | "discountStart" | "discountUses">, coupon: DiscountCoupon | null, at: number): boolean {
+  if (sub.couponId === null || sub.discountStart === null || coupon === null) return false;
+  return discountAppliesToInvoice({ duration: couponDuration(coupon), discountStart: Date.parse(sub.discountStart), invoiceDate: at, invoicesAlreadyDiscounted: sub.discountUses });
+}
+
+/**
  * A discount already worked out (in minor units), as the coupon an invoice's totals take it from:
  * an amount off of exactly that much (never more than the subtotal it was worked out on), or none.
  */

@@ -1,18 +1,17 @@
 // An invoice as a PDF, made inside the Worker with pdf-lib (pure JavaScript: no file system, no
-// native code). The fonts are the PDF standard Helvetica and Helvetica-Bold, which every reader
-// has, so nothing is embedded; they draw WinAnsi (Windows-1252) text only. Text outside it (a
-// name in Cyrillic, CJK, an emoji) is never a crash: a letter whose accent WinAnsi lacks is drawn
-// without it ("Łódź" -> "Lodz"), anything else as "?".
-import { PDFDocument, type PDFFont, type PDFPage, StandardFonts, rgb } from "pdf-lib";
+// native code). It says what the invoice says: the seller and the buyer it names (copied when it
+// was finalized), its own dates (a test clock's for a clocked invoice). Text is drawn with Noto
+// fonts embedded as subsets (src/billing/pdf-fonts.ts), so a name in Latin, Greek, Cyrillic,
+// Arabic, Hebrew or CJK prints as written, never as "?". A line's description wraps over as many
+// lines as it needs, so nothing (a "(proration)") is cut off.
+import { PDFDocument, type PDFPage, rgb } from "pdf-lib";
 import { formatMoney } from "../domain/money";
 import type { InvoiceJson } from "./invoices";
+import { PdfText, type Weight } from "./pdf-fonts";
 
 export interface InvoicePdfInput {
+  /** The invoice as the API answers it: its parties are the ones it names (frozen when it was finalized). */
   invoice: InvoiceJson;
-  /** The account that issued it (the seller). */
-  accountName: string;
-  /** The customer billed, when it is known. */
-  customer: { name: string; email: string } | null;
 }
 
 const PAGE = { width: 595.28, height: 841.89 }; // A4, in points
@@ -20,25 +19,6 @@ const MARGIN = 48;
 const INK = rgb(0.1, 0.1, 0.12);
 const MUTED = rgb(0.42, 0.42, 0.46);
 const RULE = rgb(0.82, 0.82, 0.85);
-
-/** Letters WinAnsi lacks but whose base letter it has, written out where NFD does not split them. */
-const FALLBACKS: Record<string, string> = { "Ł": "L", "ł": "l", "Đ": "D", "đ": "d", "Ø": "O", "ø": "o", "ı": "i", "ß": "ss", "‐": "-", "‑": "-", "−": "-" };
-
-/** `text` as the font can draw it: unknown characters replaced, never thrown on. */
-export function drawable(font: PDFFont, text: string): string {
-  const known = new Set(font.getCharacterSet());
-  let out = "";
-  for (const char of text.normalize("NFC")) {
-    const code = char.codePointAt(0) as number;
-    if (char === "\n" || char === "\r" || char === "\t") out += " ";
-    else if (known.has(code)) out += char;
-    else {
-      const base = FALLBACKS[char] ?? char.normalize("NFD").replace(/\p{M}/gu, "");
-      out += base !== char && [...base].every((c) => known.has(c.codePointAt(0) as number)) ? base : "?";
-    }
-  }
-  return out;
-}
 
 /** "2026-11-21T12:00:00.000Z" -> "2026-11-21". */
 const day = (iso: string | null) => (iso ? iso.slice(0, 10) : "-");
@@ -51,41 +31,59 @@ const STATUS_LABEL: Record<InvoiceJson["status"], string> = {
   void: "VOID",
 };
 
+interface TextOptions {
+  size?: number;
+  weight?: Weight;
+  color?: typeof INK;
+  alignRight?: boolean;
+}
+
 /** The invoice's PDF bytes. */
-export async function renderInvoicePdf({ invoice, accountName, customer }: InvoicePdfInput): Promise<Uint8Array> {
+export async function renderInvoicePdf({ invoice }: InvoicePdfInput): Promise<Uint8Array> {
+  const seller = { name: invoice.account_name ?? "", email: invoice.account_email };
+  const buyer = invoice.customer_name === null && invoice.customer_email === null ? null : { name: invoice.customer_name ?? "", email: invoice.customer_email };
   const doc = await PDFDocument.create();
   const title = `Invoice ${invoice.number ?? "(draft)"}`;
   doc.setTitle(drawableTitle(title));
-  doc.setAuthor(drawableTitle(accountName));
+  doc.setAuthor(drawableTitle(seller.name));
   doc.setCreator("Tender");
   doc.setProducer("Tender (pdf-lib)");
   // A fixed date, so the same invoice always makes the same bytes.
   const created = new Date(invoice.finalized_at ?? invoice.created_at);
   doc.setCreationDate(created);
   doc.setModificationDate(created);
-  const regular = await doc.embedFont(StandardFonts.Helvetica);
-  const bold = await doc.embedFont(StandardFonts.HelveticaBold);
+  const fonts = await PdfText.for(doc);
   const money = (minor: number) => formatMoney(minor, invoice.currency);
 
   let page = doc.addPage([PAGE.width, PAGE.height]);
   let y = PAGE.height - MARGIN;
   const right = PAGE.width - MARGIN;
 
-  const text = (p: PDFPage, value: string, x: number, at: number, options: { size?: number; font?: PDFFont; color?: typeof INK; maxWidth?: number; alignRight?: boolean } = {}) => {
-    const font = options.font ?? regular;
+  /** Draws one line of text. */
+  const text = async (p: PDFPage, value: string, x: number, at: number, options: TextOptions = {}) => {
     const size = options.size ?? 10;
-    let shown = drawable(font, value);
-    if (options.maxWidth !== undefined) shown = fit(font, shown, size, options.maxWidth);
-    const width = font.widthOfTextAtSize(shown, size);
-    p.drawText(shown, { x: options.alignRight ? x - width : x, y: at, size, font, color: options.color ?? INK });
+    const weight = options.weight ?? "regular";
+    const width = options.alignRight ? await fonts.width(value, size, weight) : 0;
+    await fonts.draw(p, value, x - width, at, { size, weight, color: options.color ?? INK });
+  };
+  /** Draws `value` wrapped to `maxWidth`, one line every `leading` points down; returns the lines drawn. */
+  const block = async (p: PDFPage, value: string, x: number, at: number, maxWidth: number, leading: number, options: TextOptions = {}) => {
+    const lines = await fonts.wrap(value, options.size ?? 10, maxWidth, options.weight);
+    for (const [i, line] of lines.entries()) await text(p, line, x, at - i * leading, options);
+    return lines.length;
   };
 
   // The seller, the title, the status.
-  text(page, accountName, MARGIN, y - 18, { size: 18, font: bold, maxWidth: right - MARGIN - 160 });
-  text(page, title, right, y - 18, { size: 14, font: bold, alignRight: true });
-  text(page, STATUS_LABEL[invoice.status], right, y - 34, { size: 10, font: bold, color: MUTED, alignRight: true });
-  if (!invoice.livemode) text(page, "Test mode", MARGIN, y - 34, { size: 9, color: MUTED });
-  y -= 64;
+  const sellerLines = await block(page, seller.name, MARGIN, y - 18, right - MARGIN - 170, 20, { size: 18, weight: "bold" });
+  let sellerY = y - 18 - (sellerLines - 1) * 20;
+  if (seller.email) {
+    sellerY -= 15;
+    await text(page, seller.email, MARGIN, sellerY, { size: 9, color: MUTED });
+  }
+  await text(page, title, right, y - 18, { size: 14, weight: "bold", alignRight: true });
+  await text(page, STATUS_LABEL[invoice.status], right, y - 34, { size: 10, weight: "bold", color: MUTED, alignRight: true });
+  if (!invoice.livemode) await text(page, "Test mode", right, y - 48, { size: 9, color: MUTED, alignRight: true });
+  y = Math.min(sellerY, y - 48) - 30;
 
   // Dates, and the customer.
   const facts: [string, string][] = [
@@ -96,37 +94,45 @@ export async function renderInvoicePdf({ invoice, accountName, customer }: Invoi
   ];
   let factsY = y;
   for (const [label, value] of facts) {
-    text(page, label, MARGIN, factsY, { size: 9, color: MUTED });
-    text(page, value, MARGIN + 90, factsY, { size: 10, maxWidth: 180 });
+    await text(page, label, MARGIN, factsY, { size: 9, color: MUTED });
+    await text(page, value, MARGIN + 90, factsY, { size: 10 });
     factsY -= 15;
   }
   const billTo = PAGE.width / 2 + 20;
-  text(page, "Bill to", billTo, y, { size: 9, color: MUTED });
-  text(page, customer?.name ?? "-", billTo, y - 15, { size: 10, font: bold, maxWidth: right - billTo });
-  if (customer) text(page, customer.email, billTo, y - 30, { size: 10, maxWidth: right - billTo });
-  y = Math.min(factsY, y - 45) - 20;
+  await text(page, "Bill to", billTo, y, { size: 9, color: MUTED });
+  let buyerY = y - 15;
+  const buyerLines = await block(page, buyer?.name || "-", billTo, buyerY, right - billTo, 14, { size: 10, weight: "bold" });
+  buyerY -= buyerLines * 14;
+  if (buyer?.email) {
+    buyerY -= (await block(page, buyer.email, billTo, buyerY, right - billTo, 14)) * 14;
+  }
+  y = Math.min(factsY, buyerY) - 20;
 
-  // The lines.
+  // The lines: a description wraps over as many lines as it needs.
   const columns = { description: MARGIN, period: MARGIN + 230, quantity: MARGIN + 375, amount: right };
-  const header = (p: PDFPage, at: number) => {
-    text(p, "Description", columns.description, at, { size: 9, font: bold, color: MUTED });
-    text(p, "Period", columns.period, at, { size: 9, font: bold, color: MUTED });
-    text(p, "Qty", columns.quantity, at, { size: 9, font: bold, color: MUTED, alignRight: true });
-    text(p, "Amount", columns.amount, at, { size: 9, font: bold, color: MUTED, alignRight: true });
+  const header = async (p: PDFPage, at: number) => {
+    await text(p, "Description", columns.description, at, { size: 9, weight: "bold", color: MUTED });
+    await text(p, "Period", columns.period, at, { size: 9, weight: "bold", color: MUTED });
+    await text(p, "Qty", columns.quantity, at, { size: 9, weight: "bold", color: MUTED, alignRight: true });
+    await text(p, "Amount", columns.amount, at, { size: 9, weight: "bold", color: MUTED, alignRight: true });
     p.drawLine({ start: { x: MARGIN, y: at - 6 }, end: { x: right, y: at - 6 }, thickness: 0.5, color: RULE });
     return at - 22;
   };
-  y = header(page, y);
+  y = await header(page, y);
+  const LEADING = 13;
   for (const line of invoice.lines) {
-    if (y < MARGIN + 140) {
+    const description = line.proration ? `${line.description} (proration)` : line.description;
+    const wrapped = await fonts.wrap(description, 10, columns.period - columns.description - 10);
+    const height = (wrapped.length - 1) * LEADING + 18;
+    if (y - height < MARGIN + 140) {
       page = doc.addPage([PAGE.width, PAGE.height]);
-      y = header(page, PAGE.height - MARGIN);
+      y = await header(page, PAGE.height - MARGIN);
     }
-    text(page, line.proration ? `${line.description} (proration)` : line.description, columns.description, y, { maxWidth: columns.period - columns.description - 10 });
-    text(page, `${day(line.period_start)} to ${day(line.period_end)}`, columns.period, y, { size: 9 });
-    text(page, String(line.quantity), columns.quantity, y, { alignRight: true });
-    text(page, money(line.amount), columns.amount, y, { alignRight: true });
-    y -= 18;
+    for (const [i, part] of wrapped.entries()) await text(page, part, columns.description, y - i * LEADING);
+    await text(page, `${day(line.period_start)} to ${day(line.period_end)}`, columns.period, y, { size: 9 });
+    await text(page, String(line.quantity), columns.quantity, y, { alignRight: true });
+    await text(page, money(line.amount), columns.amount, y, { alignRight: true });
+    y -= height;
   }
   page.drawLine({ start: { x: MARGIN, y: y + 8 }, end: { x: right, y: y + 8 }, thickness: 0.5, color: RULE });
   y -= 8;
@@ -141,22 +147,15 @@ export async function renderInvoicePdf({ invoice, accountName, customer }: Invoi
     ["Remaining", money(invoice.status === "open" ? invoice.amount_due - invoice.amount_paid : 0), false],
   ];
   for (const [label, value, strong] of totals) {
-    text(page, label, right - 200, y, { size: 10, font: strong ? bold : regular });
-    text(page, value, right, y, { size: 10, font: strong ? bold : regular, alignRight: true });
+    const weight: Weight = strong ? "bold" : "regular";
+    await text(page, label, right - 200, y, { size: 10, weight });
+    await text(page, value, right, y, { size: 10, weight, alignRight: true });
     y -= 16;
   }
 
   // The invoice's id, on every page.
-  for (const p of doc.getPages()) text(p, `${invoice.id}  ·  ${invoice.currency.toUpperCase()}`, MARGIN, MARGIN - 20, { size: 8, color: MUTED });
+  for (const p of doc.getPages()) await text(p, `${invoice.id}  ·  ${invoice.currency.toUpperCase()}`, MARGIN, MARGIN - 20, { size: 8, color: MUTED });
   return doc.save({ useObjectStreams: false });
-}
-
-/** Shortens `value` with an ellipsis until it fits `maxWidth`. */
-function fit(font: PDFFont, value: string, size: number, maxWidth: number): string {
-  if (font.widthOfTextAtSize(value, size) <= maxWidth) return value;
-  let shown = value;
-  while (shown.length > 1 && font.widthOfTextAtSize(`${shown}...`, size) > maxWidth) shown = shown.slice(0, -1);
-  return `${shown}...`;
 }
 
 /** Document metadata is stored as PDF text strings (UTF-16 capable): only control characters go. */

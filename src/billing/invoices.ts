@@ -16,6 +16,16 @@
 // Totals come from the lines (src/domain/invoice-math.ts): subtotal = the sum of the lines,
 // total = subtotal - discount, never re-rounded.
 //
+// What an invoice says about its parties (the buyer: the user's name and email; the seller: the
+// account's) is copied onto it by the statement that finalizes it (`issuedParties`), in the same
+// batch, and never changes after: a rename later never alters an issued invoice, its JSON or its
+// PDF. A draft shows the live values until then (as Stripe's `customer_name` does). The address
+// and tax ids of "Books that close" (DESIGN.md) join `issuedParties` as further columns.
+//
+// An invoice's own times (created_at, finalized_at, paid_at) are billing time: the user's test
+// clock's when it has one (the moment the clock's renewal fell due), else the wall clock, as
+// Stripe dates a clocked invoice. Its events and updated_at keep the wall clock.
+//
 // An invoice is answered (by the API and as event data) by one serializer, in SQL
 // (`INVOICE_JSON`): its lines live in their own table, and a batch that writes an invoice can
 // read it back as committed (its number included) for its events.
@@ -126,23 +136,49 @@ export function usageLine(
 
 const bool = (column: string) => `json(CASE WHEN ${column} THEN 'true' ELSE 'false' END)`;
 
+/** The invoice columns that hold what it says about its parties, frozen at finalization. */
+export const ISSUED_PARTY_COLUMNS = ["customer_name", "customer_email", "account_name", "account_email"] as const;
+type IssuedPartyColumn = (typeof ISSUED_PARTY_COLUMNS)[number];
+
+/**
+ * The parties' current values, as SQL for each column of ISSUED_PARTY_COLUMNS: the user
+ * `userId` of account `accountId` (the buyer), and the account (the seller). Read by the statement
+ * that finalizes an invoice, which copies them, and by a draft's answer.
+ */
+export function issuedParties(userId: SQL, accountId: SQL): Record<IssuedPartyColumn, SQL> {
+  const user = (column: string) => sql`(SELECT ${sql.raw(`users.${column}`)} FROM users WHERE users.id = ${userId} AND users.account_id = ${accountId})`;
+  const account = (column: string) => sql`(SELECT ${sql.raw(`accounts.${column}`)} FROM accounts WHERE accounts.id = ${accountId})`;
+  return { customer_name: user("name"), customer_email: user("email"), account_name: account("name"), account_email: account("email") };
+}
+
+/** issuedParties of the row of `invoices` a statement is on. */
+const partiesOfRow = () => issuedParties(sql.raw("invoices.user_id"), sql.raw("invoices.account_id"));
+
+/** The parties in an answer: a draft's live, a finalized invoice's as it was finalized. */
+const partiesJson = (() => {
+  const live = partiesOfRow();
+  return sql.join(
+    ISSUED_PARTY_COLUMNS.map((column) => sql`${sql.raw(`'${column}'`)}, CASE WHEN invoices.status = 'draft' THEN ${live[column]} ELSE ${sql.raw(`invoices.${column}`)} END`),
+    sql.raw(", "),
+  );
+})();
+
 /**
  * The invoice as the API answers it, as SQL over a row of `invoices` (unaliased): the one
  * serializer of an invoice, for answers and event data alike.
  */
-const INVOICE_JSON_TEXT = `json_object(
-  'id', invoices.id, 'object', 'invoice', 'livemode', ${bool("invoices.livemode")}, 'number', invoices.number, 'status', invoices.status,
-  'subscription_id', invoices.subscription_id, 'user_id', invoices.user_id, 'currency', invoices.currency,
+export const INVOICE_JSON = sql`json_object(
+  'id', invoices.id, 'object', 'invoice', 'livemode', ${sql.raw(bool("invoices.livemode"))}, 'number', invoices.number, 'status', invoices.status,
+  'subscription_id', invoices.subscription_id, 'user_id', invoices.user_id, ${partiesJson}, 'currency', invoices.currency,
   'period_start', invoices.period_start, 'period_end', invoices.period_end,
   'lines', (SELECT json_group_array(json(line)) FROM (
     SELECT json_object('id', l.id, 'type', l.type, 'description', l.description, 'quantity', l.quantity,
-      'unit_amount_decimal', l.unit_amount_decimal, 'amount', l.amount, 'proration', ${bool("l.proration")},
+      'unit_amount_decimal', l.unit_amount_decimal, 'amount', l.amount, 'proration', ${sql.raw(bool("l.proration"))},
       'period_start', l.period_start, 'period_end', l.period_end) AS line
     FROM invoice_lines AS l WHERE l.invoice_id = invoices.id ORDER BY l.position)),
   'subtotal', invoices.subtotal, 'discount', invoices.discount, 'total', invoices.total,
   'amount_paid', invoices.amount_paid, 'amount_due', invoices.amount_due, 'payment_id', invoices.payment_id,
   'created_at', invoices.created_at, 'finalized_at', invoices.finalized_at, 'paid_at', invoices.paid_at)`;
-export const INVOICE_JSON = sql.raw(INVOICE_JSON_TEXT);
 
 /** The invoice as JSON, as the API answers it. */
 export interface InvoiceJson {
@@ -153,6 +189,11 @@ export interface InvoiceJson {
   status: InvoiceStatus;
   subscription_id: string | null;
   user_id: string | null;
+  /** The buyer and the seller as the invoice names them (frozen at finalization; live on a draft). */
+  customer_name: string | null;
+  customer_email: string | null;
+  account_name: string | null;
+  account_email: string | null;
   currency: string;
   period_start: string;
   period_end: string;
@@ -188,9 +229,9 @@ type Stage = "draft" | "open" | "committed";
 function invoiceDataSql(id: SQL, stage: Stage): SQL {
   const staged =
     stage === "draft"
-      ? sql.raw(`json_set(${INVOICE_JSON_TEXT}, '$.status', 'draft', '$.number', NULL, '$.finalized_at', NULL, '$.paid_at', NULL, '$.amount_paid', 0, '$.payment_id', NULL)`)
+      ? sql`json_set(${INVOICE_JSON}, '$.status', 'draft', '$.number', NULL, '$.finalized_at', NULL, '$.paid_at', NULL, '$.amount_paid', 0, '$.payment_id', NULL)`
       : stage === "open"
-        ? sql.raw(`json_set(${INVOICE_JSON_TEXT}, '$.status', 'open', '$.paid_at', NULL, '$.amount_paid', 0, '$.payment_id', NULL)`)
+        ? sql`json_set(${INVOICE_JSON}, '$.status', 'open', '$.paid_at', NULL, '$.amount_paid', 0, '$.payment_id', NULL)`
         : INVOICE_JSON;
   return sql`(SELECT ${staged} FROM ${invoices} WHERE invoices.id = ${id})`;
 }
@@ -217,6 +258,16 @@ const nextNumber = (tenant: Tenant) =>
 /** Lines per INSERT: 13 parameters each, within D1's 100 per statement. */
 const LINES_PER_INSERT = 7;
 
+/**
+ * When an invoice is written: `at` its own time (billing time: a test clock's, else the wall
+ * clock), `realNow` the wall clock (events, updated_at). A settlement whose caller does not know
+ * the billing time passes `at: "clock"`: the statement reads the user's test clock itself.
+ */
+export interface InvoiceTimes {
+  at: number;
+  realNow: number;
+}
+
 export interface InvoiceWrites {
   statements: Statement[];
   events: EmittedEvent[];
@@ -230,24 +281,29 @@ export interface InvoiceWrites {
  * one). Throws RangeError when the lines cannot make an invoice (another currency, beyond the
  * largest amount).
  */
-export function issueInvoice(db: Db, input: InvoiceInput, outcome: InvoiceOutcome, at: number): InvoiceWrites {
+export function issueInvoice(db: Db, input: InvoiceInput, outcome: InvoiceOutcome, { at, realNow }: InvoiceTimes): InvoiceWrites {
   const totals = totalsOf(input);
   const now = isoTime(at);
+  const updated = isoTime(realNow);
   const { tenant } = input;
   const finalized = outcome.kind !== "draft";
   const status: InvoiceStatus = outcome.kind === "paid" ? "paid" : outcome.kind === "failed" ? outcome.status : outcome.kind;
   const paymentId = outcome.kind === "paid" || outcome.kind === "failed" ? outcome.paymentId : null;
+  // A finalized invoice copies its parties in the statement that numbers it.
+  const parties = issuedParties(sql`${input.userId}`, sql`${tenant.accountId}`);
   const insert = rawStatement(
     db,
     sql`INSERT INTO ${invoices} (id, account_id, livemode, number_sequence, status, subscription_id, period_index, user_id, currency,
-        period_start, period_end, subtotal, discount, total, amount_paid, amount_due, payment_id, created_at, finalized_at, paid_at, voided_at, updated_at)
+        period_start, period_end, subtotal, discount, total, amount_paid, amount_due, payment_id, created_at, finalized_at, paid_at, voided_at, updated_at,
+        ${sql.raw(ISSUED_PARTY_COLUMNS.join(", "))})
       VALUES (${input.id}, ${tenant.accountId}, ${tenant.livemode ? 1 : 0}, ${finalized ? nextNumber(tenant) : sql`NULL`}, ${status},
         ${input.subscriptionId}, ${input.periodIndex}, ${input.userId}, ${totals.currency}, ${input.periodStart}, ${input.periodEnd},
         ${totals.subtotal}, ${totals.discount}, ${totals.total}, ${status === "paid" ? totals.amountDue : 0}, ${totals.amountDue}, ${paymentId},
-        ${now}, ${finalized ? now : null}, ${status === "paid" ? now : null}, ${status === "void" ? now : null}, ${now})`,
+        ${now}, ${finalized ? now : null}, ${status === "paid" ? now : null}, ${status === "void" ? now : null}, ${updated},
+        ${sql.join(ISSUED_PARTY_COLUMNS.map((column) => (finalized ? parties[column] : sql`NULL`)), sql.raw(", "))})`,
   );
   const rows = input.lines.map((line, position) => ({
-    id: newId("invoiceLine", at),
+    id: newId("invoiceLine", realNow),
     invoiceId: input.id,
     accountId: tenant.accountId,
     livemode: tenant.livemode,
@@ -264,11 +320,11 @@ export function issueInvoice(db: Db, input: InvoiceInput, outcome: InvoiceOutcom
   const statements: Statement[] = [insert];
   for (let i = 0; i < rows.length; i += LINES_PER_INSERT) statements.push(db.insert(invoiceLines).values(rows.slice(i, i + LINES_PER_INSERT)));
 
-  const events = [invoiceEvent(db, tenant, input.id, "invoice.created", "draft", at)];
-  if (finalized) events.push(invoiceEvent(db, tenant, input.id, "invoice.finalized", "open", at));
-  if (outcome.kind === "paid") events.push(invoiceEvent(db, tenant, input.id, "invoice.paid", "committed", at));
-  if (outcome.kind === "failed") events.push(invoiceEvent(db, tenant, input.id, "invoice.payment_failed", "committed", at));
-  if (status === "void") events.push(invoiceEvent(db, tenant, input.id, "invoice.voided", "committed", at));
+  const events = [invoiceEvent(db, tenant, input.id, "invoice.created", "draft", realNow)];
+  if (finalized) events.push(invoiceEvent(db, tenant, input.id, "invoice.finalized", "open", realNow));
+  if (outcome.kind === "paid") events.push(invoiceEvent(db, tenant, input.id, "invoice.paid", "committed", realNow));
+  if (outcome.kind === "failed") events.push(invoiceEvent(db, tenant, input.id, "invoice.payment_failed", "committed", realNow));
+  if (status === "void") events.push(invoiceEvent(db, tenant, input.id, "invoice.voided", "committed", realNow));
   return { statements, events, totals };
 }
 
@@ -282,35 +338,40 @@ export function settleInvoice(
   tenant: Tenant,
   invoiceId: string,
   outcome: Extract<InvoiceOutcome, { kind: "paid" | "failed" }>,
-  at: number,
+  { at, realNow }: { at: number | "clock"; realNow: number },
 ): { statements: Statement[]; events: EmittedEvent[] } {
-  const now = isoTime(at);
+  const updated = isoTime(realNow);
+  const paidAt =
+    at === "clock"
+      ? sql`COALESCE((SELECT tc.frozen_time FROM test_clocks AS tc JOIN users AS u ON u.test_clock_id = tc.id WHERE u.id = invoices.user_id), ${updated})`
+      : sql`${isoTime(at)}`;
   const update =
     outcome.kind === "paid"
       ? rawStatement(
           db,
-          sql`UPDATE ${invoices} SET status = 'paid', amount_paid = amount_due, paid_at = ${now}, payment_id = ${outcome.paymentId}, updated_at = ${now}
+          sql`UPDATE ${invoices} SET status = 'paid', amount_paid = amount_due, paid_at = ${paidAt}, payment_id = ${outcome.paymentId}, updated_at = ${updated}
             WHERE id = ${invoiceId}`,
         )
-      : rawStatement(db, sql`UPDATE ${invoices} SET status = ${outcome.status}, payment_id = ${outcome.paymentId}, updated_at = ${now} WHERE id = ${invoiceId}`);
+      : rawStatement(db, sql`UPDATE ${invoices} SET status = ${outcome.status}, payment_id = ${outcome.paymentId}, updated_at = ${updated} WHERE id = ${invoiceId}`);
   return {
     statements: [update],
-    events: [invoiceEvent(db, tenant, invoiceId, outcome.kind === "paid" ? "invoice.paid" : "invoice.payment_failed", "committed", at)],
+    events: [invoiceEvent(db, tenant, invoiceId, outcome.kind === "paid" ? "invoice.paid" : "invoice.payment_failed", "committed", realNow)],
   };
 }
 
-/** Finalizes a draft: numbered (gap-free) and open, with invoice.finalized. For invoices issued as drafts. */
-export function finalizeInvoice(db: Db, tenant: Tenant, invoiceId: string, at: number): { statements: Statement[]; events: EmittedEvent[] } {
-  const now = isoTime(at);
+/** Finalizes a draft: numbered (gap-free), its parties copied, and open, with invoice.finalized. For invoices issued as drafts. */
+export function finalizeInvoice(db: Db, tenant: Tenant, invoiceId: string, { at, realNow }: InvoiceTimes): { statements: Statement[]; events: EmittedEvent[] } {
+  const parties = partiesOfRow();
   return {
     statements: [
       rawStatement(
         db,
-        sql`UPDATE ${invoices} SET status = 'open', number_sequence = ${nextNumber(tenant)}, finalized_at = ${now}, updated_at = ${now}
+        sql`UPDATE ${invoices} SET status = 'open', number_sequence = ${nextNumber(tenant)}, finalized_at = ${isoTime(at)}, updated_at = ${isoTime(realNow)},
+          ${sql.join(ISSUED_PARTY_COLUMNS.map((column) => sql`${sql.raw(column)} = ${parties[column]}`), sql.raw(", "))}
           WHERE id = ${invoiceId} AND status = 'draft'`,
       ),
     ],
-    events: [invoiceEvent(db, tenant, invoiceId, "invoice.finalized", "committed", at)],
+    events: [invoiceEvent(db, tenant, invoiceId, "invoice.finalized", "committed", realNow)],
   };
 }
 

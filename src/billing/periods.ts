@@ -43,9 +43,9 @@ export type UserRow = typeof users.$inferSelect;
 export type PeriodRow = typeof subscriptionPeriods.$inferSelect;
 
 /** What a row says of the period being collected (selected as `openPeriodColumns`). */
-export type OpenPeriod = Pick<PeriodRow, "status" | "attempts">;
+export type OpenPeriod = Pick<PeriodRow, "status" | "attempts" | "final">;
 /** The columns of OpenPeriod (status first: a left-joined object whose first field is null reads as no row). */
-export const openPeriodColumns = { status: subscriptionPeriods.status, attempts: subscriptionPeriods.attempts };
+export const openPeriodColumns = { status: subscriptionPeriods.status, attempts: subscriptionPeriods.attempts, final: subscriptionPeriods.final };
 
 /** A subscription with what charging its open period needs. */
 export interface BillableRow {
@@ -81,6 +81,22 @@ export async function attachPendingPlans<R extends Pick<BillableRow, "sub" | "pe
   if (ids.length === 0) return;
   const found = new Map((await db.select().from(plans).where(inArray(plans.id, ids))).map((p) => [p.id, p]));
   for (const row of rows) if (row.sub.pendingPlanId !== null) row.pendingPlan = found.get(row.sub.pendingPlanId) ?? null;
+}
+
+/**
+ * The columns of a subscription whose period `n` is done with (paid, or forgiven by a void): the
+ * next period is open. A licensed period is paid at its start, so the next is due when it ends; a
+ * metered one is invoiced at its end, so the next is due when the period after it ends.
+ */
+export function periodDone(sub: Pick<SubscriptionRow, "billingAnchor">, plan: Pick<PlanRow, "interval" | "usageType">, n: number) {
+  const ahead = isMetered(plan) ? 1 : 0;
+  const next = periodStartMs(sub.billingAnchor, plan.interval, n + 1 + ahead);
+  return {
+    periodsBilled: n + 1,
+    currentPeriodStart: isoTime(periodStartMs(sub.billingAnchor, plan.interval, n + ahead)),
+    nextBillingDate: isoTime(next),
+    dueAt: next,
+  };
 }
 
 /** `unpriceable`: the period's price is beyond the largest chargeable amount; left unclaimed (and logged). */
@@ -175,6 +191,11 @@ const unsettledPeriodClaim = (subscriptionId: string, also: SQL) => sql`EXISTS (
   WHERE p.subscription_id = ${subscriptionId} AND p.period_index = s.periods_billed AND p.status = 'open'
     AND p.attempts > s.dunning_attempts ${also})`;
 
+/** SQL: the open period of the subscription is its final invoice (claimed at its period's end, not paid or voided). */
+export const finalInvoiceClaimed = (subscriptionId: string) => sql`EXISTS (SELECT 1 FROM subscription_periods AS fp
+  JOIN subscriptions AS fs ON fs.id = fp.subscription_id
+  WHERE fp.subscription_id = ${subscriptionId} AND fp.period_index = fs.periods_billed AND fp.status = 'open' AND fp.final = 1)`;
+
 /** subscription_updated, with the status the batch that emits it leaves the subscription in. */
 export const subscriptionUpdatedEvent = (db: Db, tenant: Tenant, subscriptionId: string, at: number) =>
   emitEvent(db, tenant, { type: "subscription_updated", subscriptionId, status: sql`(SELECT status FROM subscriptions WHERE id = ${subscriptionId})` }, at);
@@ -186,6 +207,18 @@ export const prorationChargeInFlight = (subscriptionId: string) =>
 /** The period being collected has a claimed attempt that never settled. */
 export const hasUnsettledClaim = (row: Pick<BillableRow, "sub" | "period">) =>
   row.period !== null && row.period.status === "open" && row.period.attempts > row.sub.dunningAttempts;
+
+/**
+ * A subscription set to cancel at its period's end that still owes for it, so the renewal run
+ * sends it a final invoice (as Stripe does) instead of only canceling it: an active one whose
+ * last period's metered usage is billed in arrears, or whose pending proration items come to
+ * something owed (a credit is never refunded, so items that net to a credit need no invoice); a
+ * past_due one whose open period is that final invoice, dunned as any period is.
+ */
+export const owesFinalInvoice = (row: Pick<BillableRow, "sub" | "plan" | "period">) =>
+  row.sub.cancelAtPeriodEnd &&
+  ((row.sub.status === "active" && (isMetered(row.plan) || row.sub.pendingItemsAmount > 0)) ||
+    (row.sub.status === "past_due" && row.period !== null && row.period.status === "open" && row.period.final));
 
 export interface PeriodClaim {
   attempts: number;
@@ -209,6 +242,8 @@ export interface PeriodClaim {
   periodCreatedAt: number;
   /** The period's invoice, once an earlier attempt's settlement issued it; null for the first attempt. */
   invoiceId: string | null;
+  /** The final invoice of a subscription set to cancel at its period's end: paid, it cancels the subscription. */
+  final: boolean;
 }
 
 /** SQL: the invoice of a period row, read by the claim that returns it. */
@@ -217,12 +252,13 @@ const periodInvoiceId = sql.raw(
 );
 
 /** What a claim statement returns. */
-const CLAIM_RETURNING = sql`RETURNING attempts, amount, discount, usage_quantity, items, items_amount, credit_carried, currency, claim_card, created_at, ${periodInvoiceId} AS invoice_id`;
+const CLAIM_RETURNING = sql`RETURNING attempts, amount, discount, usage_quantity, items, items_amount, credit_carried, currency, claim_card, created_at, final, ${periodInvoiceId} AS invoice_id`;
 
 export function claimOf(result: unknown): PeriodClaim | null {
   const row = (
     result as {
-      results?: (Omit<PeriodClaim, "card" | "periodCreatedAt" | "invoiceId" | "usageQuantity" | "itemsAmount" | "creditCarried"> & {
+      results?: (Omit<PeriodClaim, "card" | "periodCreatedAt" | "invoiceId" | "usageQuantity" | "itemsAmount" | "creditCarried" | "final"> & {
+        final: number | boolean;
         usage_quantity: number | null;
         items_amount: number;
         credit_carried: number;
@@ -245,6 +281,7 @@ export function claimOf(result: unknown): PeriodClaim | null {
     card: row.claim_card === null ? null : (JSON.parse(row.claim_card) as ClaimCard),
     periodCreatedAt: Date.parse(row.created_at),
     invoiceId: row.invoice_id ?? null,
+    final: Boolean(row.final),
   };
 }
 
@@ -284,6 +321,9 @@ export function claimPeriod(
   // A new period's first attempt (a trial's end claims period 0 the same way), priced with the
   // change scheduled for it, if any.
   if (sub.status === "active" || sub.status === "trialing") {
+    // A subscription set to cancel at this period's end is claimed only for its final invoice
+    // (owesFinalInvoice): a metered period's usage and the pending items, no new period.
+    const final = sub.cancelAtPeriodEnd;
     const priced = withScheduledChange(row);
     const startMs = periodStartMs(sub.billingAnchor, plan.interval, n);
     const start = isoTime(startMs);
@@ -298,7 +338,7 @@ export function claimPeriod(
       ({ quantity: usageQuantity, amount: subtotal } = meteredPeriod(priced.plan, sub.billingAnchor, n, row.usage));
       usageHolds = usageUnchanged(sub.id, n, row.usage);
     } else {
-      subtotal = periodAmount(priced.plan, priced.sub.quantity);
+      subtotal = final ? 0 : periodAmount(priced.plan, priced.sub.quantity);
     }
     const discount = periodDiscount(sub, row.coupon ?? null, subtotal, plan.currency, startMs);
     // The pending proration items come on top; a total they take below zero charges nothing and
@@ -309,9 +349,9 @@ export function claimPeriod(
     if (subtotal > MAX_AMOUNT || amount > MAX_AMOUNT) throw new RangeError(`period ${n} of ${sub.id} prices at ${subtotal} (${amount} due), beyond the largest chargeable amount`);
     return rawStatement(
       db,
-      sql`INSERT INTO subscription_periods (id, account_id, livemode, subscription_id, period_index, period_start, amount, discount, usage_quantity, items, items_amount, credit_carried, percent_off, currency, status, attempts, created_at, updated_at)
-        SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.livemode ? 1 : 0}, ${sub.id}, ${n}, ${start}, ${amount}, ${discount}, ${usageQuantity}, ${sub.pendingItems}, ${sub.pendingItemsAmount}, ${carried}, ${discount > 0 ? (row.coupon?.percentOffBasisPoints ?? null) : null}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
-        WHERE ${asRead} AND ${pricedAsRead(sub)} AND ${usageHolds} AND NOT ${sql.raw(sub.cancelAtPeriodEnd ? "1" : "0")}
+      sql`INSERT INTO subscription_periods (id, account_id, livemode, subscription_id, period_index, period_start, amount, discount, usage_quantity, items, items_amount, credit_carried, percent_off, final, currency, status, attempts, created_at, updated_at)
+        SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.livemode ? 1 : 0}, ${sub.id}, ${n}, ${start}, ${amount}, ${discount}, ${usageQuantity}, ${sub.pendingItems}, ${sub.pendingItemsAmount}, ${carried}, ${discount > 0 ? (row.coupon?.percentOffBasisPoints ?? null) : null}, ${final ? 1 : 0}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
+        WHERE ${asRead} AND ${pricedAsRead(sub)} AND ${usageHolds}
         ON CONFLICT (subscription_id, period_index) DO UPDATE SET updated_at = excluded.updated_at
           WHERE subscription_periods.status = 'open' AND subscription_periods.attempts = 1 AND subscription_periods.updated_at < ${staleIso}
         ${CLAIM_RETURNING}`,
@@ -349,6 +389,7 @@ export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard
       currency: subscriptionPeriods.currency,
       card: subscriptionPeriods.claimCard,
       createdAt: subscriptionPeriods.createdAt,
+      final: subscriptionPeriods.final,
       invoiceId: sql<string | null>`${periodInvoiceId}`,
     })
     .from(subscriptionPeriods)
@@ -361,7 +402,7 @@ export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard
       ),
     );
   return row
-    ? { attempts: row.attempts, amount: row.amount, discount: row.discount, usageQuantity: row.usageQuantity ?? null, items: row.items, itemsAmount: row.itemsAmount, creditCarried: row.creditCarried, currency: row.currency, card: row.card ?? null, periodCreatedAt: Date.parse(row.createdAt), invoiceId: row.invoiceId ?? null }
+    ? { attempts: row.attempts, amount: row.amount, discount: row.discount, usageQuantity: row.usageQuantity ?? null, items: row.items, itemsAmount: row.itemsAmount, creditCarried: row.creditCarried, currency: row.currency, card: row.card ?? null, periodCreatedAt: Date.parse(row.createdAt), invoiceId: row.invoiceId ?? null, final: row.final }
     : null;
 }
 
@@ -503,26 +544,39 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
   if (!result || result.succeeded) {
     // A licensed period is paid at its start, so the next is due when it ends; a metered one is
     // invoiced at its end, so the next is due when the period after it ends.
-    const ahead = isMetered(plan) ? 1 : 0;
-    const next = periodStartMs(sub.billingAnchor, plan.interval, n + 1 + ahead);
-    subscriptionChanges = {
-      ...args.changes,
-      ...(newCard ? claimCardColumns(newCard) : {}),
-      status: "active",
-      periodsBilled: n + 1,
-      currentPeriodStart: isoTime(periodStartMs(sub.billingAnchor, plan.interval, n + ahead)),
-      nextBillingDate: isoTime(next),
-      dueAt: next,
-      dunningAttempts: 0,
-      updatedAt,
-    };
+    subscriptionChanges = claim.final
+      ? // The final invoice is paid: the subscription ends, at its period's end (a past_due one's
+        // final invoice paid later: when it was paid).
+        {
+          ...args.changes,
+          ...(newCard ? claimCardColumns(newCard) : {}),
+          status: "canceled",
+          canceledAt: sub.status === "active" ? sub.nextBillingDate : isoTime(at),
+          cancelAtPeriodEnd: false,
+          dueAt: null,
+          dunningAttempts: 0,
+          updatedAt,
+        }
+      : {
+          ...args.changes,
+          ...(newCard ? claimCardColumns(newCard) : {}),
+          status: "active",
+          ...periodDone(sub, plan, n),
+          dunningAttempts: 0,
+          updatedAt,
+        };
     statements.push(
       db.update(subscriptionPeriods).set({ status: "paid", paymentId: result?.payment.id ?? null, updatedAt }).where(period),
       db.update(subscriptions).set(subscriptionChanges).where(asClaimed(sub)),
     );
-    notify("subscription_renewal", "success");
-    if (newCard || sub.status === "trialing") notify("subscription_updated", "active");
-    outcome = "renewed";
+    if (claim.final) {
+      notify("subscription_canceled", "canceled");
+      outcome = "canceled";
+    } else {
+      notify("subscription_renewal", "success");
+      if (newCard || sub.status === "trialing") notify("subscription_updated", "active");
+      outcome = "renewed";
+    }
   } else if (newCard || args.manual) {
     // The new card (or Pay now) was declined: the attempt counts, the scheduled retry stands, nothing else changes.
     statements.push(
@@ -558,11 +612,11 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
       ? { kind: "paid", paymentId: result.payment.id }
       : { kind: "failed", paymentId: result.payment.id, status: outcome === "canceled" ? "uncollectible" : "open" };
   if (claim.invoiceId) {
-    const settled = settleInvoice(db, sub, claim.invoiceId, invoiceOutcome, realNow);
+    const settled = settleInvoice(db, sub, claim.invoiceId, invoiceOutcome, { at, realNow });
     statements.push(...settled.statements);
     events.push(...settled.events);
   } else {
-    const issued = issueInvoice(db, invoice!, invoiceOutcome, realNow);
+    const issued = issueInvoice(db, invoice!, invoiceOutcome, { at, realNow });
     statements.push(...issued.statements);
     events.push(...issued.events);
     statements.push(...takeItems(db, sub, invoiceId, items, claim, invoice!, realNow));
@@ -599,12 +653,16 @@ export function periodInvoice(
   row: Pick<BillableRow, "sub" | "plan">,
   n: number,
   id: string,
-  charged: Pick<PeriodClaim, "amount" | "discount" | "currency" | "usageQuantity" | "itemsAmount" | "creditCarried">,
+  charged: Pick<PeriodClaim, "amount" | "discount" | "currency" | "usageQuantity" | "itemsAmount" | "creditCarried"> & { final?: boolean },
   items: InvoiceItemRow[] = [],
 ) {
   const { sub, plan } = row;
-  const periodStart = isoTime(periodStartMs(sub.billingAnchor, plan.interval, n));
-  const periodEnd = isoTime(periodStartMs(sub.billingAnchor, plan.interval, n + 1));
+  // A licensed subscription's final invoice bills no new period: it is dated by the period that
+  // ended (the one its items were prorated in), and has no period line.
+  const noPeriodLine = charged.final === true && charged.usageQuantity === null;
+  const first = noPeriodLine ? n - 1 : n;
+  const periodStart = isoTime(periodStartMs(sub.billingAnchor, plan.interval, first));
+  const periodEnd = isoTime(periodStartMs(sub.billingAnchor, plan.interval, first + 1));
   // The period's own price: what the claim charges, plus its discount, less the items and the credit carried on.
   const price = charged.amount + charged.discount - charged.itemsAmount - charged.creditCarried;
   return {
@@ -617,9 +675,13 @@ export function periodInvoice(
     periodStart,
     periodEnd,
     lines: [
-      charged.usageQuantity !== null
-        ? usageLine(plan, charged.usageQuantity, price, periodStart, periodEnd)
-        : subscriptionLine(plan, sub.quantity, price, periodStart, periodEnd),
+      ...(noPeriodLine
+        ? []
+        : [
+            charged.usageQuantity !== null
+              ? usageLine(plan, charged.usageQuantity, price, periodStart, periodEnd)
+              : subscriptionLine(plan, sub.quantity, price, periodStart, periodEnd),
+          ]),
       ...items.map(itemLine),
       ...(charged.creditCarried > 0 ? [carriedCreditLine(charged.creditCarried, periodStart, periodEnd)] : []),
     ],

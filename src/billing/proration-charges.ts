@@ -97,7 +97,7 @@ export function invoiceChangeNow(
     lines: [...items.map(itemLine), ...(carried > 0 ? [carriedCreditLine(carried, periodStart, periodEnd)] : [])],
   };
   const due = totalsOf(invoice).amountDue;
-  const issued = issueInvoice(db, invoice, due > 0 ? { kind: "open" } : { kind: "paid", paymentId: null }, realNow);
+  const issued = issueInvoice(db, invoice, due > 0 ? { kind: "open" } : { kind: "paid", paymentId: null }, { at, realNow });
   const carry = carried > 0 ? carriedCreditItem(sub, carried, plan.currency, periodStart, periodEnd, at) : null;
   // Afterwards the subscription has no pending items, or the one credit carried on.
   const change: ProrationChange = {
@@ -176,12 +176,12 @@ export function settleProrationCharge(db: Db, sub: SubscriptionRow, claim: Prora
   ];
   const events: EmittedEvent[] = [...result.events];
   if (result.succeeded) {
-    const settled = settleInvoice(db, sub, claim.invoiceId, { kind: "paid", paymentId: result.payment.id }, realNow);
+    const settled = settleInvoice(db, sub, claim.invoiceId, { kind: "paid", paymentId: result.payment.id }, { at: "clock", realNow });
     statements.push(...settled.statements, makeChange(db, sub.id, claim.change, now));
     events.push(...settled.events, subscriptionUpdatedEvent(db, sub, sub.id, realNow));
     return { statements, events };
   }
-  const voided = settleInvoice(db, sub, claim.invoiceId, { kind: "failed", paymentId: result.payment.id, status: "void" }, realNow);
+  const voided = settleInvoice(db, sub, claim.invoiceId, { kind: "failed", paymentId: result.payment.id, status: "void" }, { at: "clock", realNow });
   voided.events.push(invoiceVoidedEvent(db, sub, claim.invoiceId, realNow));
   statements.push(
     ...voided.statements,

@@ -41,7 +41,11 @@ export function currentPeriod(sub: Pick<SubscriptionRow, "billingAnchor" | "peri
  * else the period's own charge (its price net of its discount; nothing when its invoice was voided
  * and it was never paid).
  */
-export function currentOpenCharge(sub: SubscriptionRow, plan: PlanRow, paid: Pick<PeriodRow, "amount" | "status" | "itemsAmount" | "creditCarried"> | null): OpenCharge {
+export function currentOpenCharge(
+  sub: SubscriptionRow,
+  plan: PlanRow,
+  paid: Pick<PeriodRow, "amount" | "status" | "itemsAmount" | "creditCarried" | "discount" | "percentOff"> | null,
+): OpenCharge {
   const period = currentPeriod(sub, plan);
   if (sub.openCharge && sub.openCharge.periodStart === period.start && sub.openCharge.periodEnd === period.end) return sub.openCharge;
   return openCharge({
@@ -49,9 +53,11 @@ export function currentOpenCharge(sub: SubscriptionRow, plan: PlanRow, paid: Pic
     periodStart: period.start,
     periodEnd: period.end,
     periodPrice: periodPrice(plan, sub.quantity),
-    // The period's own price less its discount, however it was paid (by card or a credit): not the
-    // items its invoice also took, nor the credit it carried on.
-    amountCharged: paid?.status === "paid" ? Math.max(0, paid.amount - paid.itemsAmount - paid.creditCarried) : 0,
+    // The period's own price less a percentage discount, however it was paid (by card or a
+    // credit): not the items its invoice also took, nor the credit it carried on. An amount_off
+    // discount is not prorated (Stripe's rule): it came off the invoice, so the unused time is
+    // credited at the price before it, as a proration line is never discounted by amount.
+    amountCharged: paid?.status === "paid" ? Math.max(0, paid.amount - paid.itemsAmount - paid.creditCarried + (paid.percentOff === null ? paid.discount : 0)) : 0,
   });
 }
 

@@ -26,6 +26,7 @@ import {
   attachPendingPlans,
   hasUnsettledClaim,
   isDue,
+  owesFinalInvoice,
   selectBillableRows,
 } from "./periods";
 import { processorResolver } from "../processor";
@@ -70,7 +71,7 @@ async function commitSettlements(env: Bindings, db: Db, settlements: PeriodSettl
   if (failure) throw failure;
 }
 
-/** cancel_at_period_end: the renewal run cancels instead of charging (see cancelAtPeriodEndWrites). */
+/** cancel_at_period_end with nothing left owing: the renewal run cancels instead of charging (see cancelAtPeriodEndWrites). */
 async function cancelAtPeriodEnd(env: Bindings, db: Db, row: BillableRow, at: number, realNow: number): Promise<PeriodOutcome> {
   try {
     await commitWrites({ db, queue: env.DELIVERY_QUEUE }, cancelAtPeriodEndWrites(db, row.sub, at, realNow));
@@ -131,8 +132,9 @@ export async function renewSubscriptions(
   for (const i of dueRows) {
     const row = rows[i];
     // A subscription set to cancel at period end is canceled, unless a charge of the period never
-    // settled: that charge is taken over (same reference) and recorded first.
-    if (row.sub.cancelAtPeriodEnd && !hasUnsettledClaim(row)) toCancel.push(i);
+    // settled (that charge is taken over, same reference, and recorded first), or it still owes for
+    // its last period: then its final invoice is claimed and charged, and its settlement cancels it.
+    if (row.sub.cancelAtPeriodEnd && !hasUnsettledClaim(row) && !owesFinalInvoice(row)) toCancel.push(i);
     else if (processors.has(i)) toCharge.push(i);
   }
   // A trial's end is charged after its subscription_trial_will_end: one not sent yet (its trial is
@@ -151,7 +153,8 @@ export async function renewSubscriptions(
   const claimable: number[] = [];
   const statements = toCharge.flatMap((i) => {
     try {
-      const statement = claimPeriod(db, { ...rows[i], usage: usage.get(rows[i].sub.id) }, rows[i].sub.cancelAtPeriodEnd ? "takeover" : "renewal", atOf(rows[i]), realNow);
+      const kind = rows[i].sub.cancelAtPeriodEnd && hasUnsettledClaim(rows[i]) ? "takeover" : "renewal";
+      const statement = claimPeriod(db, { ...rows[i], usage: usage.get(rows[i].sub.id) }, kind, atOf(rows[i]), realNow);
       claimable.push(i);
       return [statement];
     } catch (error) {

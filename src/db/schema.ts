@@ -320,6 +320,33 @@ export const payments = sqliteTable(
   ],
 );
 
+// Saved cards (src/payments/methods.ts): a processor token (a Stripe PaymentMethod attached to the
+// user's Stripe Customer, or a sandbox token) with what a response may show of the card. Never card
+// data. Detaching keeps the row (payments made with it still name it), with detached_at set.
+export const paymentMethods = sqliteTable(
+  "payment_methods",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    livemode: livemode(),
+    userId: text("user_id").notNull(),
+    type: text("type", { enum: ["card"] }).notNull(),
+    ...cardColumns,
+    // What charges it: a sandbox token, or stripe:cus_…:pm_… (src/processor/stripe-keys.ts).
+    processorToken: text("processor_token").notNull(),
+    // The processor reference it was attached under (its Idempotency-Key at the processor).
+    attachReference: text("attach_reference").notNull(),
+    createdAt: createdAt(),
+    detachedAt: text("detached_at"),
+  },
+  (t) => [
+    index("payment_methods_account").on(t.accountId, t.livemode, t.id),
+    index("payment_methods_user").on(t.accountId, t.livemode, t.userId, t.id),
+    // One attach at the processor is one payment method, however often its request is retried.
+    uniqueIndex("payment_methods_attach_reference").on(t.accountId, t.livemode, t.attachReference),
+  ],
+);
+
 export const refunds = sqliteTable(
   "refunds",
   {
@@ -392,6 +419,9 @@ export const subscriptions = sqliteTable(
     ...cardColumns,
     // The processor's reusable token for the card, from the first charge: renewals charge it.
     processorToken: text("processor_token").notNull(),
+    // The saved card (payment_methods) the subscription charges, when it was given one; null for
+    // card fields. A payment method is not detached while a live subscription names it.
+    paymentMethodId: text("payment_method_id"),
     startDate: text("start_date").notNull(),
     // The anchor from which every billing date is computed (Jan 31 -> Feb 28 -> Mar 31).
     billingAnchor: text("billing_anchor").notNull(),
@@ -436,6 +466,7 @@ export const subscriptions = sqliteTable(
     index("subscriptions_user").on(t.userId, t.id),
     index("subscriptions_account_user").on(t.accountId, t.livemode, t.userId, t.id),
     index("subscriptions_due").on(t.dueAt),
+    index("subscriptions_payment_method").on(t.paymentMethodId),
     index("subscriptions_trial_notice").on(t.status, t.trialWillEndSent, t.trialWillEndAt),
     check("subscriptions_quantity_positive", sql`${t.quantity} > 0`),
   ],
@@ -465,6 +496,11 @@ export const subscriptionPeriods = sqliteTable(
     // The percentage (basis points) the period's discount took off, when it was a percent_off
     // coupon's: a change prorated within the period discounts its charge line alike.
     percentOff: integer("percent_off"),
+    // The final invoice of a subscription set to cancel at its period's end: what its last period
+    // still owes (a metered period's usage, pending prorations). Its settlement cancels the
+    // subscription instead of opening another period; its row, unique per (subscription, period),
+    // makes it one invoice and one charge however many runs claim it.
+    final: integer("final", { mode: "boolean" }).notNull().default(false),
     currency: text("currency").notNull(),
     // void: its invoice was voided (POST /invoices/{id}/void), so the period is never charged.
     status: text("status", { enum: ["open", "paid", "uncollectible", "void"] }).notNull(),
@@ -519,6 +555,14 @@ export const invoices = sqliteTable(
     amountDue: integer("amount_due").notNull(),
     // The last payment attempted for it (the one that paid it, once paid).
     paymentId: text("payment_id"),
+    // What the invoice says about its buyer and seller, copied when it is finalized (by the
+    // statement that numbers it, src/billing/invoices.ts ISSUED_PARTIES) and never changed after:
+    // a later rename of the user or the account never alters an issued invoice. Null on a draft,
+    // which shows the live values until it is finalized.
+    customerName: text("customer_name"),
+    customerEmail: text("customer_email"),
+    accountName: text("account_name"),
+    accountEmail: text("account_email"),
     createdAt: createdAt(),
     finalizedAt: text("finalized_at"),
     paidAt: text("paid_at"),
@@ -769,6 +813,14 @@ export const processorConnections = sqliteTable(
     webhookSecretEncrypted: text("webhook_secret_encrypted").notNull(),
     /** The Connect endpoint's signing secret (payout events of connected accounts), if given. */
     connectWebhookSecretEncrypted: text("connect_webhook_secret_encrypted"),
+    /**
+     * Whether card numbers may be sent to Stripe (the card fields in live mode): only for a Stripe
+     * account granted raw card data access. Connections made before the flag existed are true
+     * (the migration sets them), so nothing that worked stops working.
+     */
+    rawCardData: integer("raw_card_data", { mode: "boolean" }).notNull().default(false),
+    /** The Stripe publishable key (pk_live_… / pk_test_…) the hosted pages and Stripe.js use; not a secret. */
+    publishableKey: text("publishable_key"),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },

@@ -18,6 +18,7 @@ export const ID_PREFIXES = {
   delivery: "dlv",
   attempt: "att",
   payment: "pay",
+  paymentMethod: "pmt",
   refund: "re",
   testClock: "clock",
   invoice: "in",

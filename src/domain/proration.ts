@@ -1,9 +1,9 @@
 /**
  * Proration of plan and quantity changes within a billing period. Pure: no I/O, no clock.
  *
- * The state a subscription keeps is its OpenCharge: what it was actually charged (integer minor
- * units, net of any discount) for the rest of its current period, from which time, at which period
- * price. A change at time t:
+ * The state a subscription keeps is its OpenCharge: what it was charged (integer minor units, net
+ * of a percentage discount; an amount_off one is not prorated) for the rest of its current period,
+ * from which time, at which period price. A change at time t:
  *  - credits the unused part of THAT charge: amount × (periodEnd − t) / (periodEnd − coversFrom),
  *    so a second change in the same period credits the previous proration's charge, never the
  *    original price again (what Stripe's "flexible" billing mode does: credits are based on the
@@ -40,7 +40,7 @@ export type ProrationBehavior = (typeof PRORATION_BEHAVIORS)[number];
 export interface OpenCharge {
   /** Lowercase ISO 4217 code. */
   currency: string;
-  /** Integer minor units actually charged for [coversFrom, periodEnd), net of any discount on it. */
+  /** Integer minor units charged for [coversFrom, periodEnd), net of a percentage discount on it (an amount_off discount is not prorated). */
   amount: number;
   /** Epoch ms the charge covers from: the period's start, or the time of the last change. */
   coversFrom: number;

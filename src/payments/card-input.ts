@@ -15,9 +15,13 @@ export const PAYMENT_METHODS = ["card"] as const;
  */
 export const CardFields = {
   payment_method: z
-    .string({ error: 'payment_method must be "card".' })
-    .max(50)
-    .openapi({ enum: [...PAYMENT_METHODS], description: "The kind of payment method. Only `card` is supported.", example: "card" }),
+    .string({ error: 'payment_method must be "card" (with the card fields) or a saved card\'s id (pmt_…).' })
+    .max(100)
+    .openapi({
+      description:
+        "`card` with the card fields below; or, where a saved card may be charged (subscriptions), the id of one of the user's payment methods (`pmt_…`, POST /api/users/{id}/payment-methods), sent without the card fields.",
+      example: "card",
+    }),
   card_number: z
     .string({ error: "card_number must be the card number as a string of digits (spaces and dashes allowed), at most 32 characters." })
     .max(32)
@@ -61,7 +65,7 @@ export async function readCard(env: Bindings, body: CardFieldsInput, now: Date |
   if (body.payment_method !== "card") {
     throw invalidRequest(
       "payment_method_invalid",
-      "payment_method must be 'card': card is the only payment method supported.",
+      "payment_method must be 'card' (with the card fields) or, where a saved card may be charged, a payment method's id (pmt_…).",
       "payment_method",
     );
   }
@@ -93,6 +97,19 @@ export const OptionalCardFields = {
 };
 
 const CARD_KEYS = ["payment_method", "card_number", "expiration_month", "expiration_year", "cvv"] as const;
+/** The fields that carry the card itself (payment_method names the kind, or a saved card). */
+const CARD_DATA_KEYS = ["card_number", "expiration_month", "expiration_year", "cvv"] as const;
+
+/**
+ * A body that names a saved card (payment_method "pmt_…") carries no card data: a 400 naming the
+ * first card field sent beside it.
+ */
+export function assertNoCardData(body: Partial<CardFieldsInput>): void {
+  const sent = CARD_DATA_KEYS.find((key) => body[key] !== undefined);
+  if (sent) {
+    throw invalidRequest("parameter_unexpected", `${sent}: payment_method names a saved card (pmt_…), so send no card fields with it.`, sent);
+  }
+}
 
 /** The card of a partial body when any card field was sent; a 400 naming the first missing one when only some were. */
 export function cardInBody(body: Partial<CardFieldsInput>): CardFieldsInput | null {

@@ -25,8 +25,11 @@ export interface ChargeArgs {
   invoiceId: string | null;
   amount: number;
   currency: string;
-  /** A new card (first charge) or the token of a vaulted one (renewals). */
-  source: { card: CardDetails } | { token: string };
+  /**
+   * A new card (first charge) or the token of a vaulted one: renewals, or a first charge of a saved
+   * card (`customerPresent`: its holder is paying now, so the charge is on-session).
+   */
+  source: { card: CardDetails } | { token: string; customerPresent?: boolean };
   summary: CardSummary;
   fingerprint: string;
   at: number;
@@ -74,7 +77,7 @@ const PROCESSOR_RETRY_DELAYS_MS = [100, 400];
  * reference is fixed, so calling again is the same charge to the processor, which answers with
  * the first outcome: the call is made again a few times, so the charge is known and recorded.
  */
-async function withProcessorRetries<T>(call: () => Promise<T>): Promise<T> {
+export async function withProcessorRetries<T>(call: () => Promise<T>): Promise<T> {
   for (let retry = 0; ; retry++) {
     try {
       return await call();
@@ -102,7 +105,14 @@ export async function charge(args: ChargeArgs): Promise<ChargeResult> {
     outcome = result.outcome;
   } else {
     outcome = await withProcessorRetries(() =>
-      args.processor.chargeToken({ token: source.token, amount: args.amount, currency: args.currency, reference, firstAttemptAt }),
+      args.processor.chargeToken({
+        token: source.token,
+        amount: args.amount,
+        currency: args.currency,
+        reference,
+        firstAttemptAt,
+        ...(source.customerPresent ? { customerPresent: true } : {}),
+      }),
     );
   }
   const succeeded = outcome.status === "succeeded";

@@ -10,7 +10,7 @@ import type { Tenant } from "../db/scope";
 import type { Bindings } from "../env";
 import { clock } from "../lib/clock";
 import { ApiError } from "../lib/errors";
-import { connectionThrough, openSecrets, readConnection } from "./connections";
+import { type ConnectionRow, connectionThrough, openSecrets, readConnection } from "./connections";
 import { sandboxProcessor } from "./sandbox";
 import { type KeyCheck, stripeProcessorFor } from "./stripe";
 import type { StripeClientOptions } from "./stripe-client";
@@ -42,11 +42,28 @@ export const livemodeUnavailable = () =>
     "Live mode has no card processor for this account: connect your Stripe account with PUT /api/processor (a live secret key, sk_live_…), or use a test-mode key.",
   );
 
+/**
+ * Card numbers in live mode on a connection without raw card data access: Stripe refuses them
+ * (and they would put whoever runs Tender in PCI DSS SAQ D scope).
+ */
+export const rawCardDataUnavailable = () =>
+  new ApiError(
+    400,
+    "invalid_request_error",
+    "raw_card_data_unavailable",
+    "Live mode does not take card numbers on this processor connection: let the payer type the card into the hosted checkout page (POST /checkout/sessions), or into Stripe.js on your own page with your publishable key, and send the PaymentMethod it makes (pm_…) to POST /api/users/{id}/payment-methods as processor_token; then pay with payment_method: \"pmt_…\". Only a Stripe account granted raw card data access may connect with \"raw_card_data\": true (PUT /api/processor).",
+    "card_number",
+  );
+
 /** The processor of an account in a mode: the sandbox in test mode; in live mode the connection's, or null without one. */
 export async function processorOf(env: Bindings, db: Db, tenant: Tenant): Promise<Processor | null> {
   if (!tenant.livemode) return wrapSandbox ? wrapSandbox(sandboxProcessor) : sandboxProcessor;
   const connection = await readConnection(db, tenant.accountId);
   if (!connection) return null;
+  return connectedProcessor(env, connection);
+}
+
+async function connectedProcessor(env: Bindings, connection: ConnectionRow): Promise<Processor> {
   const { secretKey } = await openSecrets(env, connection);
   // The connector decides when Stripe may have forgotten a key (24 hours) by Tender's clock.
   return stripeProcessorFor(env, secretKey, { now: () => clock.now(), ...stripeClientOptions });
@@ -78,6 +95,19 @@ export async function processorFor(env: Bindings, db: Db, tenant: Tenant): Promi
 
 /** The processor for a request: the caller's account and mode. */
 export const processorForRequest = (c: Context<AppEnv>): Promise<Processor> => processorFor(c.env, c.var.db, c.var.auth);
+
+/**
+ * The processor for a request that sends card numbers (the card fields): in live mode only on a
+ * connection made with raw_card_data true, else 400 raw_card_data_unavailable. Test mode always.
+ */
+export async function processorForCardFields(c: Context<AppEnv>): Promise<Processor> {
+  const { env, var: { db, auth } } = c;
+  if (!auth.livemode) return processorFor(env, db, auth);
+  const connection = await readConnection(db, auth.accountId);
+  if (!connection) throw livemodeUnavailable();
+  if (!connection.rawCardData) throw rawCardDataUnavailable();
+  return connectedProcessor(env, connection);
+}
 
 /**
  * For background work over many rows: each (account, mode) is looked up once. Null for a live

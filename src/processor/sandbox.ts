@@ -1,9 +1,13 @@
 // The test-mode processor. The card number decides the outcome, as Stripe's test cards do.
 // Its tokens name the behaviour, not the card: nothing here keeps a PAN.
+import { detectBrand } from "../domain/cards";
 import { randomToken } from "../lib/crypto";
 import type { DeclineCode, Outcome, Processor } from "./types";
 
-type Behaviour = "succeed" | DeclineCode | "decline_after_first" | "dispute";
+// authentication_required: 3-D Secure on every charge (Stripe's 4000 0027 6000 3184);
+// authentication_required_3ds2: the same, with a 3-D Secure 2 challenge (4000 0000 0000 3220).
+// Until the sandbox has its challenge page, both fail as a live card asking for authentication does.
+type Behaviour = "succeed" | DeclineCode | "decline_after_first" | "dispute" | "authentication_required_3ds2";
 
 const TEST_CARDS: Record<string, Behaviour> = {
   "4242424242424242": "succeed",
@@ -15,6 +19,21 @@ const TEST_CARDS: Record<string, Behaviour> = {
   "4000000000000341": "decline_after_first",
   // As Stripe's 4000000000000259: the charge succeeds, then its holder disputes it (fraudulent).
   "4000000000000259": "dispute",
+  "4000002760003184": "authentication_required",
+  "4000000000003220": "authentication_required_3ds2",
+};
+
+/**
+ * Stripe's test PaymentMethods, as test mode's processor tokens: each behaves as its test card
+ * number does, so code written against test mode runs unchanged against Stripe.js in live mode.
+ */
+export const TEST_PAYMENT_METHODS: Record<string, string> = {
+  pm_card_visa: "4242424242424242",
+  pm_card_mastercard: "5555555555554444",
+  pm_card_chargeDeclined: "4000000000000002",
+  pm_card_chargeDeclinedInsufficientFunds: "4000000000009995",
+  pm_card_authenticationRequired: "4000002760003184",
+  pm_card_threeDSecure2Required: "4000000000003220",
 };
 
 const DECLINE_MESSAGES: Record<DeclineCode, string> = {
@@ -22,7 +41,6 @@ const DECLINE_MESSAGES: Record<DeclineCode, string> = {
   insufficient_funds: "The card has insufficient funds.",
   expired_card: "The card has expired.",
   processing_error: "An error occurred while processing the card. Try again.",
-  // No sandbox card asks for authentication; the code exists for live processors.
   authentication_required: "The card needs its holder to authenticate the payment.",
 };
 
@@ -31,13 +49,16 @@ const behaviourOf = (number: string): Behaviour => TEST_CARDS[number] ?? "succee
 
 const succeeded = (): Outcome => ({ status: "succeeded", reference: `sbx_${randomToken(24)}` });
 const failed = (code: DeclineCode): Outcome => ({ status: "failed", code, message: DECLINE_MESSAGES[code] });
+/** A behaviour that fails every charge, as the code it fails with. */
+const failureOf = (behaviour: Exclude<Behaviour, "succeed" | "decline_after_first" | "dispute">): DeclineCode =>
+  behaviour === "authentication_required_3ds2" ? "authentication_required" : behaviour;
 
 function tokenFor(behaviour: Behaviour) {
   return `tok_sandbox_${behaviour}_${randomToken(16)}`;
 }
 
 function behaviourOfToken(token: string): Behaviour {
-  const match = /^tok_sandbox_([a-z_]+)_[0-9A-Za-z]{16}$/.exec(token);
+  const match = /^tok_sandbox_([a-z0-9_]+)_[0-9A-Za-z]{16}$/.exec(token);
   return (match?.[1] as Behaviour | undefined) ?? "processing_error";
 }
 
@@ -45,15 +66,32 @@ export const sandboxProcessor: Processor = {
   async chargeCard({ card }) {
     const behaviour = behaviourOf(card.number);
     if (behaviour === "dispute") return { token: tokenFor(behaviour), outcome: { ...succeeded(), disputed: { id: `dp_sandbox_${randomToken(16)}`, reason: "fraudulent" } } };
-    const outcome = behaviour === "succeed" || behaviour === "decline_after_first" ? succeeded() : failed(behaviour);
+    const outcome = behaviour === "succeed" || behaviour === "decline_after_first" ? succeeded() : failed(failureOf(behaviour));
     return { token: tokenFor(behaviour), outcome };
   },
   async chargeToken({ token }) {
     const behaviour = behaviourOfToken(token);
     // The dispute card's holder disputes the first charge only.
     if (behaviour === "succeed" || behaviour === "dispute") return succeeded();
-    return failed(behaviour === "decline_after_first" ? "card_declined" : behaviour);
+    return failed(behaviour === "decline_after_first" ? "card_declined" : failureOf(behaviour));
   },
+  // A test PaymentMethod name attaches as its card: a later expiry than any test needs, as Stripe's do.
+  async attachPaymentMethod({ processorToken }) {
+    const number = Object.hasOwn(TEST_PAYMENT_METHODS, processorToken) ? TEST_PAYMENT_METHODS[processorToken] : undefined;
+    if (!number) {
+      return {
+        status: "invalid",
+        message: `Test mode takes Stripe's test PaymentMethods as processor_token: ${Object.keys(TEST_PAYMENT_METHODS).join(", ")}.`,
+      };
+    }
+    const expYear = new Date().getUTCFullYear() + 3;
+    return {
+      status: "attached",
+      token: tokenFor(behaviourOf(number)),
+      card: { brand: detectBrand(number), last4: number.slice(-4), expMonth: 12, expYear, fingerprintSource: number },
+    };
+  },
+  async detachPaymentMethod() {},
   async tokenizeDestination(card) {
     return tokenFor(behaviourOf(card.number));
   },
@@ -68,8 +106,9 @@ export const sandboxProcessor: Processor = {
   },
   async sendPayout({ token }) {
     const behaviour = behaviourOfToken(token);
-    if (behaviour === "succeed" || behaviour === "decline_after_first" || behaviour === "dispute") return succeeded();
-    return failed(behaviour);
+    // 3-D Secure guards charges, not payouts to the card.
+    if (behaviour === "succeed" || behaviour === "decline_after_first" || behaviour === "dispute" || behaviour.startsWith("authentication_required")) return succeeded();
+    return failed(failureOf(behaviour as Parameters<typeof failureOf>[0]));
   },
   async refund() {
     return succeeded();

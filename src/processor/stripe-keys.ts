@@ -12,6 +12,8 @@
 export type StripeStep =
   | "customer"
   | "payment_method"
+  | "attach"
+  | "detach"
   | "payment_intent"
   | "setup_intent"
   | "refund"

@@ -36,7 +36,7 @@ import {
   referenceKeys,
 } from "./stripe-keys";
 import { declined, intentOutcome, payoutOutcome, refundOutcome, refused } from "./stripe-outcomes";
-import type { CardDetails, NotPayableReason, Outcome, PayoutDestination, Processor, ProcessorCustomer, SettlementOutcome } from "./types";
+import type { AttachOutcome, CardDetails, NotPayableReason, Outcome, PayoutDestination, Processor, ProcessorCustomer, SettlementOutcome } from "./types";
 
 /** Within this age an operation's Idempotency-Keys are surely still known to Stripe (24 h, less an hour). */
 export const KEY_TRUSTED_MS = 23 * 60 * 60 * 1000;
@@ -271,7 +271,7 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
       return { token: tokenOf(intent, outcome) ?? (outcome.status === "succeeded" ? cardToken(stripeCustomer, method) : null), outcome };
     },
 
-    async chargeToken({ token, amount, currency, reference, firstAttemptAt }) {
+    async chargeToken({ token, amount, currency, reference, firstAttemptAt, customerPresent }) {
       const { customer, paymentMethod } = parseCardToken(token);
       const keys = await referenceKeys(reference);
       if (mayBeLate(firstAttemptAt)) {
@@ -289,7 +289,9 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
           payment_method: paymentMethod,
           automatic_payment_methods: { enabled: true, allow_redirects: "never" },
           confirm: true,
-          off_session: true,
+          // A saved card's first charge is made while its holder pays (on-session), and sets the
+          // card up for the renewals; renewals are off-session.
+          ...(customerPresent ? { setup_future_usage: "off_session" as const, error_on_requires_action: true } : { off_session: true }),
           metadata: { tender_reference: keys.tag },
         },
         keys,
@@ -336,6 +338,46 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
       } catch (error) {
         if (isCardError(error)) return { token: null, outcome: declined(error) };
         throw refusedOrRethrown("POST /v1/setup_intents", error);
+      }
+    },
+
+    async attachPaymentMethod({ processorToken, customer, reference }): Promise<AttachOutcome> {
+      if (!/^pm_[A-Za-z0-9]{1,200}$/.test(processorToken)) {
+        return { status: "invalid", message: "Live mode takes a Stripe PaymentMethod id (pm_…), made by Stripe.js (or the Payment Element) with the connection's publishable key." };
+      }
+      const keys = await referenceKeys(reference);
+      const stripeCustomer = await customerOf(customer);
+      let method: Stripe.PaymentMethod;
+      try {
+        method = await request("POST /v1/payment_methods/{payment_method}/attach", () =>
+          stripe.paymentMethods.attach(processorToken, { customer: stripeCustomer }, { idempotencyKey: keys.key("attach") }),
+        );
+      } catch (error) {
+        if (isCardError(error)) return declined(error);
+        // No such PaymentMethod on this Stripe account, or one already another customer's.
+        if (isRefusal(error)) return { status: "invalid", message: `Stripe refused PaymentMethod ${processorToken}: ${error.message}` };
+        throw refusedOrRethrown("POST /v1/payment_methods/{payment_method}/attach", error);
+      }
+      if (method.type !== "card" || !method.card) {
+        return { status: "invalid", message: `Stripe PaymentMethod ${processorToken} is a ${method.type}, not a card: Tender takes cards only.` };
+      }
+      const card = method.card;
+      return {
+        status: "attached",
+        token: cardToken(stripeCustomer, method.id),
+        card: { brand: card.brand, last4: card.last4, expMonth: card.exp_month, expYear: card.exp_year, fingerprintSource: `stripe:${card.fingerprint ?? method.id}` },
+      };
+    },
+
+    async detachPaymentMethod({ token, reference }) {
+      const { paymentMethod } = parseCardToken(token);
+      const keys = await referenceKeys(reference);
+      try {
+        await request("POST /v1/payment_methods/{payment_method}/detach", () => stripe.paymentMethods.detach(paymentMethod, {}, { idempotencyKey: keys.key("detach") }));
+      } catch (error) {
+        // Detached already (or gone): what was asked is so.
+        if (isRefusal(error)) return;
+        throw error;
       }
     },
 

@@ -36,6 +36,29 @@ export interface CardDetails {
   cvv: string;
 }
 
+/** What a saved card shows, as the processor read it: never the number. */
+export interface SavedCardDetails {
+  brand: string;
+  last4: string;
+  expMonth: number;
+  expYear: number;
+  /**
+   * Identifies the card number without holding it, for Tender's keyed fingerprint: the test card's
+   * number in the sandbox, Stripe's own card fingerprint in live mode (prefixed `stripe:`).
+   */
+  fingerprintSource: string;
+}
+
+/**
+ * What attaching a processor token answered: the card is the customer's now (`token` charges it);
+ * or the token names no card this processor account can attach (`invalid`: 400
+ * processor_token_invalid); or the card's bank refused it (`failed`: 402).
+ */
+export type AttachOutcome =
+  | { status: "attached"; token: string; card: SavedCardDetails }
+  | { status: "invalid"; message: string }
+  | { status: "failed"; code: DeclineCode; message: string };
+
 /** The Tender user a card belongs to: a live processor keeps one customer per user. */
 export interface ProcessorCustomer {
   id: string;
@@ -93,8 +116,20 @@ export interface Processor {
    * for: a live processor keeps the card on that user's customer, so renewals can charge it.
    */
   chargeCard(args: { card: CardDetails; amount: number; currency: string; reference: string; customer?: ProcessorCustomer | null } & FirstAttempt): Promise<{ token: string | null; outcome: Outcome }>;
-  /** Charges a vaulted card, as renewals do (off-session: the holder is not there). */
-  chargeToken(args: { token: string; amount: number; currency: string; reference: string } & FirstAttempt): Promise<Outcome>;
+  /**
+   * Charges a vaulted card, as renewals do (off-session: the holder is not there). `customerPresent`:
+   * the holder is paying now (a first charge with a saved card), so the charge is on-session and
+   * sets the card up for later off-session charges.
+   */
+  chargeToken(args: { token: string; amount: number; currency: string; reference: string; customerPresent?: boolean } & FirstAttempt): Promise<Outcome>;
+  /**
+   * Makes a card tokenized elsewhere (Stripe.js's PaymentMethod `pm_…`; in the sandbox, Stripe's
+   * test PaymentMethod names such as `pm_card_visa`) the customer's, for later charges. Idempotent
+   * by reference. Moves no money.
+   */
+  attachPaymentMethod(args: { processorToken: string; customer: ProcessorCustomer; reference: string }): Promise<AttachOutcome>;
+  /** Takes a saved card off its customer: it can be charged no more. Idempotent (detaching a detached card is done). */
+  detachPaymentMethod(args: { token: string; reference: string }): Promise<void>;
   /**
    * Vaults a card for later charges without charging it (new card details on an active
    * subscription). A live processor validates the card with its bank, which may decline it.

@@ -6,6 +6,7 @@ import { registerKeys } from "./keys";
 import { registerOauth } from "./oauth/token";
 import { registerRequestIds } from "./request-ids";
 import { registerUsers } from "./users";
+import { registerPaymentMethods } from "./payment-methods";
 import { registerPayouts } from "./payouts";
 import { registerPayments } from "./payments";
 import { registerRefunds } from "./refunds";
@@ -38,6 +39,7 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>) {
   registerKeys(app);
   registerRequestIds(app);
   registerUsers(app);
+  registerPaymentMethods(app);
   registerPayouts(app);
   registerPayments(app);
   registerRefunds(app);

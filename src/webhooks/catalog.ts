@@ -16,6 +16,8 @@ export const ENVELOPE_EVENT_TYPES = {
   "invoice.paid": "An invoice was paid.",
   "invoice.payment_failed": "A charge for an invoice was declined.",
   "invoice.voided": "An invoice was voided: it will never be charged.",
+  "payment_method.attached": "A card was saved as a user's payment method (from a processor token or the card fields).",
+  "payment_method.detached": "A user's payment method was detached: it can be charged no more.",
 } as const;
 
 export const NOTIFICATION_EVENT_TYPES = {
@@ -47,7 +49,8 @@ export function isEventType(value: string): value is EventType {
 
 
 /** The kind of object each event type is about: its `object_id` and the sequence it counts in. */
-export function aboutObject(type: EventType): "payment" | "refund" | "user" | "payout" | "subscription" | "invoice" {
+export function aboutObject(type: EventType): "payment" | "payment_method" | "refund" | "user" | "payout" | "subscription" | "invoice" {
+  if (type.startsWith("payment_method.")) return "payment_method";
   if (type.startsWith("payment.")) return "payment";
   if (type.startsWith("invoice.")) return "invoice";
   if (type.startsWith("refund.")) return "refund";

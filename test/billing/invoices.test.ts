@@ -72,6 +72,11 @@ describe("a subscription's first charge is for an invoice", () => {
       status: "paid",
       subscription_id: sub.id,
       user_id: user.id,
+      // The parties as the invoice was finalized with them.
+      customer_name: user.name,
+      customer_email: user.email,
+      account_name: "Invoicing Ltd",
+      account_email: expect.stringContaining("@"),
       currency: "usd",
       period_start: sub.start_date,
       period_end: sub.next_billing_date,

@@ -200,18 +200,24 @@ describe("create_prorations over periods, coupons and many changes", () => {
     expect(june).toMatchObject({ discount: 6000, total: 1200 });
   });
 
-  it("a subscription set to cancel at period end takes no create_prorations change (it has no next invoice); always_invoice and none work", async () => {
+  it("a subscription set to cancel at period end takes a create_prorations change onto its final invoice; none works; no scheduled change", async () => {
     const { acct, clock, sub } = await clocked();
     await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
     expect((await put(acct, sub.id, { cancel_at_period_end: true })).status).toBe(200);
-    const refused = await put(acct, sub.id, { quantity: 2 });
-    expectError(refused, 400, "invalid_request_error", "parameter_invalid");
-    expect(refused.body.error.param).toBe("proration_behavior");
-    expect((await put(acct, sub.id, { quantity: 2, proration_behavior: "always_invoice" })).status).toBe(200);
-    expect(await paymentsOf(acct, sub.id)).toEqual([3000, 1500]);
+    // Half of April at 1 seat credited, half at 2 charged: −15.00 + 30.00, for the final invoice.
+    const prorated = await put(acct, sub.id, { quantity: 2 });
+    expect(prorated.status, prorated.text).toBe(200);
     expect((await put(acct, sub.id, { quantity: 3, proration_behavior: "none" })).body).toMatchObject({ quantity: 3, cancel_at_period_end: true });
     // Nor does it take a scheduled change: no next period would.
     expectError(await put(acct, sub.id, { quantity: 1, at_period_end: true }), 400, "invalid_request_error", "parameter_invalid");
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    const [, final] = await invoicesOf(acct, sub.id);
+    expect(linesOf(final)).toEqual([
+      ["proration", -1500],
+      ["proration", 3000],
+    ]);
+    expect(await paymentsOf(acct, sub.id)).toEqual([3000, 1500]);
+    expect((await getSubscription(acct, sub.id)).status).toBe("canceled");
   });
 
   it("a hundred pending items are all taken by the next invoice (no statement binds them one by one)", async () => {

@@ -48,7 +48,7 @@ describe("an object's page, linked from every list", () => {
     expect(text).toContain("Ada Details");
     expect(text).toContain("ada.details@example.com");
     expect(page.html).toContain('data-section="cards"');
-    expect(textOf(page.html.slice(page.html.indexOf('data-section="cards"')))).toMatch(new RegExp(`^[^]*?Cards ${payment.card.brand} •••• ${payment.card.last4}`));
+    expect(textOf(page.html.slice(page.html.indexOf('data-section="cards"')))).toMatch(new RegExp(`^[^]*?Cards charged ${payment.card.brand} •••• ${payment.card.last4}`));
     expect(rowOf(page.html, "data-subscription", sub.id)).toContain(`href="/dashboard/subscriptions/${sub.id}"`);
     expect(textOf(rowOf(page.html, "data-subscription", sub.id))).toContain("Detail Plan");
     expect(rowOf(page.html, "data-payment", payment.id)).toContain(`href="/dashboard/payments/${payment.id}"`);

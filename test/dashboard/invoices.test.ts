@@ -48,7 +48,7 @@ describe("the Invoices page", () => {
     expect(page.html).not.toContain(`/dashboard/invoices/${paid.id}/void`);
   });
 
-  it("opens the invoice's PDF, as the API made it", async () => {
+  it("opens the invoice's PDF, as the API made it", { timeout: 30_000 }, async () => {
     const page = await dashboardFetch(`/dashboard/invoices/${paid.id}`, { cookie });
     expect(page.html).toContain(`href="/dashboard/invoices/${paid.id}/pdf"`);
     const pdf = await dashboardFetch(`/dashboard/invoices/${paid.id}/pdf`, { cookie });
@@ -84,6 +84,17 @@ describe("the Invoices page", () => {
     const refused = await dashboardFetch(`${voidPage}/pay`, { cookie, form: { ...payForm, idempotency_key: `dash_${"b".repeat(32)}` } });
     expect(refused.status).toBe(409);
     expect(textOf(refused.html)).toContain("invoice_not_open");
+  });
+
+  it("shows the customer the invoice was issued to, not the user renamed since", async () => {
+    const renamed = await call(`/api/users/${paid.user_id}`, { key: acct.key, method: "PUT", body: { name: "Ivy Renamed", email: "renamed@example.com" } });
+    expect(renamed.status).toBe(200);
+    for (const path of ["/dashboard/invoices", `/dashboard/invoices/${paid.id}`]) {
+      const text = textOf((await dashboardFetch(path, { cookie })).html);
+      expect(text, path).toContain("Ivy Invoice");
+      expect(text, path).toContain("ivy@example.com");
+      expect(text, path).not.toContain("Ivy Renamed");
+    }
   });
 
   it("a key without invoices:read has no Invoices in its menu and is refused the page", async () => {

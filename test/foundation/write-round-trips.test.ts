@@ -26,6 +26,10 @@ const EXPECTED_ABOVE_ONE: Record<string, number> = {
   // The processor connection reads the one it replaces (to keep its created_at) or removes (to
   // answer its Stripe account), after asking Stripe to check the key.
   connectProcessor: 2,
+  // Saving a card calls the processor before its batch: the key's claim, the user, the batch.
+  createPaymentMethod: 3,
+  // The payment method is read (it may be detached already: answered as it is), then the batch.
+  detachPaymentMethod: 2,
   disconnectProcessor: 2,
   // Paying an invoice charges its period at once, as a past-due card update does: the key's claim,
   // the invoice and subscription read, the period's claim, the charge, then the batch.

@@ -69,6 +69,8 @@ describe("PUT /api/processor", () => {
       processor_account: stripe.fake.platformAccount,
       secret_key_last4: sent.secret_key.slice(-4),
       webhook_url: `http://127.0.0.1:8787/processor-webhooks/stripe/${acct.id}`,
+      publishable_key: null,
+      raw_card_data: false,
       created_at: expect.stringMatching(/Z$/),
     });
     for (const secret of [sent.secret_key, sent.webhook_secret, sent.connect_webhook_secret]) expect(res.text).not.toContain(secret);

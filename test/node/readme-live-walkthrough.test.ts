@@ -127,7 +127,13 @@ describe("docs/live-mode.md, the live walk-through against the fake Stripe", () 
     // Stripe was asked for a first charge and for an off-session renewal: two PaymentIntents.
     expect(fakeLog.match(/^POST \/v1\/payment_intents -> 200/gm)).toHaveLength(2);
     expect(fakeLog).toMatch(/^POST \/v1\/customers -> 200/m);
-    expect(fakeLog).toMatch(/^POST \/v1\/payment_methods -> 200/m);
+    // The card came from Stripe.js (the fake's stand-in): Tender attached its PaymentMethod to the
+    // customer, and no card number went through Tender to Stripe.
+    const saved = callTo("POST", /^\/api\/users\/usr_\w+\/payment-methods$/);
+    expect(saved.status, saved.text).toBe(201);
+    expect(sub.body.payment_method).toBe(saved.body.id);
+    expect(fakeLog).toMatch(/^POST \/v1\/payment_methods\/pm_\w+\/attach -> 200/m);
+    expect(fakeLog).not.toMatch(/^POST \/v1\/payment_methods -> /m);
   });
 
   it("refunds part of the first payment through a Stripe Refund", () => {

@@ -49,6 +49,8 @@ describe("the cut of Stripe's OpenAPI document", () => {
         "POST /v1/customers",
         "POST /v1/payment_intents",
         "POST /v1/payment_methods",
+        "POST /v1/payment_methods/{payment_method}/attach",
+        "POST /v1/payment_methods/{payment_method}/detach",
         "POST /v1/payouts",
         "POST /v1/refunds",
         "POST /v1/setup_intents",
@@ -194,6 +196,9 @@ describe("the connector against the whole cut", () => {
     await stripe.sendPayout({ token, amount: 500, currency: "usd", reference: "all-5" });
     fake.inject({ kind: "payout_refused", code: "invalid_card_type" });
     await stripe.sendPayout({ token, amount: 500, currency: "usd", reference: "all-6" });
+    const attached = await stripe.attachPaymentMethod({ processorToken: fake.tokenize({ number: STRIPE_CARDS.succeeds }), customer, reference: "all-7" });
+    expect(attached.status).toBe("attached");
+    if (attached.status === "attached") await stripe.detachPaymentMethod({ token: attached.token, reference: "all-8" });
 
     const sent = new Set(fake.requests.map((r) => r.operation));
     const documented = Object.entries(stripeSpec.paths).flatMap(([path, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${path}`));

@@ -115,3 +115,67 @@ describe("issue 21's money paths under races", () => {
     expect((await call("/coupons/ONE", { key: acct.key })).body.times_redeemed).toBe(1);
   });
 });
+
+// Issue 33: the final invoice of a subscription set to cancel at its period's end, attacked with
+// two workers at once and with an un-cancel racing its claim.
+describe("issue 33's final invoices under races", () => {
+  async function owing(acct: Account, clockId: string) {
+    const user = await createUser(acct, { testClock: clockId });
+    const basic = await createPlan(acct, { name: "Basic", price: 30 });
+    const pro = await createPlan(acct, { name: "Pro", price: 300 });
+    const sub = await subscribed(acct, user.id, basic.id, CARDS.visa);
+    return { user, basic, pro, sub };
+  }
+
+  it("two advances of one clock across the period's end: one final invoice and one charge each for prorations and for metered usage", async () => {
+    const acct = await signup();
+    const clock = await createClock(acct, START);
+    const { user, pro, sub } = await owing(acct, clock.id);
+    const calls = await createPlan(acct, { name: "Calls", price: 1, usage_type: "metered" });
+    const metered = await subscribed(acct, user.id, calls.id, CARDS.visa);
+    // August has 31 days: the 16th at noon is exactly halfway.
+    expect((await advanceRaw(acct, clock.id, "2026-08-16T12:00:00.000Z")).status).toBe(200);
+    expect((await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { plan_id: pro.id } })).status).toBe(200); // −15.00 + 150.00
+    expect((await call(`/subscriptions/${metered.id}/usage`, { key: acct.key, body: { quantity: 250 } })).status).toBe(201);
+    for (const id of [sub.id, metered.id]) expect((await call(`/subscriptions/${id}?at_period_end=true`, { key: acct.key, method: "DELETE" })).status).toBe(200);
+    const results = await Promise.all([advanceRaw(acct, clock.id, "2026-09-01T00:01:00.000Z"), advanceRaw(acct, clock.id, "2026-09-01T00:01:00.000Z")]);
+    for (const res of results) expect([200, 409], res.text).toContain(res.status);
+    await settled(acct, clock.id);
+    expect((await listOf(acct, `/payments?subscription_id=${sub.id}`)).map((p) => p.amount)).toEqual([3000, 13500]);
+    expect((await listOf(acct, `/invoices?subscription_id=${sub.id}`)).map((i) => [i.total, i.status])).toEqual([[3000, "paid"], [13500, "paid"]]);
+    expect((await listOf(acct, `/payments?subscription_id=${metered.id}`)).map((p) => p.amount)).toEqual([25000]);
+    expect((await listOf(acct, `/invoices?subscription_id=${metered.id}`)).map((i) => [i.total, i.status])).toEqual([[25000, "paid"]]);
+    for (const id of [sub.id, metered.id]) expect((await getSubscription(acct, id)).status).toBe("canceled");
+  });
+
+  it("an un-cancel racing the final invoice's claim: either it renews (the period and the items on one invoice) or it ends with the final invoice, and the money agrees", async () => {
+    const acct = await signup();
+    const clock = await createClock(acct, START);
+    const { pro, sub } = await owing(acct, clock.id);
+    expect((await advanceRaw(acct, clock.id, "2026-08-16T12:00:00.000Z")).status).toBe(200);
+    expect((await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { plan_id: pro.id } })).status).toBe(200);
+    expect((await call(`/subscriptions/${sub.id}?at_period_end=true`, { key: acct.key, method: "DELETE" })).status).toBe(200);
+    const [advanced, uncancel] = await Promise.all([
+      advanceRaw(acct, clock.id, "2026-09-01T00:01:00.000Z"),
+      call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { cancel_at_period_end: false } }),
+    ]);
+    expect([200, 409], advanced.text).toContain(advanced.status);
+    expect([200, 400, 409], uncancel.text).toContain(uncancel.status);
+    await settled(acct, clock.id);
+    const state = await getSubscription(acct, sub.id);
+    const payments = (await listOf(acct, `/payments?subscription_id=${sub.id}`)).map((p) => p.amount);
+    const invoices = (await listOf(acct, `/invoices?subscription_id=${sub.id}`)).map((i) => [i.total, i.status]);
+    if (state.status === "canceled") {
+      // The final invoice won: the un-cancel was refused, or came after the end.
+      expect(uncancel.status).not.toBe(200);
+      expect(payments).toEqual([3000, 13500]);
+      expect(invoices).toEqual([[3000, "paid"], [13500, "paid"]]);
+    } else {
+      // The un-cancel won: September is renewed at Pro with the items, 300.00 + 135.00.
+      expect(uncancel.status, uncancel.text).toBe(200);
+      expect(state).toMatchObject({ status: "active", cancel_at_period_end: false });
+      expect(payments).toEqual([3000, 43500]);
+      expect(invoices).toEqual([[3000, "paid"], [43500, "paid"]]);
+    }
+  });
+});

@@ -429,7 +429,8 @@ describe("hostile bodies", () => {
         await refused(op, { body: "name=Ada", headers: { "content-type": "application/x-www-form-urlencoded" } }, 415, "unsupported_media_type");
       }
     }
-  });
+    // One request (or a few) per mutating operation: the time grows with the document.
+  }, 30_000);
 
   it("bodies over 1 MB, with and without Content-Length: 413 body_too_large", async () => {
     const big = `{"name":"${"x".repeat(1024 * 1024)}"}`;
@@ -468,7 +469,8 @@ describe("hostile bodies", () => {
         }
       }
     }
-  });
+    // One request (or a few) per mutating operation: the time grows with the document.
+  }, 30_000);
 
   it("the nesting limit: 64 levels of arrays and objects are read, 65 are refused before parsing", async () => {
     const nested = (levels: number) => `{"name":"Ada","email":"ada@example.com","extra":${"[".repeat(levels - 1)}${"]".repeat(levels - 1)}}`;
@@ -492,7 +494,8 @@ describe("hostile bodies", () => {
         expect(["parameter_invalid", "parameter_missing", "invalid_request"]).toContain(res.body.error.code);
       }
     }
-  });
+    // One request (or a few) per mutating operation: the time grows with the document.
+  }, 30_000);
 
   it("huge and odd numbers in every field a body documents: never a 5xx, refusals write nothing", async () => {
     for (const op of MUTATING.filter((o) => o.hasBody)) {

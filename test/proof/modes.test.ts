@@ -47,9 +47,9 @@ const TEST_ONLY = new Set(["createTestClock", "listTestClocks", "getTestClock", 
 /** The processor connection belongs to live mode: a test credential is refused with 403. */
 const LIVE_ONLY = new Set(["connectProcessor", "getProcessor", "disconnectProcessor"]);
 /** Operations that need a card processor, which live mode does not have yet: 400 livemode_unavailable. */
-const NEEDS_PROCESSOR = new Set(["createPayout", "createRefund", "createSubscription", "payInvoice"]);
+const NEEDS_PROCESSOR = new Set(["createPayout", "createRefund", "createSubscription", "payInvoice", "createPaymentMethod"]);
 /** Operations that end their object: run after every other operation on the same fixtures. */
-const ENDING = ["revokeKey", "cancelPayout", "cancelSubscription", "deleteWebhook", "voidInvoice"];
+const ENDING = ["revokeKey", "cancelPayout", "cancelSubscription", "deleteWebhook", "voidInvoice", "detachPaymentMethod"];
 
 let ops: Operation[];
 let both: TwoModes;

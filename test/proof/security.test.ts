@@ -150,7 +150,8 @@ describe("401 for a missing or bad credential, on every guarded operation", () =
         expect401(await send(op, fx, bearer(key.secret)), `${label(op)} with a cached, revoked key`);
       });
     }
-  });
+    // A key and a full snapshot per operation: the time grows with the document.
+  }, 30_000);
 
   it("an expired access token: 401 token_expired", async () => {
     const token = await mintToken(owner.key);

@@ -13,8 +13,9 @@
 //    request ran (an invalid parameter, a 429, a 500) is not kept. `forgetIdempotencyKeys()` is
 //    Stripe's 24 hours passing;
 //  - Stripe's test cards decide a card's behaviour (4242… succeeds, 4000000000000002 declines,
-//    …9995 insufficient funds, …0069 expired, …0119 processing error, 4000002760003184 needs
-//    authentication, 4000000000000341 is saved but declines every charge);
+//    …9995 insufficient funds, …0069 expired, …0119 processing error, 4000002760003184 and
+//    4000000000003220 need authentication, 4000000000000341 is saved but declines every charge);
+//  - `tokenize()` (and POST /_fake/payment_methods) is Stripe.js: a card becomes a PaymentMethod;
 //  - faults on demand: answer 429, 409 or 500 N times; succeed, then drop the connection (the
 //    caller sees a network error: "timeout after success"); decline or ask for authentication;
 //  - events signed with the SDK's generateTestHeaderStringAsync, delivered to a URL late, twice,
@@ -127,6 +128,7 @@ const TEST_CARDS: Record<string, CardBehaviour> = {
   "4000000000000069": "expired_card",
   "4000000000000119": "processing_error",
   "4000002760003184": "authentication_required",
+  "4000000000003220": "authentication_required",
   "4000000000000341": "decline_charges",
 };
 
@@ -532,6 +534,10 @@ export class FakeStripe {
         return this.createCustomer(p);
       case "POST /v1/payment_methods":
         return this.createPaymentMethod(p);
+      case "POST /v1/payment_methods/{payment_method}/attach":
+        return this.attachPaymentMethod(pathParams.payment_method, p);
+      case "POST /v1/payment_methods/{payment_method}/detach":
+        return this.detachPaymentMethod(pathParams.payment_method);
       case "POST /v1/payment_intents":
         return this.createPaymentIntent(p);
       case "GET /v1/payment_intents/search":
@@ -638,6 +644,39 @@ export class FakeStripe {
     // The fake keeps the behaviour of the card, never its number.
     this.behaviours.set(method.id, TEST_CARDS[number] ?? "succeed");
     this.paymentMethods.set(method.id, method);
+    return { status: 200, body: method };
+  }
+
+  /**
+   * What Stripe.js does in the payer's browser with the publishable key: the card becomes a
+   * PaymentMethod (pm_…) on no customer, its number never reaching the merchant. Not an API call.
+   */
+  tokenize(card: { number: string; expMonth?: number; expYear?: number; cvc?: string }): string {
+    const year = new Date(this.clock()).getUTCFullYear() + 3;
+    const answer = this.createPaymentMethod({ type: "card", card: { number: card.number, exp_month: String(card.expMonth ?? 12), exp_year: String(card.expYear ?? year), cvc: card.cvc ?? "123" } });
+    if (answer.status !== 200) throw new Error(`the fake Stripe.js refused the card: ${JSON.stringify(answer.body)}`);
+    return answer.body.id as string;
+  }
+
+  private attachPaymentMethod(id: string, p: Record<string, FormValue>): FakeAnswer {
+    const method = this.paymentMethods.get(id);
+    if (!method) return missing("PaymentMethod", id, "payment_method");
+    const customerId = str(p.customer)!;
+    if (!this.customers.has(customerId)) return missing("customer", customerId, "customer");
+    if (method.customer && method.customer !== customerId) {
+      return invalid("payment_method_unexpected_state", "The payment method you provided has already been attached to a customer.");
+    }
+    method.customer = customerId;
+    return { status: 200, body: method };
+  }
+
+  private detachPaymentMethod(id: string): FakeAnswer {
+    const method = this.paymentMethods.get(id);
+    if (!method) return missing("PaymentMethod", id, "payment_method");
+    if (!method.customer) {
+      return invalid("payment_method_unexpected_state", "The payment method you provided is not attached to a customer so detachment is impossible.");
+    }
+    method.customer = null;
     return { status: 200, body: method };
   }
 
@@ -957,6 +996,10 @@ export class FakeStripe {
         });
       }
       if (request.method === "POST" && path === "/accounts") return json({ id: this.createConnectedAccount(input as ConnectedAccountOptions) });
+      // What Stripe.js would make in the browser: { number, exp_month?, exp_year? } -> { id: "pm_…" }.
+      if (request.method === "POST" && path === "/payment_methods") {
+        return json({ id: this.tokenize({ number: String(input.number ?? ""), expMonth: input.exp_month ? Number(input.exp_month) : undefined, expYear: input.exp_year ? Number(input.exp_year) : undefined }) });
+      }
       if (request.method === "POST" && path === "/faults") {
         this.inject(...(Array.isArray(input) ? input : [input]) as FaultRule[]);
         return json({ pending: this.pendingFaults() });

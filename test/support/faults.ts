@@ -420,6 +420,8 @@ export function ledgerProcessor(initial: ProcessorFault[] = []): Ledger {
         vaultCard: (args) => inner.vaultCard(args),
         payoutDestination: (args) => inner.payoutDestination(args),
         reclaimFailedPayout: (args) => inner.reclaimFailedPayout(args),
+        attachPaymentMethod: (args) => inner.attachPaymentMethod(args),
+        detachPaymentMethod: (args) => inner.detachPaymentMethod(args),
       };
     },
     install() {
@@ -464,6 +466,8 @@ export function gatedProcessor(inner: Processor, gate: (label: string) => Promis
     vaultCard: (args) => around(`vaultCard ${args.reference}`, () => inner.vaultCard(args)),
     payoutDestination: (args) => around("payoutDestination", () => inner.payoutDestination(args)),
     reclaimFailedPayout: (args) => around(`reclaimFailedPayout ${args.reference}`, () => inner.reclaimFailedPayout(args)),
+    attachPaymentMethod: (args) => around(`attachPaymentMethod ${args.reference}`, () => inner.attachPaymentMethod(args)),
+    detachPaymentMethod: (args) => around(`detachPaymentMethod ${args.reference}`, () => inner.detachPaymentMethod(args)),
   };
 }
 

@@ -201,7 +201,7 @@ export async function chargeCard(acct: Account, customer: { id: string; email: s
       lines: [{ type: "subscription", description: "Charge", quantity: 1, unitAmountDecimal: String(amount), amount, proration: false, periodStart: now, periodEnd: now }],
     },
     result.succeeded ? { kind: "paid", paymentId: result.payment.id } : { kind: "failed", paymentId: result.payment.id, status: "void" },
-    at,
+    { at, realNow: at },
   );
   await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { statements: [...result.statements, ...invoice.statements], events: [...result.events, ...invoice.events] });
   return result;
@@ -230,7 +230,15 @@ export interface Fixtures {
   coupon: string;
   /** A subscription to a metered plan (its usage is reported to it). */
   metered: string;
+  /** A saved card of `user` (pm_card_visa), charged by no subscription: DELETE detaches it. */
+  paymentMethod: string;
 }
+
+/**
+ * The saved card of each seeded user: fills a path's {pm_id} beside the user's {id}
+ * (test/support/operations.ts pathWith), so a sweep given another account's user gets its card.
+ */
+export const PAYMENT_METHOD_OF = new Map<string, string>();
 
 async function created(res: CallResult, status = 201) {
   expect(res.status, res.text).toBe(status);
@@ -279,11 +287,13 @@ export async function seed(acct: Account): Promise<Fixtures> {
   const invoice = await openInvoice(acct, user.id, plan, subscription);
   const clock = (await created(await call("/api/test-clocks", { key: acct.key, body: { frozen_time: "2030-01-01T00:00:00.000Z" } }))).id;
   const coupon = (await created(await call("/coupons", { key: acct.key, body: { name: "Proof", percent_off: 10, duration: "once" } }))).id;
+  const paymentMethod = (await created(await call(`/api/users/${user.id}/payment-methods`, { key: acct.key, body: { processor_token: "pm_card_visa" } }))).id;
+  PAYMENT_METHOD_OF.set(user.id, paymentMethod);
   const meteredPlan = (await created(await call("/subscription-plans", { key: acct.key, body: { name: "Calls", price: 0.01, currency: "usd", interval: "month", usage_type: "metered" } }))).id;
   const metered = (
     await created(await call("/subscriptions", { key: acct.key, body: { user_id: user.id, plan_id: meteredPlan, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) } }))
   ).id;
   const event = (await call("/api/events?limit=1", { key: acct.key })).body.data[0].id;
   const webhook = (await created(await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/proof`, events: ["payout.paid"] } }))).id;
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, metered };
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, metered, paymentMethod };
 }

@@ -41,15 +41,28 @@ export function installFakeStripe(fake: FakeStripe = newFakeStripe({ deliver: (u
 export const newSecretKey = () => `sk_live_${randomToken(40)}`;
 export const newSigningSecret = () => `whsec_${randomToken(32)}`;
 
-/** PUT /api/processor with the live key; asserts 200. */
-export async function connectStripe(acct: LiveAccount, secrets: Partial<Omit<Connected, "webhookUrl" | "processorAccount">> = {}): Promise<Connected> {
+/**
+ * PUT /api/processor with the live key; asserts 200. The connection takes card numbers
+ * (raw_card_data: true, as the live tests of the card fields need) unless `rawCardData` is false.
+ */
+export async function connectStripe(
+  acct: LiveAccount,
+  secrets: Partial<Omit<Connected, "webhookUrl" | "processorAccount">> & { rawCardData?: boolean; publishableKey?: string } = {},
+): Promise<Connected> {
   const secretKey = secrets.secretKey ?? newSecretKey();
   const webhookSecret = secrets.webhookSecret ?? newSigningSecret();
   const connectWebhookSecret = secrets.connectWebhookSecret ?? newSigningSecret();
   const res = await call("/api/processor", {
     method: "PUT",
     key: acct.liveKey,
-    body: { provider: "stripe", secret_key: secretKey, webhook_secret: webhookSecret, connect_webhook_secret: connectWebhookSecret },
+    body: {
+      provider: "stripe",
+      secret_key: secretKey,
+      webhook_secret: webhookSecret,
+      connect_webhook_secret: connectWebhookSecret,
+      raw_card_data: secrets.rawCardData ?? true,
+      ...(secrets.publishableKey ? { publishable_key: secrets.publishableKey } : {}),
+    },
   });
   expect(res.status, res.text).toBe(200);
   return { secretKey, webhookSecret, connectWebhookSecret, webhookUrl: res.body.webhook_url, processorAccount: res.body.processor_account };

@@ -8,7 +8,7 @@
 import { env } from "./env";
 import { expect } from "vitest";
 import { newId, type IdKind } from "../../src/domain/ids";
-import { type Fixtures, createKey, createUser, seed } from "./fixtures";
+import { type Fixtures, PAYMENT_METHOD_OF, createKey, createUser, seed } from "./fixtures";
 import { type Account, call } from "./http";
 import { RECEIVER_ORIGIN } from "./receiver";
 
@@ -81,7 +81,9 @@ export async function seedLive(account: Account, liveKey: string, test: Fixtures
   const coupon = (await created("/coupons", liveKey, { name: "Live proof", percent_off: 10, duration: "once" })).id;
   const meteredPlan = (await created("/subscription-plans", liveKey, { name: "Live calls", price: 0.01, currency: "usd", interval: "month", usage_type: "metered" })).id;
   const metered = await copyAsLive("subscriptions", "subscription", test.metered, { user_id: user.id, plan_id: meteredPlan });
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, metered };
+  const paymentMethod = await copyAsLive("payment_methods", "paymentMethod", test.paymentMethod, { user_id: user.id, attach_reference: `live-copy:${user.id}` });
+  PAYMENT_METHOD_OF.set(user.id, paymentMethod);
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, metered, paymentMethod };
 }
 
 /** An account with one object of every kind in each mode. */

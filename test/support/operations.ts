@@ -4,7 +4,7 @@
 import { expect } from "vitest";
 import { SCOPES } from "../../src/auth/scopes";
 import { PROOF_CARD, cardFields, payoutBody } from "./cards";
-import type { Fixtures } from "./fixtures";
+import { type Fixtures, PAYMENT_METHOD_OF } from "./fixtures";
 import { type Account, call } from "./http";
 import { connectStripe } from "./live";
 import { RECEIVER_ORIGIN } from "./receiver";
@@ -95,6 +95,10 @@ export const SCOPE_OF: Record<string, (typeof SCOPES)[number]> = {
   listUsers: "users:read",
   getUser: "users:read",
   updateUser: "users:write",
+  createPaymentMethod: "payment_methods:write",
+  listPaymentMethods: "payment_methods:read",
+  getPaymentMethod: "payment_methods:read",
+  detachPaymentMethod: "payment_methods:write",
   createPayout: "payouts:write",
   listPayouts: "payouts:read",
   getPayout: "payouts:read",
@@ -147,7 +151,7 @@ export const SCOPE_OF: Record<string, (typeof SCOPES)[number]> = {
  * processor before their batch commits (apiRoute's `claimFirst`). Every other write records its
  * key in its own batch.
  */
-export const CLAIM_FIRST = new Set(["createSubscription", "updateSubscription", "advanceTestClock", "payInvoice"]);
+export const CLAIM_FIRST = new Set(["createSubscription", "updateSubscription", "advanceTestClock", "payInvoice", "createPaymentMethod"]);
 
 /** Every scope except the resource's own read and write: what "lacks the route's scope" means. */
 export const scopesWithout = (scope: string) => SCOPES.filter((s) => s.split(":")[0] !== scope.split(":")[0]);
@@ -184,7 +188,9 @@ export function fixtureId(op: Operation, fx: Fixtures): string {
   return fx[match[1]];
 }
 
-export const pathWith = (op: Operation, id: string) => op.path.replace("{id}", encodeURIComponent(id));
+/** The path with its {id}, and a user's saved card (seeded) as its {pm_id}. */
+export const pathWith = (op: Operation, id: string) =>
+  op.path.replace("{id}", encodeURIComponent(id)).replace("{pm_id}", PAYMENT_METHOD_OF.get(id) ?? "pmt_01jd2x4k5m6n7p8q9r0s1t2v3w");
 
 /** A body each mutating operation accepts (given the fixtures), so a refusal is about something else. */
 export function validBody(op: Operation, fx: Fixtures): unknown {
@@ -196,6 +202,8 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     createRequestId: () => ({ purpose: "proof", metadata: { order: "A-1" } }),
     createUser: () => ({ name: "Grace Hopper", email: "grace@example.com" }),
     updateUser: () => ({ name: "Grace B. Hopper", email: "grace@example.com" }),
+    createPaymentMethod: () => ({ processor_token: "pm_card_visa" }),
+    detachPaymentMethod: () => undefined,
     createPayout: () => payoutBody({ amount: 1234 }, PROOF_CARD.pan, PROOF_CARD.cvv),
     cancelPayout: () => undefined,
     createRefund: () => ({ payment_id: fx.payment, amount: 1 }),

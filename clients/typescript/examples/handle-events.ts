@@ -32,6 +32,9 @@ export function describeEvent(event: WebhookEvent): string {
     case "invoice.payment_failed":
     case "invoice.voided":
       return `${event.type}: ${event.data.number ?? "draft"} for ${event.data.total} ${event.data.currency} (${event.data.status})`;
+    case "payment_method.attached":
+    case "payment_method.detached":
+      return `${event.type}: ${event.data.card.brand} ending ${event.data.card.last4} of ${event.data.user_id} (${event.data.id})`;
     case "webhook.test":
       return `webhook.test: ${event.data.message}`;
     default: {

@@ -510,6 +510,14 @@ async function firstPayment(ctx: TriggerContext, pan: string = TEST_CARDS.succes
   return { ...made, payment };
 }
 
+/** A user and a card saved for it from Stripe's test PaymentMethod pm_card_visa. */
+async function savedCard(ctx: TriggerContext) {
+  const customer = await user(ctx);
+  const method = await ctx.tender.POST("/api/users/{id}/payment-methods", { params: { path: { id: customer.id } }, body: { processor_token: "pm_card_visa" } });
+  ctx.say(`Saved payment method ${method.id} (${method.card.brand} ending ${method.card.last4})`);
+  return { user: customer.id, payment_method: method.id };
+}
+
 async function payout(ctx: TriggerContext, pan: string) {
   const recipient = await user(ctx);
   const created = await ctx.tender.POST("/payout", {
@@ -624,6 +632,22 @@ export const TRIGGERS: Record<EventType, TriggerPlan> = {
   "invoice.paid": { creates: "a user, a plan and a subscription (its first invoice is paid by the first charge)", run: paidInvoice },
   "invoice.payment_failed": { creates: "a user, a plan and a subscription with a declined card (402)", run: refusedInvoice },
   "invoice.voided": { creates: "a user, a plan and a subscription with a declined card (402: its invoice is voided)", run: refusedInvoice },
+  "payment_method.attached": {
+    creates: "a user and a saved card (Stripe's test PaymentMethod pm_card_visa)",
+    async run(ctx) {
+      const objects = await savedCard(ctx);
+      return { objects, objectId: objects.payment_method };
+    },
+  },
+  "payment_method.detached": {
+    creates: "a user and a saved card, then detaches it",
+    async run(ctx) {
+      const objects = await savedCard(ctx);
+      await ctx.tender.DELETE("/api/users/{id}/payment-methods/{pm_id}", { params: { path: { id: objects.user, pm_id: objects.payment_method } } });
+      ctx.say(`Detached payment method ${objects.payment_method}`);
+      return { objects, objectId: objects.payment_method };
+    },
+  },
   "payout.created": {
     creates: "a user and a payout to a test card",
     async run(ctx) {

@@ -1,7 +1,9 @@
 // Invoices: the list (filter by status), an invoice's page with its lines and totals, its PDF
 // (GET /invoices/{id}/pdf, passed through as the API made it), and for an open invoice: pay now
 // (POST /invoices/{id}/pay, the period's next attempt) or void (POST /invoices/{id}/void, the
-// period forgiven). Every action goes through the API's own routes as the session's key.
+// period forgiven). Every action goes through the API's own routes as the session's key. The
+// customer shown is the one the invoice names (copied when it was finalized), not the user as it is
+// now: a rename never changes what an issued invoice says.
 import type { Context, Hono } from "hono";
 import { act, apiErrorPage, redirectWithNotice } from "../actions";
 import type { Page } from "../api";
@@ -9,7 +11,6 @@ import type { DashEnv } from "../context";
 import { Id, Money, Time } from "../format";
 import { Empty, FormFields, Pager, StatusBadge, StatusFilter, TableWrap, can, render } from "../layout";
 import { apiQuery, listQuery } from "../lists";
-import { UserRef, namesFor } from "../names";
 
 interface InvoiceLine {
   id: string;
@@ -27,6 +28,8 @@ interface Invoice {
   status: string;
   subscription_id: string | null;
   user_id: string | null;
+  customer_name: string | null;
+  customer_email: string | null;
   currency: string;
   period_start: string;
   period_end: string;
@@ -46,13 +49,23 @@ const BACK = "/dashboard/invoices";
 const STATUSES = ["draft", "open", "paid", "uncollectible", "void"];
 const pageOf = (id: string) => `${BACK}/${encodeURIComponent(id)}`;
 
+/** The customer as the invoice names them, the user's id on hover. */
+function BilledTo({ invoice }: { invoice: Pick<Invoice, "user_id" | "customer_name" | "customer_email"> }) {
+  if (invoice.customer_name === null && invoice.customer_email === null) return invoice.user_id ? <Id id={invoice.user_id} /> : <span class="muted">—</span>;
+  return (
+    <div class="ref" title={invoice.user_id ?? undefined} data-billed-to={invoice.user_id ?? ""}>
+      <span class="wrap">{invoice.customer_name}</span>
+      <div class="muted wrap">{invoice.customer_email}</div>
+    </div>
+  );
+}
+
 async function listPage(c: Context<DashEnv>) {
   const session = c.var.session!;
   const query = listQuery(c, ["status", "subscription_id", "user_id"]);
   const answer = await c.var.api<Page<Invoice>>("/invoices", { query: apiQuery(query) });
   if (!answer.ok) return apiErrorPage(c, answer, "read invoices", "/dashboard");
   const page = answer.body;
-  const names = await namesFor(c.var.db, session.auth, { users: page.data.map((i) => i.user_id) });
   return render(c, 200, {
     title: "Invoices",
     active: BACK,
@@ -84,7 +97,7 @@ async function listPage(c: Context<DashEnv>) {
                       </div>
                     </td>
                     <td>
-                      <UserRef id={i.user_id} names={names} />
+                      <BilledTo invoice={i} />
                     </td>
                     <td class="num">
                       <Money minor={i.total} currency={i.currency} />
@@ -116,7 +129,6 @@ async function invoicePage(c: Context<DashEnv>) {
   const answer = await c.var.api<Invoice>(`/invoices/${encodeURIComponent(id)}`);
   if (!answer.ok) return apiErrorPage(c, answer, "read this invoice", BACK);
   const invoice = answer.body;
-  const names = await namesFor(c.var.db, session.auth, { users: [invoice.user_id] });
   const write = can(session, "invoices:write") && invoice.status === "open";
   return render(c, 200, {
     title: `Invoice ${invoice.number ?? "(draft)"}`,
@@ -125,7 +137,7 @@ async function invoicePage(c: Context<DashEnv>) {
       <>
         <section class="panel" data-invoice={invoice.id}>
           <p>
-            <StatusBadge status={invoice.status} /> <UserRef id={invoice.user_id} names={names} /> · <a href={`${pageOf(invoice.id)}/pdf`}>PDF</a>
+            <StatusBadge status={invoice.status} /> <BilledTo invoice={invoice} /> · <a href={`${pageOf(invoice.id)}/pdf`}>PDF</a>
           </p>
           <TableWrap>
             <table>

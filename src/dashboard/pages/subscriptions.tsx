@@ -188,7 +188,7 @@ async function listPage(c: Context<DashEnv>) {
                     ) : null}
                     {prorations.has(s.id) ? (
                       <div class="muted" data-pending-prorations={prorations.get(s.id)!.amount}>
-                        prorations on the next invoice: <Money minor={prorations.get(s.id)!.amount} currency={prorations.get(s.id)!.currency} />
+                        prorations on the {s.cancel_at_period_end ? "final" : "next"} invoice: <Money minor={prorations.get(s.id)!.amount} currency={prorations.get(s.id)!.currency} />
                       </div>
                     ) : null}
                     {s.discount ? (
@@ -282,7 +282,7 @@ async function subscriptionDetail(c: Context<DashEnv>) {
             ) : null}
             {proration ? (
               <>
-                <dt>Prorations on the next invoice</dt>
+                <dt>Prorations on the {s.cancel_at_period_end ? "final" : "next"} invoice</dt>
                 <dd data-pending-prorations={proration.amount}>
                   <Money minor={proration.amount} currency={proration.currency} />
                 </dd>

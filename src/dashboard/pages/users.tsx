@@ -1,6 +1,7 @@
 // Users: the list (GET /api/users), newest first, and a user's page: who they are, the test clock
-// they follow (with its time), the cards seen on their subscriptions and payments, their
-// subscriptions, their payments and the payouts made to them. Each part is read through the API as
+// they follow (with its time), their saved cards (GET /api/users/{id}/payment-methods, read-only),
+// the cards seen on their subscriptions and payments, their subscriptions, their payments and the
+// payouts made to them. Each part is read through the API as
 // the session's key and shown only when the key may read it.
 import type { Context, Hono } from "hono";
 import { apiErrorPage } from "../actions";
@@ -24,6 +25,12 @@ interface User {
 interface Card {
   brand: string;
   last4: string;
+}
+
+interface SavedCard {
+  id: string;
+  card: { brand: string; last4: string; exp_month: number; exp_year: number };
+  created_at: string;
 }
 
 interface UserSubscription {
@@ -136,7 +143,10 @@ async function userDetail(c: Context<DashEnv>) {
   if (!answer.ok) return apiErrorPage(c, answer, "read this user", BACK);
   const user = answer.body;
   const query = { limit: SHOWN };
-  const [subscriptionsAnswer, paymentsAnswer, payoutsAnswer] = await Promise.all([
+  // The saved cards page with the API's cursors on this page's own URL.
+  const cardsQuery = listQuery(c);
+  const [savedAnswer, subscriptionsAnswer, paymentsAnswer, payoutsAnswer] = await Promise.all([
+    c.var.api<Page<SavedCard>>(`/api/users/${encodeURIComponent(user.id)}/payment-methods`, { query: apiQuery(cardsQuery) }),
     can(session, "subscriptions:read") ? c.var.api<Page<UserSubscription>>("/subscriptions", { query: { ...query, user_id: user.id } }) : undefined,
     can(session, "payments:read") ? c.var.api<Page<UserPayment>>("/payments", { query: { ...query, user_id: user.id } }) : undefined,
     can(session, "payouts:read") ? c.var.api<Page<UserPayout>>("/payouts", { query: { ...query, recipient_id: user.id } }) : undefined,
@@ -181,9 +191,46 @@ async function userDetail(c: Context<DashEnv>) {
             </dd>
           </dl>
         </section>
-        {/* Saved payment methods (pm_…) belong here, above the cards seen on charges, once users have them. */}
+        {savedAnswer.ok ? (
+          <section class="panel" aria-label="Saved cards" data-section="saved-cards">
+            <h2>Saved cards</h2>
+            {savedAnswer.body.data.length === 0 ? (
+              <Empty title="No saved cards">Cards are saved with POST /api/users/{"{id}"}/payment-methods.</Empty>
+            ) : (
+              <TableWrap>
+                <table class="stack">
+                  <thead>
+                    <tr>
+                      <th>Card</th>
+                      <th>Expires</th>
+                      <th>Payment method</th>
+                      <th>Saved</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {savedAnswer.body.data.map((m) => (
+                      <tr data-payment-method={m.id}>
+                        <td class="nowrap lead">{cardText(m.card)}</td>
+                        <td class="nowrap lead">
+                          {String(m.card.exp_month).padStart(2, "0")}/{m.card.exp_year}
+                        </td>
+                        <td data-label="Payment method">
+                          <Id id={m.id} />
+                        </td>
+                        <td data-label="Saved">
+                          <Time iso={m.created_at} />
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </TableWrap>
+            )}
+            <Pager page={savedAnswer.body} query={cardsQuery} base={userPage(user.id)} />
+          </section>
+        ) : null}
         <section class="panel" data-section="cards">
-          <h2>Cards</h2>
+          <h2>Cards charged</h2>
           {cards.size === 0 ? (
             <p class="muted">No card seen yet: a card appears here once a subscription or payment of this user uses it.</p>
           ) : (

@@ -5,6 +5,7 @@ import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../../context";
 import { ENVELOPE_EVENT_TYPES, type EventType, NOTIFICATION_EVENT_TYPES, TEST_EVENT_TYPE } from "../../webhooks/catalog";
 import { InvoiceSchema } from "../invoices/schema";
+import { PaymentMethodSchema } from "../payment-methods/schema";
 import { PayoutSchema } from "../payouts/schema";
 import { RefundSchema } from "../refunds/schema";
 import { SubscriptionSchema, SubscriptionStatus } from "../subscriptions/schema";
@@ -100,6 +101,8 @@ export const WEBHOOK_PAYLOADS = {
   "invoice.paid": envelope("invoice.paid", InvoiceSchema),
   "invoice.payment_failed": envelope("invoice.payment_failed", InvoiceSchema),
   "invoice.voided": envelope("invoice.voided", InvoiceSchema),
+  "payment_method.attached": envelope("payment_method.attached", PaymentMethodSchema),
+  "payment_method.detached": envelope("payment_method.detached", PaymentMethodSchema),
   subscription_created: notification("subscription_created", SubscriptionStatus),
   subscription_renewal: notification("subscription_renewal", RenewalStatus),
   subscription_updated: notification("subscription_updated", SubscriptionStatus),

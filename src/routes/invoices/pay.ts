@@ -74,7 +74,7 @@ export function registerPayInvoice(app: OpenAPIHono<AppEnv>) {
       // Money moved: the settlement commits whatever became of the caller's key or claim meanwhile.
       const charged = chargeOf(settlement);
       const options = { moneyMoved: { paymentId: charged.payment.id }, claimGuard: false, failures: { [PERIOD_ALREADY_SETTLED]: changedMeanwhile } };
-      if (settlement.outcome !== "renewed") return await answerDecline(c, charged, settlement.writes, options);
+      if (!charged.succeeded) return await answerDecline(c, charged, settlement.writes, options);
       const answer = db.select({ invoice: sql<string>`${invoiceAnswerSql(id)}` }).from(invoices).where(eq(invoices.id, id));
       const { answered } = await commit(c, { ...settlement.writes, answer }, 200, invoiceAnswerSql(id), options);
       // An earlier try of the settlement committed and its answer was lost: read the invoice it wrote.

@@ -46,7 +46,7 @@ const pdf = apiRoute({
   operationId: "getInvoicePdf",
   summary: "Download an invoice as a PDF",
   description:
-    "The invoice as a PDF document (A4), made by Tender: the account's name, the number, the dates (issue, period, payment), the customer, every line with its period and amount, the subtotal, discount, total and amount paid, in major units with the currency's exponent. A draft has no number yet and says so.",
+    "The invoice as a PDF document (A4), made by Tender: the seller and the customer as the invoice names them (copied when it was finalized: a later rename never changes it), the number, the dates (issue, period, payment; a test clock's for a clocked invoice), every line with its period and amount (a long description wraps), the subtotal, discount, total and amount paid, in major units with the currency's exponent. Names in any script (Latin, Greek, Cyrillic, Arabic, Hebrew, CJK) are drawn with embedded fonts. A draft has no number yet and says so.",
   scope: "invoices:read",
   request: { params: invoiceId },
   responses: {
@@ -92,20 +92,14 @@ export function registerReadInvoices(app: OpenAPIHono<AppEnv>) {
 
   app.openapi(pdf, async function getInvoicePdf(c) {
     const { id } = c.req.valid("param");
-    const read = rawStatement(
-      c.var.db,
-      sql`SELECT ${INVOICE_JSON} AS invoice, (SELECT name FROM accounts WHERE accounts.id = invoices.account_id) AS account_name,
-          (SELECT json_object('name', users.name, 'email', users.email) FROM users WHERE users.id = invoices.user_id) AS customer
-        FROM ${invoices} WHERE ${owned(invoices, c.var.auth, eq(invoices.id, id))} LIMIT 1`,
-    ) as Statement & { result?: unknown };
-    const [row] = rowsOf<{ invoice: string; account_name: string | null; customer: string | null }>(await withLiveKey(c, read));
+    // The PDF says what the invoice says: its parties as they were when it was finalized.
+    const read = rawStatement(c.var.db, sql`SELECT ${INVOICE_JSON} AS invoice FROM ${invoices} WHERE ${owned(invoices, c.var.auth, eq(invoices.id, id))} LIMIT 1`) as Statement & {
+      result?: unknown;
+    };
+    const [row] = rowsOf<{ invoice: string }>(await withLiveKey(c, read));
     if (!row) throw notFound("invoice", id);
     const invoice = JSON.parse(row.invoice) as InvoiceJson;
-    const bytes = await renderInvoicePdf({
-      invoice,
-      accountName: row.account_name ?? "",
-      customer: row.customer ? (JSON.parse(row.customer) as { name: string; email: string }) : null,
-    });
+    const bytes = await renderInvoicePdf({ invoice });
     const filename = `${invoice.number ?? invoice.id}.pdf`;
     return c.body(bytes as unknown as ArrayBuffer, 200, {
       "Content-Type": "application/pdf",

@@ -40,6 +40,13 @@ export const InvoiceSchema = z
     status: InvoiceStatus,
     subscription_id: z.string().nullable().openapi({ description: "The subscription it bills; null for a declined first charge (no subscription was created)." }),
     user_id: z.string().nullable().openapi({ description: "The customer." }),
+    customer_name: z
+      .string()
+      .nullable()
+      .openapi({ description: "The customer's name as the invoice shows it: copied from the user when the invoice was finalized and never changed after (a draft shows the user's current name).", example: "Ada Lovelace" }),
+    customer_email: z.string().nullable().openapi({ description: "The customer's email, copied as customer_name is.", example: "ada@example.com" }),
+    account_name: z.string().nullable().openapi({ description: "The seller's name (the account's), copied when the invoice was finalized.", example: "Northwind Traders" }),
+    account_email: z.string().nullable().openapi({ description: "The seller's email (the account's), copied when the invoice was finalized.", example: "billing@northwind.example" }),
     currency: z.string().openapi({ example: "usd" }),
     period_start: timestamp("Start of the period billed."),
     period_end: timestamp("End of the period billed."),
@@ -50,9 +57,9 @@ export const InvoiceSchema = z
     amount_paid: amount("What has been paid.", 1999),
     amount_due: amount("What is charged for it.", 1999),
     payment_id: z.string().nullable().openapi({ description: "The last payment attempted for it (the one that paid it, once paid)." }),
-    created_at: timestamp("When the invoice was created."),
-    finalized_at: z.string().nullable().openapi({ description: "When it was finalized (numbered). ISO 8601 UTC with milliseconds." }),
-    paid_at: z.string().nullable().openapi({ description: "When it was paid. ISO 8601 UTC with milliseconds." }),
+    created_at: timestamp("When the invoice was created: on a test clock, the clock's time."),
+    finalized_at: z.string().nullable().openapi({ description: "When it was finalized (numbered); on a test clock, the clock's time. ISO 8601 UTC with milliseconds." }),
+    paid_at: z.string().nullable().openapi({ description: "When it was paid; on a test clock, the clock's time. ISO 8601 UTC with milliseconds." }),
   })
   .openapi("Invoice");
 

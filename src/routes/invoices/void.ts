@@ -1,20 +1,21 @@
 // POST /invoices/{id}/void: an open invoice will never be charged. An invoice of a subscription's
 // billing period is the period being dunned: voiding it forgives that period, in the same batch,
 // so no retry charges it (its period row becomes `void`) and the subscription is active again,
-// billed from the next period on (as if the period had been paid, at no charge).
+// billed from the next period on (as if the period had been paid, at no charge): a metered
+// subscription's next period, already open, is invoiced at its own end.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, sql } from "drizzle-orm";
 import { invoiceVoidedEvent } from "../../billing/invoices";
-import { chargeInFlight, subscriptionUpdatedEvent } from "../../billing/periods";
+import { chargeInFlight, periodDone, subscriptionUpdatedEvent } from "../../billing/periods";
 import { guard, rawStatement, type Statement } from "../../db/batch";
-import { invoices, subscriptionPeriods, subscriptions } from "../../db/schema";
+import { invoices, plans, subscriptionPeriods, subscriptions } from "../../db/schema";
 import type { AppEnv } from "../../context";
 import { clock, isoTime } from "../../lib/clock";
-import type { EmittedEvent } from "../../webhooks/outbox";
+import { type EmittedEvent, emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json } from "../openapi";
 import { readById } from "../reads";
 import { commit } from "../write-path";
-import { chargeInProgress } from "../subscriptions/common";
+import { billingNowSql, chargeInProgress } from "../subscriptions/common";
 import { invoiceAnswerSql, invoiceChanged, invoiceId, notOpen, tags } from "./common";
 import { InvoiceSchema } from "./schema";
 
@@ -25,7 +26,7 @@ const voidInvoice = apiRoute({
   operationId: "voidInvoice",
   summary: "Void an open invoice",
   description:
-    "An open invoice is voided: it will never be charged, and keeps its number. The invoice of a past-due subscription's period forgives that period: no dunning retry charges it, and the subscription is active again, billed from the next period on (subscription_updated). Only an open invoice can be voided (409 invoice_paid or invoice_not_open otherwise); while a charge of it is at the processor, 409 charge_in_progress. Emits invoice.voided.",
+    "An open invoice is voided: it will never be charged, and keeps its number. The invoice of a past-due subscription's period forgives that period: no dunning retry charges it, and the subscription is active again, billed from the next period on (subscription_updated; a subscription's final invoice, sent when it was set to cancel at its period's end, ends it instead: subscription_canceled): a licensed plan's next period is charged when it starts, a metered plan's (already open, taking usage) is invoiced when it ends. Only an open invoice can be voided (409 invoice_paid or invoice_not_open otherwise); while a charge of it is at the processor, 409 charge_in_progress. Emits invoice.voided.",
   scope: "invoices:write",
   request: { params: invoiceId },
   responses: { 200: json(InvoiceSchema, "The voided invoice.") },
@@ -54,6 +55,16 @@ export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
     const events: EmittedEvent[] = [];
     const { subscriptionId, periodIndex } = invoice;
     if (subscriptionId !== null && periodIndex !== null) {
+      // The subscription's billing calendar and how its plan bills (in advance, or in arrears).
+      const [billed] = await db
+        .select({ sub: { billingAnchor: subscriptions.billingAnchor }, plan: { interval: plans.interval, usageType: plans.usageType }, final: subscriptionPeriods.final })
+        .from(subscriptions)
+        .innerJoin(plans, eq(plans.id, subscriptions.planId))
+        .leftJoin(subscriptionPeriods, and(eq(subscriptionPeriods.subscriptionId, subscriptions.id), eq(subscriptionPeriods.periodIndex, periodIndex)))
+        .where(eq(subscriptions.id, subscriptionId))
+        .limit(1);
+      // A final invoice forgiven: the subscription set to cancel at its period's end ends now.
+      const final = billed.final === true;
       statements.push(
         // A charge of the period may be at the processor: it settles first.
         guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(subscriptionId)}`),
@@ -61,22 +72,21 @@ export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
           .update(subscriptionPeriods)
           .set({ status: "void", updatedAt: now })
           .where(and(eq(subscriptionPeriods.subscriptionId, subscriptionId), eq(subscriptionPeriods.periodIndex, periodIndex), eq(subscriptionPeriods.status, "open"))),
-        // The period is forgiven: billing goes on from the next one, whose start is the invoice's end.
+        // The period is forgiven: billing goes on from the next one, as when a period is paid (a
+        // licensed period's successor is due when it starts, a metered one's when it ends).
         db
           .update(subscriptions)
-          .set({
-            status: "active",
-            periodsBilled: periodIndex + 1,
-            currentPeriodStart: invoice.periodStart,
-            nextBillingDate: invoice.periodEnd,
-            dueAt: Date.parse(invoice.periodEnd),
-            dunningAttempts: 0,
-            updatedAt: now,
-          })
+          .set(
+            final
+              ? { status: "canceled", canceledAt: billingNowSql(subscriptions.userId, realNow), cancelAtPeriodEnd: false, dueAt: null, dunningAttempts: 0, updatedAt: now }
+              : { status: "active", ...periodDone(billed.sub, billed.plan, periodIndex), dunningAttempts: 0, updatedAt: now },
+          )
           .where(and(eq(subscriptions.id, subscriptionId), eq(subscriptions.status, "past_due"), eq(subscriptions.periodsBilled, periodIndex))),
       );
       events.push(
-        subscriptionUpdatedEvent(db, auth, subscriptionId, realNow),
+        final
+          ? emitEvent(db, auth, { type: "subscription_canceled", subscriptionId, status: sql`(SELECT status FROM subscriptions WHERE id = ${subscriptionId})` }, realNow)
+          : subscriptionUpdatedEvent(db, auth, subscriptionId, realNow),
       );
     }
     statements.push(rawStatement(db, sql`UPDATE ${invoices} SET status = 'void', voided_at = ${now}, updated_at = ${now} WHERE id = ${id} AND status = 'open'`));

@@ -56,7 +56,7 @@ const connect = apiRoute({
   operationId: "connectProcessor",
   summary: "Connect live mode to your Stripe account",
   description:
-    "Connects (or replaces) live mode's card processor: your Stripe account. The key is checked with Stripe first (GET /v1/account); a key Stripe refuses answers 400 processor_key_invalid, and a Stripe test key outside development 400 processor_key_not_live. " +
+    "Connects (or replaces) live mode's card processor: your Stripe account, with its publishable key for Stripe.js and the hosted pages. Card numbers are taken in live mode only with raw_card_data true. The key is checked with Stripe first (GET /v1/account); a key Stripe refuses answers 400 processor_key_invalid, and a Stripe test key outside development 400 processor_key_not_live. " +
     "The secret key and the webhook signing secrets are stored encrypted and never answered (only the key's last 4 characters). Point Stripe's webhook endpoints (your account's, and a Connect one for payouts) at the answer's webhook_url. " +
     "Replacing the connection with a key of another Stripe account answers 409 processor_in_use while live subscriptions, payouts or refunds depend on the connected one; otherwise the connected one is retired (its secrets kept, encrypted, only to settle Stripe's later events about what was made through it). " +
     AUTH_NOTE,
@@ -138,7 +138,13 @@ export function registerProcessor(app: OpenAPIHono<AppEnv>) {
         "secret_key",
       );
     }
+    if (body.publishable_key !== undefined && body.publishable_key.startsWith("pk_live_") !== body.secret_key.startsWith(`${body.secret_key.slice(0, 2)}_live_`)) {
+      throw invalidRequest("publishable_key_mismatch", "publishable_key and secret_key must be of the same Stripe mode: pk_live_… with a live secret key, pk_test_… with a test one.", "publishable_key");
+    }
     const existing = await readConnection(db, auth.accountId);
+    // Omitted on a replacement, each keeps the connection's own (a rolled key changes neither).
+    const publishableKey = body.publishable_key ?? existing?.publishableKey ?? null;
+    const rawCardData = body.raw_card_data ?? existing?.rawCardData ?? false;
     const sealed = await sealSecrets(c.env, auth.accountId, {
       secretKey: body.secret_key,
       webhookSecret: body.webhook_secret,
@@ -150,6 +156,8 @@ export function registerProcessor(app: OpenAPIHono<AppEnv>) {
       provider: body.provider,
       processorAccount: check.account,
       ...sealed,
+      rawCardData,
+      publishableKey,
       createdAt: existing?.createdAt ?? isoTime(now),
       updatedAt: isoTime(now),
     };
@@ -171,7 +179,7 @@ export function registerProcessor(app: OpenAPIHono<AppEnv>) {
           db
             .insert(processorConnections)
             .values(row)
-            .onConflictDoUpdate({ target: processorConnections.accountId, set: { provider: row.provider, processorAccount: row.processorAccount, ...sealed, updatedAt: row.updatedAt } }),
+            .onConflictDoUpdate({ target: processorConnections.accountId, set: { provider: row.provider, processorAccount: row.processorAccount, ...sealed, rawCardData, publishableKey, updatedAt: row.updatedAt } }),
         ],
         events: [],
       },

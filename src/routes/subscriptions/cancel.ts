@@ -1,5 +1,6 @@
 // DELETE /subscriptions/{id}: cancel now, or (at_period_end=true) at the end of the current
-// period, when the renewal run cancels instead of charging (src/billing/periods.ts).
+// period, when the renewal run cancels instead of charging a new period, after a final invoice of
+// what the period still owes, if anything (src/billing/periods.ts).
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, sql } from "drizzle-orm";
 import { chargeInFlight, subscriptionUpdatedEvent } from "../../billing/periods";
@@ -24,7 +25,7 @@ const cancel = apiRoute({
   operationId: "cancelSubscription",
   summary: "Cancel a subscription",
   description:
-    "Cancels now (status canceled, canceled_at set, subscription_canceled emitted), or with at_period_end=true at the end of the current period: the subscription stays active and the renewal run cancels it instead of charging. While a charge for the current period is at the processor, either kind of cancel answers 409 charge_in_progress: retry in a few seconds (a charge whose outcome is unknown is settled by Tender within 10 minutes). A canceled subscription shows cancel_at_period_end false.",
+    "Cancels now (status canceled, canceled_at set, subscription_canceled emitted), or with at_period_end=true at the end of the current period: the subscription stays active and the renewal run cancels it instead of charging a new period. What that period still owes (a metered plan's usage, prorations still pending) is billed first on a final invoice, charged at the period's end: once it is paid (or voided), the subscription is canceled; a decline is retried on the dunning schedule (past_due), and while it is open cancel_at_period_end cannot be set back to false (400 final_invoice_open). While a charge for the current period is at the processor, either kind of cancel answers 409 charge_in_progress: retry in a few seconds (a charge whose outcome is unknown is settled by Tender within 10 minutes). A canceled subscription shows cancel_at_period_end false.",
   scope: "subscriptions:write",
   request: { params: subscriptionId, query: CancelQuery },
   responses: { 200: json(SubscriptionSchema, "The canceled (or cancel-scheduled) subscription.") },

@@ -7,7 +7,7 @@ import { eq } from "drizzle-orm";
 import { periodStartMs } from "../../domain/billing-calendar";
 import { chargeableAmount } from "../../billing/pricing";
 import { isMetered } from "../../billing/usage";
-import { processorForRequest } from "../../processor";
+import { processorForCardFields, processorForRequest } from "../../processor";
 import { coupons, payments, plans, subscriptionPeriods, subscriptions, testClocks, users } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { newId } from "../../domain/ids";
@@ -18,7 +18,8 @@ import { found } from "../reads";
 import { commitAndRespond, firstChargeReference, outcomeTracked } from "../write-path";
 import { charge, paymentEventData } from "../../payments/charge";
 import { issueInvoice, subscriptionLine } from "../../billing/invoices";
-import { readCard } from "../../payments/card-input";
+import { assertNoCardData, cardInBody, readCard } from "../../payments/card-input";
+import { isPaymentMethodId, savedCardFor } from "../../payments/methods";
 import { type EmittedEvent, emitEvent } from "../../webhooks/outbox";
 import { type Statement, runBatch } from "../../db/batch";
 import { NO_DISCOUNT, assertCouponCurrency, bindReservation, couponRefusals, discountAsCoupon, discountColumns, periodDiscount, redeemCoupon, releaseReservation } from "../../billing/coupons";
@@ -37,7 +38,7 @@ const create = apiRoute({
   operationId: "createSubscription",
   summary: "Subscribe a user to a plan",
   description:
-    "Validates the user, the plan and the card, then charges the first period. On success the subscription is active and next_billing_date is one interval later, anchored to the start day (Jan 31 -> Feb 28/29 -> Mar 31). With a trial (trial_end or trial_period_days, else the plan's trial_period_days) the card is vaulted, not charged: the subscription is trialing, subscription_trial_will_end is sent three days before the trial ends, and the first period is charged at trial_end, which anchors the billing day (a decline then goes to dunning). A coupon is redeemed before the card is charged, and its discount applies to the first invoice (after the trial, if any); a discount that leaves nothing to pay vaults the card and charges nothing. A decline answers 402, records the failed payment, emits payment.failed and creates no subscription. In live mode the card is charged through the account's Stripe connection (a confirmed PaymentIntent on the user's Stripe Customer, kept for renewals off-session); a card that needs 3D Secure answers 402 with decline_code authentication_required (Tender cannot ask the holder to authenticate).",
+    "Validates the user, the plan and the card (payment_method \"card\" with the card fields, or a saved card of the user, payment_method \"pmt_…\"; a payment method of another user, account or mode answers 404, a detached one 400 payment_method_detached; card fields in live mode need a connection with raw_card_data, else 400 raw_card_data_unavailable), then charges the first period. On success the subscription is active and next_billing_date is one interval later, anchored to the start day (Jan 31 -> Feb 28/29 -> Mar 31). With a trial (trial_end or trial_period_days, else the plan's trial_period_days) the card is vaulted, not charged: the subscription is trialing, subscription_trial_will_end is sent three days before the trial ends, and the first period is charged at trial_end, which anchors the billing day (a decline then goes to dunning). A coupon is redeemed before the card is charged, and its discount applies to the first invoice (after the trial, if any); a discount that leaves nothing to pay vaults the card and charges nothing. A decline answers 402, records the failed payment, emits payment.failed and creates no subscription. In live mode the card is charged through the account's Stripe connection (a confirmed PaymentIntent on the user's Stripe Customer, kept for renewals off-session); a card that needs 3D Secure answers 402 with decline_code authentication_required (Tender cannot ask the holder to authenticate).",
   scope: "subscriptions:write",
   request: jsonBodyOf(CreateSubscriptionBody),
   responses: { 201: json(SubscriptionSchema, "The active subscription.") },
@@ -93,8 +94,13 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
       throw invalidRequest("parameter_unexpected", `${body.trial_end !== undefined ? "trial_end" : "trial_period_days"}: a metered plan is billed in arrears for its usage, and has no trial.`, body.trial_end !== undefined ? "trial_end" : "trial_period_days");
     }
     const subtotal = metered ? 0 : chargeableAmount(plan, body.quantity);
-    const card = await readCard(c.env, body, realNow);
-    const processor = await processorForRequest(c);
+    // The card: a saved one (payment_method "pmt_…", the user's), or the card fields (checked; in
+    // live mode only on a connection with raw card data access).
+    const saved = isPaymentMethodId(body.payment_method) ? await savedCardFor(c, body.payment_method, user.id) : null;
+    if (saved) assertNoCardData(body);
+    const fields = saved ? null : await readCard(c.env, cardInBody(body) ?? body as never, realNow);
+    const card = saved ?? (fields as NonNullable<typeof fields>);
+    const processor = saved ? await processorForRequest(c) : await processorForCardFields(c);
 
     const id = newId("subscription", realNow);
     const invoiceId = newId("invoice", realNow);
@@ -137,7 +143,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
           coupon: discountAsCoupon(discount, plan.currency),
         },
         outcome,
-        realNow,
+        { at: start, realNow },
       );
     if (trialEnd !== null || metered || amount === 0) return createWithoutCharge();
     // A processor call that still threw after its retries may have moved money: the outcome is
@@ -152,7 +158,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
       invoiceId,
       amount,
       currency: plan.currency,
-      source: { card: card.card },
+      source: saved ? { token: saved.token, customerPresent: true } : { card: (fields as NonNullable<typeof fields>).card },
       summary: card.summary,
       fingerprint: card.fingerprint,
       at: realNow,
@@ -163,7 +169,9 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
       // The reference was first sent when this use of the Idempotency-Key began.
       firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : realNow,
     }));
-    if (!result.succeeded || !result.token) {
+    // A saved card's token is the one that charged it.
+    const chargedToken = result.token ?? (saved && result.succeeded ? saved.token : null);
+    if (!result.succeeded || !chargedToken) {
       // No subscription exists: the failed payment belongs to none.
       const failed = { ...result.payment, subscriptionId: null };
       const voided = invoice({ kind: "failed", paymentId: failed.id, status: "void" }, null);
@@ -181,7 +189,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
     // The card was charged: a key revoked meanwhile must not lose the record of it. The claim
     // guard stays: a request that took the key over charges with the same reference and records it.
     const paid = invoice({ kind: "paid", paymentId: result.payment.id }, id);
-    return commitSubscription(result.token, result.payment.id, result.statements, result.events, paid, {
+    return commitSubscription(chargedToken, result.payment.id, result.statements, result.events, paid, {
       moneyMoved: { paymentId: result.payment.id },
       failures: { [CHARGE_RECORDED]: idempotencyClaimLost },
     });
@@ -192,8 +200,10 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
      * free first period is paid by no payment.
      */
     async function createWithoutCharge() {
+      // A saved card is the user's at the processor already.
+      if (saved) return commitSubscription(saved.token, null, [], [], trialEnd === null && !metered ? invoice({ kind: "paid", paymentId: null }, id) : null, {});
       const { token, outcome } = await outcomeTracked(c, () =>
-        processor.vaultCard({ card: card.card, customer, reference: `${reference ?? id}:vault`, firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : realNow }),
+        processor.vaultCard({ card: (fields as NonNullable<typeof fields>).card, customer, reference: `${reference ?? id}:vault`, firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : realNow }),
       );
       if (outcome.status === "failed" || !token) {
         await runBatch(db, couponStatements(false));
@@ -220,6 +230,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         quantity: body.quantity,
         ...cardColumns(card),
         processorToken: token,
+        paymentMethodId: saved?.id ?? null,
         startDate: isoTime(start),
         billingAnchor: isoTime(trialEnd ?? start),
         // A trial's or a metered subscription's first period is billed later (at the trial's end, at the period's end).

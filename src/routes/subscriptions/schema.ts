@@ -28,7 +28,9 @@ export const CreateSubscriptionBody = bodyObject({
     .max(40)
     .optional()
     .openapi({ description: "When the trial ends (ISO 8601, on the user's test clock if it has one), instead of trial_period_days: at most 730 days away.", example: "2027-01-31T00:00:00Z" }),
-  ...CardFields,
+  // payment_method "card" with the card fields, or a saved card's id ("pmt_…") alone.
+  ...OptionalCardFields,
+  payment_method: CardFields.payment_method,
 }).openapi("SubscriptionRequest");
 
 export const UpdateSubscriptionBody = bodyObject({
@@ -47,7 +49,7 @@ export const UpdateSubscriptionBody = bodyObject({
       description:
         "true schedules the plan_id and quantity sent for the next period, with no proration: the subscription keeps its plan until then, and pending_update shows the change. A later change of plan_id or quantity replaces it.",
     }),
-  cancel_at_period_end: booleanField("cancel_at_period_end").optional().openapi({ description: "true cancels when the current period ends; false undoes that." }),
+  cancel_at_period_end: booleanField("cancel_at_period_end").optional().openapi({ description: "true cancels when the current period ends, after a final invoice of what the period still owes (metered usage, pending prorations), if anything; false undoes that, except while that final invoice is open (400 final_invoice_open)." }),
   coupon: couponField
     .nullable()
     .optional()
@@ -67,6 +69,10 @@ export const SubscriptionSchema = z
     status: SubscriptionStatus.openapi({ description: "trialing until its trial ends; active; past_due while a failed charge is retried; canceled." }),
     quantity: z.number().int(),
     card: CardSummarySchema,
+    payment_method: z
+      .string()
+      .nullable()
+      .openapi({ description: "The saved card (pmt_…) the subscription charges, when it was given one; null when it was given the card fields." }),
     start_date: timestamp("When the subscription started."),
     current_period_start: timestamp("Start of the last paid period."),
     trial_start: z.string().nullable().openapi({ description: "When its trial began, or null when it had none." }),
@@ -106,6 +112,7 @@ export function serializeSubscription(row: typeof subscriptions.$inferSelect): S
     status: row.status,
     quantity: row.quantity,
     card: cardOf(row),
+    payment_method: row.paymentMethodId ?? null,
     start_date: row.startDate,
     current_period_start: row.currentPeriodStart,
     trial_start: row.trialStart,

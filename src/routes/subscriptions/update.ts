@@ -11,6 +11,7 @@ import {
   chargeOf,
   type PeriodClaim,
   chargeInFlight,
+  finalInvoiceClaimed,
   chargePeriod,
   priceChargeInFlight,
   claimCardColumns,
@@ -23,20 +24,21 @@ import {
 } from "../../billing/periods";
 import { chargeableAmount, type PlanRow } from "../../billing/pricing";
 import { MAX_AMOUNT } from "../../domain/money";
-import { processorForRequest } from "../../processor";
+import { processorForCardFields, processorForRequest } from "../../processor";
 import { randomToken } from "../../lib/crypto";
 import { guard, runBatch } from "../../db/batch";
 import { type ClaimCard, coupons, invoiceItems, plans, subscriptions } from "../../db/schema";
 import { currentOpenCharge, currentPeriod, prorationItems } from "../../billing/prorations";
 import { changeAndInvoiceNow } from "./invoice-now";
-import { type CouponRow, NO_DISCOUNT, assertCouponCurrency, couponRefusals, discountColumns, redeemCoupon } from "../../billing/coupons";
+import { type CouponRow, NO_DISCOUNT, assertCouponCurrency, couponRefusals, discountColumns, discountRunsAt, redeemCoupon } from "../../billing/coupons";
 import { owned } from "../../db/scope";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { ApiError, cardDeclined, invalidRequest } from "../../lib/errors";
 import { readById, readOne } from "../reads";
 import { assertKeyClaimedFirst, commit, commitAndAnswerRow, outcomeTracked } from "../write-path";
-import { type CardInput, cardInBody, readCard } from "../../payments/card-input";
+import { type CardInput, assertNoCardData, cardInBody, readCard } from "../../payments/card-input";
+import { isPaymentMethodId, savedCardFor } from "../../payments/methods";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
 import { alreadyCanceled, answerDecline, billingNow, chargeInProgress, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags, CHARGE_IN_FLIGHT, SUBSCRIPTION_CANCELED, SUBSCRIPTION_CHANGED, proratedAsRead } from "./common";
 import { SubscriptionSchema, serializeSubscription, subscriptionAnswer, UpdateSubscriptionBody } from "./schema";
@@ -49,7 +51,7 @@ const update = apiRoute({
   operationId: "updateSubscription",
   summary: "Replace payment details, or change plan or quantity",
   description:
-    "New card details replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity apply now: on an active subscription, proration_behavior create_prorations (the default) credits the unused time of what the current period was charged and charges the time left at the new price, as lines of the next invoice (a credit that takes that invoice below zero is carried on, never refunded); always_invoice invoices those lines (and any pending) at once and charges the invoice: the change is made only once it is paid (a decline answers 402 and changes nothing; an invoice of nothing or a credit is paid at once, the credit carried on); none prorates nothing. at_period_end true schedules the plan_id and quantity for the next period instead, unprorated (pending_update). A subscription set to cancel at period end takes no create_prorations change (400). A metered subscription's plan does not change (400 plan_incompatible). coupon redeems a coupon whose discount applies from the next invoice (replacing any other); null removes the discount. Answers the subscription as the change committed it. While a charge of the period (or of a change invoiced at once) is at the processor with its outcome not yet known, new card details, cancel_at_period_end true, coupon, plan_id and quantity answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
+    "New card details (the card fields, or payment_method \"pmt_…\": a saved card of the subscription's user, used as it is) replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity apply now: on an active subscription, proration_behavior create_prorations (the default) credits the unused time of what the current period was charged and charges the time left at the new price, as lines of the next invoice (a credit that takes that invoice below zero is carried on, never refunded); always_invoice invoices those lines (and any pending) at once and charges the invoice: the change is made only once it is paid (a decline answers 402 and changes nothing; an invoice of nothing or a credit is paid at once, the credit carried on); none prorates nothing. at_period_end true schedules the plan_id and quantity for the next period instead, unprorated (pending_update). A subscription set to cancel at period end is sent a final invoice at its end for the prorations still pending. A metered subscription's plan does not change (400 plan_incompatible). coupon redeems a coupon whose discount applies from the next invoice (replacing any other); null removes the discount. Answers the subscription as the change committed it. While a charge of the period (or of a change invoiced at once) is at the processor with its outcome not yet known, new card details, cancel_at_period_end true, coupon, plan_id and quantity answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
   scope: "subscriptions:write",
   request: { params: subscriptionId, ...jsonBodyOf(UpdateSubscriptionBody) },
   responses: { 200: json(SubscriptionSchema, "The updated subscription.") },
@@ -57,25 +59,33 @@ const update = apiRoute({
 });
 
 
+const PAYMENT_METHOD_DETACHED = "payment_method_detached";
+
 export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
   app.openapi(update, async function updateSubscription(c) {
     const { db, auth } = c.var;
     const { id } = c.req.valid("param");
     const body = c.req.valid("json");
     const realNow = clock.now();
-    const newCard = cardInBody(body);
+    // New payment details: a saved card (payment_method "pmt_…", read once the subscription's user
+    // is known), or the card fields.
+    const wantsSaved = isPaymentMethodId(body.payment_method);
+    if (wantsSaved) assertNoCardData(body);
+    const newCard = wantsSaved ? null : cardInBody(body);
+    const paymentChange = wantsSaved || newCard !== null;
     if (body.at_period_end === true && body.plan_id === undefined && body.quantity === undefined) {
       throw invalidRequest("parameter_missing", "at_period_end schedules a change of plan_id or quantity: send one of them.", "at_period_end");
     }
     if (body.at_period_end === true && body.proration_behavior !== undefined && body.proration_behavior !== "none") {
       throw invalidRequest("parameter_unexpected", "proration_behavior: a change scheduled at period end is not prorated; send none, or leave it out.", "proration_behavior");
     }
-    if (!newCard && body.plan_id === undefined && body.quantity === undefined && body.cancel_at_period_end === undefined && body.coupon === undefined) {
+    if (!paymentChange && body.plan_id === undefined && body.quantity === undefined && body.cancel_at_period_end === undefined && body.coupon === undefined) {
       throw invalidRequest("parameter_missing", "Send new payment details, plan_id, quantity, cancel_at_period_end or coupon.");
     }
     const current = await loadSubscription(c, id);
     const { sub } = current;
     if (sub.status === "canceled") throw alreadyCanceled(id);
+    const saved = wantsSaved ? await savedCardFor(c, body.payment_method as string, sub.userId) : null;
 
     let plan: PlanRow = current.plan;
     if (body.plan_id !== undefined && body.plan_id !== sub.planId) {
@@ -125,8 +135,8 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       );
     }
     const behavior = scheduled ? "none" : (body.proration_behavior ?? "create_prorations");
-    if (behavior === "always_invoice" && (newCard || body.coupon !== undefined || body.cancel_at_period_end !== undefined)) {
-      const field = newCard ? "card_number" : body.coupon !== undefined ? "coupon" : "cancel_at_period_end";
+    if (behavior === "always_invoice" && (paymentChange || body.coupon !== undefined || body.cancel_at_period_end !== undefined)) {
+      const field = newCard ? "card_number" : saved ? "payment_method" : body.coupon !== undefined ? "coupon" : "cancel_at_period_end";
       throw invalidRequest("parameter_unexpected", `${field}: a change invoiced at once (proration_behavior always_invoice) is charged now; send ${field} in a request of its own.`, field);
     }
     // An active subscription's change of price is prorated from now (its test clock's now) to the
@@ -135,20 +145,20 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     let proration: ReturnType<typeof prorationItems> = null;
     const at = billingNow(current.clock, realNow);
     if (priceChanges && behavior !== "none" && sub.status === "active" && sub.periodsBilled >= 1 && current.plan.usageType !== "metered" && at < currentPeriod(sub, current.plan).end) {
-      // Pending items are collected by the next invoice, which a subscription set to cancel at
-      // its period's end never has: its change is invoiced at once, or not prorated.
-      if (behavior === "create_prorations" && sub.cancelAtPeriodEnd) {
-        throw invalidRequest(
-          "parameter_invalid",
-          `proration_behavior: subscription ${sub.id} cancels at the end of its period, so it has no next invoice to take prorations; send always_invoice (charged now) or none.`,
-          "proration_behavior",
-        );
-      }
+      // Pending items are collected by the next invoice; a subscription set to cancel at its
+      // period's end has none, so its final invoice collects them (src/billing/periods.ts).
       // What the current period was charged, and the percentage its discount took off, if any:
-      // the charge line is discounted alike.
+      // the charge line is discounted alike while the subscription's discount still runs at the
+      // change (as Stripe's prorations carry the discounts in effect; a `once` coupon was used up
+      // by the period's invoice, a removed or ended one runs no more).
       const paid = current.paid?.status ? current.paid : null;
+      let percentOffBasisPoints = paid?.percentOff ?? 0;
+      if (percentOffBasisPoints > 0) {
+        const [coupon] = sub.couponId === null ? [] : await db.select().from(coupons).where(owned(coupons, auth, eq(coupons.id, sub.couponId))).limit(1);
+        if (!coupon || !discountRunsAt(sub, coupon, at)) percentOffBasisPoints = 0;
+      }
       try {
-        proration = prorationItems({ sub, oldPlan: current.plan, newPlan: plan, quantity, current: currentOpenCharge(sub, current.plan, paid), at, percentOffBasisPoints: paid?.percentOff ?? 0 });
+        proration = prorationItems({ sub, oldPlan: current.plan, newPlan: plan, quantity, current: currentOpenCharge(sub, current.plan, paid), at, percentOffBasisPoints });
       } catch (error) {
         // Another change, committed since this request began, prorated from a later moment.
         if (error instanceof RangeError) throw changedMeanwhile();
@@ -188,7 +198,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     let redeem: { coupon: CouponRow; reference: string } | null = null;
     if (body.coupon === null) Object.assign(changes, NO_DISCOUNT);
     if (typeof body.coupon === "string") {
-      if (newCard && sub.status === "past_due") {
+      if (paymentChange && sub.status === "past_due") {
         throw invalidRequest("parameter_unexpected", "coupon: new card details on a past_due subscription charge the unpaid period now; send coupon in a request of its own.", "coupon");
       }
       const coupon = await readOne(c, db.select().from(coupons).where(owned(coupons, auth, eq(coupons.id, body.coupon))).limit(1), "coupon", body.coupon, "coupon");
@@ -197,7 +207,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       redeem = { coupon, reference: `${sub.id}:coupon:${c.var.idempotency ? `${c.var.idempotency.key}:${c.var.idempotency.since}` : randomToken(20)}` };
     }
     const card = newCard ? await readCard(c.env, newCard, realNow) : null;
-    const processor = card ? await processorForRequest(c) : null;
+    const processor = card ? await processorForCardFields(c) : saved ? await processorForRequest(c) : null;
     // Every new card is vaulted first (no money moves): the token is what a charge, a retry of it
     // and the next renewals send, so the card itself is needed only here, and never kept. A live
     // processor checks the card with its bank (a Stripe SetupIntent), which may decline it: 402,
@@ -214,6 +224,10 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       if (!token) throw new Error(`the processor vaulted the card of ${sub.id} without a token`);
       vaulted = { token, ...cardSummary(card) };
     }
+    // A saved card is vaulted already: the user's at the processor.
+    if (saved) vaulted = { token: saved.token, ...saved.summary, fingerprint: saved.fingerprint };
+    // The subscription names the saved card it charges (none for card fields), so it is not detached meanwhile.
+    if (vaulted) changes.paymentMethodId = saved?.id ?? null;
 
     if (vaulted && processor && sub.status === "past_due") {
       // The unpaid period is charged to the new card at once, claimed as the next attempt of the
@@ -235,11 +249,11 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       // unknown, so the Idempotency-Key stays claimed, and the claim is given back for the cron.
       assertKeyClaimedFirst(c);
       try {
-        const settlement = await outcomeTracked(c, () => chargePeriod(db, { processor, row: current, claim, at: realNow, realNow, changes }));
+        const settlement = await outcomeTracked(c, () => chargePeriod(db, { processor, row: current, claim, at: billingNow(current.clock, realNow), realNow, changes }));
         // Money moved: the settlement commits whatever became of the caller's key or claim meanwhile.
         const charged = chargeOf(settlement);
         const options = { moneyMoved: { paymentId: charged.payment.id }, claimGuard: false, failures: { [PERIOD_ALREADY_SETTLED]: changedMeanwhile } };
-        if (settlement.outcome !== "renewed") return await answerDecline(c, charged, settlement.writes, options);
+        if (!charged.succeeded) return await answerDecline(c, charged, settlement.writes, options);
         // The answer is the row as the settlement committed it (a concurrent change included).
         const where = eq(subscriptions.id, sub.id);
         const { returned } = await commit(c, { ...settlement.writes, returning: db.select().from(subscriptions).where(where) }, 200, null, {
@@ -287,7 +301,12 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
                 db.insert(invoiceItems).values(proration.items),
               ]
             : []),
+          // A final invoice, once claimed, ends the subscription when it is paid: it is not
+          // un-canceled under it (pay or void that invoice first).
+          ...(body.cancel_at_period_end === false ? [guard(db, FINAL_INVOICE_OPEN, sql`NOT ${finalInvoiceClaimed(sub.id)}`)] : []),
           ...(redeem ? redeemCoupon(db, redeem.coupon, redeem.reference, sub.id, realNow) : []),
+          // A saved card detached since it was read is not given to the subscription.
+          ...(saved ? [guard(db, PAYMENT_METHOD_DETACHED, sql`EXISTS (SELECT 1 FROM payment_methods WHERE id = ${saved.id} AND detached_at IS NULL)`)] : []),
         ],
         // Only the fields sent are written; the answer is the row as this batch committed it, so a
         // renewal that committed since the read above shows in it (and in the stored answer).
@@ -307,12 +326,21 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id),
           [CHARGE_IN_FLIGHT]: chargeInProgress,
           [SUBSCRIPTION_CHANGED]: changedMeanwhile,
+          [FINAL_INVOICE_OPEN]: () =>
+            invalidRequest(
+              "final_invoice_open",
+              `cancel_at_period_end: subscription ${id} ended its period and its final invoice is open; pay or void that invoice.`,
+              "cancel_at_period_end",
+            ),
+          [PAYMENT_METHOD_DETACHED]: () => invalidRequest("payment_method_detached", `Payment method ${saved?.id} was detached meanwhile and can be charged no more.`, "payment_method"),
           ...(redeem ? couponRefusals(redeem.coupon.id) : {}),
         },
       },
     );
   });
 }
+
+const FINAL_INVOICE_OPEN = "final_invoice_open";
 
 /**
  * The processor reference of vaulting a card update's new card: fixed for one use of the

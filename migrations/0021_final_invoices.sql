@@ -1,0 +1,1 @@
+ALTER TABLE `subscription_periods` ADD `final` integer DEFAULT false NOT NULL;

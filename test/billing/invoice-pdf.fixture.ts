@@ -1,0 +1,41 @@
+// A draft invoice to render without the API: the PDF tests' starting point.
+import type { InvoiceJson } from "../../src/billing/invoices";
+
+export const draftInvoice: InvoiceJson = {
+  id: "in_0000000000000000000000draft",
+  object: "invoice",
+  livemode: true,
+  number: null,
+  status: "draft",
+  subscription_id: null,
+  user_id: "usr_00000000000000000000000001",
+  customer_name: "Ada Lovelace",
+  customer_email: "ada@example.com",
+  account_name: "Acme",
+  account_email: "billing@acme.example",
+  currency: "eur",
+  period_start: "2026-01-01T00:00:00.000Z",
+  period_end: "2026-02-01T00:00:00.000Z",
+  lines: [
+    {
+      id: "il_00000000000000000000000001",
+      type: "subscription",
+      description: "1 × Pro",
+      quantity: 1,
+      unit_amount_decimal: "1999",
+      amount: 1999,
+      proration: false,
+      period_start: "2026-01-01T00:00:00.000Z",
+      period_end: "2026-02-01T00:00:00.000Z",
+    },
+  ],
+  subtotal: 1999,
+  discount: 0,
+  total: 1999,
+  amount_paid: 0,
+  amount_due: 1999,
+  payment_id: null,
+  created_at: "2026-01-01T00:00:00.000Z",
+  finalized_at: null,
+  paid_at: null,
+};
