@@ -123,6 +123,7 @@ ul.plain li { padding: 3px 0; }
 .facts dd { margin: 0; min-width: 0; }
 .headline { display: flex; flex-wrap: wrap; align-items: center; gap: 8px 14px; margin-bottom: 14px; }
 .headline .amount { font-size: 24px; font-weight: 650; }
+.inline-ref .ref { display: inline; }
 /* A name or an email may break anywhere, but its column keeps room for a word. */
 .ref, td.wrap, .ref-col { min-width: 14ch; }
 .scope-list { min-width: 14ch; overflow-wrap: anywhere; }

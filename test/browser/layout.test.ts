@@ -4,14 +4,18 @@
 // a failed load such as a missing favicon, a script error). At 1280 px no table needs to scroll
 // either. At 390 px the menu folds under a Menu button. The widths measured are printed, one line
 // per page and viewport.
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Receiver, type RunningBrowser, type RunningWorker, findChromium, launchBrowser, startReceiver, startWorker } from "./harness";
+import { ROOT, type Receiver, type RunningBrowser, type RunningWorker, findChromium, launchBrowser, startReceiver, startWorker } from "./harness";
 import { type Seeded, seedAccount } from "./seed";
 
 const chromiumPath = findChromium();
 const DESKTOP = { width: 1280, height: 860 };
 const PHONE = { width: 390, height: 844 };
+/** Screenshots of the object pages and a phone's list (not tracked), to look at. */
+const SCREENSHOTS = join(ROOT, "test", "browser", "screenshots");
 
 /** What the page measures: the document's widths, and the tables that scroll inside their card. */
 const MEASURE = `({
@@ -146,16 +150,26 @@ describe.skipIf(!chromiumPath)("dashboard layout in Chromium", () => {
 
   it("the pages of a user, a subscription, a payment and a payout fit at 1280 and 390 px and log no console error", async () => {
     await signedIn();
-    for (const path of [
-      `/dashboard/users/${seeded.users[0].id}`,
-      `/dashboard/users/${seeded.clockedUser.id}`,
-      `/dashboard/subscriptions/${seeded.subscriptions[0].id}`,
-      `/dashboard/payments/${seeded.payments[0].id}`,
-      `/dashboard/payouts/${seeded.payouts[0].id}`,
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    for (const [name, path] of [
+      ["user", `/dashboard/users/${seeded.users[0].id}`],
+      ["clocked-user", `/dashboard/users/${seeded.clockedUser.id}`],
+      ["subscription", `/dashboard/subscriptions/${seeded.subscriptions[0].id}`],
+      ["payment", `/dashboard/payments/${seeded.payments[0].id}`],
+      ["payout", `/dashboard/payouts/${seeded.payouts[0].id}`],
     ]) {
       await measure(path);
       expect(await modeShown(), path).toBe("test");
+      await page.screenshot({ path: join(SCREENSHOTS, `page-${name}-390.png`), fullPage: true });
     }
+    await page.setViewportSize(PHONE);
+    await page.goto(`${worker.origin}/dashboard/payments`);
+    await page.screenshot({ path: join(SCREENSHOTS, "list-payments-390.png"), fullPage: true });
+    await page.goto(`${worker.origin}/dashboard`);
+    await page.screenshot({ path: join(SCREENSHOTS, "overview-390.png"), fullPage: true });
+    await page.setViewportSize(DESKTOP);
+    await page.goto(`${worker.origin}/dashboard/users/${seeded.users[0].id}`);
+    await page.screenshot({ path: join(SCREENSHOTS, "page-user-1280.png"), fullPage: true });
     // Linked from the lists, and the clocked user's page shows the clock's time.
     await page.setViewportSize(DESKTOP);
     await page.goto(`${worker.origin}/dashboard/payments`);

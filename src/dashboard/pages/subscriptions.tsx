@@ -245,7 +245,9 @@ async function subscriptionDetail(c: Context<DashEnv>) {
         <section class="panel" data-subscription-page={s.id}>
           <div class="headline">
             <span class="amount">
-              {s.quantity} × <PlanRef id={s.plan_id} names={names} />
+              <span class="inline-ref">
+                            {s.quantity} × <PlanRef id={s.plan_id} names={names} />
+                          </span>
             </span>
             <StatusBadge status={s.status} />
             {can(session, "subscriptions:write") && s.status !== "canceled" ? <CancelForms c={c} s={s} /> : null}

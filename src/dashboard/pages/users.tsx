@@ -264,7 +264,9 @@ async function userDetail(c: Context<DashEnv>) {
                     {subscriptions.map((s) => (
                       <tr data-subscription={s.id}>
                         <td class="lead">
-                          {s.quantity} × <PlanRef id={s.plan_id} names={names} />
+                          <span class="inline-ref">
+                            {s.quantity} × <PlanRef id={s.plan_id} names={names} />
+                          </span>
                         </td>
                         <td class="lead">
                           <StatusBadge status={s.status} />
