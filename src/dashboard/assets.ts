@@ -113,6 +113,17 @@ td.num > .money, .money, .nowrap { white-space: nowrap; }
 .id-head { display: inline-block; max-width: 10ch; overflow: hidden; text-overflow: ellipsis; vertical-align: bottom; }
 .id-rest { display: inline-block; width: 0; overflow: hidden; vertical-align: bottom; }
 .wrap { overflow-wrap: anywhere; }
+/* An email is not broken mid-word on a laptop: only before its @ or a dot (<wbr>), or after a hyphen. */
+.email { overflow-wrap: normal; word-break: normal; }
+/* An object's page: its facts as a two-column list. */
+ul.plain { list-style: none; padding: 0; margin: 0; }
+ul.plain li { padding: 3px 0; }
+.facts { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 6px 16px; margin: 0; }
+.facts dt { color: var(--muted); font-size: 12px; padding-top: 1px; }
+.facts dd { margin: 0; min-width: 0; }
+.headline { display: flex; flex-wrap: wrap; align-items: center; gap: 8px 14px; margin-bottom: 14px; }
+.headline .amount { font-size: 24px; font-weight: 650; }
+.inline-ref .ref { display: inline; }
 /* A name or an email may break anywhere, but its column keeps room for a word. */
 .ref, td.wrap, .ref-col { min-width: 14ch; }
 .scope-list { min-width: 14ch; overflow-wrap: anywhere; }
@@ -164,6 +175,7 @@ button.small { padding: 3px 9px; font-size: 12px; }
 .pager { display: flex; justify-content: space-between; margin-top: 12px; }
 .scopes { display: grid; grid-template-columns: repeat(auto-fill, minmax(170px, 1fr)); gap: 4px 12px; margin: 8px 0; }
 .chart { width: 100%; height: auto; }
+.chart-narrow { display: none; }
 .chart .bar { fill: #6366f1; }
 .chart .bar.low { fill: #f59e0b; }
 .chart .bar.zero { fill: #ef4444; }
@@ -197,5 +209,22 @@ legend { font-size: 12px; color: var(--muted); }
   .cards { grid-template-columns: repeat(2, minmax(0, 1fr)); }
   .card .value { font-size: 20px; }
   .signin { margin: 6vh 12px; }
+  .chart-wide { display: none; }
+  .chart-narrow { display: block; }
+  .email { white-space: normal; overflow-wrap: anywhere; }
+  .facts { grid-template-columns: minmax(0, 1fr); gap: 2px; }
+  .facts dd { margin-bottom: 8px; }
+  /* A list on a phone: each row a card whose amount, status and actions come first (class lead),
+     then the rest, each cell named by its column (data-label). */
+  table.stack thead { display: none; }
+  table.stack, table.stack tbody { display: block; }
+  table.stack tr { display: flex; flex-wrap: wrap; align-items: baseline; gap: 4px 12px; padding: 10px 0; border-bottom: 1px solid var(--line); }
+  table.stack td { display: block; border: 0; padding: 0; order: 2; min-width: 0; max-width: 100%; }
+  table.stack td.lead { order: 1; }
+  table.stack td.num { text-align: left; }
+  table.stack td.lead.num { font-weight: 650; font-size: 15px; }
+  table.stack td:not(.lead) { flex-basis: 100%; }
+  table.stack td[data-label]:not(.lead)::before { content: attr(data-label); display: block; font-size: 11px; color: var(--muted); }
+  table.stack td:empty { display: none; }
 }
 `;

@@ -1,10 +1,21 @@
 // Server-rendered SVG bar charts for the overview (no library, no script): one bar per day for the
 // last 30 days, a light grid, the largest value on the axis, and a <title> per bar for hover.
 // Colours come from the stylesheet through classes (the CSP allows no inline style).
+// Each chart is drawn twice, for a laptop and for a phone, and the stylesheet shows one: an SVG
+// scales its text with its width, so the laptop's 720-unit drawing shrunk to a phone's 340 px would
+// have 5 px labels. The phone's drawing is 360 units wide, so its labels stay about 10 px.
 
-const WIDTH = 720;
-const HEIGHT = 220;
-const PAD = { top: 16, right: 12, bottom: 28, left: 64 };
+interface Frame {
+  width: number;
+  height: number;
+  pad: { top: number; right: number; bottom: number; left: number };
+  variant: "wide" | "narrow";
+}
+
+const WIDE: Frame = { width: 720, height: 220, pad: { top: 16, right: 12, bottom: 28, left: 64 }, variant: "wide" };
+const NARROW: Frame = { width: 360, height: 200, pad: { top: 14, right: 10, bottom: 26, left: 64 }, variant: "narrow" };
+/** Roughly the width of one character of the 11-unit label font, for room on the left of the axis. */
+const CHAR_WIDTH = 6.2;
 
 export interface Bar {
   day: string;
@@ -14,7 +25,21 @@ export interface Bar {
   tone?: "low" | "zero";
 }
 
-export function BarChart({ bars, max, axisLabel, title }: { bars: Bar[]; max: number; axisLabel: (value: number) => string; title: string }) {
+export function BarChart(props: { bars: Bar[]; max: number; axisLabel: (value: number) => string; title: string }) {
+  return (
+    <>
+      <Chart {...props} frame={WIDE} />
+      <Chart {...props} frame={NARROW} />
+    </>
+  );
+}
+
+function Chart({ bars, max, axisLabel, title, frame }: { bars: Bar[]; max: number; axisLabel: (value: number) => string; title: string; frame: Frame }) {
+  const top0 = max > 0 ? max : 1;
+  const longest = Math.max(...[0, 0.5, 1].map((f) => axisLabel(f * top0).length));
+  const PAD = { ...frame.pad, left: Math.max(frame.pad.left, Math.ceil(longest * CHAR_WIDTH) + 10) };
+  const WIDTH = frame.width;
+  const HEIGHT = frame.height;
   const plotW = WIDTH - PAD.left - PAD.right;
   const plotH = HEIGHT - PAD.top - PAD.bottom;
   const step = plotW / bars.length;
@@ -24,7 +49,7 @@ export function BarChart({ bars, max, axisLabel, title }: { bars: Bar[]; max: nu
   const ticks = [0, 0.5, 1].map((f) => f * top);
   const labelled = new Set([0, Math.floor(bars.length / 2), bars.length - 1]);
   return (
-    <svg class="chart" viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={title}>
+    <svg class={`chart chart-${frame.variant}`} viewBox={`0 0 ${WIDTH} ${HEIGHT}`} role="img" aria-label={title}>
       <title>{title}</title>
       {ticks.map((t) => (
         <>

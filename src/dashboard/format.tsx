@@ -100,3 +100,24 @@ export function Id({ id, href, distinctEnd }: { id: string; href?: string; disti
     </span>
   );
 }
+
+/**
+ * An email that a line may break only before its "@" or a ".", or after a hyphen: never mid-word. The
+ * break opportunities are <wbr> elements, so the text (and a copy of it) is the email, whole.
+ */
+export function Email({ email }: { email: string }) {
+  const parts = email.split(/(?=[@.])/);
+  return (
+    <span class="email">
+      {parts.map((part, i) => (
+        <>
+          {i > 0 ? <wbr /> : null}
+          {part}
+        </>
+      ))}
+    </span>
+  );
+}
+
+/** A payment card as brand and last 4. */
+export const cardText = (card: { brand: string; last4: string }) => `${card.brand} •••• ${card.last4}`;

@@ -4,14 +4,18 @@
 // a failed load such as a missing favicon, a script error). At 1280 px no table needs to scroll
 // either. At 390 px the menu folds under a Menu button. The widths measured are printed, one line
 // per page and viewport.
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Receiver, type RunningBrowser, type RunningWorker, findChromium, launchBrowser, startReceiver, startWorker } from "./harness";
+import { ROOT, type Receiver, type RunningBrowser, type RunningWorker, findChromium, launchBrowser, startReceiver, startWorker } from "./harness";
 import { type Seeded, seedAccount } from "./seed";
 
 const chromiumPath = findChromium();
 const DESKTOP = { width: 1280, height: 860 };
 const PHONE = { width: 390, height: 844 };
+/** Screenshots of the object pages and a phone's list (not tracked), to look at. */
+const SCREENSHOTS = join(ROOT, "test", "browser", "screenshots");
 
 /** What the page measures: the document's widths, and the tables that scroll inside their card. */
 const MEASURE = `({
@@ -142,6 +146,92 @@ describe.skipIf(!chromiumPath)("dashboard layout in Chromium", () => {
     await page.click('.mode-switch button[value="test"]');
     await page.waitForURL(`${worker.origin}/dashboard`);
     expect(await modeShown()).toBe("test");
+  });
+
+  it("the pages of a user, a subscription, a payment and a payout fit at 1280 and 390 px and log no console error", async () => {
+    await signedIn();
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    for (const [name, path] of [
+      ["user", `/dashboard/users/${seeded.users[0].id}`],
+      ["clocked-user", `/dashboard/users/${seeded.clockedUser.id}`],
+      ["subscription", `/dashboard/subscriptions/${seeded.subscriptions[0].id}`],
+      ["payment", `/dashboard/payments/${seeded.payments[0].id}`],
+      ["payout", `/dashboard/payouts/${seeded.payouts[0].id}`],
+    ]) {
+      await measure(path);
+      expect(await modeShown(), path).toBe("test");
+      await page.screenshot({ path: join(SCREENSHOTS, `page-${name}-390.png`), fullPage: true });
+    }
+    await page.setViewportSize(PHONE);
+    await page.goto(`${worker.origin}/dashboard/payments`);
+    await page.screenshot({ path: join(SCREENSHOTS, "list-payments-390.png"), fullPage: true });
+    await page.goto(`${worker.origin}/dashboard`);
+    await page.screenshot({ path: join(SCREENSHOTS, "overview-390.png"), fullPage: true });
+    await page.setViewportSize(DESKTOP);
+    await page.goto(`${worker.origin}/dashboard/users/${seeded.users[0].id}`);
+    await page.screenshot({ path: join(SCREENSHOTS, "page-user-1280.png"), fullPage: true });
+    // Linked from the lists, and the clocked user's page shows the clock's time.
+    await page.setViewportSize(DESKTOP);
+    await page.goto(`${worker.origin}/dashboard/payments`);
+    await page.locator(`a[href="/dashboard/payments/${seeded.payments[0].id}"]`).first().click();
+    await page.waitForURL(new RegExp(`/dashboard/payments/${seeded.payments[0].id}$`));
+    await page.goto(`${worker.origin}/dashboard/users/${seeded.clockedUser.id}`);
+    expect(await page.locator("[data-clock-time]").innerText()).toMatch(/Leap-year renewals for the annual plans: 2026-01-31\s+12:00:00 UTC/);
+  });
+
+  /** Where each email on the page breaks its line: the characters either side of each break. */
+  const EMAIL_BREAKS = `[...document.querySelectorAll(".email")].map((el) => {
+    const chars = [];
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) for (let i = 0; i < node.length; i++) chars.push([node, i]);
+    const range = document.createRange();
+    const breaks = [];
+    let lastTop = null;
+    chars.forEach(([node, i], at) => {
+      range.setStart(node, i);
+      range.setEnd(node, i + 1);
+      const rect = range.getClientRects()[0];
+      if (!rect) return;
+      if (lastTop !== null && rect.top > lastTop + 2) breaks.push(el.textContent[at - 1] + el.textContent[at]);
+      lastTop = rect.top;
+    });
+    return { email: el.textContent, breaks };
+  })`;
+
+  it("at 1280 px an email breaks only before its @ or a dot, or after a hyphen; at 390 px amount, status and actions lead each row; chart labels are readable", async () => {
+    await signedIn();
+    await page.setViewportSize(DESKTOP);
+    for (const path of ["/dashboard/users", "/dashboard/subscriptions", "/dashboard/payouts", `/dashboard/users/${seeded.users[0].id}`]) {
+      await page.goto(`${worker.origin}${path}`);
+      const emails = await page.evaluate<{ email: string; breaks: string[] }[]>(EMAIL_BREAKS);
+      expect(emails.length, path).toBeGreaterThan(0);
+      for (const { email, breaks } of emails) expect(breaks.filter((pair) => !/^-|^.[@.]$/.test(pair)), `${email} on ${path}`).toEqual([]);
+    }
+
+    await page.setViewportSize(PHONE);
+    for (const [path, row, first] of [
+      ["/dashboard/payments", `tr[data-payment="${seeded.payments[0].id}"]`, "td.num"],
+      ["/dashboard/payouts", `tr[data-payout="${seeded.payouts[0].id}"]`, "td.num"],
+      ["/dashboard/subscriptions", `tr[data-subscription="${seeded.subscriptions[1].id}"]`, "td.lead"],
+    ] as const) {
+      await page.goto(`${worker.origin}${path}`);
+      const cells = await page.locator(`${row} > td`).evaluateAll((tds) =>
+        tds.filter((td) => td.getBoundingClientRect().height > 0).map((td) => ({ lead: td.classList.contains("lead"), top: Math.round(td.getBoundingClientRect().top) })),
+      );
+      const firstOther = Math.min(...cells.filter((c) => !c.lead).map((c) => c.top));
+      for (const cell of cells.filter((c) => c.lead)) expect(cell.top, `a leading cell of ${row} on ${path}`).toBeLessThan(firstOther);
+      const top = await page.locator(`${row} ${first}`).first().boundingBox();
+      expect(top!.y, `${first} of ${row} comes first on ${path}`).toBeLessThanOrEqual(Math.min(...cells.map((c) => c.top)) + 1);
+    }
+
+    // Chart labels: at least 9 px tall on a phone, as on a laptop.
+    for (const viewport of [PHONE, DESKTOP]) {
+      await page.setViewportSize(viewport);
+      await page.goto(`${worker.origin}/dashboard`);
+      const heights = await page.locator("svg.chart:visible text").evaluateAll((texts) => texts.map((t) => t.getBoundingClientRect().height));
+      expect(heights.length, `chart labels at ${viewport.width} px`).toBeGreaterThan(0);
+      expect(Math.min(...heights), `the smallest chart label at ${viewport.width} px`).toBeGreaterThanOrEqual(9);
+    }
   });
 
   it("a form drawn again with its problems fits at 1280 and 390 px", async () => {

@@ -18,6 +18,9 @@ export interface Seeded {
   plans: { id: string; name: string }[];
   subscriptions: { id: string; user_id: string; plan_id: string }[];
   payouts: { id: string; recipient_id: string | null }[];
+  payments: { id: string }[];
+  /** A user on the seeded test clock. */
+  clockedUser: { id: string };
 }
 
 async function ok(origin: string, path: string, key: string | undefined, body?: unknown, method?: string) {
@@ -39,7 +42,7 @@ export async function seedAccount(origin: string, receiver: Receiver, name = "La
   ]) {
     users.push(await ok(origin, "/api/users", key, { name: n, email }));
   }
-  await ok(origin, "/api/users", key, { name: "Clocked User", email: "clocked@example.com", test_clock: clock.id });
+  const clockedUser = await ok(origin, "/api/users", key, { name: "Clocked User", email: "clocked@example.com", test_clock: clock.id });
   const plans = [
     await ok(origin, "/subscription-plans", key, { name: "Professional Annual Plan With Priority Support", price: 1999.99, currency: "usd", interval: "year", description: "Everything." }),
     await ok(origin, "/subscription-plans", key, {
@@ -78,7 +81,7 @@ export async function seedAccount(origin: string, receiver: Receiver, name = "La
     const deliveries = await ok(origin, `/api/webhooks/${endpoint.id}/deliveries?status=delivered`, key);
     return deliveries.data.length > 0;
   });
-  return { key, liveKey: signup.live_api_key, live: await seedLive(origin, receiver, signup.live_api_key), endpointId: endpoint.id, eventId: test.event_id, users, plans, subscriptions, payouts };
+  return { key, liveKey: signup.live_api_key, live: await seedLive(origin, receiver, signup.live_api_key), endpointId: endpoint.id, eventId: test.event_id, users, plans, subscriptions, payouts, payments: payments.data, clockedUser };
 }
 
 /** Live mode has no processor here: users, plans, an endpoint with delivered events, a restricted key. */

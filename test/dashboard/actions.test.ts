@@ -199,6 +199,8 @@ describe("webhooks page, deliveries and events", () => {
       return loaded;
     });
     expect(detail.html).toContain('data-status="pending"');
+    // A delivery names its event's type, not only its id.
+    expect(detail.html).toMatch(/<tr data-delivery="dlv_[^"]+" data-status="pending">[\s\S]*?data-event-type="webhook.test"/);
     const redeliver = await dashboardFetch(`${page}/redeliver`, { cookie, form: formOf(detail.html, `${page}/redeliver`) });
     expect(redeliver.status, redeliver.html.slice(0, 300)).toBe(303);
     detail = await waitFor(async () => {

@@ -31,6 +31,11 @@ describe("the Processor page", () => {
     expect(empty.status).toBe(200);
     expect(empty.html).toContain('data-connection="none"');
     expect(textOf(empty.html)).toContain("Not connected");
+    // Stripe's endpoints must exist before the keys are pasted: the page names their URL first.
+    const before = /data-webhook-url="([^"]+)"/.exec(empty.html)?.[1];
+    expect(before).toBe(`http://127.0.0.1:8787/processor-webhooks/stripe/${acct.id}`);
+    expect(textOf(empty.html)).toContain(`${before} Copy`);
+    expect(textOf(empty.html)).toMatch(/Connected accounts/);
 
     const secrets = { secret_key: newSecretKey(), webhook_secret: newSigningSecret(), connect_webhook_secret: newSigningSecret() };
     const connected = await submit(cookie, PAGE, PAGE, secrets);
@@ -43,6 +48,8 @@ describe("the Processor page", () => {
     expect(textOf(shown.html)).toContain(api.body.processor_account);
     expect(textOf(shown.html)).toContain(`…${secrets.secret_key.slice(-4)}`);
     expect(textOf(shown.html)).toContain(api.body.webhook_url);
+    // The URL Stripe's endpoints were created at, shown before connecting, is the connection's.
+    expect(before).toBe(api.body.webhook_url);
     await expectNoSecret(cookie, Object.values(secrets));
 
     const gone = await submit(cookie, PAGE, `${PAGE}/disconnect`);

@@ -66,5 +66,5 @@ export async function submit(cookie: string, page: string, action: string, extra
   return dashboardFetch(action, { cookie, form: { ...formOf(loaded.html, action), ...extra } });
 }
 
-/** The visible text of an HTML fragment (tags dropped, entities decoded, spaces collapsed). */
-export const textOf = (html: string) => decode(html.replace(/<[^>]+>/g, " ")).replace(/\s+/g, " ").trim();
+/** The visible text of an HTML fragment (tags dropped, a <wbr> with no space, entities decoded, spaces collapsed). */
+export const textOf = (html: string) => decode(html.replace(/<wbr\s*\/?>/g, "").replace(/<[^>]+>/g, " ")).replace(/\s+/g, " ").trim();

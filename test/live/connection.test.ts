@@ -190,6 +190,18 @@ describe("only the live secret key manages the connection", () => {
 });
 
 describe("GET and DELETE /api/processor", () => {
+  it("before connecting, GET's 404 names the webhook_url to create Stripe's endpoints at (the documented error shape)", async () => {
+    const fresh = await signup("Before");
+    const res = await call("/api/processor", { key: fresh.liveKey });
+    const error = expectError(res, 404, "not_found_error", "resource_missing");
+    expect(Object.keys(error).sort()).toEqual(["code", "message", "request_id", "type"]);
+    expect(error.message).toContain(`http://127.0.0.1:8787/processor-webhooks/stripe/${fresh.id}:`);
+    expect(error.message).toMatch(/Connect one for payouts/);
+    // Another account's URL is never named.
+    const other = await signup("Other");
+    expect((await call("/api/processor", { key: other.liveKey })).body.error.message).not.toContain(fresh.id);
+  });
+
   it("reads, removes, then 404s; a live money request then answers 400 livemode_unavailable", async () => {
     const fresh = await signup("Disconnect");
     const connected = await connectStripe(fresh);

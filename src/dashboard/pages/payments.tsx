@@ -1,4 +1,4 @@
-// Payments: the list, and a refund of one, full (amount left empty) or partial (an amount in major
+// Payments: the list, a payment's page (its customer, subscription, invoice and refunds), and a refund of one, full (amount left empty) or partial (an amount in major
 // units, converted to minor units with the payment's currency exponent). POST /refunds decides.
 // The form asks first, saying the amount (dashboard.js reads data-refund-left): an empty field
 // refunds everything left, which one click must not do unasked.
@@ -7,14 +7,17 @@ import { act, apiErrorPage, field, redirectWithNotice } from "../actions";
 import { type FormState, FormSummary, Problems, addApiError, addProblem, formStatus, hasProblems, invalid, newFormState, stateFor, valueOf } from "../form-state";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
-import { Id, Money, Time, currencyDecimals, formatMoney, majorToMinor } from "../format";
+import { Id, Money, Time, cardText, currencyDecimals, formatMoney, majorToMinor } from "../format";
 import { Empty, FormFields, Pager, StatusBadge, TableWrap, can, render } from "../layout";
+import { ID_PATTERN } from "../lists";
 import { apiQuery, listQuery } from "../lists";
 import { UserRef, namesFor } from "../names";
 
-interface Payment {
+export interface Payment {
   id: string;
   subscription_id: string | null;
+  invoice_id?: string | null;
+  failure_message?: string | null;
   user_id: string | null;
   amount: number;
   currency: string;
@@ -26,9 +29,19 @@ interface Payment {
 }
 
 const BACK = "/dashboard/payments";
+export const paymentPage = (id: string) => `${BACK}/${encodeURIComponent(id)}`;
+export const subscriptionPage = (id: string) => `/dashboard/subscriptions/${encodeURIComponent(id)}`;
+
+interface Refund {
+  id: string;
+  amount: number;
+  currency: string;
+  status: string;
+  created_at: string;
+}
 const REFUNDABLE = new Set(["completed", "partially_refunded"]);
 
-function RefundForm({ c, payment: p, state }: { c: Context<DashEnv>; payment: Payment; state?: FormState }) {
+function RefundForm({ c, payment: p, state, from }: { c: Context<DashEnv>; payment: Payment; state?: FormState; from?: "page" }) {
   return (
     <form
       method="post"
@@ -38,6 +51,7 @@ function RefundForm({ c, payment: p, state }: { c: Context<DashEnv>; payment: Pa
       data-refund-currency={p.currency.toUpperCase()}
     >
       <FormFields session={c.var.session!} />
+      {from ? <input type="hidden" name="from" value={from} /> : null}
       <input
         name="amount"
         size={9}
@@ -76,7 +90,7 @@ async function listPage(c: Context<DashEnv>, state?: FormState) {
           <Empty title="No payments yet">A payment is recorded each time a subscription is charged.</Empty>
         ) : (
           <TableWrap>
-          <table>
+          <table class="stack">
             <thead>
               <tr>
                 <th>Payment</th>
@@ -91,18 +105,18 @@ async function listPage(c: Context<DashEnv>, state?: FormState) {
             <tbody>
               {page.data.map((p) => (
                 <tr data-payment={p.id}>
-                  <td>
-                    <Id id={p.id} />
+                  <td data-label="Payment">
+                    <Id id={p.id} href={paymentPage(p.id)} />
                     {p.subscription_id ? (
                       <div class="muted">
-                        <Id id={p.subscription_id} />
+                        <Id id={p.subscription_id} href={subscriptionPage(p.subscription_id)} />
                       </div>
                     ) : null}
                   </td>
-                  <td>
+                  <td data-label="Customer">
                     <UserRef id={p.user_id} names={names} />
                   </td>
-                  <td class="num">
+                  <td class="num lead">
                     <Money minor={p.amount} currency={p.currency} />
                     {p.amount_refunded > 0 ? (
                       <div class="muted">
@@ -110,17 +124,17 @@ async function listPage(c: Context<DashEnv>, state?: FormState) {
                       </div>
                     ) : null}
                   </td>
-                  <td>
+                  <td class="lead">
                     <StatusBadge status={p.status} />
                     {p.failure_code ? <div class="muted mono">{p.failure_code}</div> : null}
                   </td>
-                  <td class="nowrap">
-                    {p.card.brand} •••• {p.card.last4}
+                  <td class="nowrap" data-label="Card">
+                    {cardText(p.card)}
                   </td>
-                  <td>
+                  <td data-label="Created">
                     <Time iso={p.created_at} />
                   </td>
-                  <td>
+                  <td class="lead">
                     {refund && REFUNDABLE.has(p.status) ? (
                       <RefundForm c={c} payment={p} state={stateFor(state, `${BACK}/${p.id}/refund`)} />
                     ) : null}
@@ -138,11 +152,119 @@ async function listPage(c: Context<DashEnv>, state?: FormState) {
   });
 }
 
+async function paymentDetail(c: Context<DashEnv>, state?: FormState) {
+  const session = c.var.session!;
+  const id = c.req.param("id")!;
+  const answer = await c.var.api<Payment>(`/payments/${encodeURIComponent(id)}`);
+  if (!answer.ok) return apiErrorPage(c, answer, "read this payment", BACK);
+  const p = answer.body;
+  const refunds = can(session, "refunds:read") ? await c.var.api<Page<Refund>>("/refunds", { query: { payment_id: p.id, limit: 20 } }) : undefined;
+  const names = await namesFor(c.var.db, session.auth, { users: [p.user_id] });
+  const refund = can(session, "refunds:write") && REFUNDABLE.has(p.status);
+  return render(c, state ? formStatus(state) : 200, {
+    title: "Payment",
+    active: BACK,
+    children: (
+      <>
+        <FormSummary state={state} />
+        <section class="panel" data-payment-page={p.id}>
+          <div class="headline">
+            <span class="amount">
+              <Money minor={p.amount} currency={p.currency} />
+            </span>
+            <StatusBadge status={p.status} />
+            {p.amount_refunded > 0 ? (
+              <span class="muted">
+                <Money minor={p.amount_refunded} currency={p.currency} /> refunded
+              </span>
+            ) : null}
+          </div>
+          {refund ? <RefundForm c={c} payment={p} state={stateFor(state, `${BACK}/${p.id}/refund`)} from="page" /> : null}
+        </section>
+        <section class="panel">
+          <dl class="facts">
+            <dt>Payment</dt>
+            <dd>
+              <Id id={p.id} />
+            </dd>
+            <dt>Customer</dt>
+            <dd>
+              <UserRef id={p.user_id} names={names} />
+            </dd>
+            <dt>Card</dt>
+            <dd>{cardText(p.card)}</dd>
+            <dt>Subscription</dt>
+            <dd>{p.subscription_id ? <Id id={p.subscription_id} href={subscriptionPage(p.subscription_id)} /> : <span class="muted">—</span>}</dd>
+            <dt>Invoice</dt>
+            <dd>{p.invoice_id ? <Id id={p.invoice_id} href={`/dashboard/invoices/${encodeURIComponent(p.invoice_id)}`} /> : <span class="muted">—</span>}</dd>
+            {p.failure_code ? (
+              <>
+                <dt>Failure</dt>
+                <dd>
+                  <span class="mono">{p.failure_code}</span>
+                  {p.failure_message ? <div class="muted">{p.failure_message}</div> : null}
+                </dd>
+              </>
+            ) : null}
+            <dt>Created</dt>
+            <dd>
+              <Time iso={p.created_at} />
+            </dd>
+          </dl>
+        </section>
+        {refunds?.ok && refunds.body.data.length ? (
+          <section class="panel">
+            <h2>Refunds</h2>
+            <TableWrap>
+              <table class="stack">
+                <thead>
+                  <tr>
+                    <th class="num">Amount</th>
+                    <th>Status</th>
+                    <th>Refund</th>
+                    <th>Created</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {refunds.body.data.map((r) => (
+                    <tr data-refund={r.id}>
+                      <td class="num lead">
+                        <Money minor={r.amount} currency={r.currency} />
+                      </td>
+                      <td class="lead">
+                        <StatusBadge status={r.status} />
+                      </td>
+                      <td data-label="Refund">
+                        <Id id={r.id} />
+                      </td>
+                      <td data-label="Created">
+                        <Time iso={r.created_at} />
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </TableWrap>
+          </section>
+        ) : null}
+        <p>
+          <a href={BACK}>← All payments</a>
+        </p>
+      </>
+    ),
+  });
+}
+
 export function registerPaymentPages(dash: Hono<DashEnv>) {
   dash.get("/payments", (c) => listPage(c));
+  dash.get("/payments/:id", (c) => paymentDetail(c));
   dash.post("/payments/:id/refund", async (c) => {
     const id = c.req.param("id");
     const state = newFormState(`${BACK}/${id}/refund`, c.var.form);
+    // A refund asked from the payment's page goes back there; from the list, to the list.
+    const fromPage = field(c, "from") === "page" && ID_PATTERN.test(id);
+    const back = fromPage ? paymentPage(id) : BACK;
+    const again = (s2: FormState) => (fromPage ? paymentDetail(c, s2) : listPage(c, s2));
     const typed = field(c, "amount").trim();
     let amount: number | undefined;
     if (typed !== "") {
@@ -154,15 +276,15 @@ export function registerPaymentPages(dash: Hono<DashEnv>) {
       else if (minor.minor === 0) addProblem(state, "amount", "A refund must be more than zero.");
       else amount = minor.minor;
     }
-    if (hasProblems(state)) return listPage(c, state);
+    if (hasProblems(state)) return again(state);
     return act<{ id: string }>(c, {
       what: "refund this payment",
-      back: BACK,
+      back,
       send: (key) => c.var.api("/refunds", { body: { payment_id: id, ...(amount === undefined ? {} : { amount }) }, idempotencyKey: key }),
-      done: (refund) => redirectWithNotice(c, BACK, "refund_created", refund.id),
+      done: (refund) => redirectWithNotice(c, back, "refund_created", refund.id),
       failed: (answer) => {
         addApiError(state, answer.status, answer.error, "refund this payment", (param) => (param === "amount" ? "amount" : undefined));
-        return listPage(c, state);
+        return again(state);
       },
     });
   });

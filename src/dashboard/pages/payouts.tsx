@@ -1,10 +1,10 @@
-// Payouts: the list (filter by status) and cancel, for a payout still pending (POST
+// Payouts: the list (filter by status), a payout's page, and cancel, for a payout still pending (POST
 // /payouts/{id}/cancel; the API answers 409 once the payout has been handed to the processor).
 import type { Context, Hono } from "hono";
 import { act, apiErrorPage, redirectWithNotice } from "../actions";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
-import { Id, Money, Time } from "../format";
+import { Id, Money, Time, cardText } from "../format";
 import { Empty, FormFields, Pager, StatusBadge, TableWrap, can, render, StatusFilter } from "../layout";
 import { apiQuery, listQuery } from "../lists";
 import { UserRef, namesFor } from "../names";
@@ -23,6 +23,18 @@ interface Payout {
 }
 
 const BACK = "/dashboard/payouts";
+const payoutPage = (id: string) => `${BACK}/${encodeURIComponent(id)}`;
+
+function CancelForm({ c, payout }: { c: Context<DashEnv>; payout: Payout }) {
+  return (
+    <form method="post" action={`${BACK}/${payout.id}/cancel`} class="inline">
+      <FormFields session={c.var.session!} />
+      <button type="submit" class="small danger">
+        Cancel
+      </button>
+    </form>
+  );
+}
 const STATUSES = ["pending", "paid", "failed", "canceled"];
 
 async function listPage(c: Context<DashEnv>) {
@@ -45,7 +57,7 @@ async function listPage(c: Context<DashEnv>) {
           <Empty title={query.status ? `No ${query.status} payouts` : "No payouts yet"}>Payouts are made with POST /payout; a new one can be canceled for its first 5 seconds.</Empty>
         ) : (
           <TableWrap>
-          <table>
+          <table class="stack">
             <thead>
               <tr>
                 <th>Payout</th>
@@ -60,36 +72,27 @@ async function listPage(c: Context<DashEnv>) {
             <tbody>
               {page.data.map((p) => (
                 <tr data-payout={p.id}>
-                  <td>
-                    <Id id={p.id} />
+                  <td data-label="Payout">
+                    <Id id={p.id} href={payoutPage(p.id)} />
                     {p.description ? <div class="muted wrap">{p.description}</div> : null}
                   </td>
-                  <td class="num">
+                  <td class="num lead">
                     <Money minor={p.amount} currency={p.currency} />
                   </td>
-                  <td>
+                  <td class="lead">
                     <StatusBadge status={p.status} />
                     {p.failure_code ? <div class="muted mono">{p.failure_code}</div> : null}
                   </td>
-                  <td>
+                  <td data-label="Recipient">
                     <UserRef id={p.recipient_id} names={names} />
                   </td>
-                  <td class="nowrap">
-                    {p.card.brand} •••• {p.card.last4}
+                  <td class="nowrap" data-label="Card">
+                    {cardText(p.card)}
                   </td>
-                  <td>
+                  <td data-label="Created">
                     <Time iso={p.created_at} />
                   </td>
-                  <td>
-                    {write && p.status === "pending" ? (
-                      <form method="post" action={`${BACK}/${p.id}/cancel`} class="inline">
-                        <FormFields session={session} />
-                        <button type="submit" class="small danger">
-                          Cancel
-                        </button>
-                      </form>
-                    ) : null}
-                  </td>
+                  <td class="lead">{write && p.status === "pending" ? <CancelForm c={c} payout={p} /> : null}</td>
                 </tr>
               ))}
             </tbody>
@@ -102,8 +105,64 @@ async function listPage(c: Context<DashEnv>) {
   });
 }
 
+async function payoutDetail(c: Context<DashEnv>) {
+  const session = c.var.session!;
+  const id = c.req.param("id")!;
+  const answer = await c.var.api<Payout>(`/payouts/${encodeURIComponent(id)}`);
+  if (!answer.ok) return apiErrorPage(c, answer, "read this payout", BACK);
+  const p = answer.body;
+  const names = await namesFor(c.var.db, session.auth, { users: [p.recipient_id] });
+  return render(c, 200, {
+    title: "Payout",
+    active: BACK,
+    children: (
+      <>
+        <section class="panel" data-payout-page={p.id}>
+          <div class="headline">
+            <span class="amount">
+              <Money minor={p.amount} currency={p.currency} />
+            </span>
+            <StatusBadge status={p.status} />
+            {can(session, "payouts:write") && p.status === "pending" ? <CancelForm c={c} payout={p} /> : null}
+          </div>
+          <dl class="facts">
+            <dt>Payout</dt>
+            <dd>
+              <Id id={p.id} />
+            </dd>
+            <dt>Recipient</dt>
+            <dd>
+              <UserRef id={p.recipient_id} names={names} />
+            </dd>
+            <dt>Card</dt>
+            <dd>{cardText(p.card)}</dd>
+            <dt>Description</dt>
+            <dd class="wrap">{p.description ?? <span class="muted">—</span>}</dd>
+            <dt>Date</dt>
+            <dd>{p.date}</dd>
+            {p.failure_code ? (
+              <>
+                <dt>Failure</dt>
+                <dd class="mono">{p.failure_code}</dd>
+              </>
+            ) : null}
+            <dt>Created</dt>
+            <dd>
+              <Time iso={p.created_at} />
+            </dd>
+          </dl>
+        </section>
+        <p>
+          <a href={BACK}>← All payouts</a>
+        </p>
+      </>
+    ),
+  });
+}
+
 export function registerPayoutPages(dash: Hono<DashEnv>) {
   dash.get("/payouts", listPage);
+  dash.get("/payouts/:id", payoutDetail);
   dash.post("/payouts/:id/cancel", (c) => {
     const id = c.req.param("id");
     return act<Payout>(c, {

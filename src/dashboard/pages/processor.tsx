@@ -4,7 +4,7 @@
 // only the live secret key; a restricted key's session sees the API's refusal. The secrets typed
 // into the form are sent once and never drawn again, not even when the form is refused.
 import type { Context, Hono } from "hono";
-import { ConnectProcessorBody } from "../../routes/processor/schema";
+import { ConnectProcessorBody, webhookUrlOf } from "../../routes/processor/schema";
 import { act, apiErrorPage, field, redirectWithNotice } from "../actions";
 import type { DashEnv } from "../context";
 import { type FormState, FormSummary, Problems, addApiError, checkWithSchema, formStatus, hasProblems, invalid, newFormState } from "../form-state";
@@ -51,6 +51,7 @@ async function page(c: Context<DashEnv>, state?: FormState) {
   const missing = !answer.ok && answer.status === 404;
   if (!answer.ok && !missing) return apiErrorPage(c, answer, "read the processor connection", "/dashboard");
   const connection = answer.ok ? answer.body : undefined;
+  const webhookUrl = webhookUrlOf(new URL(c.req.url).origin, session.auth.accountId);
   return render(c, state ? formStatus(state) : 200, {
     title: "Processor",
     active: BACK,
@@ -93,7 +94,27 @@ async function page(c: Context<DashEnv>, state?: FormState) {
               </form>
             </>
           ) : (
-            <p>Not connected: live mode cannot charge, refund or pay out until a Stripe account is connected.</p>
+            <>
+              <p>Not connected: live mode cannot charge, refund or pay out until a Stripe account is connected.</p>
+              {/* Stripe's endpoints must exist before the form below can be filled: it asks for their signing secrets. */}
+              <p>First, in Stripe's dashboard (live mode, Developers → Webhooks), create two endpoints at this webhook URL:</p>
+              <p class="secret" data-webhook-url={webhookUrl}>
+                <code>{webhookUrl}</code>
+                <button type="button" class="small" data-copy={webhookUrl}>
+                  Copy
+                </button>
+              </p>
+              <ol class="steps">
+                <li>
+                  one for events on your account (<code>refund.updated</code>, <code>refund.failed</code>, <code>charge.refund.updated</code>,{" "}
+                  <code>charge.dispute.created</code>): its signing secret is the webhook signing secret below;
+                </li>
+                <li>
+                  one for events on <strong>Connected accounts</strong> (<code>payout.paid</code>, <code>payout.failed</code>, <code>payout.canceled</code>): its
+                  signing secret is the Connect webhook signing secret, without which live payouts never leave pending.
+                </li>
+              </ol>
+            </>
           )}
         </section>
         <section class="panel">

@@ -1,10 +1,11 @@
-// Subscriptions: the list (filter by status) and cancel, now or at the end of the current period
+// Subscriptions: the list (filter by status), a subscription's page (its plan, customer, card,
+// what is scheduled, and its payments), and cancel, now or at the end of the current period
 // (DELETE /subscriptions/{id}, with at_period_end=true for the latter).
 import type { Context, Hono } from "hono";
 import { act, apiErrorPage, field, redirectWithNotice, refuse } from "../actions";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
-import { Id, Money, Time } from "../format";
+import { Id, Money, Time, cardText } from "../format";
 import { Empty, FormFields, Pager, StatusBadge, TableWrap, can, render, StatusFilter } from "../layout";
 import { apiQuery, listQuery } from "../lists";
 import { PlanRef, UserRef, namesFor } from "../names";
@@ -72,6 +73,58 @@ interface Subscription {
 }
 
 const BACK = "/dashboard/subscriptions";
+const subscriptionPage = (id: string) => `${BACK}/${encodeURIComponent(id)}`;
+
+interface SubscriptionPayment {
+  id: string;
+  amount: number;
+  currency: string;
+  status: string;
+  created_at: string;
+}
+
+function CancelForms({ c, s }: { c: Context<DashEnv>; s: Subscription }) {
+  const session = c.var.session!;
+  return (
+    <div class="actions">
+      <form method="post" action={`${BACK}/${s.id}/cancel`} class="inline" data-confirm="Cancel this subscription now?">
+        <FormFields session={session} />
+        <input type="hidden" name="when" value="now" />
+        <button type="submit" class="small danger">
+          Cancel now
+        </button>
+      </form>
+      {!s.cancel_at_period_end ? (
+        <form method="post" action={`${BACK}/${s.id}/cancel`} class="inline">
+          <FormFields session={session} />
+          <input type="hidden" name="when" value="period_end" />
+          <button type="submit" class="small">
+            At period end
+          </button>
+        </form>
+      ) : null}
+    </div>
+  );
+}
+
+/** Trial, scheduled cancellation or cancellation, under the status. */
+function StatusNotes({ s }: { s: Subscription }) {
+  return (
+    <>
+      {s.status === "trialing" && s.trial_end ? (
+        <div class="muted" data-trial-end={s.trial_end}>
+          trial ends <Time iso={s.trial_end} />
+        </div>
+      ) : null}
+      {s.cancel_at_period_end && s.status !== "canceled" ? <div class="muted">cancels at period end</div> : null}
+      {s.canceled_at ? (
+        <div class="muted">
+          canceled <Time iso={s.canceled_at} />
+        </div>
+      ) : null}
+    </>
+  );
+}
 const STATUSES = ["trialing", "active", "past_due", "canceled"];
 
 async function listPage(c: Context<DashEnv>) {
@@ -99,7 +152,7 @@ async function listPage(c: Context<DashEnv>) {
           <Empty title={query.status ? `No ${query.status} subscriptions` : "No subscriptions yet"}>Subscriptions are created with POST /subscriptions.</Empty>
         ) : (
           <TableWrap>
-          <table>
+          <table class="stack">
             <thead>
               <tr>
                 <th>Subscription</th>
@@ -115,13 +168,13 @@ async function listPage(c: Context<DashEnv>) {
             <tbody>
               {page.data.map((s) => (
                 <tr data-subscription={s.id}>
-                  <td>
-                    <Id id={s.id} />
+                  <td data-label="Subscription">
+                    <Id id={s.id} href={subscriptionPage(s.id)} />
                   </td>
-                  <td>
+                  <td data-label="Customer">
                     <UserRef id={s.user_id} names={names} />
                   </td>
-                  <td>
+                  <td class="lead">
                     <PlanRef id={s.plan_id} names={names} />
                     {usage.has(s.id) ? (
                       <div class="muted" data-usage={usage.get(s.id)}>
@@ -149,49 +202,18 @@ async function listPage(c: Context<DashEnv>) {
                       </div>
                     ) : null}
                   </td>
-                  <td>
+                  <td class="lead">
                     <StatusBadge status={s.status} />
-                    {s.status === "trialing" && s.trial_end ? (
-                      <div class="muted" data-trial-end={s.trial_end}>
-                        trial ends <Time iso={s.trial_end} />
-                      </div>
-                    ) : null}
-                    {s.cancel_at_period_end && s.status !== "canceled" ? <div class="muted">cancels at period end</div> : null}
-                    {s.canceled_at ? (
-                      <div class="muted">
-                        canceled <Time iso={s.canceled_at} />
-                      </div>
-                    ) : null}
+                    <StatusNotes s={s} />
                   </td>
-                  <td class="num">{s.quantity}</td>
-                  <td>
+                  <td class="num" data-label="Qty">{s.quantity}</td>
+                  <td data-label="Next billing">
                     <Time iso={s.next_billing_date} />
                   </td>
-                  <td class="nowrap">
-                    {s.card.brand} •••• {s.card.last4}
+                  <td class="nowrap" data-label="Card">
+                    {cardText(s.card)}
                   </td>
-                  <td>
-                    {write && s.status !== "canceled" ? (
-                      <div class="actions">
-                        <form method="post" action={`${BACK}/${s.id}/cancel`} class="inline" data-confirm="Cancel this subscription now?">
-                          <FormFields session={session} />
-                          <input type="hidden" name="when" value="now" />
-                          <button type="submit" class="small danger">
-                            Cancel now
-                          </button>
-                        </form>
-                        {!s.cancel_at_period_end ? (
-                          <form method="post" action={`${BACK}/${s.id}/cancel`} class="inline">
-                            <FormFields session={session} />
-                            <input type="hidden" name="when" value="period_end" />
-                            <button type="submit" class="small">
-                              At period end
-                            </button>
-                          </form>
-                        ) : null}
-                      </div>
-                    ) : null}
-                  </td>
+                  <td class="lead">{write && s.status !== "canceled" ? <CancelForms c={c} s={s} /> : null}</td>
                 </tr>
               ))}
             </tbody>
@@ -204,8 +226,151 @@ async function listPage(c: Context<DashEnv>) {
   });
 }
 
+async function subscriptionDetail(c: Context<DashEnv>) {
+  const session = c.var.session!;
+  const id = c.req.param("id")!;
+  const answer = await c.var.api<Subscription>(`/subscriptions/${encodeURIComponent(id)}`);
+  if (!answer.ok) return apiErrorPage(c, answer, "read this subscription", BACK);
+  const s = answer.body;
+  const payments = can(session, "payments:read") ? await c.var.api<Page<SubscriptionPayment>>("/payments", { query: { subscription_id: s.id, limit: 20 } }) : undefined;
+  const names = await namesFor(c.var.db, session.auth, { users: [s.user_id], plans: s.pending_update ? [s.plan_id, s.pending_update.plan_id] : [s.plan_id] });
+  const open = s.status !== "canceled" ? [s.id] : [];
+  const [usage, prorations] = await Promise.all([openPeriodUsage(c.var.db, session.auth, open), pendingProrations(c.var.db, session.auth, open)]);
+  const proration = prorations.get(s.id);
+  return render(c, 200, {
+    title: "Subscription",
+    active: BACK,
+    children: (
+      <>
+        <section class="panel" data-subscription-page={s.id}>
+          <div class="headline">
+            <span class="amount">
+              <span class="inline-ref">
+                            {s.quantity} × <PlanRef id={s.plan_id} names={names} />
+                          </span>
+            </span>
+            <StatusBadge status={s.status} />
+            {can(session, "subscriptions:write") && s.status !== "canceled" ? <CancelForms c={c} s={s} /> : null}
+          </div>
+          <StatusNotes s={s} />
+          <dl class="facts">
+            <dt>Subscription</dt>
+            <dd>
+              <Id id={s.id} />
+            </dd>
+            <dt>Customer</dt>
+            <dd>
+              <UserRef id={s.user_id} names={names} />
+            </dd>
+            <dt>Card</dt>
+            <dd>{cardText(s.card)}</dd>
+            <dt>Next billing</dt>
+            <dd>
+              <Time iso={s.next_billing_date} />
+            </dd>
+            {usage.has(s.id) ? (
+              <>
+                <dt>Usage this period</dt>
+                <dd data-usage={usage.get(s.id)}>{usage.get(s.id)} units</dd>
+              </>
+            ) : null}
+            {s.pending_update ? (
+              <>
+                <dt>Scheduled change</dt>
+                <dd data-pending-update={s.pending_update.plan_id}>
+                  {s.pending_update.quantity} × <PlanRef id={s.pending_update.plan_id} names={names} /> on <Time iso={s.pending_update.effective_at} />
+                </dd>
+              </>
+            ) : null}
+            {proration ? (
+              <>
+                <dt>Prorations on the {s.cancel_at_period_end ? "final" : "next"} invoice</dt>
+                <dd data-pending-prorations={proration.amount}>
+                  <Money minor={proration.amount} currency={proration.currency} />
+                </dd>
+              </>
+            ) : null}
+            {s.discount ? (
+              <>
+                <dt>Discount</dt>
+                <dd data-discount={s.discount.coupon}>
+                  coupon <a href={`/dashboard/coupons#coupon-${encodeURIComponent(s.discount.coupon)}`}>{s.discount.coupon}</a>
+                  {s.discount.end ? (
+                    <>
+                      {" "}until <Time iso={s.discount.end} />
+                    </>
+                  ) : null}
+                </dd>
+              </>
+            ) : null}
+            <dt>Created</dt>
+            <dd>
+              <Time iso={s.created_at} />
+            </dd>
+          </dl>
+          {can(session, "invoices:read") ? (
+            <p>
+              <a href={`/dashboard/invoices?subscription_id=${encodeURIComponent(s.id)}`}>Its invoices</a>
+            </p>
+          ) : null}
+        </section>
+        {payments?.ok ? (
+          <section class="panel">
+            <h2>Payments</h2>
+            {payments.body.data.length === 0 ? (
+              <Empty title="No payments yet">A payment is recorded each time this subscription is charged.</Empty>
+            ) : (
+              <PaymentRows payments={payments.body.data} />
+            )}
+          </section>
+        ) : null}
+        <p>
+          <a href={BACK}>← All subscriptions</a>
+        </p>
+      </>
+    ),
+  });
+}
+
+/** A short list of payments, each linked to its page: amount and status first. */
+export function PaymentRows({ payments }: { payments: SubscriptionPayment[] }) {
+  return (
+    <TableWrap>
+      <table class="stack">
+        <thead>
+          <tr>
+            <th class="num">Amount</th>
+            <th>Status</th>
+            <th>Payment</th>
+            <th>Created</th>
+          </tr>
+        </thead>
+        <tbody>
+          {payments.map((p) => (
+            <tr data-payment={p.id}>
+              <td class="num lead">
+                <Money minor={p.amount} currency={p.currency} />
+              </td>
+              <td class="lead">
+                <StatusBadge status={p.status} />
+              </td>
+              <td data-label="Payment">
+                <Id id={p.id} href={`/dashboard/payments/${encodeURIComponent(p.id)}`} />
+              </td>
+              <td data-label="Created">
+                <Time iso={p.created_at} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </TableWrap>
+  );
+}
+
 export function registerSubscriptionPages(dash: Hono<DashEnv>) {
   dash.get("/subscriptions", listPage);
+  dash.get("/subscriptions/:id", subscriptionDetail);
   dash.post("/subscriptions/:id/cancel", (c) => {
     const id = c.req.param("id");
     const when = field(c, "when");

@@ -14,6 +14,7 @@ import { type FormState, FormSummary, Problems, addApiError, addProblem, checkWi
 import { Id, Time } from "../format";
 import { Empty, FormFields, Pager, SecretOnce, StatusBadge, StatusFilter, TableWrap, can, render } from "../layout";
 import { ID_PATTERN, apiQuery, listQuery } from "../lists";
+import { namesFor } from "../names";
 import { endpointSuccessRates } from "../stats";
 
 interface Endpoint {
@@ -298,6 +299,8 @@ async function endpointPage(c: Context<DashEnv>) {
   if (!endpoint.ok) return apiErrorPage(c, endpoint, "read this endpoint", BACK);
   if (!deliveries.ok) return apiErrorPage(c, deliveries, "read this endpoint's deliveries", BACK);
   const e = endpoint.body;
+  // Each delivery's event type, read for the whole page at once (the delivery answers only its id).
+  const types = (await namesFor(c.var.db, session.auth, { events: deliveries.body.data.map((d) => d.event_id) })).eventTypes;
   const page = deliveries.body;
   const write = can(session, "webhooks:write");
   const redeliver = can(session, "events:write");
@@ -406,7 +409,16 @@ async function endpointPage(c: Context<DashEnv>) {
                       <td>
                         <Id id={d.id} distinctEnd={DELIVERY_DISTINCT} />
                       </td>
-                      <td>{can(session, "events:read") ? <Id id={d.event_id} href={`/dashboard/events/${d.event_id}`} /> : <Id id={d.event_id} />}</td>
+                      <td>
+                        {types.has(d.event_id) ? (
+                          <div class="mono" data-event-type={types.get(d.event_id)}>
+                            {types.get(d.event_id)}
+                          </div>
+                        ) : null}
+                        <div class={types.has(d.event_id) ? "muted" : undefined}>
+                          {can(session, "events:read") ? <Id id={d.event_id} href={`/dashboard/events/${d.event_id}`} /> : <Id id={d.event_id} />}
+                        </div>
+                      </td>
                       <td>
                         <StatusBadge status={d.status} />
                         {d.waiting_for ? <div class="muted">waiting for {d.waiting_for}</div> : null}

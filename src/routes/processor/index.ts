@@ -20,7 +20,7 @@ import { moneyInFlightFailures, noMoneyInFlight } from "../../processor/in-fligh
 import { withLiveKey } from "../reads";
 import { commitAndRespond } from "../write-path";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
-import { ConnectProcessorBody, DeletedProcessorConnectionSchema, ProcessorConnectionSchema, serializeConnection } from "./schema";
+import { ConnectProcessorBody, DeletedProcessorConnectionSchema, ProcessorConnectionSchema, serializeConnection, webhookUrlOf } from "./schema";
 
 const tags = ["Processor"];
 
@@ -72,7 +72,7 @@ const read = apiRoute({
   tags,
   operationId: "getProcessor",
   summary: "Read the processor connection",
-  description: `The live-mode processor connection; 404 when there is none. ${AUTH_NOTE}`,
+  description: `The live-mode processor connection; 404 when there is none, whose message names the webhook_url to create Stripe's two endpoints at before connecting. ${AUTH_NOTE}`,
   middleware: [liveSecretKeyOnly],
   responses: { 200: json(ProcessorConnectionSchema, "The connection.") },
 });
@@ -94,8 +94,15 @@ const IN_USE = "processor_in_use";
 const MISSING = "processor_missing";
 const CONNECT_SECRET_NEEDED = "connect_webhook_secret_required";
 
-const noConnection = () =>
-  new ApiError(404, "not_found_error", "resource_missing", "This account has no processor connection: connect your Stripe account with PUT /api/processor.");
+// Stripe's endpoints must exist before connecting (connecting asks for their signing secrets), so the
+// answer that says there is no connection names the URL they point at.
+const noConnection = (webhookUrl?: string) =>
+  new ApiError(
+    404,
+    "not_found_error",
+    "resource_missing",
+    `This account has no processor connection: connect your Stripe account with PUT /api/processor.${webhookUrl ? ` First create Stripe's two webhook endpoints (your account's, and a Connect one for payouts) at ${webhookUrl}: connecting asks for their signing secrets.` : ""}`,
+  );
 
 /** SQL: live money of the account depends on its connection (subscriptions to renew, payouts or refunds to settle). */
 const liveMoneyInFlight = (accountId: string): SQL => sql`(
@@ -215,7 +222,7 @@ export function registerProcessor(app: OpenAPIHono<AppEnv>) {
   app.openapi(read, async function getProcessor(c) {
     const { db, auth } = c.var;
     const [row] = await withLiveKey(c, db.select().from(processorConnections).where(eq(processorConnections.accountId, auth.accountId)).limit(1));
-    if (!row) throw noConnection();
+    if (!row) throw noConnection(webhookUrlOf(new URL(c.req.url).origin, auth.accountId));
     return c.json(serializeConnection(row, new URL(c.req.url).origin), 200);
   });
 
