@@ -10,8 +10,8 @@ import { isoTime } from "../lib/clock";
 import type { CardDetails, DeclineCode, Processor } from "../processor/types";
 import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { paymentDisputedEvent } from "./disputes";
+import { type PaymentRow, paymentEventData } from "./event-data";
 
-export type PaymentRow = typeof payments.$inferSelect;
 
 export interface ChargeArgs {
   db: Db;
@@ -55,18 +55,6 @@ export interface ChargeResult {
   token: string | null;
   statements: Statement[];
   events: EmittedEvent[];
-}
-
-/** The document's payment event data: transaction_id, amount, currency, status, customer. */
-export function paymentEventData(payment: PaymentRow, customer: { id: string; email: string } | null) {
-  return {
-    transaction_id: payment.id,
-    amount: payment.amount,
-    currency: payment.currency,
-    status: payment.status === "failed" ? "failed" : "completed",
-    customer: customer ? { id: customer.id, email: customer.email } : null,
-    subscription_id: payment.subscriptionId,
-  };
 }
 
 /** Pauses before the processor call is made again, after a call that threw (ms). */

@@ -4,7 +4,7 @@
 // sandbox's dispute card in test mode.
 import type { Db } from "../db/client";
 import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
-import { type PaymentRow, paymentEventData } from "./charge";
+import { type PaymentRow, paymentEventData } from "./event-data";
 
 export interface DisputeDetails {
   /** The processor's dispute id (Stripe's `dp_…`). */

@@ -24,7 +24,8 @@ import { isoTime } from "../lib/clock";
 import { processorResolver } from "../processor";
 import type { AuthorizationOutcome, Outcome } from "../processor/types";
 import { commitWrites, type EmittedEvent, emitEvent } from "../webhooks/outbox";
-import { type PaymentRow, paymentEventData, withProcessorRetries } from "./charge";
+import { withProcessorRetries } from "./charge";
+import { type PaymentRow, paymentEventData } from "./event-data";
 import { serializePayment } from "./serialize";
 
 /** An authorization not captured this long after it was made is canceled (Stripe's card authorizations last 7 days). */

@@ -10,7 +10,7 @@ import { type FailureMap, rawStatement, runBatch, type Statement } from "../db/b
 import { preparedRaw } from "../db/prepared";
 import { type Tenant, livemodeJsonSql, ownedBy } from "../db/scope";
 import { events, subscriptions, webhookDeliveries, webhookEndpoints } from "../db/schema";
-import { subscriptionAnswer } from "../routes/subscriptions/schema";
+import { subscriptionAnswer } from "../billing/subscription-answer";
 import { newId } from "../domain/ids";
 import { isoTime } from "../lib/clock";
 import { ALL_EVENTS, type EnvelopeEventType, type NotificationEventType, TEST_EVENT_TYPE } from "./catalog";

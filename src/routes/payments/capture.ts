@@ -13,7 +13,7 @@ import { hasPrefix } from "../../domain/ids";
 import { ApiError, conflict, invalidRequest, notFound } from "../../lib/errors";
 import { clock } from "../../lib/clock";
 import { PAYMENT_STATE_CHANGED, cancelAtProcessor, cancelWrites, captureAtProcessor, captureWrites, loadPayment, releasePaymentStep, takePaymentStep } from "../../payments/intents";
-import type { PaymentRow } from "../../payments/charge";
+import type { PaymentRow } from "../../payments/event-data";
 import { serializePayment } from "../../payments/serialize";
 import { processorForRequest } from "../../processor";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";

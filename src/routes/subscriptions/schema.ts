@@ -1,9 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { subscriptions } from "../../db/schema";
-import { rowAnswer } from "../../middleware/stored-answers";
 import { CardFields, CardSummarySchema, OptionalCardFields } from "../../payments/card-input";
-import { cardOf } from "../../payments/serialize";
-import { discountOf } from "../../billing/coupons";
 import { MAX_TRIAL_DAYS } from "../../domain/trials";
 import { PRORATION_BEHAVIORS } from "../../domain/proration";
 import { bodyObject, booleanField, closedSet, closedSetFilter, idField, livemodeField, queryObject, timestamp, wholeNumber } from "../shared";
@@ -102,36 +99,6 @@ export const SubscriptionSchema = z
   .openapi("Subscription");
 export type SubscriptionJson = z.infer<typeof SubscriptionSchema>;
 
-export function serializeSubscription(row: typeof subscriptions.$inferSelect): SubscriptionJson {
-  return {
-    id: row.id,
-    object: "subscription",
-    livemode: row.livemode,
-    user_id: row.userId,
-    plan_id: row.planId,
-    status: row.status,
-    quantity: row.quantity,
-    card: cardOf(row),
-    payment_method: row.paymentMethodId ?? null,
-    start_date: row.startDate,
-    current_period_start: row.currentPeriodStart,
-    trial_start: row.trialStart,
-    trial_end: row.trialEnd,
-    next_billing_date: row.status === "canceled" ? null : row.nextBillingDate,
-    discount: discountOf(row),
-    pending_update:
-      // (none once canceled, or while set to cancel at period end: no next period takes it)
-      row.pendingPlanId === null || row.status === "canceled" || row.cancelAtPeriodEnd
-        ? null
-        : { plan_id: row.pendingPlanId, quantity: row.pendingQuantity ?? row.quantity, effective_at: row.nextBillingDate },
-    // Once canceled, nothing is left to cancel at the period's end (rows canceled before this rule included).
-    cancel_at_period_end: row.status !== "canceled" && row.cancelAtPeriodEnd,
-    canceled_at: row.canceledAt,
-    created_at: row.createdAt,
-    updated_at: row.updatedAt,
-  };
-}
-
 export const ListSubscriptionsQuery = {
   user_id: userId.optional().openapi({ description: "Only this user's subscriptions." }),
   status: closedSetFilter("status", SUBSCRIPTION_STATUSES, "Only subscriptions in this status."),
@@ -143,8 +110,6 @@ export const CancelQuery = queryObject({
     .openapi({ description: "true: keep the subscription active until the current period ends, then cancel instead of renewing." }),
 });
 
-/**
- * A subscription as a write's answer, stored by its idempotency record as the committed row
- * (src/middleware/stored-answers.ts), without the processor's token and the card's fingerprint.
- */
-export const subscriptionAnswer = rowAnswer("subscription", subscriptions, serializeSubscription, ["processorToken", "cardFingerprint"]);
+// A subscription's JSON, and a write's stored answer of it, live below the routes (the event
+// outbox writes them too): src/billing/subscription-answer.ts.
+export { serializeSubscription, subscriptionAnswer } from "../../billing/subscription-answer";

@@ -210,7 +210,7 @@ export function registerUsage(app: OpenAPIHono<AppEnv>) {
       db.select().from(usageRecords).where(eq(usageRecords.subscriptionId, id)).orderBy(asc(usageRecords.id)),
       db.select({ periodIndex: invoices.periodIndex, id: invoices.id }).from(invoices).where(and(eq(invoices.subscriptionId, id))),
     ]);
-    const current = sub.status === "canceled" ? -1 : usagePeriodAt(sub.billingAnchor, plan.interval, Math.max(billingNow(testClock, Date.now()), Date.parse(sub.billingAnchor))).index;
+    const current = sub.status === "canceled" ? -1 : usagePeriodAt(sub.billingAnchor, plan.interval, Math.max(billingNow(testClock, clock.now()), Date.parse(sub.billingAnchor))).index;
     const indexes = new Set(records.map((r) => r.periodIndex));
     if (current >= 0) indexes.add(current);
     const invoiceOf = new Map(invoiced.map((i) => [i.periodIndex, i.id]));
