@@ -154,7 +154,7 @@ describe("unknown body fields", () => {
       "invalid_request_error",
       "parameter_unknown",
     );
-    expect(far).toMatchObject({ param: "tiers.0.colour", message: "Unknown field tiers.0.colour. tiers.0 takes up_to, unit_price, unit_amount_decimal and flat_price." });
+    expect(far).toMatchObject({ param: "tiers.0.colour", message: "Unknown field tiers.0.colour. tiers.0 takes up_to, unit_price, unit_amount, unit_amount_decimal, flat_price and flat_amount." });
     expect(await countRows("plans", "account_id = ?", acct.id)).toBe(plans);
   });
 

@@ -24,7 +24,7 @@ import { REFUND_SEND_LEASE_MS, REFUND_STALE_MS, settleRefund } from "../../src/p
 import { processDelivery } from "../../src/webhooks/consumer";
 import { schedulerFor, type WebhookRetryScheduler } from "../../src/webhooks/scheduler";
 import { type Account, type CallResult, call, fetchWith, signup, withEnv } from "../support/http";
-import { type Fixtures, createKey, dueSubscription, openInvoice, payoutWithoutSettlement, refundWithoutSettlement, seed } from "../support/fixtures";
+import { type Fixtures, PAYMENT_METHOD_OF, createKey, dueSubscription, openInvoice, payoutWithoutSettlement, refundWithoutSettlement, seed } from "../support/fixtures";
 import { connectStripe, installFakeStripe } from "../support/live";
 import { captureLogs, cardFields, PROOF_CARD, sentCvvs, sentPans } from "../support/cards";
 import { backdate, makeDue } from "../support/clock";
@@ -153,6 +153,8 @@ const ROUTES: Record<string, { table?: string; consumes?: keyof Fixtures | "conn
   createPayout: { table: "payouts" },
   cancelPayout: { consumes: "payout" },
   createRefund: { table: "refunds" },
+  createPaymentMethod: { table: "payment_methods" },
+  detachPaymentMethod: { consumes: "paymentMethod" },
   createPayment: { table: "payments" },
   capturePayment: { consumes: "authorization" },
   cancelPayment: { consumes: "authorization" },
@@ -226,6 +228,12 @@ async function fixturesFor(op: RouteOperation): Promise<Fixtures> {
           await call("/payments", { key: acct.key, body: { amount: 1500, currency: "usd", user_id: fx.user, capture_method: "manual", ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) } }),
         ),
       };
+    case "paymentMethod": {
+      // A fresh saved card of the user, which the path's {pm_id} names (pathWith).
+      const paymentMethod = await created(await call(`/api/users/${fx.user}/payment-methods`, { key: acct.key, body: { processor_token: "pm_card_visa" } }));
+      PAYMENT_METHOD_OF.set(fx.user, paymentMethod);
+      return { ...fx, paymentMethod };
+    }
     case "clock":
       return { ...fx, clock: await created(await call("/api/test-clocks", { key: acct.key, body: { frozen_time: "2030-01-01T00:00:00.000Z" } })) };
     case "invoice":

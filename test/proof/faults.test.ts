@@ -223,6 +223,7 @@ describe("20 concurrent requests with one Idempotency-Key", () => {
     createUser: "users",
     createPayout: "payouts",
     createRefund: "refunds",
+    createPayment: "payments",
     createWebhook: "webhook_endpoints",
     createPlan: "plans",
     createSubscription: "subscriptions",
