@@ -139,8 +139,10 @@ export async function commit(
   options: CommitOptions = {},
 ): Promise<CommittedWrites> {
   const { db, auth, idempotency, moneyClaim } = c.var;
-  const guarded = !options.moneyMoved;
   const claimed = moneyClaim?.held ? moneyClaim : undefined;
+  // Under a claim the processor has been called (a capture, a cancel): what it did is recorded
+  // whatever became of the key meanwhile (a move pauses it and waits for the claim), as moved money is.
+  const guarded = !options.moneyMoved && !claimed;
   // Money the processor moved is recorded whatever happened to the key meanwhile, but only where
   // the account lives (a move may have switched it away while the processor answered) and, under
   // a claim, only against the connection it went through; the claim ends in the same batch.

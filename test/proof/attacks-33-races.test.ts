@@ -1,0 +1,85 @@
+// Reviewer R3's attacks on issue 33 items 3, 4 and 5 as merged (431821c): live money under a claim
+// racing disconnects and account moves, lost replies, and the one-off payment paths. Each attack
+// asserts what a payments engineer would trust: what Stripe did is recorded where the account
+// lives, nothing moved twice, no claim left behind, no key left paused.
+import { afterAll, describe, expect, it } from "vitest";
+import { OTHER_SHARD, TEST_SHARD, env, envOf } from "../support/env";
+import { call, fetchWith, signup } from "../support/http";
+import { createPlan } from "../support/fixtures";
+import { card } from "../support/cards";
+import { waitFor } from "../support/wait";
+import { quiesce } from "../support/db";
+import { faultyD1, sqlMatches } from "../support/faults";
+import { type LiveAccount, STRIPE_CARDS, connectStripe, holdStripe, installFakeStripe, payableUser } from "../support/live";
+
+const stripe = installFakeStripe();
+const { fake } = stripe;
+afterAll(async () => {
+  await quiesce();
+  stripe.restore();
+});
+
+const hold = (matches: (method: string, path: string) => boolean) => holdStripe(fake, matches);
+const moveTo = (accountId: string, shard: number) => call(`/api/accounts/${accountId}/move`, { body: { to_shard: shard, drain_seconds: 0 } });
+const count = async (shard: number, sql: string, ...binds: unknown[]) => Number(await envOf(shard).DB.prepare(sql).bind(...binds).first("n"));
+const pausedOn = (shard: number, accountId: string) => count(shard, "SELECT count(*) AS n FROM api_keys WHERE account_id = ? AND paused_at IS NOT NULL", accountId);
+const claimsOn = (shard: number, accountId: string) => count(shard, "SELECT count(*) AS n FROM money_claims WHERE account_id = ?", accountId);
+
+async function liveAccount(name: string) {
+  const acct: LiveAccount = await signup(name);
+  const connected = await connectStripe(acct);
+  const plan = await createPlan({ id: acct.id, key: acct.liveKey }, { price: 20, currency: "usd" });
+  return { acct, connected, planId: plan.id as string };
+}
+
+async function authorized(acct: LiveAccount, name: string) {
+  const user = await call("/api/users", { key: acct.liveKey, body: { name, email: `${name.toLowerCase().replace(/\W/g, ".")}@example.com` } });
+  expect(user.status, user.text).toBe(201);
+  const res = await call("/payments", { key: acct.liveKey, idempotencyKey: `auth-${name.replace(/\W/g, "-")}`, body: { amount: 3000, currency: "usd", user_id: user.body.id, capture_method: "manual", ...card(STRIPE_CARDS.succeeds) } });
+  expect(res.status, res.text).toBe(201);
+  expect(res.body.status).toBe("requires_capture");
+  return res.body as { id: string };
+}
+
+const intentOf = (paymentId: string) => [...fake.paymentIntents.values()].find((i) => i.metadata?.tender_reference === paymentId || i.metadata?.tender_payment === paymentId);
+
+describe("an account move racing a capture or a cancel (one-off payments)", () => {
+  for (const step of ["capture", "cancel"] as const) {
+    it(`${step}: the move waits for it, the ${step} answers 200, and the payment where the account lives says what Stripe did`, { timeout: 30_000 }, async () => {
+      const { acct } = await liveAccount(`Move ${step}`);
+      const payment = await authorized(acct, `Pay ${step}`);
+      const gate = hold((method, path) => method === "POST" && path.endsWith(`/${step}`));
+      const stepping = call(`/payments/${payment.id}/${step}`, { key: acct.liveKey, body: {}, idempotencyKey: `race-${step}` });
+      await gate.reached;
+      const moving = moveTo(acct.id, OTHER_SHARD);
+      await waitFor(async () => expect(await pausedOn(TEST_SHARD, acct.id)).toBeGreaterThan(0), 5000, 20);
+      gate.release();
+      const answered = await stepping;
+      const moved = await moving;
+      expect(moved.status, moved.text).toBe(200);
+      expect(answered.status, answered.text).toBe(200);
+      const read = await call(`/payments/${payment.id}`, { key: acct.liveKey });
+      expect(read.status, read.text).toBe(200);
+      expect(read.body.status).toBe(step === "capture" ? "completed" : "canceled");
+      expect(await claimsOn(OTHER_SHARD, acct.id)).toBe(0);
+      expect(await pausedOn(OTHER_SHARD, acct.id)).toBe(0);
+    });
+  }
+});
+
+describe("the commit's answer lost (a live first charge)", () => {
+  for (const idempotencyKey of ["lost-commit", undefined]) {
+    it(`${idempotencyKey ? "with" : "without"} an Idempotency-Key: the commit that landed answers 201, not 500, and the charge is recorded once`, { timeout: 30_000 }, async () => {
+      const { acct, planId } = await liveAccount(`Lost commit ${idempotencyKey ?? "nokey"}`);
+      const user = await payableUser(fake, acct, `Lo ${idempotencyKey ?? "nokey"}`);
+      const json = { user_id: user.id, plan_id: planId, ...card(STRIPE_CARDS.succeeds) };
+      const faulty = faultyD1(env.DB, { kind: "commit_then_throw", when: (op) => sqlMatches(op, /^\s*insert\s+into\s+"subscriptions"/i) });
+      const res = await fetchWith({ DB: faulty } as never, "/subscriptions", { key: acct.liveKey, json, headers: idempotencyKey ? { "idempotency-key": idempotencyKey } : {} });
+      expect(res.status, res.text).toBe(201);
+      const subs = (await call(`/subscriptions?user_id=${user.id}`, { key: acct.liveKey })).body.data;
+      expect(subs).toHaveLength(1);
+      expect([...fake.paymentIntents.values()].filter((i) => i.metadata?.tender_user === user.id && i.status === "succeeded")).toHaveLength(1);
+      expect(await claimsOn(TEST_SHARD, acct.id)).toBe(0);
+    });
+  }
+});
