@@ -111,8 +111,9 @@ async function recordMovedMoney(
       return await attempt();
     } catch (error) {
       lastError = error;
-      // Refused because the account moved or its claim was lost: a retry here cannot record it.
-      if (error instanceof MoneyRecordRefused) break;
+      // Refused because the account moved or its claim was lost: a retry here cannot record it. (A
+      // retry is refused so too when an earlier try committed and ended the claim: the row says.)
+      if (tries === 0 && error instanceof MoneyRecordRefused) break;
       // The first try refused by a guard or constraint was rolled back: a certain failure.
       if (tries === 0 && error instanceof ApiError) throw error;
       if (tries > 0) {
@@ -123,6 +124,7 @@ async function recordMovedMoney(
           .then((rows) => rows.length > 0, () => null);
         // An earlier try committed (the sweeper enqueues its deliveries).
         if (recorded) return { returned: [], answered: [], deliveryIds: [] };
+        if (recorded === false && error instanceof MoneyRecordRefused) break;
         if (recorded === false && error instanceof ApiError) throw error;
       }
     }
