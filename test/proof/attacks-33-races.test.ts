@@ -8,6 +8,7 @@ import { call, fetchWith, signup } from "../support/http";
 import { createPlan } from "../support/fixtures";
 import { card } from "../support/cards";
 import { waitFor } from "../support/wait";
+import { IDEMPOTENCY_LOCK_MS } from "../../src/middleware/idempotency";
 import { quiesce } from "../support/db";
 import { faultyD1, sqlMatches } from "../support/faults";
 import { type LiveAccount, STRIPE_CARDS, connectStripe, holdStripe, installFakeStripe, payableUser } from "../support/live";
@@ -82,4 +83,77 @@ describe("the commit's answer lost (a live first charge)", () => {
       expect(await claimsOn(TEST_SHARD, acct.id)).toBe(0);
     });
   }
+});
+
+describe("a one-off payment's money racing a move, its claim's lease run out (the worker looked dead)", () => {
+  const expireClaims = (accountId: string) => envOf(TEST_SHARD).DB.prepare("UPDATE money_claims SET lease_until = 0 WHERE account_id = ?").bind(accountId).run();
+  const unlock = (accountId: string, key: string) =>
+    envOf(OTHER_SHARD).DB.prepare("UPDATE idempotency_keys SET locked_at = locked_at - ? WHERE account_id = ? AND key = ?").bind(IDEMPOTENCY_LOCK_MS + 1000, accountId, key).run();
+
+  it("POST /payments: 500 outcome_unknown on the shard it left; the retry with its key records the one charge where the account lives", { timeout: 30_000 }, async () => {
+    const { acct } = await liveAccount("Late one-off");
+    const user = await call("/api/users", { key: acct.liveKey, body: { name: "Late Payer", email: "late.payer@example.com" } });
+    const body = { amount: 3000, currency: "usd", user_id: user.body.id, ...card(STRIPE_CARDS.succeeds) };
+    const key = "late-one-off";
+    const gate = hold((method, path) => method === "POST" && path === "/v1/payment_intents");
+    const paying = call("/payments", { key: acct.liveKey, body, idempotencyKey: key });
+    await gate.reached;
+    await expireClaims(acct.id);
+    const moved = await moveTo(acct.id, OTHER_SHARD);
+    expect(moved.status, moved.text).toBe(200);
+    gate.release();
+    const first = await paying;
+    expect(first.status, first.text).toBe(500);
+    expect(first.body.error.code).toBe("outcome_unknown");
+    await unlock(acct.id, key);
+    const retried = await call("/payments", { key: acct.liveKey, body, idempotencyKey: key });
+    expect(retried.status, retried.text).toBe(201);
+    expect(retried.body.status).toBe("completed");
+    const listed = (await call(`/payments?user_id=${user.body.id}`, { key: acct.liveKey })).body.data;
+    expect(listed).toHaveLength(1);
+    expect([...fake.paymentIntents.values()].filter((i) => i.metadata?.tender_user === user.body.id && i.status === "succeeded")).toHaveLength(1);
+    expect(await pausedOn(OTHER_SHARD, acct.id)).toBe(0);
+  });
+
+  it("capture: 500 outcome_unknown on the shard it left; the retry with its key records the one capture where the account lives", { timeout: 30_000 }, async () => {
+    const { acct } = await liveAccount("Late capture");
+    const payment = await authorized(acct, "Late Capture");
+    const key = "late-capture";
+    const gate = hold((method, path) => method === "POST" && path.endsWith("/capture"));
+    const capturing = call(`/payments/${payment.id}/capture`, { key: acct.liveKey, body: {}, idempotencyKey: key });
+    await gate.reached;
+    await expireClaims(acct.id);
+    const moved = await moveTo(acct.id, OTHER_SHARD);
+    expect(moved.status, moved.text).toBe(200);
+    gate.release();
+    const first = await capturing;
+    expect(first.status, first.text).toBe(500);
+    expect(first.body.error.code).toBe("outcome_unknown");
+    await unlock(acct.id, key);
+    const retried = await call(`/payments/${payment.id}/capture`, { key: acct.liveKey, body: {}, idempotencyKey: key });
+    expect(retried.status, retried.text).toBe(200);
+    expect(retried.body.status).toBe("completed");
+    expect((await call(`/payments/${payment.id}`, { key: acct.liveKey })).body).toMatchObject({ status: "completed", amount_received: 3000 });
+    expect(fake.requests.filter((r) => r.method === "POST" && r.path.endsWith("/capture")).length).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe("an account move racing a one-off payment at Stripe (its claim held)", () => {
+  it("the move waits; POST /payments answers 201 and the payment is where the account lives, once", { timeout: 30_000 }, async () => {
+    const { acct } = await liveAccount("Move one-off");
+    const user = await call("/api/users", { key: acct.liveKey, body: { name: "Moving Payer", email: "moving.payer@example.com" } });
+    const gate = hold((method, path) => method === "POST" && path === "/v1/payment_intents");
+    const paying = call("/payments", { key: acct.liveKey, body: { amount: 3000, currency: "usd", user_id: user.body.id, ...card(STRIPE_CARDS.succeeds) } });
+    await gate.reached;
+    const moving = moveTo(acct.id, OTHER_SHARD);
+    await waitFor(async () => expect(await pausedOn(TEST_SHARD, acct.id)).toBeGreaterThan(0), 5000, 20);
+    gate.release();
+    const paid = await paying;
+    expect(paid.status, paid.text).toBe(201);
+    expect((await moving).status).toBe(200);
+    const read = await call(`/payments/${paid.body.id}`, { key: acct.liveKey });
+    expect(read.status, read.text).toBe(200);
+    expect(await count(OTHER_SHARD, "SELECT count(*) AS n FROM payments WHERE id = ?", paid.body.id)).toBe(1);
+    expect(await claimsOn(OTHER_SHARD, acct.id)).toBe(0);
+  });
 });
