@@ -11,7 +11,9 @@ import { waitFor } from "../support/wait";
 import { IDEMPOTENCY_LOCK_MS } from "../../src/middleware/idempotency";
 import { quiesce } from "../support/db";
 import { faultyD1, sqlMatches } from "../support/faults";
-import { type LiveAccount, STRIPE_CARDS, connectStripe, holdStripe, installFakeStripe, payableUser } from "../support/live";
+import { type LiveAccount, STRIPE_CARDS, connectStripe, deliverStripeEvents, holdStripe, installFakeStripe, livePayout, payableUser, skipStripeEvents } from "../support/live";
+import { runJobs } from "../support/queue";
+import { ACCOUNT_TABLES } from "../../src/accounts/move";
 
 const stripe = installFakeStripe();
 const { fake } = stripe;
@@ -155,5 +157,43 @@ describe("an account move racing a one-off payment at Stripe (its claim held)", 
     expect(read.status, read.text).toBe(200);
     expect(await count(OTHER_SHARD, "SELECT count(*) AS n FROM payments WHERE id = ?", paid.body.id)).toBe(1);
     expect(await claimsOn(OTHER_SHARD, acct.id)).toBe(0);
+  });
+});
+
+describe("a Stripe event applied on the shard its account left (issue 33, item 5)", () => {
+  it("its late batch leaves nothing on the source: no event, no delivery, no recorded Stripe event outlives the move there (only pointers stay)", { timeout: 30_000 }, async () => {
+    const { acct, connected } = await liveAccount("Orphan event");
+    const hook = await call("/api/webhooks", { key: acct.liveKey, body: { url: "https://receiver.example.com/hooks", events: ["payout.failed", "payout.paid"] } });
+    expect(hook.status, hook.text).toBe(201);
+    const payee = await payableUser(fake, acct, "Orla Orphan");
+    const res = await livePayout(acct, payee.id);
+    expect(res.status, res.text).toBe(201);
+    await runJobs({ kind: "settlePayout", payoutId: res.body.id });
+    const stripePayout = [...fake.payouts.values()].find((p) => p.metadata?.tender_reference === res.body.id)!;
+    skipStripeEvents(fake);
+    fake.settlePayout(stripePayout.id, "paid");
+    await deliverStripeEvents(fake, connected);
+    fake.settlePayout(stripePayout.id, "failed", "account_closed");
+    const failedEvent = fake.events[fake.events.length - 1];
+    const gate = hold((method, path) => method === "POST" && path.endsWith("/reversals"));
+    const delivering = deliverStripeEvents(fake, connected, { events: [failedEvent] });
+    await gate.reached;
+    expect((await moveTo(acct.id, OTHER_SHARD)).status).toBe(200);
+    gate.release();
+    const [first] = await delivering;
+    expect(first.status).toBe(503);
+
+    const left: Record<string, number> = {};
+    for (const table of ACCOUNT_TABLES) {
+      if (table === "accounts" || table === "api_keys" || table === "access_tokens") continue;
+      const n = await count(TEST_SHARD, `SELECT count(*) AS n FROM "${table}" WHERE account_id = ?`, acct.id);
+      if (n > 0) left[table] = n;
+    }
+    expect(left).toEqual({});
+
+    const [again] = await deliverStripeEvents(fake, connected, { events: [failedEvent] });
+    expect(again.status).toBe(200);
+    expect((await call(`/payouts/${res.body.id}`, { key: acct.liveKey })).body.status).toBe("failed");
+    expect(await count(OTHER_SHARD, "SELECT count(*) AS n FROM events WHERE account_id = ? AND type = 'payout.failed'", acct.id)).toBe(1);
   });
 });
