@@ -197,3 +197,69 @@ describe("a Stripe event applied on the shard its account left (issue 33, item 5
     expect(await count(OTHER_SHARD, "SELECT count(*) AS n FROM events WHERE account_id = ? AND type = 'payout.failed'", acct.id)).toBe(1);
   });
 });
+
+describe("two workers at once while a first charge is at Stripe", () => {
+  const subscribe = (acct: LiveAccount, userId: string, planId: string, idempotencyKey?: string) =>
+    call("/subscriptions", { key: acct.liveKey, body: { user_id: userId, plan_id: planId, ...card(STRIPE_CARDS.succeeds) }, idempotencyKey });
+  const succeededFor = (userId: string) => [...fake.paymentIntents.values()].filter((i) => i.metadata?.tender_user === userId && i.status === "succeeded");
+
+  it("two moves, a disconnect and a duplicate of the request: the second move 409, the others wait or are refused; one charge, recorded where the account lives; the replay answers it", { timeout: 30_000 }, async () => {
+    const { acct, connected, planId } = await liveAccount("Crowd");
+    const user = await payableUser(fake, acct, "Cro Wd");
+    const gate = hold((method, path) => method === "POST" && path === "/v1/payment_intents");
+    const creating = subscribe(acct, user.id, planId, "crowd-key");
+    await gate.reached;
+    const duplicate = await subscribe(acct, user.id, planId, "crowd-key");
+    expect(duplicate.status, duplicate.text).toBe(409);
+    const moving = moveTo(acct.id, OTHER_SHARD);
+    await waitFor(async () => expect(await pausedOn(TEST_SHARD, acct.id)).toBeGreaterThan(0), 5000, 20);
+    const second = await moveTo(acct.id, OTHER_SHARD);
+    expect(second.status, second.text).toBe(409);
+    const removed = await call("/api/processor", { method: "DELETE", key: acct.liveKey });
+    expect([409, 503]).toContain(removed.status);
+    gate.release();
+    const created = await creating;
+    expect(created.status, created.text).toBe(201);
+    expect((await moving).status).toBe(200);
+    const replay = await subscribe(acct, user.id, planId, "crowd-key");
+    expect(replay.status, replay.text).toBe(201);
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(replay.body.id).toBe(created.body.id);
+    expect(succeededFor(user.id)).toHaveLength(1);
+    expect(await count(OTHER_SHARD, "SELECT count(*) AS n FROM payments WHERE subscription_id = ?", created.body.id)).toBe(1);
+    expect((await call("/api/processor", { key: acct.liveKey })).body.processor_account).toBe(connected.processorAccount);
+    expect(await claimsOn(OTHER_SHARD, acct.id)).toBe(0);
+    expect(await pausedOn(OTHER_SHARD, acct.id)).toBe(0);
+  });
+});
+
+describe("a Stripe event racing a disconnect and a move", () => {
+  it("payout.failed at Stripe (reversing its transfer) while the connection is removed and the account moves: 503, then applied where the account lives, one reversal", { timeout: 30_000 }, async () => {
+    const { acct, connected } = await liveAccount("Event crowd");
+    const payee = await payableUser(fake, acct, "Eve Crowd");
+    const res = await livePayout(acct, payee.id);
+    expect(res.status, res.text).toBe(201);
+    await runJobs({ kind: "settlePayout", payoutId: res.body.id });
+    const stripePayout = [...fake.payouts.values()].find((p) => p.metadata?.tender_reference === res.body.id)!;
+    skipStripeEvents(fake);
+    fake.settlePayout(stripePayout.id, "paid");
+    await deliverStripeEvents(fake, connected);
+    fake.settlePayout(stripePayout.id, "failed", "account_closed");
+    const failedEvent = fake.events[fake.events.length - 1];
+    const gate = hold((method, path) => method === "POST" && path.endsWith("/reversals"));
+    const delivering = deliverStripeEvents(fake, connected, { events: [failedEvent] });
+    await gate.reached;
+    const removed = await call("/api/processor", { method: "DELETE", key: acct.liveKey });
+    expect([200, 409]).toContain(removed.status);
+    expect((await moveTo(acct.id, OTHER_SHARD)).status).toBe(200);
+    gate.release();
+    const [first] = await delivering;
+    expect(first.status).toBe(503);
+    const [again] = await deliverStripeEvents(fake, connected, { events: [failedEvent] });
+    expect(again.status, JSON.stringify(again)).toBe(200);
+    expect((await call(`/payouts/${res.body.id}`, { key: acct.liveKey })).body.status).toBe("failed");
+    const [transfer] = [...fake.transfers.values()].filter((t) => t.metadata?.tender_reference === res.body.id);
+    expect(transfer).toMatchObject({ reversed: true, amount_reversed: 2500 });
+    expect(await pausedOn(OTHER_SHARD, acct.id)).toBe(0);
+  });
+});
