@@ -80,7 +80,8 @@ export async function holdMoney(c: Context<AppEnv>, purpose: MoneyPurpose): Prom
   const { db, auth } = c.var;
   if (!auth.livemode || c.var.moneyClaim?.held) return;
   // Set first: a claim batch whose answer is lost (it may have committed) is dropped with the request.
-  const claim = newMoneyClaim(auth);
+  const { idempotency } = c.var;
+  const claim = newMoneyClaim(auth, idempotency ? `${auth.accountId}:${auth.livemode ? "live" : "test"}:${idempotency.key}:${idempotency.since}` : undefined);
   c.set("moneyClaim", claim);
   await takeMoneyClaim(db, claim, auth, purpose, clock.now(), { credential: () => revokedCredential(auth.keyId), noConnection: livemodeUnavailable });
 }

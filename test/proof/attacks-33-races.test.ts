@@ -263,3 +263,30 @@ describe("a Stripe event racing a disconnect and a move", () => {
     expect(await pausedOn(OTHER_SHARD, acct.id)).toBe(0);
   });
 });
+
+describe("Stripe's answer lost (a first charge whose outcome is unknown), then a disconnect", () => {
+  it("the connection cannot be removed while the charge's outcome is unknown under its Idempotency-Key; the retry records the one charge, and then it can", { timeout: 30_000 }, async () => {
+    const { acct, planId } = await liveAccount("Unknown then disconnect");
+    const user = await payableUser(fake, acct, "Un Known");
+    const body = { user_id: user.id, plan_id: planId, ...card(STRIPE_CARDS.succeeds) };
+    const key = "unknown-then-disconnect";
+    fake.inject({ kind: "timeout_after_success", operation: "POST /v1/payment_intents", times: 10 });
+    const first = await call("/subscriptions", { key: acct.liveKey, body, idempotencyKey: key });
+    (fake as unknown as { faults: unknown[] }).faults.length = 0;
+    expect(first.status, first.text).toBe(500);
+    expect(first.body.error.code).toBe("outcome_unknown");
+    const charged = [...fake.paymentIntents.values()].filter((i) => i.metadata?.tender_user === user.id && i.status === "succeeded");
+    expect(charged.length).toBeGreaterThanOrEqual(1);
+
+    // Stripe charged; Tender must still be able to record it through the connection it used.
+    const removed = await call("/api/processor", { method: "DELETE", key: acct.liveKey });
+    expect(removed.status, removed.text).toBe(409);
+    expect(removed.body.error.code).toBe("processor_in_use");
+
+    await envOf(TEST_SHARD).DB.prepare("UPDATE idempotency_keys SET locked_at = locked_at - ? WHERE account_id = ? AND key = ?").bind(IDEMPOTENCY_LOCK_MS + 1000, acct.id, key).run();
+    const retried = await call("/subscriptions", { key: acct.liveKey, body, idempotencyKey: key });
+    expect(retried.status, retried.text).toBe(201);
+    expect([...fake.paymentIntents.values()].filter((i) => i.metadata?.tender_user === user.id && i.status === "succeeded")).toHaveLength(1);
+    expect(await claimsOn(TEST_SHARD, acct.id)).toBe(0);
+  });
+});
