@@ -290,3 +290,28 @@ describe("Stripe's answer lost (a first charge whose outcome is unknown), then a
     expect(await claimsOn(TEST_SHARD, acct.id)).toBe(0);
   });
 });
+
+describe("a move paused before the claim", () => {
+  it("a second live payment while the move waits for the first: 503 account_moving, Stripe not called, no claim left; the first lands where the account lives", { timeout: 30_000 }, async () => {
+    const { acct } = await liveAccount("Before claim");
+    const user = await call("/api/users", { key: acct.liveKey, body: { name: "Bea Fore", email: "bea.fore@example.com" } });
+    const gate = hold((method, path) => method === "POST" && path === "/v1/payment_intents");
+    const firstPaying = call("/payments", { key: acct.liveKey, body: { amount: 1000, currency: "usd", user_id: user.body.id, ...card(STRIPE_CARDS.succeeds) }, idempotencyKey: "before-claim-1" });
+    await gate.reached;
+    const moving = moveTo(acct.id, OTHER_SHARD);
+    await waitFor(async () => expect(await pausedOn(TEST_SHARD, acct.id)).toBeGreaterThan(0), 5000, 20);
+    const intents = fake.count("paymentIntents");
+    const second = await call("/payments", { key: acct.liveKey, body: { amount: 2000, currency: "usd", user_id: user.body.id, ...card(STRIPE_CARDS.succeeds) }, idempotencyKey: "before-claim-2" });
+    expect(second.status, second.text).toBe(503);
+    expect(second.body.error.code).toBe("account_moving");
+    expect(fake.count("paymentIntents")).toBe(intents);
+    expect(await claimsOn(TEST_SHARD, acct.id)).toBe(1);
+    gate.release();
+    expect((await firstPaying).status).toBe(201);
+    expect((await moving).status).toBe(200);
+    const listed = (await call(`/payments?user_id=${user.body.id}`, { key: acct.liveKey })).body.data as { amount: number }[];
+    expect(listed.map((p) => p.amount)).toEqual([1000]);
+    expect(await claimsOn(OTHER_SHARD, acct.id)).toBe(0);
+    expect(await pausedOn(OTHER_SHARD, acct.id)).toBe(0);
+  });
+});
