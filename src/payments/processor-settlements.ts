@@ -23,12 +23,13 @@
 // with their guards: should the object change between the read and the batch (the job settling it
 // at that moment), the batch is refused and the event is read against the object again.
 import { and, eq, isNull } from "drizzle-orm";
-import { failureReason } from "../db/batch";
+import { failureReason, guard } from "../db/batch";
 import type { Db } from "../db/client";
 import { payments, payouts, processorEvents, refunds, users } from "../db/schema";
 import { type Tenant, ownedBy } from "../db/scope";
 import type { Bindings } from "../env";
 import { isoTime } from "../lib/clock";
+import { accountLivesHere } from "../processor/in-flight";
 import type { Processor, ProcessorSettlement } from "../processor/types";
 import { commitWrites, type WriteSet } from "../webhooks/outbox";
 import { paymentDisputedEvent } from "./disputes";
@@ -107,6 +108,8 @@ function notFromThere(s: ProcessorSettlement, objectId: string, why: string): Pl
 
 /** The unique index of processor_events, as a refused batch names it: the event was applied before. */
 const ALREADY_RECORDED = "unique:processor_events.account_id, processor_events.event_id";
+/** The account moved to another shard while its event was being applied here. */
+export const SETTLED_ON_A_SHARD_LEFT = "settlement_account_moved";
 /** Reads of the object against a concurrent change before giving up (the processor sends it again). */
 const MAX_TRIES = 3;
 
@@ -146,7 +149,11 @@ export async function applySettlement(ctx: SettlementContext, settlement: Proces
       receivedAt: isoTime(ctx.now),
     });
     try {
-      await commitWrites({ db, queue: ctx.env.DELIVERY_QUEUE }, { statements: [record, ...plan.writes.statements], events: plan.writes.events });
+      // Only where the account lives: a move that switched while the plan was made (or its
+      // processor call ran) has copied this shard already, and what it writes here would be left
+      // behind (the caller answers so that the processor sends the event again, to the new shard).
+      const here = guard(db, SETTLED_ON_A_SHARD_LEFT, accountLivesHere(tenant.accountId));
+      await commitWrites({ db, queue: ctx.env.DELIVERY_QUEUE }, { statements: [here, record, ...plan.writes.statements], events: plan.writes.events });
       return plan.result;
     } catch (error) {
       const reason = failureReason(error);

@@ -56,7 +56,13 @@ const RETRY_AFTER_SECONDS = 5;
  * (not revoked, not paused by a move), and in live mode the account has a connection, whose
  * Stripe account the claim names. Refusals: `failures` maps them (a dead key, no connection).
  */
-export const newMoneyClaim = (tenant: Tenant): MoneyClaim => ({ id: `mcl_${randomToken(16)}`, tenant: { accountId: tenant.accountId, livemode: tenant.livemode }, held: true });
+export const newMoneyClaim = (tenant: Tenant, requestKey?: string): MoneyClaim => ({
+  // Under an Idempotency-Key the claim is the request's (its key and first attempt), so that a
+  // retry after an unknown outcome takes over the claim its earlier run kept (releaseMoneyClaim).
+  id: requestKey === undefined ? `mcl_${randomToken(16)}` : `mcl_${requestKey}`,
+  tenant: { accountId: tenant.accountId, livemode: tenant.livemode },
+  held: true,
+});
 
 /**
  * Takes `claim` (newMoneyClaim) for money the caller is about to move. The claim is made before
@@ -83,7 +89,9 @@ export async function takeMoneyClaim(
         sql`INSERT INTO ${moneyClaims} (id, account_id, livemode, processor_account, purpose, created_at, lease_until)
           VALUES (${id}, ${accountId}, ${livemode ? 1 : 0},
             ${livemode ? sql`(SELECT processor_account FROM processor_connections WHERE account_id = ${accountId})` : null},
-            ${purpose}, ${new Date(now).toISOString()}, ${now + MONEY_CLAIM_LEASE_MS})`,
+            ${purpose}, ${new Date(now).toISOString()}, ${now + MONEY_CLAIM_LEASE_MS})
+          ON CONFLICT (id) DO UPDATE SET processor_account = excluded.processor_account, purpose = excluded.purpose,
+            created_at = excluded.created_at, lease_until = excluded.lease_until`,
       ),
     ],
     { [MONEY_CLAIM_REFUSED]: failures.credential, [NO_CONNECTION]: failures.noConnection },

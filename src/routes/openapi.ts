@@ -150,13 +150,18 @@ const noBody = createMiddleware<AppEnv>(async (c, next) => {
   return next();
 });
 
-/** A claim-first route's money claim that its commit did not end (a refusal, a decline it threw, a failure) ends with the request. */
+/**
+ * A claim-first route's money claim that its commit did not end (a refusal, a decline it threw, a
+ * failure) ends with the request, unless the outcome is unknown under an Idempotency-Key: the
+ * processor may have moved the money, so the claim stays (until its retry takes it over and
+ * commits, or its lease ends), and the connection cannot be removed or swapped meanwhile.
+ */
 const releaseMoneyClaim = createMiddleware<AppEnv>(async (c, next) => {
   try {
     await next();
   } finally {
     const claim = c.var.moneyClaim;
-    if (claim?.held) await dropMoneyClaim(c.var.db, claim);
+    if (claim?.held && c.var.idempotency?.state !== "unknown") await dropMoneyClaim(c.var.db, claim);
   }
 });
 

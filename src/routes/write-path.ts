@@ -80,7 +80,8 @@ export async function holdMoney(c: Context<AppEnv>, purpose: MoneyPurpose): Prom
   const { db, auth } = c.var;
   if (!auth.livemode || c.var.moneyClaim?.held) return;
   // Set first: a claim batch whose answer is lost (it may have committed) is dropped with the request.
-  const claim = newMoneyClaim(auth);
+  const { idempotency } = c.var;
+  const claim = newMoneyClaim(auth, idempotency ? `${auth.accountId}:${auth.livemode ? "live" : "test"}:${idempotency.key}:${idempotency.since}` : undefined);
   c.set("moneyClaim", claim);
   await takeMoneyClaim(db, claim, auth, purpose, clock.now(), { credential: () => revokedCredential(auth.keyId), noConnection: livemodeUnavailable });
 }
@@ -111,8 +112,9 @@ async function recordMovedMoney(
       return await attempt();
     } catch (error) {
       lastError = error;
-      // Refused because the account moved or its claim was lost: a retry here cannot record it.
-      if (error instanceof MoneyRecordRefused) break;
+      // Refused because the account moved or its claim was lost: a retry here cannot record it. (A
+      // retry is refused so too when an earlier try committed and ended the claim: the row says.)
+      if (tries === 0 && error instanceof MoneyRecordRefused) break;
       // The first try refused by a guard or constraint was rolled back: a certain failure.
       if (tries === 0 && error instanceof ApiError) throw error;
       if (tries > 0) {
@@ -123,6 +125,7 @@ async function recordMovedMoney(
           .then((rows) => rows.length > 0, () => null);
         // An earlier try committed (the sweeper enqueues its deliveries).
         if (recorded) return { returned: [], answered: [], deliveryIds: [] };
+        if (recorded === false && error instanceof MoneyRecordRefused) break;
         if (recorded === false && error instanceof ApiError) throw error;
       }
     }
@@ -139,8 +142,10 @@ export async function commit(
   options: CommitOptions = {},
 ): Promise<CommittedWrites> {
   const { db, auth, idempotency, moneyClaim } = c.var;
-  const guarded = !options.moneyMoved;
   const claimed = moneyClaim?.held ? moneyClaim : undefined;
+  // Under a claim the processor has been called (a capture, a cancel): what it did is recorded
+  // whatever became of the key meanwhile (a move pauses it and waits for the claim), as moved money is.
+  const guarded = !options.moneyMoved && !claimed;
   // Money the processor moved is recorded whatever happened to the key meanwhile, but only where
   // the account lives (a move may have switched it away while the processor answered) and, under
   // a claim, only against the connection it went through; the claim ends in the same batch.

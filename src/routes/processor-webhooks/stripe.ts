@@ -18,7 +18,8 @@ import { hasPrefix } from "../../domain/ids";
 import { clock } from "../../lib/clock";
 import { accountMoving, invalidRequest } from "../../lib/errors";
 import { readLimited } from "../../middleware/body";
-import { alreadyRecorded, applySettlement } from "../../payments/processor-settlements";
+import { SETTLED_ON_A_SHARD_LEFT, alreadyRecorded, applySettlement } from "../../payments/processor-settlements";
+import { failureReason } from "../../db/batch";
 import { type EventConnection, eventConnections, openSecrets } from "../../processor/connections";
 import { processorThrough } from "../../processor";
 import { type VerifiedEvent, settlementOf, signatureHeaderProblem, verifyStripeEvent } from "../../processor/stripe-events";
@@ -177,6 +178,7 @@ async function receive(c: Context<AppEnv>) {
     await stillLivesHere(c, tenant.accountId);
     return answer("duplicate");
   }
+  // A batch refused because the account moved meanwhile (SETTLED_ON_A_SHARD_LEFT) answers 503 below.
   const outcome = await applySettlement(
     {
       env: c.env,
@@ -202,7 +204,10 @@ async function receive(c: Context<AppEnv>) {
       now: clock.now(),
     },
     settlement,
-  );
+  ).catch(async (error) => {
+    if (failureReason(error) === SETTLED_ON_A_SHARD_LEFT) await stillLivesHere(c, tenant.accountId);
+    throw error;
+  });
   await stillLivesHere(c, tenant.accountId);
   if (settlement.kind === "ignore") console.log(JSON.stringify({ message: "Stripe event ignored", event: settlement.eventId, type: settlement.type, reason: settlement.reason }));
   return answer(outcome);

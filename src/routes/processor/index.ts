@@ -59,7 +59,7 @@ const connect = apiRoute({
   description:
     "Connects (or replaces) live mode's card processor: your Stripe account, with its publishable key for Stripe.js and the hosted pages. Card numbers are taken in live mode only with raw_card_data true. The key is checked with Stripe first (GET /v1/account); a key Stripe refuses answers 400 processor_key_invalid, and a Stripe test key outside development 400 processor_key_not_live. " +
     "The secret key and the webhook signing secrets are stored encrypted and never answered (only the key's last 4 characters). Point Stripe's webhook endpoints (your account's, and a Connect one for payouts) at the answer's webhook_url. " +
-    "Replacing the connection with a key of another Stripe account answers 409 processor_in_use while live subscriptions, payouts or refunds depend on the connected one, or a live payment is being made through it at that moment (with Retry-After); otherwise the connected one is retired (its secrets kept, encrypted, only to settle Stripe's later events about what was made through it). " +
+    "Replacing the connection with a key of another Stripe account answers 409 processor_in_use while live subscriptions, payouts or refunds depend on the connected one, or a live payment is being made through it at that moment, or one whose outcome at Stripe is unknown awaits the retry of its Idempotency-Key (at most 10 minutes) (with Retry-After); otherwise the connected one is retired (its secrets kept, encrypted, only to settle Stripe's later events about what was made through it). " +
     AUTH_NOTE,
   middleware: [liveSecretKeyOnly],
   request: jsonBodyOf(ConnectProcessorBody),
@@ -85,7 +85,7 @@ const disconnect = apiRoute({
   summary: "Disconnect the processor",
   description:
     "Removes the connection: live requests that move money then answer 400 livemode_unavailable and GET answers 404. Its secrets are kept, encrypted, only to verify and settle Stripe's later events about what was made through it (a payout that fails after it was paid has its transfer reversed), never to move new money. " +
-    `While live subscriptions (active or past due), payouts or refunds still depend on it, or a live payment is being made through it at that moment, answers 409 processor_in_use (the latter with Retry-After). ${AUTH_NOTE}`,
+    `While live subscriptions (active or past due), payouts or refunds still depend on it, or a live payment is being made through it at that moment (or one whose outcome at Stripe is unknown awaits the retry of its Idempotency-Key, at most 10 minutes), answers 409 processor_in_use (the latter with Retry-After). ${AUTH_NOTE}`,
   middleware: [liveSecretKeyOnly],
   responses: { 200: json(DeletedProcessorConnectionSchema, "The connection was removed.") },
 });
