@@ -8,6 +8,7 @@ import { type FormState, FormSummary, Problems, addApiError, addProblem, formSta
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
 import { Id, Money, Time, cardText, currencyDecimals, formatMoney, majorToMinor } from "../format";
+import { AmountRows, BackLink, Fact, Headline } from "../details";
 import { Empty, FormFields, Pager, StatusBadge, TableWrap, can, render } from "../layout";
 import { ID_PATTERN } from "../lists";
 import { apiQuery, listQuery } from "../lists";
@@ -168,88 +169,44 @@ async function paymentDetail(c: Context<DashEnv>, state?: FormState) {
       <>
         <FormSummary state={state} />
         <section class="panel" data-payment-page={p.id}>
-          <div class="headline">
-            <span class="amount">
-              <Money minor={p.amount} currency={p.currency} />
-            </span>
-            <StatusBadge status={p.status} />
+          <Headline amount={<Money minor={p.amount} currency={p.currency} />} status={p.status}>
             {p.amount_refunded > 0 ? (
               <span class="muted">
                 <Money minor={p.amount_refunded} currency={p.currency} /> refunded
               </span>
             ) : null}
-          </div>
+          </Headline>
           {refund ? <RefundForm c={c} payment={p} state={stateFor(state, `${BACK}/${p.id}/refund`)} from="page" /> : null}
         </section>
         <section class="panel">
           <dl class="facts">
-            <dt>Payment</dt>
-            <dd>
+            <Fact term="Payment">
               <Id id={p.id} />
-            </dd>
-            <dt>Customer</dt>
-            <dd>
+            </Fact>
+            <Fact term="Customer">
               <UserRef id={p.user_id} names={names} />
-            </dd>
-            <dt>Card</dt>
-            <dd>{cardText(p.card)}</dd>
-            <dt>Subscription</dt>
-            <dd>{p.subscription_id ? <Id id={p.subscription_id} href={subscriptionPage(p.subscription_id)} /> : <span class="muted">—</span>}</dd>
-            <dt>Invoice</dt>
-            <dd>{p.invoice_id ? <Id id={p.invoice_id} href={`/dashboard/invoices/${encodeURIComponent(p.invoice_id)}`} /> : <span class="muted">—</span>}</dd>
+            </Fact>
+            <Fact term="Card">{cardText(p.card)}</Fact>
+            <Fact term="Subscription">{p.subscription_id ? <Id id={p.subscription_id} href={subscriptionPage(p.subscription_id)} /> : <span class="muted">—</span>}</Fact>
+            <Fact term="Invoice">{p.invoice_id ? <Id id={p.invoice_id} href={`/dashboard/invoices/${encodeURIComponent(p.invoice_id)}`} /> : <span class="muted">—</span>}</Fact>
             {p.failure_code ? (
-              <>
-                <dt>Failure</dt>
-                <dd>
-                  <span class="mono">{p.failure_code}</span>
-                  {p.failure_message ? <div class="muted">{p.failure_message}</div> : null}
-                </dd>
-              </>
+              <Fact term="Failure">
+                <span class="mono">{p.failure_code}</span>
+                {p.failure_message ? <div class="muted">{p.failure_message}</div> : null}
+              </Fact>
             ) : null}
-            <dt>Created</dt>
-            <dd>
+            <Fact term="Created">
               <Time iso={p.created_at} />
-            </dd>
+            </Fact>
           </dl>
         </section>
         {refunds?.ok && refunds.body.data.length ? (
           <section class="panel">
             <h2>Refunds</h2>
-            <TableWrap>
-              <table class="stack">
-                <thead>
-                  <tr>
-                    <th class="num">Amount</th>
-                    <th>Status</th>
-                    <th>Refund</th>
-                    <th>Created</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {refunds.body.data.map((r) => (
-                    <tr data-refund={r.id}>
-                      <td class="num lead">
-                        <Money minor={r.amount} currency={r.currency} />
-                      </td>
-                      <td class="lead">
-                        <StatusBadge status={r.status} />
-                      </td>
-                      <td data-label="Refund">
-                        <Id id={r.id} />
-                      </td>
-                      <td data-label="Created">
-                        <Time iso={r.created_at} />
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </TableWrap>
+            <AmountRows rows={refunds.body.data} kind="refund" label="Refund" />
           </section>
         ) : null}
-        <p>
-          <a href={BACK}>← All payments</a>
-        </p>
+        <BackLink href={BACK}>All payments</BackLink>
       </>
     ),
   });

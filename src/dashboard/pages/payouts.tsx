@@ -5,6 +5,7 @@ import { act, apiErrorPage, redirectWithNotice } from "../actions";
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
 import { Id, Money, Time, cardText } from "../format";
+import { BackLink, Fact, Headline } from "../details";
 import { Empty, FormFields, Pager, StatusBadge, TableWrap, can, render, StatusFilter } from "../layout";
 import { apiQuery, listQuery } from "../lists";
 import { UserRef, namesFor } from "../names";
@@ -118,43 +119,32 @@ async function payoutDetail(c: Context<DashEnv>) {
     children: (
       <>
         <section class="panel" data-payout-page={p.id}>
-          <div class="headline">
-            <span class="amount">
-              <Money minor={p.amount} currency={p.currency} />
-            </span>
-            <StatusBadge status={p.status} />
+          <Headline amount={<Money minor={p.amount} currency={p.currency} />} status={p.status}>
             {can(session, "payouts:write") && p.status === "pending" ? <CancelForm c={c} payout={p} /> : null}
-          </div>
+          </Headline>
           <dl class="facts">
-            <dt>Payout</dt>
-            <dd>
+            <Fact term="Payout">
               <Id id={p.id} />
-            </dd>
-            <dt>Recipient</dt>
-            <dd>
+            </Fact>
+            <Fact term="Recipient">
               <UserRef id={p.recipient_id} names={names} />
-            </dd>
-            <dt>Card</dt>
-            <dd>{cardText(p.card)}</dd>
-            <dt>Description</dt>
-            <dd class="wrap">{p.description ?? <span class="muted">—</span>}</dd>
-            <dt>Date</dt>
-            <dd>{p.date}</dd>
+            </Fact>
+            <Fact term="Card">{cardText(p.card)}</Fact>
+            <Fact term="Description" class="wrap">
+              {p.description ?? <span class="muted">—</span>}
+            </Fact>
+            <Fact term="Date">{p.date}</Fact>
             {p.failure_code ? (
-              <>
-                <dt>Failure</dt>
-                <dd class="mono">{p.failure_code}</dd>
-              </>
+              <Fact term="Failure" class="mono">
+                {p.failure_code}
+              </Fact>
             ) : null}
-            <dt>Created</dt>
-            <dd>
+            <Fact term="Created">
               <Time iso={p.created_at} />
-            </dd>
+            </Fact>
           </dl>
         </section>
-        <p>
-          <a href={BACK}>← All payouts</a>
-        </p>
+        <BackLink href={BACK}>All payouts</BackLink>
       </>
     ),
   });

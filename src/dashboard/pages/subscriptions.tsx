@@ -6,7 +6,8 @@ import { act, apiErrorPage, field, redirectWithNotice, refuse } from "../actions
 import type { Page } from "../api";
 import type { DashEnv } from "../context";
 import { Id, Money, Time, cardText } from "../format";
-import { Empty, FormFields, Pager, StatusBadge, TableWrap, can, render, StatusFilter } from "../layout";
+import { BackLink, Fact, Headline, PaymentRows, StackTable } from "../details";
+import { Empty, FormFields, Pager, StatusBadge, can, render, StatusFilter } from "../layout";
 import { apiQuery, listQuery } from "../lists";
 import { PlanRef, UserRef, namesFor } from "../names";
 import { and, eq, gt, inArray } from "drizzle-orm";
@@ -151,74 +152,58 @@ async function listPage(c: Context<DashEnv>) {
         {page.data.length === 0 ? (
           <Empty title={query.status ? `No ${query.status} subscriptions` : "No subscriptions yet"}>Subscriptions are created with POST /subscriptions.</Empty>
         ) : (
-          <TableWrap>
-          <table class="stack">
-            <thead>
-              <tr>
-                <th>Subscription</th>
-                <th>Customer</th>
-                <th>Plan</th>
-                <th>Status</th>
-                <th class="num">Qty</th>
-                <th>Next billing</th>
-                <th>Card</th>
-                <th></th>
+          <StackTable columns={["Subscription", "Customer", "Plan", "Status", { label: "Qty", class: "num" }, "Next billing", "Card", ""]}>
+            {page.data.map((s) => (
+              <tr data-subscription={s.id}>
+                <td data-label="Subscription">
+                  <Id id={s.id} href={subscriptionPage(s.id)} />
+                </td>
+                <td data-label="Customer">
+                  <UserRef id={s.user_id} names={names} />
+                </td>
+                <td class="lead">
+                  <PlanRef id={s.plan_id} names={names} />
+                  {usage.has(s.id) ? (
+                    <div class="muted" data-usage={usage.get(s.id)}>
+                      {usage.get(s.id)} units used this period
+                    </div>
+                  ) : null}
+                  {s.pending_update ? (
+                    <div class="muted" data-pending-update={s.pending_update.plan_id}>
+                      changes to {s.pending_update.quantity} × <PlanRef id={s.pending_update.plan_id} names={names} /> on <Time iso={s.pending_update.effective_at} />
+                    </div>
+                  ) : null}
+                  {prorations.has(s.id) ? (
+                    <div class="muted" data-pending-prorations={prorations.get(s.id)!.amount}>
+                      prorations on the {s.cancel_at_period_end ? "final" : "next"} invoice: <Money minor={prorations.get(s.id)!.amount} currency={prorations.get(s.id)!.currency} />
+                    </div>
+                  ) : null}
+                  {s.discount ? (
+                    <div class="muted" data-discount={s.discount.coupon}>
+                      coupon <a href={`/dashboard/coupons#coupon-${encodeURIComponent(s.discount.coupon)}`}>{s.discount.coupon}</a>
+                      {s.discount.end ? (
+                        <>
+                          {" "}until <Time iso={s.discount.end} />
+                        </>
+                      ) : null}
+                    </div>
+                  ) : null}
+                </td>
+                <td class="lead">
+                  <StatusBadge status={s.status} />
+                  <StatusNotes s={s} />
+                </td>
+                <td class="num" data-label="Qty">{s.quantity}</td>
+                <td data-label="Next billing">
+                  <Time iso={s.next_billing_date} />
+                </td>
+                <td class="nowrap" data-label="Card">
+                  {cardText(s.card)}
+                </td>
+                <td class="lead">{write && s.status !== "canceled" ? <CancelForms c={c} s={s} /> : null}</td>
               </tr>
-            </thead>
-            <tbody>
-              {page.data.map((s) => (
-                <tr data-subscription={s.id}>
-                  <td data-label="Subscription">
-                    <Id id={s.id} href={subscriptionPage(s.id)} />
-                  </td>
-                  <td data-label="Customer">
-                    <UserRef id={s.user_id} names={names} />
-                  </td>
-                  <td class="lead">
-                    <PlanRef id={s.plan_id} names={names} />
-                    {usage.has(s.id) ? (
-                      <div class="muted" data-usage={usage.get(s.id)}>
-                        {usage.get(s.id)} units used this period
-                      </div>
-                    ) : null}
-                    {s.pending_update ? (
-                      <div class="muted" data-pending-update={s.pending_update.plan_id}>
-                        changes to {s.pending_update.quantity} × <PlanRef id={s.pending_update.plan_id} names={names} /> on <Time iso={s.pending_update.effective_at} />
-                      </div>
-                    ) : null}
-                    {prorations.has(s.id) ? (
-                      <div class="muted" data-pending-prorations={prorations.get(s.id)!.amount}>
-                        prorations on the {s.cancel_at_period_end ? "final" : "next"} invoice: <Money minor={prorations.get(s.id)!.amount} currency={prorations.get(s.id)!.currency} />
-                      </div>
-                    ) : null}
-                    {s.discount ? (
-                      <div class="muted" data-discount={s.discount.coupon}>
-                        coupon <a href={`/dashboard/coupons#coupon-${encodeURIComponent(s.discount.coupon)}`}>{s.discount.coupon}</a>
-                        {s.discount.end ? (
-                          <>
-                            {" "}until <Time iso={s.discount.end} />
-                          </>
-                        ) : null}
-                      </div>
-                    ) : null}
-                  </td>
-                  <td class="lead">
-                    <StatusBadge status={s.status} />
-                    <StatusNotes s={s} />
-                  </td>
-                  <td class="num" data-label="Qty">{s.quantity}</td>
-                  <td data-label="Next billing">
-                    <Time iso={s.next_billing_date} />
-                  </td>
-                  <td class="nowrap" data-label="Card">
-                    {cardText(s.card)}
-                  </td>
-                  <td class="lead">{write && s.status !== "canceled" ? <CancelForms c={c} s={s} /> : null}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          </TableWrap>
+            ))}
+          </StackTable>
         )}
         <Pager page={page} query={query} base={BACK} />
       </section>
@@ -243,70 +228,56 @@ async function subscriptionDetail(c: Context<DashEnv>) {
     children: (
       <>
         <section class="panel" data-subscription-page={s.id}>
-          <div class="headline">
-            <span class="amount">
+          <Headline
+            amount={
               <span class="inline-ref">
-                            {s.quantity} × <PlanRef id={s.plan_id} names={names} />
-                          </span>
-            </span>
-            <StatusBadge status={s.status} />
+                {s.quantity} × <PlanRef id={s.plan_id} names={names} />
+              </span>
+            }
+            status={s.status}
+          >
             {can(session, "subscriptions:write") && s.status !== "canceled" ? <CancelForms c={c} s={s} /> : null}
-          </div>
+          </Headline>
           <StatusNotes s={s} />
           <dl class="facts">
-            <dt>Subscription</dt>
-            <dd>
+            <Fact term="Subscription">
               <Id id={s.id} />
-            </dd>
-            <dt>Customer</dt>
-            <dd>
+            </Fact>
+            <Fact term="Customer">
               <UserRef id={s.user_id} names={names} />
-            </dd>
-            <dt>Card</dt>
-            <dd>{cardText(s.card)}</dd>
-            <dt>Next billing</dt>
-            <dd>
+            </Fact>
+            <Fact term="Card">{cardText(s.card)}</Fact>
+            <Fact term="Next billing">
               <Time iso={s.next_billing_date} />
-            </dd>
+            </Fact>
             {usage.has(s.id) ? (
-              <>
-                <dt>Usage this period</dt>
-                <dd data-usage={usage.get(s.id)}>{usage.get(s.id)} units</dd>
-              </>
+              <Fact term="Usage this period" data-usage={usage.get(s.id)}>
+                {usage.get(s.id)} units
+              </Fact>
             ) : null}
             {s.pending_update ? (
-              <>
-                <dt>Scheduled change</dt>
-                <dd data-pending-update={s.pending_update.plan_id}>
-                  {s.pending_update.quantity} × <PlanRef id={s.pending_update.plan_id} names={names} /> on <Time iso={s.pending_update.effective_at} />
-                </dd>
-              </>
+              <Fact term="Scheduled change" data-pending-update={s.pending_update.plan_id}>
+                {s.pending_update.quantity} × <PlanRef id={s.pending_update.plan_id} names={names} /> on <Time iso={s.pending_update.effective_at} />
+              </Fact>
             ) : null}
             {proration ? (
-              <>
-                <dt>Prorations on the {s.cancel_at_period_end ? "final" : "next"} invoice</dt>
-                <dd data-pending-prorations={proration.amount}>
-                  <Money minor={proration.amount} currency={proration.currency} />
-                </dd>
-              </>
+              <Fact term={<>Prorations on the {s.cancel_at_period_end ? "final" : "next"} invoice</>} data-pending-prorations={proration.amount}>
+                <Money minor={proration.amount} currency={proration.currency} />
+              </Fact>
             ) : null}
             {s.discount ? (
-              <>
-                <dt>Discount</dt>
-                <dd data-discount={s.discount.coupon}>
-                  coupon <a href={`/dashboard/coupons#coupon-${encodeURIComponent(s.discount.coupon)}`}>{s.discount.coupon}</a>
-                  {s.discount.end ? (
-                    <>
-                      {" "}until <Time iso={s.discount.end} />
-                    </>
-                  ) : null}
-                </dd>
-              </>
+              <Fact term="Discount" data-discount={s.discount.coupon}>
+                coupon <a href={`/dashboard/coupons#coupon-${encodeURIComponent(s.discount.coupon)}`}>{s.discount.coupon}</a>
+                {s.discount.end ? (
+                  <>
+                    {" "}until <Time iso={s.discount.end} />
+                  </>
+                ) : null}
+              </Fact>
             ) : null}
-            <dt>Created</dt>
-            <dd>
+            <Fact term="Created">
               <Time iso={s.created_at} />
-            </dd>
+            </Fact>
           </dl>
           {can(session, "invoices:read") ? (
             <p>
@@ -324,48 +295,10 @@ async function subscriptionDetail(c: Context<DashEnv>) {
             )}
           </section>
         ) : null}
-        <p>
-          <a href={BACK}>← All subscriptions</a>
-        </p>
+        <BackLink href={BACK}>All subscriptions</BackLink>
       </>
     ),
   });
-}
-
-/** A short list of payments, each linked to its page: amount and status first. */
-export function PaymentRows({ payments }: { payments: SubscriptionPayment[] }) {
-  return (
-    <TableWrap>
-      <table class="stack">
-        <thead>
-          <tr>
-            <th class="num">Amount</th>
-            <th>Status</th>
-            <th>Payment</th>
-            <th>Created</th>
-          </tr>
-        </thead>
-        <tbody>
-          {payments.map((p) => (
-            <tr data-payment={p.id}>
-              <td class="num lead">
-                <Money minor={p.amount} currency={p.currency} />
-              </td>
-              <td class="lead">
-                <StatusBadge status={p.status} />
-              </td>
-              <td data-label="Payment">
-                <Id id={p.id} href={`/dashboard/payments/${encodeURIComponent(p.id)}`} />
-              </td>
-              <td data-label="Created">
-                <Time iso={p.created_at} />
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </TableWrap>
-  );
 }
 
 export function registerSubscriptionPages(dash: Hono<DashEnv>) {

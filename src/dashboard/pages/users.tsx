@@ -7,11 +7,11 @@ import type { Context, Hono } from "hono";
 import { apiErrorPage } from "../actions";
 import type { ApiAnswer, Page } from "../api";
 import type { DashEnv } from "../context";
-import { Email, Id, Money, Time, cardText } from "../format";
-import { Empty, Pager, StatusBadge, TableWrap, can, render } from "../layout";
+import { Email, Id, Time, cardText } from "../format";
+import { Empty, Pager, StatusBadge, can, render } from "../layout";
 import { apiQuery, listQuery } from "../lists";
+import { AmountRows, BackLink, Fact, PaymentRows, StackTable } from "../details";
 import { ClockTime, PlanRef, namesFor, userPage } from "../names";
-import { PaymentRows } from "./subscriptions";
 
 interface User {
   id: string;
@@ -80,52 +80,39 @@ async function listPage(c: Context<DashEnv>) {
         {page.data.length === 0 ? (
           <Empty title="No users yet">Users are created with POST /api/users.</Empty>
         ) : (
-          <TableWrap>
-          <table class="stack">
-            <thead>
-              <tr>
-                <th>User</th>
-                <th>Email</th>
-                <th>Test clock</th>
-                <th>Created</th>
-                <th>Updated</th>
+          <StackTable columns={["User", "Email", "Test clock", "Created", "Updated"]}>
+            {page.data.map((u) => (
+              <tr data-user={u.id}>
+                <td class="lead">
+                  <a href={userPage(u.id)} class="wrap">
+                    {u.name}
+                  </a>
+                  <div class="muted">
+                    <Id id={u.id} />
+                  </div>
+                </td>
+                <td class="lead">
+                  <Email email={u.email} />
+                </td>
+                <td data-label="Test clock">
+                  {u.test_clock ? (
+                    <>
+                      <Id id={u.test_clock} />
+                      <ClockTime clock={names.clocks.get(u.id)} />
+                    </>
+                  ) : (
+                    <span class="muted">—</span>
+                  )}
+                </td>
+                <td data-label="Created">
+                  <Time iso={u.created_at} />
+                </td>
+                <td data-label="Updated">
+                  <Time iso={u.updated_at} />
+                </td>
               </tr>
-            </thead>
-            <tbody>
-              {page.data.map((u) => (
-                <tr data-user={u.id}>
-                  <td class="lead">
-                    <a href={userPage(u.id)} class="wrap">
-                      {u.name}
-                    </a>
-                    <div class="muted">
-                      <Id id={u.id} />
-                    </div>
-                  </td>
-                  <td class="lead">
-                    <Email email={u.email} />
-                  </td>
-                  <td data-label="Test clock">
-                    {u.test_clock ? (
-                      <>
-                        <Id id={u.test_clock} />
-                        <ClockTime clock={names.clocks.get(u.id)} />
-                      </>
-                    ) : (
-                      <span class="muted">—</span>
-                    )}
-                  </td>
-                  <td data-label="Created">
-                    <Time iso={u.created_at} />
-                  </td>
-                  <td data-label="Updated">
-                    <Time iso={u.updated_at} />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          </TableWrap>
+            ))}
+          </StackTable>
         )}
         <Pager page={page} query={query} base={BACK} />
       </section>
@@ -168,27 +155,21 @@ async function userDetail(c: Context<DashEnv>) {
       <>
         <section class="panel" data-user-page={user.id}>
           <dl class="facts">
-            <dt>Email</dt>
-            <dd>
+            <Fact term="Email">
               <Email email={user.email} />
-            </dd>
-            <dt>User</dt>
-            <dd>
+            </Fact>
+            <Fact term="User">
               <Id id={user.id} />
-            </dd>
+            </Fact>
             {user.test_clock ? (
-              <>
-                <dt>Test clock</dt>
-                <dd>
-                  <Id id={user.test_clock} href="/dashboard/test-clocks" />
-                  <ClockTime clock={names.clocks.get(user.id)} />
-                </dd>
-              </>
+              <Fact term="Test clock">
+                <Id id={user.test_clock} href="/dashboard/test-clocks" />
+                <ClockTime clock={names.clocks.get(user.id)} />
+              </Fact>
             ) : null}
-            <dt>Created</dt>
-            <dd>
+            <Fact term="Created">
               <Time iso={user.created_at} />
-            </dd>
+            </Fact>
           </dl>
         </section>
         {savedAnswer.ok ? (
@@ -197,34 +178,22 @@ async function userDetail(c: Context<DashEnv>) {
             {savedAnswer.body.data.length === 0 ? (
               <Empty title="No saved cards">Cards are saved with POST /api/users/{"{id}"}/payment-methods.</Empty>
             ) : (
-              <TableWrap>
-                <table class="stack">
-                  <thead>
-                    <tr>
-                      <th>Card</th>
-                      <th>Expires</th>
-                      <th>Payment method</th>
-                      <th>Saved</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {savedAnswer.body.data.map((m) => (
-                      <tr data-payment-method={m.id}>
-                        <td class="nowrap lead">{cardText(m.card)}</td>
-                        <td class="nowrap lead">
-                          {String(m.card.exp_month).padStart(2, "0")}/{m.card.exp_year}
-                        </td>
-                        <td data-label="Payment method">
-                          <Id id={m.id} />
-                        </td>
-                        <td data-label="Saved">
-                          <Time iso={m.created_at} />
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </TableWrap>
+              <StackTable columns={["Card", "Expires", "Payment method", "Saved"]}>
+                {savedAnswer.body.data.map((m) => (
+                  <tr data-payment-method={m.id}>
+                    <td class="nowrap lead">{cardText(m.card)}</td>
+                    <td class="nowrap lead">
+                      {String(m.card.exp_month).padStart(2, "0")}/{m.card.exp_year}
+                    </td>
+                    <td data-label="Payment method">
+                      <Id id={m.id} />
+                    </td>
+                    <td data-label="Saved">
+                      <Time iso={m.created_at} />
+                    </td>
+                  </tr>
+                ))}
+              </StackTable>
             )}
             <Pager page={savedAnswer.body} query={cardsQuery} base={userPage(user.id)} />
           </section>
@@ -249,42 +218,29 @@ async function userDetail(c: Context<DashEnv>) {
             {subscriptions.length === 0 ? (
               <Empty title="No subscriptions">Subscriptions are created with POST /subscriptions.</Empty>
             ) : (
-              <TableWrap>
-                <table class="stack">
-                  <thead>
-                    <tr>
-                      <th>Plan</th>
-                      <th>Status</th>
-                      <th>Subscription</th>
-                      <th>Next billing</th>
-                      <th>Card</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {subscriptions.map((s) => (
-                      <tr data-subscription={s.id}>
-                        <td class="lead">
-                          <span class="inline-ref">
-                            {s.quantity} × <PlanRef id={s.plan_id} names={names} />
-                          </span>
-                        </td>
-                        <td class="lead">
-                          <StatusBadge status={s.status} />
-                        </td>
-                        <td data-label="Subscription">
-                          <Id id={s.id} href={`/dashboard/subscriptions/${encodeURIComponent(s.id)}`} />
-                        </td>
-                        <td data-label="Next billing">
-                          <Time iso={s.next_billing_date} />
-                        </td>
-                        <td class="nowrap" data-label="Card">
-                          {cardText(s.card)}
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </TableWrap>
+              <StackTable columns={["Plan", "Status", "Subscription", "Next billing", "Card"]}>
+                {subscriptions.map((s) => (
+                  <tr data-subscription={s.id}>
+                    <td class="lead">
+                      <span class="inline-ref">
+                        {s.quantity} × <PlanRef id={s.plan_id} names={names} />
+                      </span>
+                    </td>
+                    <td class="lead">
+                      <StatusBadge status={s.status} />
+                    </td>
+                    <td data-label="Subscription">
+                      <Id id={s.id} href={`/dashboard/subscriptions/${encodeURIComponent(s.id)}`} />
+                    </td>
+                    <td data-label="Next billing">
+                      <Time iso={s.next_billing_date} />
+                    </td>
+                    <td class="nowrap" data-label="Card">
+                      {cardText(s.card)}
+                    </td>
+                  </tr>
+                ))}
+              </StackTable>
             )}
             {subscriptionsAnswer?.ok && subscriptionsAnswer.body.has_more ? (
               <p>
@@ -307,41 +263,10 @@ async function userDetail(c: Context<DashEnv>) {
         {payouts && payouts.length > 0 ? (
           <section class="panel" data-section="payouts">
             <h2>Payouts to them</h2>
-            <TableWrap>
-              <table class="stack">
-                <thead>
-                  <tr>
-                    <th class="num">Amount</th>
-                    <th>Status</th>
-                    <th>Payout</th>
-                    <th>Created</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {payouts.map((p) => (
-                    <tr data-payout={p.id}>
-                      <td class="num lead">
-                        <Money minor={p.amount} currency={p.currency} />
-                      </td>
-                      <td class="lead">
-                        <StatusBadge status={p.status} />
-                      </td>
-                      <td data-label="Payout">
-                        <Id id={p.id} href={`/dashboard/payouts/${encodeURIComponent(p.id)}`} />
-                      </td>
-                      <td data-label="Created">
-                        <Time iso={p.created_at} />
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </TableWrap>
+            <AmountRows rows={payouts} kind="payout" label="Payout" href={(id) => `/dashboard/payouts/${encodeURIComponent(id)}`} />
           </section>
         ) : null}
-        <p>
-          <a href={BACK}>← All users</a>
-        </p>
+        <BackLink href={BACK}>All users</BackLink>
       </>
     ),
   });
