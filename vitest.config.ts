@@ -27,6 +27,11 @@ const stripeWithoutSourceMaps: Plugin = {
   },
 };
 
+// A workerd test makes many requests through the real local D1, queues and Durable Objects; on a
+// 2-core machine running two test files at once, the longest billing scenarios take 3-4 s. The
+// limit is there to catch a hang, not to time anything (benchmarks live in bench/).
+const WORKERD_TEST_TIMEOUT = 15_000;
+
 // Two runs of the same Worker: the development configuration (most tests), and production
 // (ENVIRONMENT=production from wrangler.toml) for what only holds there: HTTPS enforcement,
 // HSTS, guarded sign-up, and refusing private webhook targets.
@@ -54,12 +59,12 @@ export default defineConfig(async () => {
         {
           plugins: [worker("development"), stripeWithoutSourceMaps],
           resolve: CLIENT_SOURCE,
-          test: { name: "development", setupFiles: ["./test/setup.ts"], include: ["test/**/*.test.ts"], exclude: ["test/production/**", "test/browser/**", "test/node/**"] },
+          test: { name: "development", testTimeout: WORKERD_TEST_TIMEOUT, setupFiles: ["./test/setup.ts"], include: ["test/**/*.test.ts"], exclude: ["test/production/**", "test/browser/**", "test/node/**"] },
         },
         {
           plugins: [worker("production"), stripeWithoutSourceMaps],
           resolve: CLIENT_SOURCE,
-          test: { name: "production", setupFiles: ["./test/setup.ts"], include: ["test/production/**/*.test.ts"] },
+          test: { name: "production", testTimeout: WORKERD_TEST_TIMEOUT, setupFiles: ["./test/setup.ts"], include: ["test/production/**/*.test.ts"] },
         },
         // The dashboard in headless Chromium (playwright-core) against `wrangler dev`: in Node, not
         // in workerd. Skipped, with a message, when no Chromium is found (test/browser/harness.ts).

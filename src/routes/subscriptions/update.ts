@@ -3,45 +3,40 @@
 // past_due subscription new card details are charged at once for the unpaid period, through
 // src/billing/periods.ts exactly as a dunning retry is (one claim, one reference, one settlement).
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import type { Context } from "hono";
 import { and, eq, inArray, sql } from "drizzle-orm";
 import {
-  type BillableRow,
   PERIOD_ALREADY_SETTLED,
   chargeOf,
-  type PeriodClaim,
   chargeInFlight,
   finalInvoiceClaimed,
   chargePeriod,
   priceChargeInFlight,
   claimCardColumns,
-  claimOf,
-  claimPeriod,
   hasUnsettledClaim,
-  ownCardClaim,
   releaseClaim,
   subscriptionUpdatedEvent,
 } from "../../billing/periods";
-import { chargeableAmount, type PlanRow } from "../../billing/pricing";
+import { chargeableAmount } from "../../billing/pricing";
 import { MAX_AMOUNT } from "../../domain/money";
 import { processorForCardFields, processorForRequest } from "../../processor";
 import { randomToken } from "../../lib/crypto";
 import { guard, runBatch } from "../../db/batch";
-import { type ClaimCard, coupons, invoiceItems, plans, subscriptions } from "../../db/schema";
+import { type ClaimCard, coupons, invoiceItems, subscriptions } from "../../db/schema";
 import { currentOpenCharge, currentPeriod, prorationItems } from "../../billing/prorations";
 import { changeAndInvoiceNow } from "./invoice-now";
 import { type CouponRow, NO_DISCOUNT, assertCouponCurrency, couponRefusals, discountColumns, discountRunsAt, redeemCoupon } from "../../billing/coupons";
 import { owned } from "../../db/scope";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
-import { ApiError, cardDeclined, invalidRequest } from "../../lib/errors";
-import { readById, readOne } from "../reads";
+import { ApiError, invalidRequest } from "../../lib/errors";
+import { readOne } from "../reads";
 import { assertKeyClaimedFirst, commit, commitAndAnswerRow, holdMoney, outcomeTracked } from "../write-path";
-import { type CardInput, assertNoCardData, cardInBody, readCard } from "../../payments/card-input";
+import { assertNoCardData, cardInBody, readCard } from "../../payments/card-input";
 import { isPaymentMethodId, savedCardFor } from "../../payments/methods";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
 import { alreadyCanceled, answerDecline, billingNow, chargeInProgress, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags, CHARGE_IN_FLIGHT, SUBSCRIPTION_CANCELED, SUBSCRIPTION_CHANGED, proratedAsRead } from "./common";
 import { SubscriptionSchema, serializeSubscription, subscriptionAnswer, UpdateSubscriptionBody } from "./schema";
+import { claimForCard, newPlanFor, vaultNewCard } from "./changes";
 
 const update = apiRoute({
   method: "put",
@@ -58,8 +53,8 @@ const update = apiRoute({
   extraErrors: [402, 409],
 });
 
-
 const PAYMENT_METHOD_DETACHED = "payment_method_detached";
+const FINAL_INVOICE_OPEN = "final_invoice_open";
 
 export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
   app.openapi(update, async function updateSubscription(c) {
@@ -87,35 +82,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     if (sub.status === "canceled") throw alreadyCanceled(id);
     const saved = wantsSaved ? await savedCardFor(c, body.payment_method as string, sub.userId) : null;
 
-    let plan: PlanRow = current.plan;
-    if (body.plan_id !== undefined && body.plan_id !== sub.planId) {
-      const planId = body.plan_id;
-      plan = await readById(c, plans, planId, "plan", "plan_id");
-      if (!plan.active) throw invalidRequest("plan_inactive", `Plan ${plan.id} is archived and accepts no new subscriptions.`, "plan_id");
-      if (current.plan.usageType === "metered" && plan.usageType === "metered") {
-        // The plan prices the open period's usage when the period ends: a new plan would reprice
-        // usage reported under the old one.
-        throw invalidRequest(
-          "plan_incompatible",
-          `Subscription ${sub.id} is metered: its plan ${current.plan.id} prices the usage of the open period when that period ends, so it does not change (a new plan would reprice usage already reported).`,
-          "plan_id",
-        );
-      }
-      if (plan.usageType !== current.plan.usageType) {
-        throw invalidRequest(
-          "plan_incompatible",
-          `Plan ${plan.id} is ${plan.usageType}; the subscription's plan is ${current.plan.usageType}. Cancel and subscribe to change how it is billed.`,
-          "plan_id",
-        );
-      }
-      if (plan.currency !== current.plan.currency || plan.interval !== current.plan.interval) {
-        throw invalidRequest(
-          "plan_incompatible",
-          `Plan ${plan.id} bills in ${plan.currency} every ${plan.interval}; the subscription bills in ${current.plan.currency} every ${current.plan.interval}. Cancel and subscribe to change either.`,
-          "plan_id",
-        );
-      }
-    }
+    const plan = body.plan_id !== undefined && body.plan_id !== sub.planId ? await newPlanFor(c, current.plan, sub.id, body.plan_id) : current.plan;
     if (body.quantity !== undefined && plan.usageType === "metered") {
       throw invalidRequest("parameter_unexpected", "quantity: a metered plan is billed by the usage reported for each period, not by a quantity.", "quantity");
     }
@@ -213,20 +180,9 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     // and the next renewals send, so the card itself is needed only here, and never kept. A live
     // processor checks the card with its bank (a Stripe SetupIntent), which may decline it: 402,
     // and nothing changes.
-    let vaulted: ClaimCard | null = null;
-    if (card && processor) {
-      const { token, outcome } = await processor.vaultCard({
-        card: card.card,
-        customer: { id: current.user.id, email: current.user.email },
-        reference: vaultReference(c, sub.id),
-        firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : realNow,
-      });
-      if (outcome.status === "failed") throw cardDeclined(outcome.code, outcome.message);
-      if (!token) throw new Error(`the processor vaulted the card of ${sub.id} without a token`);
-      vaulted = { token, ...cardSummary(card) };
-    }
     // A saved card is vaulted already: the user's at the processor.
-    if (saved) vaulted = { token: saved.token, ...saved.summary, fingerprint: saved.fingerprint };
+    const vaulted: ClaimCard | null =
+      card && processor ? await vaultNewCard(c, processor, card, current.user, sub.id, realNow) : saved ? { token: saved.token, ...saved.summary, fingerprint: saved.fingerprint } : null;
     // The subscription names the saved card it charges (none for card fields), so it is not detached meanwhile.
     if (vaulted) changes.paymentMethodId = saved?.id ?? null;
 
@@ -339,45 +295,4 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       },
     );
   });
-}
-
-const FINAL_INVOICE_OPEN = "final_invoice_open";
-
-/**
- * The processor reference of vaulting a card update's new card: fixed for one use of the
- * request's Idempotency-Key (a retry vaults the same card once at Stripe), else new each time.
- */
-function vaultReference(c: Context<AppEnv>, subscriptionId: string): string {
-  const claim = c.var.idempotency;
-  const { accountId, livemode } = c.var.auth;
-  if (!claim) return `${subscriptionId}:card:${randomToken(20)}`;
-  return `${accountId}${livemode ? ":live" : ""}:idempotency:${claim.key}:${claim.since}:card`;
-}
-
-/** What a subscription shows of a card, and its fingerprint: kept with a vaulted card's token. */
-const cardSummary = (card: CardInput) => ({
-  brand: card.summary.brand,
-  last4: card.summary.last4,
-  exp_month: card.summary.exp_month,
-  exp_year: card.summary.exp_year,
-  fingerprint: card.fingerprint,
-});
-
-/**
- * Claims the open period's next attempt for the vaulted card, or null when another worker holds
- * it. Should the claim's commit answer be lost, the period row says whether it committed (the
- * token is new, so a claim holding it is this one); if even that cannot be read, the outcome is
- * unknown and the key stays claimed (a claim that did commit is settled by the cron).
- */
-async function claimForCard(c: Context<AppEnv>, current: Pick<BillableRow, "sub" | "plan">, card: ClaimCard, realNow: number): Promise<PeriodClaim | null> {
-  const { db } = c.var;
-  try {
-    const [claimed] = await runBatch(db, [claimPeriod(db, current, "card_update", realNow, realNow, card)]);
-    return claimOf(claimed);
-  } catch (error) {
-    if (error instanceof ApiError) throw error;
-    const own = await outcomeTracked(c, () => ownCardClaim(db, current.sub, card));
-    if (own) return own;
-    throw error;
-  }
 }
