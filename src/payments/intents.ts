@@ -22,7 +22,7 @@ import { type Tenant, livesHere, ownedBy } from "../db/scope";
 import type { Bindings } from "../env";
 import { isoTime } from "../lib/clock";
 import { processorResolver } from "../processor";
-import type { AuthorizationOutcome, Outcome } from "../processor/types";
+import type { AuthorizationOutcome, CaptureOutcome, Outcome } from "../processor/types";
 import { commitWrites, type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { withProcessorRetries } from "./charge";
 import { type PaymentRow, paymentEventData } from "./event-data";
@@ -168,8 +168,13 @@ export function cancelWrites(db: Db, payment: PaymentRow, reason: CancellationRe
   };
 }
 
-/** Captures at the processor (fixed reference per payment); a call that still throws after its retries has an unknown outcome. */
-export function captureAtProcessor(processor: { capturePayment: (args: { chargeReference: string; amount: number; reference: string; firstAttemptAt?: number }) => Promise<Outcome> }, payment: PaymentRow, amount: number): Promise<Outcome> {
+/**
+ * Captures at the processor (fixed reference per payment); a call that still throws after its
+ * retries has an unknown outcome. A success carries what the processor captured, which is what is
+ * recorded: a capture whose answer was lost, then another of another amount, reaches the processor
+ * under the same reference and is answered with the first one's amount.
+ */
+export function captureAtProcessor(processor: { capturePayment: (args: { chargeReference: string; amount: number; reference: string; firstAttemptAt?: number }) => Promise<CaptureOutcome> }, payment: PaymentRow, amount: number): Promise<CaptureOutcome> {
   return withProcessorRetries(() =>
     processor.capturePayment({ chargeReference: payment.processorReference ?? "", amount, reference: captureReference(payment.id), firstAttemptAt: Date.parse(payment.createdAt) }),
   );
