@@ -239,6 +239,26 @@ describe("saved cards", () => {
     expect(events.results.map((e) => e.type)).toEqual(["payment_method.attached", "payment_method.detached"]);
   });
 
+  it("a detach racing a subscription's first charge of that card: never an active subscription on a detached card", async () => {
+    const plan = await call("/subscription-plans", { key: acct.key, body: { name: "R4 monthly", price: 900, currency: "usd", interval: "month" } });
+    expect(plan.status, plan.text).toBe(201);
+    const pm = await call(`/api/users/${customer.id}/payment-methods`, { key: acct.key, body: { processor_token: "pm_card_visa" } });
+    const ledger = ledgerProcessor([{ kind: "slow", method: "chargeToken", ms: 200 }]);
+    ledger.install();
+    const subscribing = call("/subscriptions", { key: acct.key, body: { user_id: customer.id, plan_id: plan.body.id, payment_method: pm.body.id } });
+    await new Promise((r) => setTimeout(r, 80));
+    const detached = await call(`/api/users/${customer.id}/payment-methods/${pm.body.id}`, { key: acct.key, method: "DELETE" });
+    const sub = await subscribing;
+    const method = (await call(`/api/users/${customer.id}/payment-methods/${pm.body.id}`, { key: acct.key })).body;
+    const charging = sub.status === 201 && ["active", "trialing", "past_due", "incomplete"].includes(sub.body.status) && sub.body.payment_method === pm.body.id;
+    expect({ charging, detached: method.detached_at !== null, detach: detached.status }).not.toMatchObject({ charging: true, detached: true });
+    // The detach came while the card was being charged: it waits its turn (409), the subscription is made.
+    expectError(detached, 409, "invalid_request_error", "payment_method_in_use");
+    expect(sub.body).toMatchObject({ status: "active", payment_method: pm.body.id });
+    // Whatever won, the first charge that moved money is recorded.
+    expect(ledger.moneyMoved("chargeToken").length).toBe(sub.status === 201 ? 1 : 0);
+  });
+
   it("the same token saved twice under one Idempotency-Key makes one payment method and one event", async () => {
     const body = { processor_token: "pm_card_mastercard" };
     const [a, b] = await Promise.all([0, 1].map(() => call(`/api/users/${customer.id}/payment-methods`, { key: acct.key, idempotencyKey: "r4-attach", body })));
