@@ -152,6 +152,21 @@ describe("capture against cancel and the expiry cron", () => {
     }
   });
 
+  it("a capture after capture_before, before the cron came by: refused as Stripe refuses it (409), nothing captured; the cron then cancels it", async () => {
+    const ledger = ledgerProcessor();
+    ledger.install();
+    const auth = await authorized(1000);
+    const lapsed = new Date(Date.now() - 1000).toISOString();
+    await env.DB.prepare("UPDATE payments SET capture_before = ? WHERE id = ?").bind(lapsed, auth.id).run();
+    const late = await capture(auth.id, { amount: 500 });
+    expectError(late, 409, "invalid_request_error", "payment_unexpected_state");
+    expect(late.body.error.message).toContain("expired");
+    expect(ledger.moneyMoved("capturePayment")).toHaveLength(0);
+    await expireAuthorizations(env, Date.now());
+    expect(await read(auth.id)).toMatchObject({ status: "canceled", cancellation_reason: "expired", amount_received: 0 });
+    expect(await types(auth.id)).toEqual(["payment.authorized", "payment.canceled"]);
+  });
+
   it("the cron never cancels an authorization a millisecond before capture_before", async () => {
     const auth = await authorized(1000);
     await expireAuthorizations(env, Date.parse(auth.capture_before) - 1);
