@@ -493,6 +493,8 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
         if (isStripeError(error) && error.code === "payment_intent_unexpected_state") {
           const intent = await request("GET /v1/payment_intents/{intent}", () => stripe.paymentIntents.retrieve(chargeReference));
           if (intent.status === "canceled") return { status: "succeeded", reference: intent.id };
+          // Captured already (a capture whose answer was lost): refused, saying how much Stripe holds.
+          if (intent.status === "succeeded") return { ...refused("cancel", error), capturedAmount: intent.amount_received };
           return refused("cancel", error);
         }
         if (isRefusal(error)) return refused("cancel", error);

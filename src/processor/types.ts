@@ -29,6 +29,12 @@ export type Outcome =
  */
 export type CaptureOutcome = { status: "succeeded"; reference: string; amountReceived: number } | { status: "failed"; code: DeclineCode; message: string };
 
+/**
+ * What cancelPayment answers. A refusal because the payment was captured already (a capture whose
+ * answer was lost) says how much the processor holds as captured, so the cron can record it.
+ */
+export type CancelOutcome = { status: "succeeded"; reference: string } | { status: "failed"; code: DeclineCode; message: string; capturedAmount?: number };
+
 /** What authorizeCard answers: a charge's outcome, where a success may be an authorization only. */
 export type AuthorizationOutcome = { status: "succeeded"; reference: string; authorized: boolean } | { status: "failed"; code: DeclineCode; message: string };
 
@@ -139,7 +145,7 @@ export interface Processor {
    */
   capturePayment(args: { chargeReference: string; amount: number; reference: string } & FirstAttempt): Promise<CaptureOutcome>;
   /** Releases an uncaptured authorization. Idempotent by reference. */
-  cancelPayment(args: { chargeReference: string; reference: string } & FirstAttempt): Promise<Outcome>;
+  cancelPayment(args: { chargeReference: string; reference: string } & FirstAttempt): Promise<CancelOutcome>;
   /**
    * Charges a vaulted card, as renewals do (off-session: the holder is not there). `customerPresent`:
    * the holder is paying now (a first charge with a saved card), so the charge is on-session and

@@ -354,8 +354,7 @@ describe("live mode against the fake Stripe", () => {
     expect(auth.intent()).toMatchObject({ status: "succeeded", amount_received: 1200 });
   });
 
-  // Left unfixed (R4): it.fails marks a defect still there; flip it to it() once fixed.
-  it.fails("a capture whose answer was lost and never retried: the cron at 7 days records what Stripe captured, not a requires_capture forever", async () => {
+  it("a capture whose answer was lost and never retried: the cron at 7 days records what Stripe captured, not a requires_capture forever", async () => {
     const user = await call("/api/users", { key: live.liveKey, body: { name: "Live Cron", email: "live.cron.r4@example.com" } });
     const made = await call("/payments", { key: live.liveKey, body: { amount: 3000, currency: "usd", user_id: user.body.id, capture_method: "manual", ...card(STRIPE_CARDS.succeeds) } });
     expect(made.status, made.text).toBe(201);
@@ -366,7 +365,8 @@ describe("live mode against the fake Stripe", () => {
     await expireAuthorizations(env, Date.parse(made.body.capture_before));
     await expireAuthorizations(env, Date.parse(made.body.capture_before) + 60_000);
     // Stripe holds 1200 captured; Tender must come to say so (completed, 1200 received), not keep it requires_capture with nothing received.
-    expect((await call(`/payments/${made.body.id}`, { key: live.liveKey })).body).toMatchObject({ status: "completed", amount_received: 1200 });
+    expect((await call(`/payments/${made.body.id}`, { key: live.liveKey })).body).toMatchObject({ status: "completed", amount_received: 1200, amount_capturable: 0 });
+    expect((await eventsFor(live.id, made.body.id)).map((e) => e.type)).toEqual(["payment.authorized", "payment.completed"]);
   });
 });
 
