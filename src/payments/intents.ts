@@ -22,7 +22,7 @@ import { type Tenant, livesHere, ownedBy } from "../db/scope";
 import type { Bindings } from "../env";
 import { isoTime } from "../lib/clock";
 import { processorResolver } from "../processor";
-import type { AuthorizationOutcome, Outcome } from "../processor/types";
+import type { AuthorizationOutcome, CancelOutcome, CaptureOutcome } from "../processor/types";
 import { commitWrites, type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { withProcessorRetries } from "./charge";
 import { type PaymentRow, paymentEventData } from "./event-data";
@@ -168,14 +168,19 @@ export function cancelWrites(db: Db, payment: PaymentRow, reason: CancellationRe
   };
 }
 
-/** Captures at the processor (fixed reference per payment); a call that still throws after its retries has an unknown outcome. */
-export function captureAtProcessor(processor: { capturePayment: (args: { chargeReference: string; amount: number; reference: string; firstAttemptAt?: number }) => Promise<Outcome> }, payment: PaymentRow, amount: number): Promise<Outcome> {
+/**
+ * Captures at the processor (fixed reference per payment); a call that still throws after its
+ * retries has an unknown outcome. A success carries what the processor captured, which is what is
+ * recorded: a capture whose answer was lost, then another of another amount, reaches the processor
+ * under the same reference and is answered with the first one's amount.
+ */
+export function captureAtProcessor(processor: { capturePayment: (args: { chargeReference: string; amount: number; reference: string; firstAttemptAt?: number }) => Promise<CaptureOutcome> }, payment: PaymentRow, amount: number): Promise<CaptureOutcome> {
   return withProcessorRetries(() =>
     processor.capturePayment({ chargeReference: payment.processorReference ?? "", amount, reference: captureReference(payment.id), firstAttemptAt: Date.parse(payment.createdAt) }),
   );
 }
 
-export function cancelAtProcessor(processor: { cancelPayment: (args: { chargeReference: string; reference: string; firstAttemptAt?: number }) => Promise<Outcome> }, payment: PaymentRow): Promise<Outcome> {
+export function cancelAtProcessor(processor: { cancelPayment: (args: { chargeReference: string; reference: string; firstAttemptAt?: number }) => Promise<CancelOutcome> }, payment: PaymentRow): Promise<CancelOutcome> {
   return withProcessorRetries(() => processor.cancelPayment({ chargeReference: payment.processorReference ?? "", reference: cancelReference(payment.id), firstAttemptAt: Date.parse(payment.createdAt) }));
 }
 
@@ -213,6 +218,15 @@ export async function expireAuthorizations(env: Bindings, now: number): Promise<
         continue;
       }
       const outcome = await cancelAtProcessor(processor, payment);
+      // The processor had captured it (a capture whose answer was lost, never retried): record that
+      // capture, as a retried capture would have, rather than leave it requires_capture for ever.
+      if (outcome.status === "failed" && outcome.capturedAmount !== undefined) {
+        const writes = captureWrites(db, payment, outcome.capturedAmount, await customerOf(db, payment), now);
+        await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { statements: writes.statements, events: writes.events });
+        held = false;
+        skipped++;
+        continue;
+      }
       if (outcome.status !== "succeeded") {
         console.error(JSON.stringify({ message: "authorization expiry: the processor refused the cancel; retried next run", payment: payment.id, code: outcome.code }));
         skipped++;
@@ -235,6 +249,13 @@ export async function expireAuthorizations(env: Bindings, now: number): Promise<
     }
   }
   return { canceled, skipped };
+}
+
+/** The payment's user's id and email (for payment.completed), or null. */
+async function customerOf(db: Db, payment: PaymentRow): Promise<{ id: string; email: string } | null> {
+  if (!payment.userId) return null;
+  const [user] = await db.select({ id: users.id, email: users.email }).from(users).where(eq(users.id, payment.userId)).limit(1);
+  return user ?? null;
 }
 
 /** A payment of the caller's account and mode with its user's id and email (for payment.completed). */

@@ -6,7 +6,10 @@
 import type { Context } from "hono";
 import { type SQL, eq, sql } from "drizzle-orm";
 import type { AppEnv } from "../context";
-import { paymentMethods } from "../db/schema";
+import { guard, runBatch } from "../db/batch";
+import { claimLease, releaseLease } from "../db/leases";
+import { jobRuns, paymentMethods } from "../db/schema";
+import { randomToken } from "../lib/crypto";
 import { owned } from "../db/scope";
 import { type CardBrand, type CardSummary, cardFingerprint } from "../domain/cards";
 import { hmacSha256Hex } from "../lib/crypto";
@@ -30,6 +33,36 @@ export const CHARGING_STATUSES = ["incomplete", "trialing", "active", "past_due"
 /** SQL: a subscription that may still charge it names payment method `id`. */
 export const paymentMethodInUse = (id: string): SQL =>
   sql`EXISTS (SELECT 1 FROM subscriptions WHERE payment_method_id = ${id} AND status IN ('incomplete', 'trialing', 'active', 'past_due'))`;
+
+/** How long a request that charges a saved card holds it against a detach (its processor call fits well inside). */
+export const SAVED_CARD_HOLD_MS = 2 * 60_000;
+const holdPrefix = (id: string) => `payment_method_charge:${id}:`;
+
+/** SQL: a request is charging payment method `id` for a subscription (it holds the card, holdSavedCard). */
+export const paymentMethodCharging = (id: string, now: number): SQL =>
+  sql`EXISTS (SELECT 1 FROM ${jobRuns} WHERE substr(${jobRuns.key}, 1, ${holdPrefix(id).length}) = ${holdPrefix(id)} AND ${jobRuns.leaseUntil} > ${now})`;
+
+const SAVED_CARD_DETACHED = "payment_method_detached";
+
+/**
+ * Holds saved card `id` while a request charges it for a subscription, so that a detach meanwhile
+ * answers 409 payment_method_in_use rather than leave the subscription on a detached card. One
+ * batch: the card is still attached (else 400 payment_method_detached: a detach came first) and
+ * this request's hold is taken. `release` gives it back (best effort: it runs out by itself).
+ */
+export async function holdSavedCard(c: Context<AppEnv>, id: string, now: number): Promise<{ release: () => Promise<void> }> {
+  const { db } = c.var;
+  const key = `${holdPrefix(id)}${randomToken(16)}`;
+  await runBatch(db, [guard(db, SAVED_CARD_DETACHED, sql`EXISTS (SELECT 1 FROM ${paymentMethods} WHERE ${paymentMethods.id} = ${id} AND ${paymentMethods.detachedAt} IS NULL)`), claimLease(db, key, now, SAVED_CARD_HOLD_MS)], {
+    [SAVED_CARD_DETACHED]: () => invalidRequest("payment_method_detached", `Payment method ${id} was detached meanwhile and can be charged no more.`, "payment_method"),
+  });
+  return {
+    release: () =>
+      releaseLease(db, key).catch((error) => {
+        console.error(JSON.stringify({ message: "saved card hold not released; it runs out by itself", payment_method: id, error: String(error) }));
+      }),
+  };
+}
 
 /** The payment method field sent in place of the card fields: "pmt_…" (payment_method "card" means the card fields). */
 export const isPaymentMethodId = (value: unknown): value is string => typeof value === "string" && value.startsWith("pmt_");

@@ -79,8 +79,8 @@ export const sandboxProcessor: Processor = {
     return { status: "failed", code, message: DECLINE_MESSAGES[code] };
   },
   // Authorizations never lapse at the sandbox; Tender's cron cancels them after 7 days.
-  async capturePayment() {
-    return succeeded();
+  async capturePayment({ amount }) {
+    return { ...succeeded(), amountReceived: amount };
   },
   async cancelPayment() {
     return succeeded();

@@ -467,12 +467,14 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
         const intent = await request("POST /v1/payment_intents/{intent}/capture", () =>
           stripe.paymentIntents.capture(chargeReference, { amount_to_capture: amount }, { idempotencyKey: keys.key("capture") }),
         );
-        return intentOutcome(intent) as Outcome;
+        const outcome = intentOutcome(intent) as Outcome;
+        // What Stripe captured (a replay of the first capture answers its amount), not what was asked.
+        return outcome.status === "succeeded" ? { status: "succeeded", reference: outcome.reference, amountReceived: intent.amount_received } : outcome;
       } catch (error) {
-        // Captured already (a retry after Stripe forgot the key): the intent says so.
+        // Captured already (a retry after Stripe forgot the key): the intent says so, and how much.
         if (isStripeError(error) && error.code === "payment_intent_unexpected_state") {
           const intent = await request("GET /v1/payment_intents/{intent}", () => stripe.paymentIntents.retrieve(chargeReference));
-          if (intent.status === "succeeded") return { status: "succeeded", reference: intent.id };
+          if (intent.status === "succeeded") return { status: "succeeded", reference: intent.id, amountReceived: intent.amount_received };
           return refused("capture", error);
         }
         if (isRefusal(error)) return refused("capture", error);
@@ -491,6 +493,8 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
         if (isStripeError(error) && error.code === "payment_intent_unexpected_state") {
           const intent = await request("GET /v1/payment_intents/{intent}", () => stripe.paymentIntents.retrieve(chargeReference));
           if (intent.status === "canceled") return { status: "succeeded", reference: intent.id };
+          // Captured already (a capture whose answer was lost): refused, saying how much Stripe holds.
+          if (intent.status === "succeeded") return { ...refused("cancel", error), capturedAmount: intent.amount_received };
           return refused("cancel", error);
         }
         if (isRefusal(error)) return refused("cancel", error);

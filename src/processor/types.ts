@@ -22,6 +22,19 @@ export type Outcome =
     }
   | { status: "failed"; code: DeclineCode; message: string };
 
+/**
+ * What capturePayment answers: a success says how much the processor holds as captured, which
+ * is what Tender records (a capture retried under the payment's fixed reference with another
+ * amount, after the first one's answer was lost, is answered with the first capture's amount).
+ */
+export type CaptureOutcome = { status: "succeeded"; reference: string; amountReceived: number } | { status: "failed"; code: DeclineCode; message: string };
+
+/**
+ * What cancelPayment answers. A refusal because the payment was captured already (a capture whose
+ * answer was lost) says how much the processor holds as captured, so the cron can record it.
+ */
+export type CancelOutcome = { status: "succeeded"; reference: string } | { status: "failed"; code: DeclineCode; message: string; capturedAmount?: number };
+
 /** What authorizeCard answers: a charge's outcome, where a success may be an authorization only. */
 export type AuthorizationOutcome = { status: "succeeded"; reference: string; authorized: boolean } | { status: "failed"; code: DeclineCode; message: string };
 
@@ -130,9 +143,9 @@ export interface Processor {
    * Captures `amount` (at most what was authorized) of an authorization made by authorizeCard
    * (`chargeReference` is its outcome's reference) and releases the rest. Idempotent by reference.
    */
-  capturePayment(args: { chargeReference: string; amount: number; reference: string } & FirstAttempt): Promise<Outcome>;
+  capturePayment(args: { chargeReference: string; amount: number; reference: string } & FirstAttempt): Promise<CaptureOutcome>;
   /** Releases an uncaptured authorization. Idempotent by reference. */
-  cancelPayment(args: { chargeReference: string; reference: string } & FirstAttempt): Promise<Outcome>;
+  cancelPayment(args: { chargeReference: string; reference: string } & FirstAttempt): Promise<CancelOutcome>;
   /**
    * Charges a vaulted card, as renewals do (off-session: the holder is not there). `customerPresent`:
    * the holder is paying now (a first charge with a saved card), so the charge is on-session and

@@ -7,7 +7,7 @@
 // (test/support/invariants.ts) can be checked against it afterwards.
 import { vi } from "vitest";
 import { useProcessor } from "../../src/processor";
-import type { AuthorizationOutcome, CardDetails, Outcome, Processor, SettlementOutcome } from "../../src/processor/types";
+import type { AuthorizationOutcome, CancelOutcome, CaptureOutcome, CardDetails, Outcome, Processor, SettlementOutcome } from "../../src/processor/types";
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -413,10 +413,10 @@ export function ledgerProcessor(initial: ProcessorFault[] = []): Ledger {
           return (await run("authorizeCard", args.reference, args.amount, args.currency, async (decline) => ({ outcome: decline ? declined() : await inner.authorizeCard(args) }))).outcome as AuthorizationOutcome;
         },
         async capturePayment(args) {
-          return (await run("capturePayment", args.reference, args.amount, null, async (decline) => ({ outcome: decline ? declined() : await inner.capturePayment(args) }))).outcome as Outcome;
+          return (await run("capturePayment", args.reference, args.amount, null, async (decline) => ({ outcome: decline ? declined() : await inner.capturePayment(args) }))).outcome as CaptureOutcome;
         },
         async cancelPayment(args) {
-          return (await run("cancelPayment", args.reference, null, null, async (decline) => ({ outcome: decline ? declined() : await inner.cancelPayment(args) }))).outcome as Outcome;
+          return (await run("cancelPayment", args.reference, null, null, async (decline) => ({ outcome: decline ? declined() : await inner.cancelPayment(args) }))).outcome as CancelOutcome;
         },
         async sendPayout(args) {
           return (await run("sendPayout", args.reference, args.amount, args.currency, async (decline) => ({ outcome: decline ? declined() : await inner.sendPayout(args) }))).outcome;

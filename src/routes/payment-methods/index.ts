@@ -17,7 +17,7 @@ import { idempotencyClaimLost } from "../../middleware/idempotency";
 import { rowAnswer } from "../../middleware/stored-answers";
 import { cardInBody, readCard } from "../../payments/card-input";
 import { withProcessorRetries } from "../../payments/charge";
-import { paymentMethodInUse, tokenizedCardFingerprint } from "../../payments/methods";
+import { paymentMethodCharging, paymentMethodInUse, tokenizedCardFingerprint } from "../../payments/methods";
 import { processorForCardFields, processorForRequest, processorOf } from "../../processor";
 import type { SavedCardDetails } from "../../processor/types";
 import { emitEvent } from "../../webhooks/outbox";
@@ -87,7 +87,7 @@ const detach = apiRoute({
   operationId: "detachPaymentMethod",
   summary: "Detach a saved card",
   description:
-    "Detaches the payment method: it can be charged no more and leaves the user's list (in live mode the PaymentMethod is detached from the user's Stripe Customer too), and emits payment_method.detached. While a subscription that is not canceled charges it, answers 409 payment_method_in_use: give the subscription another card first (PUT /subscriptions/{id}). Detaching a detached one answers it again.",
+    "Detaches the payment method: it can be charged no more and leaves the user's list (in live mode the PaymentMethod is detached from the user's Stripe Customer too), and emits payment_method.detached. While a subscription that is not canceled charges it, or a POST /subscriptions is charging it for a new one, answers 409 payment_method_in_use: give the subscription another card first (PUT /subscriptions/{id}). Detaching a detached one answers it again.",
   scope: "payment_methods:write",
   request: { params: methodParams },
   responses: { 200: json(PaymentMethodSchema, "The detached payment method.") },
@@ -223,7 +223,7 @@ export function registerPaymentMethods(app: OpenAPIHono<AppEnv>) {
           statements: [
             guard(db, METHOD_DETACHED, sql`EXISTS (SELECT 1 FROM ${paymentMethods} WHERE ${and(mine, isNull(paymentMethods.detachedAt))})`),
             // A subscription committed since the read above (or still charging it) keeps it attached.
-            guard(db, IN_USE, sql`NOT ${paymentMethodInUse(id)}`),
+            guard(db, IN_USE, sql`NOT ${paymentMethodInUse(id)} AND NOT ${paymentMethodCharging(id, now)}`),
           ],
           returning: db
             .update(paymentMethods)

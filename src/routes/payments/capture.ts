@@ -33,7 +33,7 @@ const capture = apiRoute({
   summary: "Capture an authorized payment",
   description:
     "Captures `amount` (default: all of amount_capturable) of a payment in requires_capture and releases the rest: the payment is completed, amount_received is what was captured (refunds come out of it), and payment.completed is sent. " +
-    "More than amount_capturable answers 400 amount_too_large; a payment in any other status answers 409 payment_unexpected_state, naming it. A retry, or two captures at once, capture once.",
+    "More than amount_capturable answers 400 amount_too_large; a payment in any other status, or past its capture_before (the authorization expired), answers 409 payment_unexpected_state, naming it. A retry, or two captures at once, capture once; what is recorded and answered is what the processor captured (a capture whose answer was lost, then one of another amount, records the first one's amount).",
   scope: "payments:write",
   request: { params: paymentId, ...jsonBodyOf(CapturePaymentBody) },
   responses: { 200: json(PaymentSchema, "The completed payment.") },
@@ -106,17 +106,24 @@ export function registerPaymentSteps(app: OpenAPIHono<AppEnv>) {
     assertKeyClaimedFirst(c);
     const { payment, customer } = await loadOwnPayment(c, id);
     if (payment.status !== "requires_capture") throw unexpectedState(payment, "captured", "requires_capture");
+    // Past capture_before the authorization has lapsed (Stripe cancels it after 7 days): test mode
+    // refuses the capture as live mode's processor would, and the cron cancels it.
+    if (payment.captureBefore !== null && Date.parse(payment.captureBefore) <= now) {
+      throw conflict("payment_unexpected_state", `Payment ${id}'s authorization expired at ${payment.captureBefore} (capture_before); it can be captured no more and is being canceled.`);
+    }
     const amount = body.amount ?? payment.amountCapturable;
     if (amount > payment.amountCapturable) {
       throw invalidRequest("amount_too_large", `amount ${amount} is more than payment ${id} can capture: ${payment.amountCapturable} (amount_capturable).`, "amount");
     }
     await holdMoney(c, "payment_capture");
     const processor = await processorForRequest(c);
-    const writes = captureWrites(db, payment, amount, customer, now);
-    const answer = serializePayment(writes.row);
-    await holdingStep(c, id, now, async () => {
+    const answer = await holdingStep(c, id, now, async () => {
       const outcome = await outcomeTracked(c, () => captureAtProcessor(processor, payment, amount));
       if (outcome.status === "failed") throw processorRefused(payment, "capture", outcome.message);
+      // What the processor captured is recorded, never only what was asked: an earlier capture
+      // whose answer was lost may have taken another amount under the same reference.
+      const writes = captureWrites(db, payment, outcome.amountReceived, customer, now);
+      const answer = serializePayment(writes.row);
       let lost = false;
       await commit(c, { statements: writes.statements, events: writes.events }, 200, answer, {
         failures: {
@@ -128,6 +135,7 @@ export function registerPaymentSteps(app: OpenAPIHono<AppEnv>) {
       }).catch(async (error) => {
         throw lost ? await changedMeanwhile(c, id, "captured", "requires_capture") : error;
       });
+      return answer;
     });
     return c.json(answer, 200);
   });

@@ -20,7 +20,7 @@ import { charge } from "../../payments/charge";
 import { paymentEventData } from "../../payments/event-data";
 import { issueInvoice, subscriptionLine } from "../../billing/invoices";
 import { assertNoCardData, cardInBody, readCard } from "../../payments/card-input";
-import { isPaymentMethodId, savedCardFor } from "../../payments/methods";
+import { holdSavedCard, isPaymentMethodId, savedCardFor } from "../../payments/methods";
 import { type EmittedEvent, emitEvent } from "../../webhooks/outbox";
 import { type Statement, runBatch } from "../../db/batch";
 import { NO_DISCOUNT, assertCouponCurrency, bindReservation, couponRefusals, discountAsCoupon, discountColumns, periodDiscount, redeemCoupon, releaseReservation } from "../../billing/coupons";
@@ -104,192 +104,202 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
     // Live money goes out through the connection only under a claim of it (src/processor/in-flight.ts).
     await holdMoney(c, "first_charge");
     const processor = saved ? await processorForRequest(c) : await processorForCardFields(c);
+    // A saved card is held while this request charges it: a detach meanwhile answers 409
+    // payment_method_in_use, and one that came first answers this 400 payment_method_detached.
+    const held = saved ? await holdSavedCard(c, saved.id, realNow) : null;
+    const proceed = async () => {
 
-    const id = newId("subscription", realNow);
-    const invoiceId = newId("invoice", realNow);
-    const customer = { id: user.id, email: user.email };
-    const start = billingNow(testClock, realNow);
-    // A trial (the request's trial_end or trial_period_days, else the plan's): nothing is charged
-    // until it ends, and the first period starts there (the billing anchor).
-    const trialEnd = readTrialEnd(body, plan, start);
-    const next = trialEnd ?? periodStartMs(isoTime(start), plan.interval, 1);
-    // The discount on the first invoice, and what is charged: the price less it. A trial's first
-    // invoice comes at its end, priced by the renewal that makes it.
-    const discountColumnsOf = coupon ? discountColumns(coupon, start) : NO_DISCOUNT;
-    const discount = coupon && trialEnd === null && !metered ? periodDiscount(discountColumnsOf, coupon, subtotal, plan.currency, start) : 0;
-    const amount = subtotal - discount;
-    const reference = firstChargeReference(c);
-    // The coupon is redeemed before the card is charged (reserved under the charge's reference, so a
-    // retry with the same Idempotency-Key reuses the reservation): one used up meanwhile is refused
-    // before any money moves. The batch that creates the subscription binds the reservation to it.
-    const couponReference = `${reference ?? id}:coupon`;
-    // A reservation whose commit answer was lost may hold the coupon's last redemption: the key stays
-    // claimed (outcome unknown), so its retry reuses the same reference and the same reservation.
-    if (coupon) await outcomeTracked(c, () => runBatch(db, redeemCoupon(db, coupon, couponReference, null, realNow), couponRefusals(coupon.id)));
-    const couponStatements = (made: boolean) => (!coupon ? [] : made ? [bindReservation(db, couponReference, id)] : releaseReservation(db, couponReference, realNow));
-    // The first period's invoice: issued, finalized (numbered) and paid or failed in the batch
-    // that records the charge. A declined first charge creates no subscription, and nothing can
-    // ever pay its invoice: it is voided there and then (it keeps its number: numbers are gap-free).
-    const invoice = (outcome: Parameters<typeof issueInvoice>[2], subscriptionId: string | null) =>
-      issueInvoice(
+      const id = newId("subscription", realNow);
+      const invoiceId = newId("invoice", realNow);
+      const customer = { id: user.id, email: user.email };
+      const start = billingNow(testClock, realNow);
+      // A trial (the request's trial_end or trial_period_days, else the plan's): nothing is charged
+      // until it ends, and the first period starts there (the billing anchor).
+      const trialEnd = readTrialEnd(body, plan, start);
+      const next = trialEnd ?? periodStartMs(isoTime(start), plan.interval, 1);
+      // The discount on the first invoice, and what is charged: the price less it. A trial's first
+      // invoice comes at its end, priced by the renewal that makes it.
+      const discountColumnsOf = coupon ? discountColumns(coupon, start) : NO_DISCOUNT;
+      const discount = coupon && trialEnd === null && !metered ? periodDiscount(discountColumnsOf, coupon, subtotal, plan.currency, start) : 0;
+      const amount = subtotal - discount;
+      const reference = firstChargeReference(c);
+      // The coupon is redeemed before the card is charged (reserved under the charge's reference, so a
+      // retry with the same Idempotency-Key reuses the reservation): one used up meanwhile is refused
+      // before any money moves. The batch that creates the subscription binds the reservation to it.
+      const couponReference = `${reference ?? id}:coupon`;
+      // A reservation whose commit answer was lost may hold the coupon's last redemption: the key stays
+      // claimed (outcome unknown), so its retry reuses the same reference and the same reservation.
+      if (coupon) await outcomeTracked(c, () => runBatch(db, redeemCoupon(db, coupon, couponReference, null, realNow), couponRefusals(coupon.id)));
+      const couponStatements = (made: boolean) => (!coupon ? [] : made ? [bindReservation(db, couponReference, id)] : releaseReservation(db, couponReference, realNow));
+      // The first period's invoice: issued, finalized (numbered) and paid or failed in the batch
+      // that records the charge. A declined first charge creates no subscription, and nothing can
+      // ever pay its invoice: it is voided there and then (it keeps its number: numbers are gap-free).
+      const invoice = (outcome: Parameters<typeof issueInvoice>[2], subscriptionId: string | null) =>
+        issueInvoice(
+          db,
+          {
+            id: invoiceId,
+            tenant: auth,
+            subscriptionId,
+            periodIndex: subscriptionId === null ? null : 0,
+            userId: user.id,
+            currency: plan.currency,
+            periodStart: isoTime(start),
+            periodEnd: isoTime(next),
+            lines: [subscriptionLine(plan, body.quantity, subtotal, isoTime(start), isoTime(next))],
+            coupon: discountAsCoupon(discount, plan.currency),
+          },
+          outcome,
+          { at: start, realNow },
+        );
+      if (trialEnd !== null || metered || amount === 0) return createWithoutCharge();
+      // A processor call that still threw after its retries may have moved money: the outcome is
+      // unknown, so the Idempotency-Key stays claimed (a retry after the lock charges the same reference).
+      const result = await outcomeTracked(c, () => charge({
         db,
-        {
-          id: invoiceId,
-          tenant: auth,
-          subscriptionId,
-          periodIndex: subscriptionId === null ? null : 0,
-          userId: user.id,
-          currency: plan.currency,
-          periodStart: isoTime(start),
-          periodEnd: isoTime(next),
-          lines: [subscriptionLine(plan, body.quantity, subtotal, isoTime(start), isoTime(next))],
-          coupon: discountAsCoupon(discount, plan.currency),
-        },
-        outcome,
-        { at: start, realNow },
-      );
-    if (trialEnd !== null || metered || amount === 0) return createWithoutCharge();
-    // A processor call that still threw after its retries may have moved money: the outcome is
-    // unknown, so the Idempotency-Key stays claimed (a retry after the lock charges the same reference).
-    const result = await outcomeTracked(c, () => charge({
-      db,
-      processor,
-      accountId: auth.accountId,
-      livemode: auth.livemode,
-      customer,
-      subscriptionId: id,
-      invoiceId,
-      amount,
-      currency: plan.currency,
-      source: saved ? { token: saved.token, customerPresent: true } : { card: (fields as NonNullable<typeof fields>).card },
-      summary: card.summary,
-      fingerprint: card.fingerprint,
-      at: realNow,
-      // A retry with the same Idempotency-Key (after a lost answer or a failed commit) reaches the
-      // processor with the same reference, which a live processor uses to refuse a second charge.
-      // The use of the key is part of it: after the key's 24 hours, the same key is a new charge.
-      processorReference: reference,
-      // The reference was first sent when this use of the Idempotency-Key began.
-      firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : realNow,
-    }));
-    // A saved card's token is the one that charged it.
-    const chargedToken = result.token ?? (saved && result.succeeded ? saved.token : null);
-    if (!result.succeeded || !chargedToken) {
-      // No subscription exists: the failed payment belongs to none.
-      const failed = { ...result.payment, subscriptionId: null };
-      const voided = invoice({ kind: "failed", paymentId: failed.id, status: "void" }, null);
-      return answerDecline(
-        c,
-        result,
-        {
-          statements: [db.insert(payments).values(failed), ...voided.statements, ...couponStatements(false)],
-          events: [emitEvent(db, auth, { type: "payment.failed", data: paymentEventData(failed, customer) }, realNow), ...voided.events],
-        },
-        { failures: { [CHARGE_RECORDED]: idempotencyClaimLost } },
-      );
-    }
-
-    // The card was charged: a key revoked meanwhile must not lose the record of it. The claim
-    // guard stays: a request that took the key over charges with the same reference and records it.
-    const paid = invoice({ kind: "paid", paymentId: result.payment.id }, id);
-    return commitSubscription(chargedToken, result.payment.id, result.statements, result.events, paid, {
-      moneyMoved: { paymentId: result.payment.id },
-      failures: { [CHARGE_RECORDED]: idempotencyClaimLost },
-    });
-
-    /**
-     * A trial, or a first invoice its discount made free: the card is vaulted (a live processor
-     * checks it with its bank), not charged. A trial starts `trialing` with no period billed yet; a
-     * free first period is paid by no payment.
-     */
-    async function createWithoutCharge() {
-      // A saved card is the user's at the processor already.
-      if (saved) return commitSubscription(saved.token, null, [], [], trialEnd === null && !metered ? invoice({ kind: "paid", paymentId: null }, id) : null, {});
-      const { token, outcome } = await outcomeTracked(c, () =>
-        processor.vaultCard({ card: (fields as NonNullable<typeof fields>).card, customer, reference: `${reference ?? id}:vault`, firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : realNow }),
-      );
-      if (outcome.status === "failed" || !token) {
-        await runBatch(db, couponStatements(false));
-        throw cardDeclined(outcome.status === "failed" ? outcome.code : "processing_error", outcome.status === "failed" ? outcome.message : "The card could not be vaulted.");
-      }
-      return commitSubscription(token, null, [], [], trialEnd === null && !metered ? invoice({ kind: "paid", paymentId: null }, id) : null, {});
-    }
-
-    function commitSubscription(
-      token: string,
-      paymentId: string | null,
-      chargeStatements: Statement[],
-      chargeEvents: EmittedEvent[],
-      paid: ReturnType<typeof invoice> | null,
-      options: Parameters<typeof commitAndRespond>[4],
-    ) {
-      const row: SubscriptionRow = {
-        id,
+        processor,
         accountId: auth.accountId,
         livemode: auth.livemode,
-        userId: user.id,
-        planId: plan.id,
-        status: trialEnd === null ? "active" : "trialing",
-        quantity: body.quantity,
-        ...cardColumns(card),
-        processorToken: token,
-        paymentMethodId: saved?.id ?? null,
-        startDate: isoTime(start),
-        billingAnchor: isoTime(trialEnd ?? start),
-        // A trial's or a metered subscription's first period is billed later (at the trial's end, at the period's end).
-        periodsBilled: trialEnd === null && !metered ? 1 : 0,
-        currentPeriodStart: isoTime(start),
-        nextBillingDate: isoTime(next),
-        dueAt: next,
-        dunningAttempts: 0,
-        cancelAtPeriodEnd: false,
-        canceledAt: null,
-        ...discountColumnsOf,
-        discountUses: discount > 0 ? 1 : 0,
-        trialStart: trialEnd === null ? null : isoTime(start),
-        trialEnd: trialEnd === null ? null : isoTime(trialEnd),
-        trialWillEndAt: trialEnd === null ? null : trialWillEndAt(start, trialEnd),
-        trialWillEndSent: false,
-        openCharge: null,
-        pendingItems: 0,
-        pendingItemsAmount: 0,
-        pendingPlanId: null,
-        pendingQuantity: null,
-        createdAt: isoTime(realNow),
-        updatedAt: isoTime(realNow),
-      };
-      return commitAndRespond(
-        c,
-        {
-          statements: [
-            db.insert(subscriptions).values(row),
-            ...(trialEnd !== null || metered ? [] : [db.insert(subscriptionPeriods).values({
-              id: newId("period", realNow),
-              accountId: auth.accountId,
-              livemode: auth.livemode,
-              subscriptionId: id,
-              periodIndex: 0,
-              periodStart: isoTime(start),
-              amount,
-              discount,
-              percentOff: discount > 0 ? (coupon?.percentOffBasisPoints ?? null) : null,
-              currency: plan.currency,
-              status: "paid",
-              attempts: 1,
-              paymentId,
-              createdAt: isoTime(realNow),
-              updatedAt: isoTime(realNow),
-            })]),
-            ...chargeStatements,
-            ...(paid?.statements ?? []),
-            ...couponStatements(true),
-          ],
-          events: [...chargeEvents, emitEvent(db, auth, { type: "subscription_created", subscriptionId: id, status: row.status }, realNow), ...(paid?.events ?? [])],
-        },
-        201,
-        serializeSubscription(row),
-        { ...options, failures: { ...options?.failures, ...(coupon ? couponRefusals(coupon.id) : {}) } },
-      );
+        customer,
+        subscriptionId: id,
+        invoiceId,
+        amount,
+        currency: plan.currency,
+        source: saved ? { token: saved.token, customerPresent: true } : { card: (fields as NonNullable<typeof fields>).card },
+        summary: card.summary,
+        fingerprint: card.fingerprint,
+        at: realNow,
+        // A retry with the same Idempotency-Key (after a lost answer or a failed commit) reaches the
+        // processor with the same reference, which a live processor uses to refuse a second charge.
+        // The use of the key is part of it: after the key's 24 hours, the same key is a new charge.
+        processorReference: reference,
+        // The reference was first sent when this use of the Idempotency-Key began.
+        firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : realNow,
+      }));
+      // A saved card's token is the one that charged it.
+      const chargedToken = result.token ?? (saved && result.succeeded ? saved.token : null);
+      if (!result.succeeded || !chargedToken) {
+        // No subscription exists: the failed payment belongs to none.
+        const failed = { ...result.payment, subscriptionId: null };
+        const voided = invoice({ kind: "failed", paymentId: failed.id, status: "void" }, null);
+        return answerDecline(
+          c,
+          result,
+          {
+            statements: [db.insert(payments).values(failed), ...voided.statements, ...couponStatements(false)],
+            events: [emitEvent(db, auth, { type: "payment.failed", data: paymentEventData(failed, customer) }, realNow), ...voided.events],
+          },
+          { failures: { [CHARGE_RECORDED]: idempotencyClaimLost } },
+        );
+      }
+
+      // The card was charged: a key revoked meanwhile must not lose the record of it. The claim
+      // guard stays: a request that took the key over charges with the same reference and records it.
+      const paid = invoice({ kind: "paid", paymentId: result.payment.id }, id);
+      return commitSubscription(chargedToken, result.payment.id, result.statements, result.events, paid, {
+        moneyMoved: { paymentId: result.payment.id },
+        failures: { [CHARGE_RECORDED]: idempotencyClaimLost },
+      });
+
+      /**
+       * A trial, or a first invoice its discount made free: the card is vaulted (a live processor
+       * checks it with its bank), not charged. A trial starts `trialing` with no period billed yet; a
+       * free first period is paid by no payment.
+       */
+      async function createWithoutCharge() {
+        // A saved card is the user's at the processor already.
+        if (saved) return commitSubscription(saved.token, null, [], [], trialEnd === null && !metered ? invoice({ kind: "paid", paymentId: null }, id) : null, {});
+        const { token, outcome } = await outcomeTracked(c, () =>
+          processor.vaultCard({ card: (fields as NonNullable<typeof fields>).card, customer, reference: `${reference ?? id}:vault`, firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : realNow }),
+        );
+        if (outcome.status === "failed" || !token) {
+          await runBatch(db, couponStatements(false));
+          throw cardDeclined(outcome.status === "failed" ? outcome.code : "processing_error", outcome.status === "failed" ? outcome.message : "The card could not be vaulted.");
+        }
+        return commitSubscription(token, null, [], [], trialEnd === null && !metered ? invoice({ kind: "paid", paymentId: null }, id) : null, {});
+      }
+
+      function commitSubscription(
+        token: string,
+        paymentId: string | null,
+        chargeStatements: Statement[],
+        chargeEvents: EmittedEvent[],
+        paid: ReturnType<typeof invoice> | null,
+        options: Parameters<typeof commitAndRespond>[4],
+      ) {
+        const row: SubscriptionRow = {
+          id,
+          accountId: auth.accountId,
+          livemode: auth.livemode,
+          userId: user.id,
+          planId: plan.id,
+          status: trialEnd === null ? "active" : "trialing",
+          quantity: body.quantity,
+          ...cardColumns(card),
+          processorToken: token,
+          paymentMethodId: saved?.id ?? null,
+          startDate: isoTime(start),
+          billingAnchor: isoTime(trialEnd ?? start),
+          // A trial's or a metered subscription's first period is billed later (at the trial's end, at the period's end).
+          periodsBilled: trialEnd === null && !metered ? 1 : 0,
+          currentPeriodStart: isoTime(start),
+          nextBillingDate: isoTime(next),
+          dueAt: next,
+          dunningAttempts: 0,
+          cancelAtPeriodEnd: false,
+          canceledAt: null,
+          ...discountColumnsOf,
+          discountUses: discount > 0 ? 1 : 0,
+          trialStart: trialEnd === null ? null : isoTime(start),
+          trialEnd: trialEnd === null ? null : isoTime(trialEnd),
+          trialWillEndAt: trialEnd === null ? null : trialWillEndAt(start, trialEnd),
+          trialWillEndSent: false,
+          openCharge: null,
+          pendingItems: 0,
+          pendingItemsAmount: 0,
+          pendingPlanId: null,
+          pendingQuantity: null,
+          createdAt: isoTime(realNow),
+          updatedAt: isoTime(realNow),
+        };
+        return commitAndRespond(
+          c,
+          {
+            statements: [
+              db.insert(subscriptions).values(row),
+              ...(trialEnd !== null || metered ? [] : [db.insert(subscriptionPeriods).values({
+                id: newId("period", realNow),
+                accountId: auth.accountId,
+                livemode: auth.livemode,
+                subscriptionId: id,
+                periodIndex: 0,
+                periodStart: isoTime(start),
+                amount,
+                discount,
+                percentOff: discount > 0 ? (coupon?.percentOffBasisPoints ?? null) : null,
+                currency: plan.currency,
+                status: "paid",
+                attempts: 1,
+                paymentId,
+                createdAt: isoTime(realNow),
+                updatedAt: isoTime(realNow),
+              })]),
+              ...chargeStatements,
+              ...(paid?.statements ?? []),
+              ...couponStatements(true),
+            ],
+            events: [...chargeEvents, emitEvent(db, auth, { type: "subscription_created", subscriptionId: id, status: row.status }, realNow), ...(paid?.events ?? [])],
+          },
+          201,
+          serializeSubscription(row),
+          { ...options, failures: { ...options?.failures, ...(coupon ? couponRefusals(coupon.id) : {}) } },
+        );
+      }
+    };
+    try {
+      return await proceed();
+    } finally {
+      if (held) await held.release();
     }
   });
 }
