@@ -6,7 +6,8 @@
 import { env } from "../support/env";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type Account, call, expectError, signup } from "../support/http";
-import { createUser } from "../support/fixtures";
+import { createUser, dueSubscription } from "../support/fixtures";
+import { renewChunk } from "../../src/billing/renewals";
 import { CARDS, captureLogs, card, cardFields, expectNoCardData } from "../support/cards";
 import { countRows, eventsFor } from "../support/db";
 import { ledgerProcessor } from "../support/faults";
@@ -272,6 +273,29 @@ describe("saved cards", () => {
     expect(sub.body).toMatchObject({ status: "active", payment_method: pm.body.id });
     // Whatever won, the first charge that moved money is recorded.
     expect(ledger.moneyMoved("chargeToken").length).toBe(sub.status === 201 ? 1 : 0);
+  });
+
+  it("a detach racing a past_due subscription's charge of a saved card given by PUT: the detach waits (409), the period is paid with that card", async () => {
+    const plan = await call("/subscription-plans", { key: acct.key, body: { name: "Lead past-due", price: 9, currency: "usd", interval: "month" } });
+    expect(plan.status, plan.text).toBe(201);
+    const ledger = ledgerProcessor();
+    ledger.install();
+    const subscriptionId = await dueSubscription(acct, customer.id, plan.body.id);
+    ledger.inject({ kind: "decline", method: "chargeToken", when: (call) => call.reference.startsWith(`${subscriptionId}:`) });
+    expect(await renewChunk(env, [subscriptionId], Date.now())).toEqual(["past_due"]);
+    const pm = await call(`/api/users/${customer.id}/payment-methods`, { key: acct.key, body: { processor_token: "pm_card_visa" } });
+    expect(pm.status, pm.text).toBe(201);
+    // The saved card's charge of the unpaid period is slow: the detach lands while it is at the processor.
+    ledger.inject({ kind: "slow", method: "chargeToken", ms: 200 });
+    const updating = call(`/subscriptions/${subscriptionId}`, { key: acct.key, method: "PUT", body: { payment_method: pm.body.id } });
+    await new Promise((r) => setTimeout(r, 80));
+    const detached = await call(`/api/users/${customer.id}/payment-methods/${pm.body.id}`, { key: acct.key, method: "DELETE" });
+    const updated = await updating;
+    expect(updated.status, updated.text).toBe(200);
+    expect(updated.body).toMatchObject({ status: "active", payment_method: pm.body.id });
+    expectError(detached, 409, "invalid_request_error", "payment_method_in_use");
+    const method = (await call(`/api/users/${customer.id}/payment-methods/${pm.body.id}`, { key: acct.key })).body;
+    expect(method.detached_at).toBeNull();
   });
 
   it("the same token saved twice under one Idempotency-Key makes one payment method and one event", async () => {

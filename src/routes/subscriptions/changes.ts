@@ -1,5 +1,6 @@
 // The parts of PUT /subscriptions/{id} (update.ts) that stand on their own: the plan a change
-// moves to, checked against the current one, and the card update's vaulting and period claim.
+// moves to, checked against the current one, and a card update's vaulting, and its charge of a
+// past_due subscription's unpaid period.
 import type { Context } from "hono";
 import type { AppEnv } from "../../context";
 import { type BillableRow, type PeriodClaim, claimOf, claimPeriod, ownCardClaim } from "../../billing/periods";
@@ -11,7 +12,12 @@ import { ApiError, cardDeclined, invalidRequest } from "../../lib/errors";
 import type { CardInput } from "../../payments/card-input";
 import type { Processor } from "../../processor/types";
 import { readById } from "../reads";
-import { outcomeTracked } from "../write-path";
+import { assertKeyClaimedFirst, commit, outcomeTracked } from "../write-path";
+import { PERIOD_ALREADY_SETTLED, chargeOf, chargePeriod, hasUnsettledClaim, releaseClaim } from "../../billing/periods";
+import { subscriptions } from "../../db/schema";
+import { eq } from "drizzle-orm";
+import { answerDecline, billingNow, changedMeanwhile, loadSubscription, type SubscriptionRow } from "./common";
+import { serializeSubscription, subscriptionAnswer } from "../../billing/subscription-answer";
 
 /**
  * The plan `planId` names, as a change of subscription `subscriptionId` from plan `current` may
@@ -99,6 +105,57 @@ export async function claimForCard(c: Context<AppEnv>, current: Pick<BillableRow
     if (error instanceof ApiError) throw error;
     const own = await outcomeTracked(c, () => ownCardClaim(db, current.sub, card));
     if (own) return own;
+    throw error;
+  }
+}
+
+/**
+ * Charges a past_due subscription's unpaid period to the card a card update gives, claimed as the
+ * period's next attempt exactly as a dunning retry claims it (so the two never both charge), and
+ * answers as PUT /subscriptions/{id} does: the subscription as the settlement committed it, or
+ * the decline.
+ */
+export async function chargePastDue(
+  c: Context<AppEnv>,
+  current: Awaited<ReturnType<typeof loadSubscription>>,
+  vaulted: ClaimCard,
+  processor: Processor,
+  changes: Partial<SubscriptionRow>,
+  realNow: number,
+) {
+  const { db } = c.var;
+  const { sub } = current;
+  const claim = await claimForCard(c, current, vaulted, realNow);
+  if (!claim) {
+    // This request took its own stale Idempotency-Key claim over, and the period's next attempt
+    // is claimed and unsettled: that may be this request's earlier run, whose charge's outcome
+    // is unknown. The key is not freed (500 outcome_unknown; the cron settles the stale claim
+    // with its own card and reference); any other request is told the subscription changed.
+    if (c.var.idempotency?.takeover && current.period && hasUnsettledClaim(current)) {
+      await outcomeTracked(c, () => Promise.reject(new Error(`card update of ${sub.id}: an earlier run's charge is unsettled`)));
+    }
+    throw changedMeanwhile();
+  }
+  // A processor call that still threw after its retries may have moved money: the outcome is
+  // unknown, so the Idempotency-Key stays claimed, and the claim is given back for the cron.
+  assertKeyClaimedFirst(c);
+  try {
+    const settlement = await outcomeTracked(c, () => chargePeriod(db, { processor, row: current, claim, at: billingNow(current.clock, realNow), realNow, changes }));
+    // Money moved: the settlement commits whatever became of the caller's key or claim meanwhile.
+    const charged = chargeOf(settlement);
+    const options = { moneyMoved: { paymentId: charged.payment.id }, claimGuard: false, failures: { [PERIOD_ALREADY_SETTLED]: changedMeanwhile } };
+    if (!charged.succeeded) return await answerDecline(c, charged, settlement.writes, options);
+    // The answer is the row as the settlement committed it (a concurrent change included).
+    const where = eq(subscriptions.id, sub.id);
+    const { returned } = await commit(c, { ...settlement.writes, returning: db.select().from(subscriptions).where(where) }, 200, null, {
+      ...options,
+      storedBody: subscriptionAnswer.stored(where),
+    });
+    // An earlier try of the settlement committed and its answer was lost: read the row it wrote.
+    const row = (returned[0] as SubscriptionRow | undefined) ?? (await db.select().from(subscriptions).where(where))[0];
+    return c.json(serializeSubscription(row), 200);
+  } catch (error) {
+    if (!(error instanceof ApiError)) await runBatch(db, [releaseClaim(db, sub, claim, realNow)]).catch(() => undefined);
     throw error;
   }
 }

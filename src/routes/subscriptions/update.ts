@@ -5,22 +5,17 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, inArray, sql } from "drizzle-orm";
 import {
-  PERIOD_ALREADY_SETTLED,
-  chargeOf,
   chargeInFlight,
   finalInvoiceClaimed,
-  chargePeriod,
   priceChargeInFlight,
   claimCardColumns,
-  hasUnsettledClaim,
-  releaseClaim,
   subscriptionUpdatedEvent,
 } from "../../billing/periods";
 import { chargeableAmount } from "../../billing/pricing";
 import { MAX_AMOUNT } from "../../domain/money";
 import { processorForCardFields, processorForRequest } from "../../processor";
 import { randomToken } from "../../lib/crypto";
-import { guard, runBatch } from "../../db/batch";
+import { guard } from "../../db/batch";
 import { type ClaimCard, coupons, invoiceItems, subscriptions } from "../../db/schema";
 import { currentOpenCharge, currentPeriod, prorationItems } from "../../billing/prorations";
 import { changeAndInvoiceNow } from "./invoice-now";
@@ -28,15 +23,15 @@ import { type CouponRow, NO_DISCOUNT, assertCouponCurrency, couponRefusals, disc
 import { owned } from "../../db/scope";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
-import { ApiError, invalidRequest } from "../../lib/errors";
+import { invalidRequest } from "../../lib/errors";
 import { readOne } from "../reads";
-import { assertKeyClaimedFirst, commit, commitAndAnswerRow, holdMoney, outcomeTracked } from "../write-path";
+import { commitAndAnswerRow, holdMoney } from "../write-path";
 import { assertNoCardData, cardInBody, readCard } from "../../payments/card-input";
-import { isPaymentMethodId, savedCardFor } from "../../payments/methods";
+import { holdSavedCard, isPaymentMethodId, savedCardFor } from "../../payments/methods";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
-import { alreadyCanceled, answerDecline, billingNow, chargeInProgress, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags, CHARGE_IN_FLIGHT, SUBSCRIPTION_CANCELED, SUBSCRIPTION_CHANGED, proratedAsRead } from "./common";
-import { SubscriptionSchema, serializeSubscription, subscriptionAnswer, UpdateSubscriptionBody } from "./schema";
-import { claimForCard, newPlanFor, vaultNewCard } from "./changes";
+import { alreadyCanceled, billingNow, chargeInProgress, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags, CHARGE_IN_FLIGHT, SUBSCRIPTION_CANCELED, SUBSCRIPTION_CHANGED, proratedAsRead } from "./common";
+import { SubscriptionSchema, subscriptionAnswer, UpdateSubscriptionBody } from "./schema";
+import { chargePastDue, newPlanFor, vaultNewCard } from "./changes";
 
 const update = apiRoute({
   method: "put",
@@ -190,39 +185,13 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       // The unpaid period is charged to the new card at once, claimed as the next attempt of the
       // period exactly as a dunning retry claims it, so the two can never both charge. The claim
       // names the vaulted card, so whoever settles it (this request, or the cron once its lease
-      // ran out) sends the same reference with the same card.
-      const claim = await claimForCard(c, current, vaulted, realNow);
-      if (!claim) {
-        // This request took its own stale Idempotency-Key claim over, and the period's next attempt
-        // is claimed and unsettled: that may be this request's earlier run, whose charge's outcome
-        // is unknown. The key is not freed (500 outcome_unknown; the cron settles the stale claim
-        // with its own card and reference); any other request is told the subscription changed.
-        if (c.var.idempotency?.takeover && current.period && hasUnsettledClaim(current)) {
-          await outcomeTracked(c, () => Promise.reject(new Error(`card update of ${sub.id}: an earlier run's charge is unsettled`)));
-        }
-        throw changedMeanwhile();
-      }
-      // A processor call that still threw after its retries may have moved money: the outcome is
-      // unknown, so the Idempotency-Key stays claimed, and the claim is given back for the cron.
-      assertKeyClaimedFirst(c);
+      // ran out) sends the same reference with the same card. A saved card is held while it is
+      // charged: a detach meanwhile answers 409 payment_method_in_use.
+      const held = saved ? await holdSavedCard(c, saved.id, realNow) : null;
       try {
-        const settlement = await outcomeTracked(c, () => chargePeriod(db, { processor, row: current, claim, at: billingNow(current.clock, realNow), realNow, changes }));
-        // Money moved: the settlement commits whatever became of the caller's key or claim meanwhile.
-        const charged = chargeOf(settlement);
-        const options = { moneyMoved: { paymentId: charged.payment.id }, claimGuard: false, failures: { [PERIOD_ALREADY_SETTLED]: changedMeanwhile } };
-        if (!charged.succeeded) return await answerDecline(c, charged, settlement.writes, options);
-        // The answer is the row as the settlement committed it (a concurrent change included).
-        const where = eq(subscriptions.id, sub.id);
-        const { returned } = await commit(c, { ...settlement.writes, returning: db.select().from(subscriptions).where(where) }, 200, null, {
-          ...options,
-          storedBody: subscriptionAnswer.stored(where),
-        });
-        // An earlier try of the settlement committed and its answer was lost: read the row it wrote.
-        const row = (returned[0] as SubscriptionRow | undefined) ?? (await db.select().from(subscriptions).where(where))[0];
-        return c.json(serializeSubscription(row), 200);
-      } catch (error) {
-        if (!(error instanceof ApiError)) await runBatch(db, [releaseClaim(db, sub, claim, realNow)]).catch(() => undefined);
-        throw error;
+        return await chargePastDue(c, current, vaulted, processor, changes, realNow);
+      } finally {
+        await held?.release();
       }
     }
 
