@@ -203,6 +203,36 @@ describe("the purge", () => {
     expect(feed.body.data.map((e: { id: string }) => e.id)).toEqual([after.body.data[0].id, cursor]);
   });
 
+  it("a redelivery that makes an old event's delivery pending between the page's read and its delete keeps the event (the batch checks again)", async () => {
+    const t0 = Date.UTC(2025, 5, 1);
+    at(t0);
+    const acct = await signup();
+    expect((await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/race`, events: ["*"] } })).status).toBe(201);
+    const [target] = await oldEvents(acct, 2, t0);
+    await env.DB.prepare("INSERT INTO webhook_deliveries (id, account_id, livemode, event_id, endpoint_id, status, created_at, updated_at) SELECT ?, ?, 0, ?, id, 'delivered', ?, ? FROM webhook_endpoints WHERE account_id = ?")
+      .bind(newId("delivery", t0), acct.id, target, new Date(t0).toISOString(), t0, acct.id)
+      .run();
+    // The racing redelivery commits just before the purge's batch.
+    const racing = new Proxy(env.DB, {
+      get(target_, prop) {
+        if (prop === "batch") {
+          return async (statements: D1PreparedStatement[]) => {
+            await env.DB.prepare("UPDATE webhook_deliveries SET status = 'pending' WHERE event_id = ?").bind(target).run();
+            return env.DB.batch(statements);
+          };
+        }
+        const value = Reflect.get(target_, prop);
+        return typeof value === "function" ? value.bind(target_) : value;
+      },
+    });
+    // (Other tests' accounts on this shard may lose events of their own in this run.)
+    const result = await purgeExpiredEvents(withEnv({ DB: racing }), t0 + 40 * DAY, 100);
+    expect(result.deliveries).toBe(0);
+    expect(await countEvents(acct.id)).toBe(2);
+    expect(await env.DB.prepare("SELECT status FROM webhook_deliveries WHERE event_id = ?").bind(target).first()).toEqual({ status: "pending" });
+    expect((await call(`/api/events/${target}`, { key: acct.key })).status).toBe(200);
+  });
+
   it("the cron runs the purge on its shard, and a second run changes nothing", async () => {
     const t0 = Date.UTC(2025, 4, 1);
     const acct = await signup();
