@@ -5,6 +5,7 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq } from "drizzle-orm";
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
+import { ensureLive } from "../../auth/credentials";
 import type { AppEnv } from "../../context";
 import { accounts } from "../../db/schema";
 import { ApiError, notFound } from "../../lib/errors";
@@ -16,6 +17,9 @@ const tags = ["Accounts"];
 const AUTH_NOTE = "Secret key only (sk_test_… or sk_live_…: the account is shared by both modes): a restricted key or an access token answers 403 secret_key_required.";
 
 const secretKeyOnly = createMiddleware<AppEnv>(async (c, next) => {
+  // The key is checked first (the read below is not scoped by it): one revoked meanwhile, still
+  // cached in this isolate, answers 401, whatever it is.
+  await ensureLive(c.var.db, c.var.auth);
   if (c.var.auth.credential !== "secret_key") {
     throw new ApiError(403, "permission_error", "secret_key_required", "Only the account's secret key (sk_test_… or sk_live_…) reads or changes the account: not a restricted key, nor an access token.");
   }
