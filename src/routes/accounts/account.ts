@@ -2,25 +2,24 @@
 // account is shared by both modes, so either mode's secret key reads and changes it; a restricted
 // key or an access token answers 403 secret_key_required.
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { eq } from "drizzle-orm";
-import type { Context } from "hono";
+import { and, eq, isNull, sql } from "drizzle-orm";
 import { createMiddleware } from "hono/factory";
 import { ensureLive } from "../../auth/credentials";
 import type { AppEnv } from "../../context";
-import { accounts } from "../../db/schema";
+import { accounts, apiKeys } from "../../db/schema";
+import { rowAnswer } from "../../middleware/stored-answers";
 import { ApiError, notFound } from "../../lib/errors";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
-import { commitAndRespond } from "../write-path";
+import { commitAndAnswerRow } from "../write-path";
 import { AccountSettingsSchema, UpdateAccountBody } from "./schema";
 
 const tags = ["Accounts"];
 const AUTH_NOTE = "Secret key only (sk_test_… or sk_live_…: the account is shared by both modes): a restricted key or an access token answers 403 secret_key_required.";
 
 const secretKeyOnly = createMiddleware<AppEnv>(async (c, next) => {
-  // The key is checked first (the read below is not scoped by it): one revoked meanwhile, still
-  // cached in this isolate, answers 401, whatever it is.
-  await ensureLive(c.var.db, c.var.auth);
+  // A refusal says something about the key: one revoked meanwhile (still cached here) gets its 401 first.
   if (c.var.auth.credential !== "secret_key") {
+    await ensureLive(c.var.db, c.var.auth);
     throw new ApiError(403, "permission_error", "secret_key_required", "Only the account's secret key (sk_test_… or sk_live_…) reads or changes the account: not a restricted key, nor an access token.");
   }
   return next();
@@ -58,23 +57,35 @@ const serialize = (row: AccountRow) => ({
   created_at: row.createdAt,
   event_retention_days: row.eventRetentionDays,
 });
-
-async function accountOf(c: Context<AppEnv>): Promise<AccountRow> {
-  const [row] = await c.var.db.select().from(accounts).where(eq(accounts.id, c.var.auth.accountId));
-  if (!row) throw notFound("account", c.var.auth.accountId);
-  return row;
-}
+/** PATCH's answer: the row as its batch commits it (stored so, without the move's bookkeeping). */
+const accountAnswer = rowAnswer("account", accounts, serialize, ["movedTo", "moveToken", "moveUntil", "apiVersion"]);
 
 export function registerAccount(app: OpenAPIHono<AppEnv>) {
   app.openapi(get, async function getAccount(c) {
-    return c.json(serialize(await accountOf(c)), 200);
+    const { db, auth } = c.var;
+    // One round trip: the read is the key's check too (its key live and unpaused, as every scoped read checks).
+    const [row] = await db
+      .select({ account: accounts })
+      .from(accounts)
+      .innerJoin(apiKeys, and(eq(apiKeys.id, auth.keyId), eq(apiKeys.accountId, accounts.id), isNull(apiKeys.revokedAt), isNull(apiKeys.pausedAt)))
+      .where(eq(accounts.id, auth.accountId));
+    if (!row) {
+      await ensureLive(db, auth);
+      throw notFound("account", auth.accountId);
+    }
+    return c.json(serialize(row.account), 200);
   });
 
   app.openapi(update, async function updateAccount(c) {
+    const { db, auth } = c.var;
     const body = c.req.valid("json");
-    const row = await accountOf(c);
-    const next = { ...row, eventRetentionDays: body.event_retention_days ?? row.eventRetentionDays };
-    const statements = body.event_retention_days === undefined ? [] : [c.var.db.update(accounts).set({ eventRetentionDays: next.eventRetentionDays }).where(eq(accounts.id, row.id))];
-    return commitAndRespond(c, { statements }, 200, serialize(next));
+    // One round trip: the batch (with the key's guard) returns the account as it commits.
+    const where = eq(accounts.id, auth.accountId);
+    return commitAndAnswerRow(
+      c,
+      { statements: [], returning: db.update(accounts).set({ eventRetentionDays: body.event_retention_days ?? sql`${accounts.eventRetentionDays}` }).where(where).returning() },
+      accountAnswer,
+      where,
+    );
   });
 }
