@@ -256,6 +256,19 @@ describe("the purge", () => {
     expect((await call(`/api/events/${target}`, { key: acct.key })).status).toBe(200);
   });
 
+  it("leaves an account alone while its move runs (the move proves its copy by the rows' hash)", async () => {
+    const t0 = Date.UTC(2025, 6, 1);
+    const acct = await signup();
+    await oldEvents(acct, 3, t0);
+    const now = t0 + 40 * DAY;
+    await env.DB.prepare("UPDATE accounts SET move_token = 'mv', move_until = ? WHERE id = ?").bind(now + 60_000, acct.id).run();
+    await purgeExpiredEvents(env, now, 100);
+    expect(await countEvents(acct.id)).toBe(3);
+    // A move whose claim ran out (it died) no longer holds the purge back.
+    await purgeExpiredEvents(env, now + 120_000, 100);
+    expect(await countEvents(acct.id)).toBe(1);
+  });
+
   it("the cron runs the purge on its shard, and a second run changes nothing", async () => {
     const t0 = Date.UTC(2025, 4, 1);
     const acct = await signup();
