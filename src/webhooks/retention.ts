@@ -20,13 +20,16 @@ import type { Bindings } from "../env";
 export const PURGE_PAGE = 200;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-/** SQL: event `e` of account `a` may go (each condition is read again inside the delete batch). */
+/**
+ * SQL: event `e` of account `a` may go (each condition is read again inside the delete batch). The
+ * pending check's `+p.status` keeps it on the event's index, not the index of every pending delivery.
+ */
 const purgeable = (now: number): SQL => sql`
   a.moved_to IS NULL AND (a.move_token IS NULL OR a.move_until <= ${now})
   AND e.created_at < strftime('%Y-%m-%dT%H:%M:%fZ', (${now} - a.event_retention_days * ${DAY_MS}) / 1000.0, 'unixepoch')
   AND e.feed_position < (SELECT MAX(m.feed_position) FROM events AS m WHERE m.account_id = e.account_id AND m.livemode = e.livemode)
   AND (e.object_id IS NULL OR e.sequence < (SELECT MAX(o.sequence) FROM events AS o WHERE o.object_id = e.object_id))
-  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries AS p WHERE p.event_id = e.id AND p.status = 'pending')`;
+  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries AS p WHERE p.event_id = e.id AND +p.status = 'pending')`;
 
 export interface PurgeResult {
   events: number;
@@ -37,11 +40,13 @@ export interface PurgeResult {
 /** Deletes one page of expired events on this shard; idempotent, and safe beside another run. */
 export async function purgeExpiredEvents(env: Bindings, now: number, pageSize = PURGE_PAGE): Promise<PurgeResult> {
   const db = createDb(env.DB);
-  const page = (await db.all<{ id: string }>(sql`SELECT e.id FROM accounts AS a JOIN events AS e ON e.account_id = a.id WHERE ${purgeable(now)} LIMIT ${pageSize}`)).map((r) => r.id);
+  // Each account here (CROSS JOIN keeps accounts the outer loop), then its events older than its
+  // cutoff by events_account_created: a run reads the rows it deletes, not the whole table.
+  const page = (await db.all<{ id: string }>(sql`SELECT e.id FROM accounts AS a CROSS JOIN events AS e ON e.account_id = a.id WHERE ${purgeable(now)} LIMIT ${pageSize}`)).map((r) => r.id);
   if (page.length === 0) return { events: 0, deliveries: 0, attempts: 0 };
   // The page, checked again in the batch (one transaction): an event a redelivery or a recovery
   // made pending since the read above, or that became its object's newest, stays.
-  const chosen = sql`SELECT e.id FROM accounts AS a JOIN events AS e ON e.account_id = a.id
+  const chosen = sql`SELECT e.id FROM events AS e JOIN accounts AS a ON a.id = e.account_id
     WHERE e.id IN (SELECT value FROM json_each(${JSON.stringify(page)})) AND ${purgeable(now)}`;
   const [attempts, deliveries, events] = (await runBatch(db, [
     rawStatement(db, sql`DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT d.id FROM webhook_deliveries AS d WHERE d.event_id IN (${chosen}))`),
