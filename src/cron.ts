@@ -9,6 +9,7 @@ import { sweepStalePayouts } from "./payments/settle-payout";
 import { sweepStaleRefunds } from "./payments/settle-refund";
 import { expireAuthorizations } from "./payments/intents";
 import { sweepDeliveries } from "./webhooks/sweeper";
+import { purgeExpiredEvents } from "./webhooks/retention";
 import { reencryptConnections } from "./processor/connections";
 
 type Task = (env: Bindings, scheduledTime: number, ctx: ExecutionContext) => Promise<void>;
@@ -26,6 +27,8 @@ const tasks: Record<string, Task> = {
   expireAuthorizations: async (env, scheduledTime) => void (await expireAuthorizations(env, scheduledTime)),
   // A PROCESSOR_ENCRYPTION_KEY rotation: connections sealed with an older key id are sealed again.
   reencryptProcessorSecrets: async (env, scheduledTime) => void (await reencryptConnections(env, scheduledTime)),
+  // Events, deliveries and attempts older than the account's event_retention_days, a page a run.
+  purgeEvents: async (env, scheduledTime) => void (await purgeExpiredEvents(env, scheduledTime)),
   sweepDeliveries: async (env) => {
     await sweepDeliveries(env);
   },

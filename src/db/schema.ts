@@ -25,6 +25,8 @@ export const accounts = sqliteTable("accounts", {
   /** The move in progress (src/accounts/move.ts): one at a time, each holding this until moveUntil (epoch ms). */
   moveToken: text("move_token"),
   moveUntil: integer("move_until"),
+  /** Days an event, its deliveries and their attempts are kept (src/webhooks/retention.ts): 1 to 365. */
+  eventRetentionDays: integer("event_retention_days").notNull().default(30),
 });
 
 export const apiKeys = sqliteTable(
@@ -160,6 +162,8 @@ export const events = sqliteTable(
     index("events_account_mode_feed").on(t.accountId, t.livemode, t.feedPosition),
     index("events_account_type_feed").on(t.accountId, t.livemode, t.type, t.feedPosition),
     uniqueIndex("events_object_sequence").on(t.objectId, t.sequence),
+    // The retention purge (src/webhooks/retention.ts) reads each account's events older than its cutoff.
+    index("events_account_created").on(t.accountId, t.createdAt),
   ],
 );
 

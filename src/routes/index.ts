@@ -2,6 +2,7 @@ import { type OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../context";
 import { registerCreateAccount } from "./accounts/post";
 import { registerMoveAccount } from "./accounts/move";
+import { registerAccount } from "./accounts/account";
 import { registerKeys } from "./keys";
 import { registerOauth } from "./oauth/token";
 import { registerRequestIds } from "./request-ids";
@@ -35,6 +36,7 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>) {
   app.openapi(health, (c) => c.json({ status: "ok" as const }, 200));
   registerCreateAccount(app);
   registerMoveAccount(app);
+  registerAccount(app);
   registerOauth(app);
   registerKeys(app);
   registerRequestIds(app);

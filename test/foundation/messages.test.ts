@@ -13,7 +13,7 @@ import { type Fixtures, createKey, seed } from "../support/fixtures";
 import { PROOF_CARD, cardFields, expectNoCardData } from "../support/cards";
 import { quiesce } from "../support/db";
 import { acceptAllOutbound } from "../support/receiver";
-import { type Operation, fixtureId, label, LIVE_SECRET_KEY_ONLY, operations, pathWith, validBody } from "../support/operations";
+import { type Operation, fixtureId, label, LIVE_SECRET_KEY_ONLY, SECRET_KEY_ONLY, operations, pathWith, validBody } from "../support/operations";
 import {
   type Document,
   bodySchema,
@@ -98,7 +98,7 @@ beforeAll(async () => {
   fx = await seed(acct);
   // The processor connection takes the live secret key only; every other operation a key with every scope.
   for (const op of OPS) {
-    if (!op.isPublic) keys.set(op.operationId, LIVE_SECRET_KEY_ONLY.has(op.operationId) ? acct.liveKey : (await createKey(acct, [...SCOPES], op.operationId)).secret);
+    if (!op.isPublic) keys.set(op.operationId, LIVE_SECRET_KEY_ONLY.has(op.operationId) ? acct.liveKey : SECRET_KEY_ONLY.has(op.operationId) ? acct.key : (await createKey(acct, [...SCOPES], op.operationId)).secret);
   }
   await quiesce();
 }, 60_000);

@@ -150,6 +150,7 @@ const ROUTES: Record<string, { table?: string; consumes?: keyof Fixtures | "conn
   createRequestId: { table: "request_ids" },
   createUser: { table: "users" },
   updateUser: {},
+  updateAccount: {},
   createPayout: { table: "payouts" },
   cancelPayout: { consumes: "payout" },
   createRefund: { table: "refunds" },

@@ -19,7 +19,7 @@ import { type Fixtures, createKey, payoutWithoutSettlement, seed } from "../supp
 import { expectNoCardData, PROOF_CARD, sentPans } from "../support/cards";
 import { changes, quiesce, snapshot } from "../support/db";
 import { acceptAllOutbound } from "../support/receiver";
-import { type Operation, fixtureId, label, LIVE_SECRET_KEY_ONLY, operations, pathWith, validBody } from "../support/operations";
+import { type Operation, fixtureId, label, LIVE_SECRET_KEY_ONLY, SECRET_KEY_ONLY, operations, pathWith, validBody } from "../support/operations";
 import { installFakeStripe } from "../support/live";
 import { expectNoPollution, prototypeNames } from "../support/checks";
 
@@ -42,7 +42,7 @@ beforeAll(async () => {
   acct = await signup("Fuzz");
   fx = await seed(acct);
   // The processor connection takes the account's live secret key only.
-  for (const op of OPS) keys.set(op.operationId, LIVE_SECRET_KEY_ONLY.has(op.operationId) ? acct.liveKey : (await createKey(acct, [...SCOPES], op.operationId)).secret);
+  for (const op of OPS) keys.set(op.operationId, LIVE_SECRET_KEY_ONLY.has(op.operationId) ? acct.liveKey : SECRET_KEY_ONLY.has(op.operationId) ? acct.key : (await createKey(acct, [...SCOPES], op.operationId)).secret);
   await quiesce();
 }, 30_000);
 

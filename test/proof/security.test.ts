@@ -22,7 +22,7 @@ import { changes, quiesce, snapshot } from "../support/db";
 import { failingQueue, runJobs } from "../support/queue";
 import { waitFor } from "../support/wait";
 import { installReceiver, RECEIVER_ORIGIN } from "../support/receiver";
-import { type Operation, fixtureId, label, LIVE_SECRET_KEY_ONLY, operations, pathWith, SCOPE_OF, scopesWithout, validBody } from "../support/operations";
+import { type Operation, fixtureId, label, LIVE_SECRET_KEY_ONLY, SECRET_KEY_ONLY, operations, pathWith, SCOPE_OF, scopesWithout, validBody } from "../support/operations";
 
 const receiver = installReceiver();
 let ops: Operation[];
@@ -47,8 +47,8 @@ afterAll(async () => {
 });
 
 const guarded = () => ops.filter((op) => !op.isPublic);
-/** The guarded operations a scope opens (the processor connection is the live secret key's alone). */
-const scopeGuarded = () => guarded().filter((op) => !LIVE_SECRET_KEY_ONLY.has(op.operationId));
+/** The guarded operations a scope opens (the processor connection is the live secret key's alone, the account a secret key's). */
+const scopeGuarded = () => guarded().filter((op) => !LIVE_SECRET_KEY_ONLY.has(op.operationId) && !SECRET_KEY_ONLY.has(op.operationId));
 
 /** Calls `op` on the fixtures `ids` with its valid body and the given headers. */
 function send(op: Operation, ids: Fixtures, headers: Record<string, string>, overrides: { body?: unknown; id?: string } = {}) {
@@ -77,6 +77,7 @@ describe("the operations", () => {
   it("the scope table names every operation that needs a credential, and nothing else", () => {
     expect(scopeGuarded().map((op) => op.operationId).sort()).toEqual(Object.keys(SCOPE_OF).sort());
     expect(guarded().filter((op) => LIVE_SECRET_KEY_ONLY.has(op.operationId)).map((op) => op.operationId).sort()).toEqual([...LIVE_SECRET_KEY_ONLY].sort());
+    expect(guarded().filter((op) => SECRET_KEY_ONLY.has(op.operationId)).map((op) => op.operationId).sort()).toEqual([...SECRET_KEY_ONLY].sort());
     for (const scope of Object.values(SCOPE_OF)) expect(SCOPES).toContain(scope);
   });
 
@@ -240,6 +241,29 @@ describe("the processor connection: the live secret key only", () => {
           expect(res.status, `${context}: ${res.text.slice(0, 200)}`).toBe(403);
           expectErrorShape(res, context);
           expect(res.body.error, context).toMatchObject({ type: "permission_error", code });
+        }
+      }
+    });
+  });
+});
+
+describe("the account: a secret key only", () => {
+  it("a restricted key or an access token of either mode, whatever its scopes, answers 403 secret_key_required, and nothing is written", async () => {
+    const acct = await signup("Account credentials");
+    const credentials: [string, string][] = [
+      ["test restricted key with every scope", (await createKey(acct, [...SCOPES], "all test")).secret],
+      ["test access token", await mintToken(acct.key)],
+      ["live restricted key with every scope", (await createKey({ id: acct.id, key: acct.liveKey }, [...SCOPES], "all live")).secret],
+      ["live access token", await mintToken(acct.liveKey)],
+    ];
+    await writesNothing("account", async () => {
+      for (const op of guarded().filter((o) => SECRET_KEY_ONLY.has(o.operationId))) {
+        for (const [name, credential] of credentials) {
+          const res = await send(op, fx, bearer(credential));
+          const context = `${label(op)} with a ${name}`;
+          expect(res.status, `${context}: ${res.text.slice(0, 200)}`).toBe(403);
+          expectErrorShape(res, context);
+          expect(res.body.error, context).toMatchObject({ type: "permission_error", code: "secret_key_required" });
         }
       }
     });

@@ -44,6 +44,13 @@ export const PROCESSOR_WEBHOOKS = new Set(["receiveStripeEvent"]);
 export const LIVE_SECRET_KEY_ONLY = new Set(["connectProcessor", "getProcessor", "disconnectProcessor"]);
 
 /**
+ * Operations only a secret key (either mode's) may call: the account itself (GET and PATCH
+ * /api/account). A restricted key or an access token answers 403 secret_key_required, whatever
+ * scopes it holds. They need no scope.
+ */
+export const SECRET_KEY_ONLY = new Set(["getAccount", "updateAccount"]);
+
+/**
  * The credential a sweep sends `op` with, for an account made by signup(): its test secret key,
  * or, for the processor connection, its live secret key (after connecting Stripe first when the
  * operation needs a connection to act on). Connecting reaches Stripe: install the fake Stripe
@@ -203,6 +210,7 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     createKey: () => ({ name: "proof key", scopes: ["users:read"] }),
     revokeKey: () => undefined,
     createRequestId: () => ({ purpose: "proof", metadata: { order: "A-1" } }),
+    updateAccount: () => ({ event_retention_days: 30 }),
     createUser: () => ({ name: "Grace Hopper", email: "grace@example.com" }),
     updateUser: () => ({ name: "Grace B. Hopper", email: "grace@example.com" }),
     createPaymentMethod: () => ({ processor_token: "pm_card_visa" }),

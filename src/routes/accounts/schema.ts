@@ -47,3 +47,22 @@ export const MoveResultSchema = z
     finished_only: z.boolean().optional().openapi({ description: "The account was already on the target: a move that had stopped after its switch was finished." }),
   })
   .openapi("AccountMove");
+
+const retentionDescription =
+  "Days an event, its deliveries and their attempts are kept (1 to 365, default 30). The cron deletes older ones, a page at a time, and their ids then answer 404; an event with a delivery still pending, the newest event of each mode and the newest event of each object are kept whatever their age.";
+
+/** The caller's account (GET and PATCH /api/account): never its keys. */
+export const AccountSettingsSchema = z
+  .object({
+    id: z.string().openapi({ example: "acct_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
+    object: z.literal("account"),
+    name: z.string(),
+    email: z.string(),
+    created_at: timestamp("When the account was created."),
+    event_retention_days: z.number().int().openapi({ description: retentionDescription, example: 30 }),
+  })
+  .openapi("AccountSettings");
+
+export const UpdateAccountBody = bodyObject({
+  event_retention_days: wholeNumber("event_retention_days", 1, 365).optional().openapi({ description: retentionDescription, example: 30 }),
+}).openapi("UpdateAccountRequest");
