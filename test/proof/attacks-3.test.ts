@@ -483,15 +483,25 @@ describe("money moves only under a claimed key", () => {
 
   it("every route file that reaches a money-moving call declares claimFirst", () => {
     const sources = import.meta.glob<string>("../../src/routes/**/*.ts", { query: "?raw", import: "default", eager: true });
-    const moving = /\b(chargeCard|chargeToken|sendPayout|chargePeriod|runTestClock|renewChunk)\s*\(|\bcharge\s*\(\s*\{|\.refund\s*\(/;
+    const moving = /\b(chargeCard|chargeToken|sendPayout|chargePeriod|chargePastDue|runTestClock|renewChunk)\s*\(|\bcharge\s*\(\s*\{|\.refund\s*\(/;
     const files = Object.entries(sources).filter(([, text]) => moving.test(text));
     expect(files.map(([file]) => file).sort()).toEqual([
       "../../src/routes/invoices/pay.ts",
+      "../../src/routes/subscriptions/changes.ts",
       "../../src/routes/subscriptions/create.ts",
       "../../src/routes/subscriptions/update.ts",
       "../../src/routes/test-clocks/index.ts",
     ]);
-    for (const [file, text] of files) expect(text, file).toMatch(/claimFirst:\s*true/);
+    // A route declares it; a helper module of routes (no route of its own) is called only by routes that do.
+    for (const [file, text] of files) {
+      if (/\b(apiRoute|createRoute)\(/.test(text)) expect(text, file).toMatch(/claimFirst:\s*true/);
+      else {
+        const name = file.split("/").pop()!.replace(/\.ts$/, "");
+        const callers = Object.entries(sources).filter(([other, source]) => other !== file && source.includes(`from "./${name}"`));
+        expect(callers.length, `${file} is called by a route`).toBeGreaterThan(0);
+        for (const [caller, source] of callers) expect(source, `${caller}, which calls ${file}`).toMatch(/claimFirst:\s*true/);
+      }
+    }
   });
 });
 

@@ -75,7 +75,9 @@ afterAll(async () => {
   receiver.restore();
 }, 40_000);
 
-const guarded = () => ops.filter((op) => !op.isPublic);
+/** The account itself (GET and PATCH /api/account) is one across both modes: proven on its own below. */
+const ACCOUNT_WIDE = new Set(["getAccount", "updateAccount"]);
+const guarded = () => ops.filter((op) => !op.isPublic && !ACCOUNT_WIDE.has(op.operationId));
 const isLive = (mode: Mode) => mode === "live";
 
 async function send(op: Operation, fx: Fixtures, credential: string, idempotencyKey?: string) {
@@ -549,5 +551,19 @@ describe("a first charge's processor reference", () => {
     // The form test-mode references had before modes existed: a retry of an older claim charges the same one.
     expect(referenceIn(false)).toBe(`acct_1:idempotency:order-1:${since}`);
     expect(referenceIn(true)).toBe(`acct_1:live:idempotency:order-1:${since}`);
+  });
+});
+
+describe("the account, one across both modes", () => {
+  it("a live secret key and a test one read the same account, and a change made with one is seen by the other", async () => {
+    expect(ops.filter((op) => ACCOUNT_WIDE.has(op.operationId)).map((op) => op.operationId).sort()).toEqual(["getAccount", "updateAccount"]);
+    const acct = await signup("Account-wide");
+    const [test, live] = await Promise.all([call("/api/account", { key: acct.key }), call("/api/account", { key: acct.liveKey })]);
+    expect(test.status, test.text).toBe(200);
+    expect(live.body).toEqual(test.body);
+    expect(test.body).not.toHaveProperty("livemode");
+    const changed = await call("/api/account", { key: acct.liveKey, method: "PATCH", body: { event_retention_days: 7 } });
+    expect(changed.status, changed.text).toBe(200);
+    expect((await call("/api/account", { key: acct.key })).body.event_retention_days).toBe(7);
   });
 });
