@@ -3,13 +3,18 @@ import { bodyObject, emailField, nameField, timestamp, wholeNumber } from "../sh
 
 export const SignupBody = bodyObject({ name: nameField, email: emailField }).openapi("SignupRequest");
 
+/** What every answer about an account says of it (sign-up's adds its keys, once). */
+const accountFields = {
+  id: z.string().openapi({ example: "acct_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
+  object: z.literal("account"),
+  name: z.string(),
+  email: z.string(),
+  created_at: timestamp("When the account was created."),
+};
+
 export const AccountSchema = z
   .object({
-    id: z.string().openapi({ example: "acct_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
-    object: z.literal("account"),
-    name: z.string(),
-    email: z.string(),
-    created_at: timestamp("When the account was created."),
+    ...accountFields,
     api_key: z.string().openapi({ description: "A test-mode secret key, sk_test_…: it sees and touches test-mode objects only. Shown once: store it now.", example: "sk_test_…" }),
     live_api_key: z.string().openapi({
       description: "A live-mode secret key, sk_live_…: it sees and touches live-mode objects only, and alone creates live restricted keys. Shown once: store it now.",
@@ -54,11 +59,7 @@ const retentionDescription =
 /** The caller's account (GET and PATCH /api/account): never its keys. */
 export const AccountSettingsSchema = z
   .object({
-    id: z.string().openapi({ example: "acct_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
-    object: z.literal("account"),
-    name: z.string(),
-    email: z.string(),
-    created_at: timestamp("When the account was created."),
+    ...accountFields,
     event_retention_days: z.number().int().openapi({ description: retentionDescription, example: 30 }),
   })
   .openapi("AccountSettings");
