@@ -116,19 +116,28 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
     return created.id;
   }
 
-  /** The card becomes a PaymentMethod (raw card data: needs Stripe's raw card data access). */
-  async function paymentMethodOf(card: CardDetails, keys: ReferenceKeys): Promise<string> {
-    const method = await request("POST /v1/payment_methods", () =>
-      stripe.paymentMethods.create(
-        {
-          type: "card",
-          card: { number: card.number, exp_month: card.expMonth, exp_year: card.expYear, cvc: card.cvv },
-          metadata: { tender_reference: keys.tag },
-        },
-        { idempotencyKey: keys.key("payment_method") },
-      ),
-    );
-    return method.id;
+  /**
+   * The card becomes a PaymentMethod (raw card data: needs Stripe's raw card data access), or the
+   * decline Stripe answered: an incorrect number, expiry or CVC is a card error on the
+   * PaymentMethod itself. Anything else Stripe refuses is thrown.
+   */
+  async function paymentMethodOf(card: CardDetails, keys: ReferenceKeys): Promise<{ method: string; declined?: undefined } | { declined: Outcome & { status: "failed" } }> {
+    try {
+      const method = await request("POST /v1/payment_methods", () =>
+        stripe.paymentMethods.create(
+          {
+            type: "card",
+            card: { number: card.number, exp_month: card.expMonth, exp_year: card.expYear, cvc: card.cvv },
+            metadata: { tender_reference: keys.tag },
+          },
+          { idempotencyKey: keys.key("payment_method") },
+        ),
+      );
+      return { method: method.id };
+    } catch (error) {
+      if (isCardError(error)) return { declined: declined(error) };
+      throw refusedOrRethrown("POST /v1/payment_methods", error);
+    }
   }
 
   async function findPaymentIntent(keys: ReferenceKeys): Promise<Stripe.PaymentIntent | null> {
@@ -243,14 +252,9 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
         }
       }
       const stripeCustomer = await customerOf(customer);
-      let method: string;
-      try {
-        method = await paymentMethodOf(card, keys);
-      } catch (error) {
-        // An incorrect number, expiry or CVC is a card error on the PaymentMethod itself.
-        if (isCardError(error)) return { token: null, outcome: declined(error) };
-        throw refusedOrRethrown("POST /v1/payment_methods", error);
-      }
+      const made = await paymentMethodOf(card, keys);
+      if (made.declined) return { token: null, outcome: made.declined };
+      const { method } = made;
       const { intent, outcome } = await confirmPayment(
         {
           amount,
@@ -312,13 +316,9 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
           return { token: tokenOf(earlier, outcome), outcome };
         }
       }
-      let method: string;
-      try {
-        method = await paymentMethodOf(card, keys);
-      } catch (error) {
-        if (isCardError(error)) return { token: null, outcome: declined(error) };
-        throw refusedOrRethrown("POST /v1/payment_methods", error);
-      }
+      const made = await paymentMethodOf(card, keys);
+      if (made.declined) return { token: null, outcome: made.declined };
+      const { method } = made;
       try {
         const intent = await request("POST /v1/setup_intents", () =>
           stripe.setupIntents.create(
@@ -436,12 +436,9 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
         ({ customer: stripeCustomer, paymentMethod: method } = parseCardToken(token));
       } else {
         stripeCustomer = await customerOf(customer);
-        try {
-          method = await paymentMethodOf(card, keys);
-        } catch (error) {
-          if (isCardError(error)) return declined(error);
-          throw refusedOrRethrown("POST /v1/payment_methods", error);
-        }
+        const made = await paymentMethodOf(card, keys);
+        if (made.declined) return made.declined;
+        method = made.method;
       }
       const { intent, outcome } = await confirmPayment(
         {
