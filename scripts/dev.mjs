@@ -48,9 +48,9 @@ child.on("exit", (code, signal) => {
   }
 });
 
-/** STRIPE_API_BASE from the shell (the fake Stripe of `npm run fake-stripe`), as a wrangler var. */
+/** STRIPE_API_BASE and STRIPE_JS_URL from the shell (the fake Stripe of `npm run fake-stripe`), as wrangler vars. */
 function stripeApiBase() {
-  return process.env.STRIPE_API_BASE ? ["--var", `STRIPE_API_BASE:${process.env.STRIPE_API_BASE}`] : [];
+  return ["STRIPE_API_BASE", "STRIPE_JS_URL"].flatMap((name) => (process.env[name] ? ["--var", `${name}:${process.env[name]}`] : []));
 }
 
 /** `wrangler d1 migrations apply` on every shard (DB_0, DB_1, …), its tables kept out of sight unless it fails. */

@@ -8,6 +8,7 @@ import { requestContext, REQUEST_ID_HEADER } from "./middleware/request";
 import { registerRoutes } from "./routes";
 import { validationHook } from "./routes/openapi";
 import { registerDashboard } from "./dashboard";
+import { registerHostedPages } from "./pages";
 import { DOCS_SCRIPT_PATH, docsPage } from "./routes/docs-page";
 import { docsScript } from "./routes/docs-script";
 import { favicon } from "./routes/favicon";
@@ -106,6 +107,8 @@ export function newApp() {
   app.get("/favicon.ico", favicon);
   // HTML pages for people (src/dashboard/), outside the OpenAPI document.
   registerDashboard(app);
+  // Pages for payers (src/pages/): the 3-D Secure challenge, checkout, the hosted invoice.
+  registerHostedPages(app);
   return app;
 }
 

@@ -1,0 +1,10 @@
+// The hosted pages' routes (src/pages/hosted.tsx has what they share). They sit outside the
+// OpenAPI document, like the dashboard: a payer's browser opens them, not a client. Each page
+// registers its routes here.
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { AppEnv } from "../context";
+import { HOSTED_STYLES_PATH, hostedStyles } from "./hosted";
+
+export function registerHostedPages(app: OpenAPIHono<AppEnv>) {
+  app.get(HOSTED_STYLES_PATH, hostedStyles);
+}
