@@ -53,6 +53,8 @@ export const NOTICES: Record<string, (id: string) => string> = {
   redelivered: (id) => `Event ${id} redelivered: a new attempt is on its way.`,
   payout_canceled: (id) => `Payout ${id} canceled.`,
   refund_created: (id) => `Refund ${id} initiated.`,
+  payment_captured: (id) => `Payment ${id} captured.`,
+  payment_canceled: (id) => `Payment ${id} canceled: what was authorized is released.`,
   subscription_canceled: (id) => `Subscription ${id} canceled.`,
   subscription_cancel_scheduled: (id) => `Subscription ${id} will cancel at the end of its period.`,
   plan_created: (id) => `Plan ${id} created.`,

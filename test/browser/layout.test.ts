@@ -156,6 +156,7 @@ describe.skipIf(!chromiumPath)("dashboard layout in Chromium", () => {
       ["clocked-user", `/dashboard/users/${seeded.clockedUser.id}`],
       ["subscription", `/dashboard/subscriptions/${seeded.subscriptions[0].id}`],
       ["payment", `/dashboard/payments/${seeded.payments[0].id}`],
+      ["authorized-payment", `/dashboard/payments/${seeded.authorized.id}`],
       ["payout", `/dashboard/payouts/${seeded.payouts[0].id}`],
     ]) {
       await measure(path);

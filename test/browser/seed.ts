@@ -19,6 +19,8 @@ export interface Seeded {
   subscriptions: { id: string; user_id: string; plan_id: string }[];
   payouts: { id: string; recipient_id: string | null }[];
   payments: { id: string }[];
+  /** A one-off payment authorized and not captured. */
+  authorized: { id: string };
   /** A user on the seeded test clock. */
   clockedUser: { id: string };
 }
@@ -65,6 +67,8 @@ export async function seedAccount(origin: string, receiver: Receiver, name = "La
   await ok(origin, `/subscriptions/${subscriptions[2].id}`, key, undefined, "DELETE");
   const payments = await ok(origin, `/payments?subscription_id=${subscriptions[0].id}`, key);
   await ok(origin, "/refunds", key, { payment_id: payments.data[0].id, amount: 12_345 });
+  // A one-off authorization waiting for its capture: its page carries the capture and cancel forms.
+  const authorized = await ok(origin, "/payments", key, { amount: 129_900, currency: "eur", user_id: users[0].id, capture_method: "manual", description: "Standing desk, oak, 180 × 80 cm, delivered to the third floor", ...CARD });
   const payouts = [
     await ok(origin, "/payout", key, { amount: 4200, currency: "usd", description: "Quarterly revenue share for the Northern European reseller network", recipient_id: users[0].id, ...CARD }),
     await ok(origin, "/payout", key, { amount: 1000, currency: "jpy", ...CARD }),
@@ -81,7 +85,7 @@ export async function seedAccount(origin: string, receiver: Receiver, name = "La
     const deliveries = await ok(origin, `/api/webhooks/${endpoint.id}/deliveries?status=delivered`, key);
     return deliveries.data.length > 0;
   });
-  return { key, liveKey: signup.live_api_key, live: await seedLive(origin, receiver, signup.live_api_key), endpointId: endpoint.id, eventId: test.event_id, users, plans, subscriptions, payouts, payments: payments.data, clockedUser };
+  return { key, liveKey: signup.live_api_key, live: await seedLive(origin, receiver, signup.live_api_key), endpointId: endpoint.id, eventId: test.event_id, users, plans, subscriptions, payouts, payments: payments.data, authorized, clockedUser };
 }
 
 /** Live mode has no processor here: users, plans, an endpoint with delivered events, a restricted key. */
