@@ -49,6 +49,8 @@ export default defineConfig(async () => {
         bindings: {
           TEST_MIGRATIONS: migrations,
           ENVIRONMENT: environment,
+          // The origin the tests call (test/support/http.ts BASE): hosted invoice URLs start with it.
+          PUBLIC_URL: "http://127.0.0.1:8787",
           ...(environment === "production" ? { ADMIN_TOKEN: "test-admin-token", CARD_FINGERPRINT_SECRET: "test-fingerprint-secret" } : {}),
         },
       },

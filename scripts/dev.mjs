@@ -23,7 +23,7 @@ await migrate();
 const child = spawn(
   process.execPath,
   // --test-scheduled only silences wrangler's warning that scheduled handlers are not run locally.
-  [wrangler, "dev", "--ip", "127.0.0.1", "--port", port, "--var", "ENVIRONMENT:development", ...stripeApiBase(), "--test-scheduled", ...devArgs],
+  [wrangler, "dev", "--ip", "127.0.0.1", "--port", port, "--var", "ENVIRONMENT:development", "--var", `PUBLIC_URL:${process.env.PUBLIC_URL || origin}`, ...stripeApiBase(), "--test-scheduled", ...devArgs],
   { cwd: root, stdio: "inherit" },
 );
 const cron = startCron(config.triggers?.crons ?? []);

@@ -3,7 +3,7 @@
 // The runtime's bindings bind each shard as DB_<n> (src/db/shards.ts); code works on one shard's
 // view of them, `Bindings`, where DB is that shard's database.
 type Shard = `DB_${number}`;
-export type RuntimeBindings = Omit<Env, "ENVIRONMENT" | "STRIPE_API_BASE" | "STRIPE_JS_URL" | "SIGNUP_SHARDS" | Extract<keyof Env, Shard>> & {
+export type RuntimeBindings = Omit<Env, "ENVIRONMENT" | "STRIPE_API_BASE" | "STRIPE_JS_URL" | "PUBLIC_URL" | "SIGNUP_SHARDS" | Extract<keyof Env, Shard>> & {
   ENVIRONMENT: string;
   /** The shards sign-up places accounts on, e.g. "0,1"; empty or absent: every shard. */
   SIGNUP_SHARDS?: string;
@@ -11,6 +11,11 @@ export type RuntimeBindings = Omit<Env, "ENVIRONMENT" | "STRIPE_API_BASE" | "STR
   STRIPE_API_BASE?: string;
   /** Another Stripe.js for live hosted pages; honoured only in development (src/pages/hosted.tsx stripeJsUrl). */
   STRIPE_JS_URL?: string;
+  /**
+   * The origin payers reach this Tender at (https://pay.example.com): hosted pages' URLs that an
+   * event or a background job writes (an invoice's hosted_invoice_url) start with it (src/pages/public-url.ts).
+   */
+  PUBLIC_URL?: string;
   /** Guards sign-up outside development. */
   ADMIN_TOKEN?: string;
   /** Keys the card fingerprint HMAC. Development falls back to a fixed value. */

@@ -38,6 +38,7 @@ import type { CouponValue } from "../domain/discounts";
 import { newId } from "../domain/ids";
 import { invoiceTotals, type InvoiceTotals } from "../domain/invoice-math";
 import { isoTime } from "../lib/clock";
+import { HOSTED_INVOICE_PATH, newPageSecret } from "../pages/links";
 import { planUnitAmountDecimal } from "./pricing";
 import { type EmittedEvent, emitEvent, eventDataSource } from "../webhooks/outbox";
 
@@ -178,6 +179,7 @@ export const INVOICE_JSON = sql`json_object(
     FROM invoice_lines AS l WHERE l.invoice_id = invoices.id ORDER BY l.position)),
   'subtotal', invoices.subtotal, 'discount', invoices.discount, 'total', invoices.total,
   'amount_paid', invoices.amount_paid, 'amount_due', invoices.amount_due, 'payment_id', invoices.payment_id,
+  'hosted_invoice_url', CASE WHEN invoices.status IN ('open', 'paid') THEN invoices.hosted_invoice_url END,
   'created_at', invoices.created_at, 'finalized_at', invoices.finalized_at, 'paid_at', invoices.paid_at)`;
 
 /** The invoice as JSON, as the API answers it. */
@@ -214,6 +216,8 @@ export interface InvoiceJson {
   amount_paid: number;
   amount_due: number;
   payment_id: string | null;
+  /** The payer's page of the invoice, while it is open or paid (null without PUBLIC_URL). */
+  hosted_invoice_url: string | null;
   created_at: string;
   finalized_at: string | null;
   paid_at: string | null;
@@ -229,9 +233,9 @@ type Stage = "draft" | "open" | "committed";
 function invoiceDataSql(id: SQL, stage: Stage): SQL {
   const staged =
     stage === "draft"
-      ? sql`json_set(${INVOICE_JSON}, '$.status', 'draft', '$.number', NULL, '$.finalized_at', NULL, '$.paid_at', NULL, '$.amount_paid', 0, '$.payment_id', NULL)`
+      ? sql`json_set(${INVOICE_JSON}, '$.status', 'draft', '$.number', NULL, '$.finalized_at', NULL, '$.paid_at', NULL, '$.amount_paid', 0, '$.payment_id', NULL, '$.hosted_invoice_url', NULL)`
       : stage === "open"
-        ? sql`json_set(${INVOICE_JSON}, '$.status', 'open', '$.paid_at', NULL, '$.amount_paid', 0, '$.payment_id', NULL)`
+        ? sql`json_set(${INVOICE_JSON}, '$.status', 'open', '$.paid_at', NULL, '$.amount_paid', 0, '$.payment_id', NULL, '$.hosted_invoice_url', invoices.hosted_invoice_url)`
         : INVOICE_JSON;
   return sql`(SELECT ${staged} FROM ${invoices} WHERE invoices.id = ${id})`;
 }
@@ -246,7 +250,7 @@ const INVOICE_SOURCES: Record<Stage, string> = {
 const invoiceEvent = (db: Db, tenant: Tenant, id: string, type: InvoiceEventType, stage: Stage, at: number) =>
   emitEvent(db, tenant, { type, source: INVOICE_SOURCES[stage], objectId: id }, at);
 
-type InvoiceEventType = "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.payment_failed" | "invoice.voided";
+type InvoiceEventType = "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.payment_failed" | "invoice.payment_action_required" | "invoice.voided";
 
 // ---------------------------------------------------------------------------------------------
 // Writes
@@ -268,6 +272,15 @@ export interface InvoiceTimes {
   realNow: number;
 }
 
+/** Where a new invoice's hosted page lives: PUBLIC_URL (src/pages/public-url.ts), or null when unset. */
+export interface InvoicePage {
+  pageBase: string | null;
+}
+
+/** The hosted page of invoice `id` under `pageBase`, with a new unguessable secret. */
+export const hostedInvoiceUrl = (pageBase: string | null, id: string): string | null =>
+  pageBase === null ? null : `${pageBase}${HOSTED_INVOICE_PATH}/${id}/${newPageSecret()}`;
+
 export interface InvoiceWrites {
   statements: Statement[];
   events: EmittedEvent[];
@@ -281,7 +294,7 @@ export interface InvoiceWrites {
  * one). Throws RangeError when the lines cannot make an invoice (another currency, beyond the
  * largest amount).
  */
-export function issueInvoice(db: Db, input: InvoiceInput, outcome: InvoiceOutcome, { at, realNow }: InvoiceTimes): InvoiceWrites {
+export function issueInvoice(db: Db, input: InvoiceInput, outcome: InvoiceOutcome, { at, realNow, pageBase }: InvoiceTimes & InvoicePage): InvoiceWrites {
   const totals = totalsOf(input);
   const now = isoTime(at);
   const updated = isoTime(realNow);
@@ -295,12 +308,12 @@ export function issueInvoice(db: Db, input: InvoiceInput, outcome: InvoiceOutcom
     db,
     sql`INSERT INTO ${invoices} (id, account_id, livemode, number_sequence, status, subscription_id, period_index, user_id, currency,
         period_start, period_end, subtotal, discount, total, amount_paid, amount_due, payment_id, created_at, finalized_at, paid_at, voided_at, updated_at,
-        ${sql.raw(ISSUED_PARTY_COLUMNS.join(", "))})
+        hosted_invoice_url, ${sql.raw(ISSUED_PARTY_COLUMNS.join(", "))})
       VALUES (${input.id}, ${tenant.accountId}, ${tenant.livemode ? 1 : 0}, ${finalized ? nextNumber(tenant) : sql`NULL`}, ${status},
         ${input.subscriptionId}, ${input.periodIndex}, ${input.userId}, ${totals.currency}, ${input.periodStart}, ${input.periodEnd},
         ${totals.subtotal}, ${totals.discount}, ${totals.total}, ${status === "paid" ? totals.amountDue : 0}, ${totals.amountDue}, ${paymentId},
         ${now}, ${finalized ? now : null}, ${status === "paid" ? now : null}, ${status === "void" ? now : null}, ${updated},
-        ${sql.join(ISSUED_PARTY_COLUMNS.map((column) => (finalized ? parties[column] : sql`NULL`)), sql.raw(", "))})`,
+        ${hostedInvoiceUrl(pageBase, input.id)}, ${sql.join(ISSUED_PARTY_COLUMNS.map((column) => (finalized ? parties[column] : sql`NULL`)), sql.raw(", "))})`,
   );
   const rows = input.lines.map((line, position) => ({
     id: newId("invoiceLine", realNow),
@@ -381,6 +394,13 @@ export const uncollectibleInvoicesOf = (db: Db, subscriptionId: string, at: numb
     db,
     sql`UPDATE ${invoices} SET status = 'uncollectible', updated_at = ${isoTime(at)} WHERE subscription_id = ${subscriptionId} AND status = 'open'`,
   );
+
+/**
+ * invoice.payment_action_required for an open invoice whose off-session charge the card's bank
+ * refused without its holder's authentication (3-D Secure): its payer can pay it on its hosted page.
+ */
+export const invoiceActionRequiredEvent = (db: Db, tenant: Tenant, invoiceId: string, at: number) =>
+  invoiceEvent(db, tenant, invoiceId, "invoice.payment_action_required", "committed", at);
 
 /** invoice.voided for an invoice the batch voids. */
 export const invoiceVoidedEvent = (db: Db, tenant: Tenant, invoiceId: string, at: number) => invoiceEvent(db, tenant, invoiceId, "invoice.voided", "committed", at);

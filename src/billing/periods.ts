@@ -34,7 +34,7 @@ import type { Processor } from "../processor/types";
 import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { nextRetryAt, periodStartMs } from "../domain/billing-calendar";
 import { type PlanRow, periodAmount } from "./pricing";
-import { type InvoiceOutcome, issueInvoice, settleInvoice, subscriptionLine, totalsOf, uncollectibleInvoicesOf, usageLine } from "./invoices";
+import { type InvoiceOutcome, invoiceActionRequiredEvent, issueInvoice, settleInvoice, subscriptionLine, totalsOf, uncollectibleInvoicesOf, usageLine } from "./invoices";
 import { type InvoiceItemRow, carriedCreditItem, carriedCreditLine, itemLine, pendingItemsOf } from "./prorations";
 import { type DiscountCoupon, discountAsCoupon, periodDiscount } from "./coupons";
 import { type PeriodUsage, isMetered, meteredPeriod, usageUnchanged } from "./usage";
@@ -464,6 +464,8 @@ export interface PeriodSettlement {
 
 export interface PeriodCharge {
   processor: Processor;
+  /** PUBLIC_URL, for the hosted page of the invoice a first attempt issues (src/pages/public-url.ts). */
+  pageBase: string | null;
   row: Pick<BillableRow, "sub" | "plan" | "user">;
   /**
    * The claimed attempt. It names the card charged: the subscription's vaulted card (a renewal or
@@ -631,7 +633,7 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
     statements.push(...settled.statements);
     events.push(...settled.events);
   } else {
-    const issued = issueInvoice(db, invoice!, invoiceOutcome, { at, realNow });
+    const issued = issueInvoice(db, invoice!, invoiceOutcome, { at, realNow, pageBase: args.pageBase });
     statements.push(...issued.statements);
     events.push(...issued.events);
     statements.push(...takeItems(db, sub, invoiceId, items, claim, invoice!, realNow));
@@ -656,6 +658,11 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
         ),
       );
     }
+  }
+  // An off-session charge the bank refused for want of the payer's authentication (3-D Secure):
+  // the invoice stays open, dunning goes on, and its payer can pay it on its hosted page.
+  if (result && !result.succeeded && result.declineCode === "authentication_required" && invoiceOutcome.kind === "failed" && invoiceOutcome.status === "open") {
+    events.push(invoiceActionRequiredEvent(db, sub, claim.invoiceId ?? invoiceId, realNow));
   }
   // The payment is recorded whatever happened to the subscription meanwhile: money moved.
   return { outcome, charge: result, subscriptionChanges, writes: { statements, events } };

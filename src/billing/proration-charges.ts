@@ -76,9 +76,11 @@ export function invoiceChangeNow(
     reference: string;
     at: number;
     realNow: number;
+    /** PUBLIC_URL, for the new invoice's hosted page. */
+    pageBase: string | null;
   },
 ): InvoicedChange {
-  const { sub, plan, newItems, pending, at, realNow } = input;
+  const { sub, plan, newItems, pending, at, realNow, pageBase } = input;
   const invoiceId = newId("invoice", realNow);
   const items = [...pending, ...newItems];
   const periodStart = isoTime(input.next.coversFrom);
@@ -97,7 +99,7 @@ export function invoiceChangeNow(
     lines: [...items.map(itemLine), ...(carried > 0 ? [carriedCreditLine(carried, periodStart, periodEnd)] : [])],
   };
   const due = totalsOf(invoice).amountDue;
-  const issued = issueInvoice(db, invoice, due > 0 ? { kind: "open" } : { kind: "paid", paymentId: null }, { at, realNow });
+  const issued = issueInvoice(db, invoice, due > 0 ? { kind: "open" } : { kind: "paid", paymentId: null }, { at, realNow, pageBase });
   const carry = carried > 0 ? carriedCreditItem(sub, carried, plan.currency, periodStart, periodEnd, at) : null;
   // Afterwards the subscription has no pending items, or the one credit carried on.
   const change: ProrationChange = {

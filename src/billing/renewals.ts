@@ -35,6 +35,7 @@ import { sendTrialNotice } from "./trials";
 import type { Processor } from "../processor/types";
 import { sendInBatches } from "../lib/queue";
 import { livesHere } from "../db/scope";
+import { publicUrl } from "../pages/public-url";
 
 /** Subscriptions per job message. */
 export const RENEWAL_CHUNK_SIZE = 50;
@@ -210,6 +211,7 @@ export async function chargeAndSettle(
       async ({ row, claim, at, processor, j }) => {
         const settlement = await chargePeriod(db, {
           processor,
+          pageBase: publicUrl(env),
           row,
           claim,
           at,

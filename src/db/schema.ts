@@ -591,6 +591,10 @@ export const invoices = sqliteTable(
     customerEmail: text("customer_email"),
     accountName: text("account_name"),
     accountEmail: text("account_email"),
+    // The hosted invoice page (src/pages/invoice.tsx): PUBLIC_URL, the invoice id and an unguessable
+    // secret, written when the invoice is made; null when no PUBLIC_URL was set. The API shows it
+    // while the invoice is open or paid.
+    hostedInvoiceUrl: text("hosted_invoice_url"),
     createdAt: createdAt(),
     finalizedAt: text("finalized_at"),
     paidAt: text("paid_at"),

@@ -3,8 +3,8 @@
 // the others:
 //
 // - No API key and no secret. A page is reached by an unguessable secret in its URL
-//   (`newPageSecret`, ~238 bits), stored with the object it opens and compared in constant time
-//   (`pageSecretMatches`); a wrong or missing one answers the same 404 as an unknown object.
+//   (`newPageSecret` in src/pages/links.ts, ~238 bits), stored with the object it opens and compared
+//   in constant time (`pageSecretMatches`); a wrong or missing one answers the same 404 as an unknown object.
 // - A Content-Security-Policy of this origin only (`hostedCsp`), plus Stripe.js and its frames on
 //   a live page, which runs Stripe.js with the connection's publishable key; no other site may
 //   frame a page (`frame-ancestors 'none'`, X-Frame-Options DENY); nothing is cached or sent as a
@@ -15,7 +15,7 @@
 // for Stripe.js that `npm run fake-stripe` serves, so a browser test can finish a live page.
 import type { Context } from "hono";
 import type { Child } from "hono/jsx";
-import { randomToken, timingSafeEqual } from "../lib/crypto";
+export { newPageSecret, pageSecretMatches } from "./links";
 
 export const HOSTED_STYLES_PATH = "/pay/assets/hosted.css";
 /** Stripe.js, as Stripe serves it (https://docs.stripe.com/js: always loaded from js.stripe.com). */
@@ -23,15 +23,6 @@ export const STRIPE_JS_URL = "https://js.stripe.com/v3/";
 /** Where Stripe.js opens its frames (the Payment Element, the 3-D Secure challenge). */
 const STRIPE_FRAME_ORIGINS = ["https://js.stripe.com", "https://hooks.stripe.com"];
 const STRIPE_CONNECT_ORIGINS = ["https://api.stripe.com"];
-
-/** A page's secret: 40 base62 characters. */
-export const newPageSecret = () => randomToken(40);
-
-/** Whether the secret in a URL is the object's; constant time, and false for anything missing. */
-export function pageSecretMatches(stored: string | null | undefined, given: string | null | undefined): boolean {
-  if (!stored || !given) return false;
-  return timingSafeEqual(stored, given);
-}
 
 /** The Stripe.js a live page loads: STRIPE_JS_URL in development when set, js.stripe.com otherwise. */
 export function stripeJsUrl(env: { ENVIRONMENT: string; STRIPE_JS_URL?: string }): string {

@@ -4,7 +4,9 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../context";
 import { HOSTED_STYLES_PATH, hostedStyles } from "./hosted";
+import { registerInvoicePage } from "./invoice";
 
 export function registerHostedPages(app: OpenAPIHono<AppEnv>) {
   app.get(HOSTED_STYLES_PATH, hostedStyles);
+  registerInvoicePage(app);
 }

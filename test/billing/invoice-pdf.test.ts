@@ -166,6 +166,7 @@ describe("the invoice PDF", () => {
       amount_paid: 0,
       amount_due: 4500,
       payment_id: null,
+      hosted_invoice_url: null,
       created_at: "2026-01-01T00:00:00.000Z",
       finalized_at: null,
       paid_at: null,

@@ -99,6 +99,7 @@ describe("a subscription's first charge is for an invoice", () => {
       amount_paid: 3998,
       amount_due: 3998,
       payment_id: payment.id,
+      hosted_invoice_url: expect.stringMatching(new RegExp(`^http://127\\.0\\.0\\.1:8787/pay/invoices/${invoice.id}/[0-9A-Za-z]{40}$`)),
       created_at: expect.any(String),
       finalized_at: invoice.created_at,
       paid_at: invoice.created_at,
@@ -276,7 +277,9 @@ describe("POST /invoices/{id}/void", () => {
     const { acct, clock, sub, open } = await pastDue();
     const voided = await call(`/invoices/${open.id}/void`, { key: acct.key, method: "POST", idempotencyKey: `void-${open.id}` });
     expect(voided.status, voided.text).toBe(200);
-    expect(voided.body).toEqual({ ...open, status: "void" });
+    // A void invoice has no hosted page any more (its page answers 410).
+    expect(voided.body).toEqual({ ...open, status: "void", hosted_invoice_url: null });
+    expect(open.hosted_invoice_url).toMatch(/\/pay\/invoices\//);
     expect(await getSubscription(acct, sub.id)).toMatchObject({ status: "active", current_period_start: open.period_start, next_billing_date: open.period_end });
     const replay = await call(`/invoices/${open.id}/void`, { key: acct.key, method: "POST", idempotencyKey: `void-${open.id}` });
     expect(replay.body).toEqual(voided.body);

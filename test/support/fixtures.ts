@@ -17,6 +17,7 @@ import { type Account, type CallResult, call, fetchWith } from "./http";
 import { droppingQueue, runJobs } from "./queue";
 import { RECEIVER_ORIGIN } from "./receiver";
 import { waitFor } from "./wait";
+import { publicUrl } from "../../src/pages/public-url";
 
 // ---------------------------------------------------------------------------------------------
 // Users
@@ -201,7 +202,7 @@ export async function chargeCard(acct: Account, customer: { id: string; email: s
       lines: [{ type: "subscription", description: "Charge", quantity: 1, unitAmountDecimal: String(amount), amount, proration: false, periodStart: now, periodEnd: now }],
     },
     result.succeeded ? { kind: "paid", paymentId: result.payment.id } : { kind: "failed", paymentId: result.payment.id, status: "void" },
-    { at, realNow: at },
+    { at, realNow: at, pageBase: publicUrl(env) },
   );
   await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { statements: [...result.statements, ...invoice.statements], events: [...result.events, ...invoice.events] });
   return result;

@@ -35,6 +35,8 @@ export function describeEvent(event: WebhookEvent): string {
     case "invoice.payment_failed":
     case "invoice.voided":
       return `${event.type}: ${event.data.number ?? "draft"} for ${event.data.total} ${event.data.currency} (${event.data.status})`;
+    case "invoice.payment_action_required":
+      return `invoice.payment_action_required: ${event.data.number} needs its payer at ${event.data.hosted_invoice_url}`;
     case "payment_method.attached":
     case "payment_method.detached":
       return `${event.type}: ${event.data.card.brand} ending ${event.data.card.last4} of ${event.data.user_id} (${event.data.id})`;

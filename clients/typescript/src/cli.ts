@@ -447,7 +447,7 @@ async function forwardEvent(forward: NonNullable<CliIo["forward"]>, url: URL, se
 // ---------------------------------------------------------------------------------------------
 // trigger
 
-export const TEST_CARDS = { success: "4242424242424242", declined: "4000000000000002", disputed: "4000000000000259" } as const;
+export const TEST_CARDS = { success: "4242424242424242", declined: "4000000000000002", disputed: "4000000000000259", authenticationRequired: "4000002760003184" } as const;
 
 export interface TriggerContext {
   tender: Tender;
@@ -661,6 +661,21 @@ export const TRIGGERS: Record<EventType, TriggerPlan> = {
   "invoice.finalized": { creates: "a user, a plan and a subscription (its first invoice, numbered)", run: paidInvoice },
   "invoice.paid": { creates: "a user, a plan and a subscription (its first invoice is paid by the first charge)", run: paidInvoice },
   "invoice.payment_failed": { creates: "a user, a plan and a subscription with a declined card (402)", run: refusedInvoice },
+  "invoice.payment_action_required": {
+    creates: "a test clock, a user on it and a subscription with a 7-day trial on a card that asks for 3-D Secure on every charge, then advances the clock past the trial (its off-session charge needs the payer)",
+    async run(ctx) {
+      const start = new Date(Math.floor(ctx.now / 1000) * 1000).toISOString();
+      const testClock = await ctx.tender.POST("/api/test-clocks", { body: { frozen_time: start, name: "tender trigger invoice.payment_action_required" } });
+      ctx.say(`Created test clock ${testClock.id} at ${start}`);
+      const { sub, ...objects } = await subscription(ctx, testClock.id, { trial_period_days: 7 }, TEST_CARDS.authenticationRequired);
+      const to = new Date(Date.parse(sub.trial_end ?? start) + 60_000).toISOString();
+      await ctx.tender.POST("/api/test-clocks/{id}/advance", { params: { path: { id: testClock.id } }, body: { frozen_time: to } });
+      ctx.say(`Advanced test clock ${testClock.id} to ${to} (past the trial's end on ${sub.trial_end})`);
+      const invoice = await firstInvoice(ctx, { subscription_id: objects.subscription });
+      ctx.say(`Invoice ${invoice} is open: its payer must authenticate the charge on its hosted page`);
+      return { objects: { test_clock: testClock.id, ...objects, invoice }, objectId: invoice };
+    },
+  },
   "invoice.voided": { creates: "a user, a plan and a subscription with a declined card (402: its invoice is voided)", run: refusedInvoice },
   "payment_method.attached": {
     creates: "a user and a saved card (Stripe's test PaymentMethod pm_card_visa)",

@@ -103,6 +103,7 @@ export const WEBHOOK_PAYLOADS = {
   "invoice.finalized": envelope("invoice.finalized", InvoiceSchema),
   "invoice.paid": envelope("invoice.paid", InvoiceSchema),
   "invoice.payment_failed": envelope("invoice.payment_failed", InvoiceSchema),
+  "invoice.payment_action_required": envelope("invoice.payment_action_required", InvoiceSchema),
   "invoice.voided": envelope("invoice.voided", InvoiceSchema),
   "payment_method.attached": envelope("payment_method.attached", PaymentMethodSchema),
   "payment_method.detached": envelope("payment_method.detached", PaymentMethodSchema),

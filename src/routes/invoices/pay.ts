@@ -20,6 +20,7 @@ import { assertKeyClaimedFirst, commit, holdMoney, outcomeTracked } from "../wri
 import { answerDecline, billingNow, chargeInProgress, changedMeanwhile, loadSubscription } from "../subscriptions/common";
 import { invoiceAnswerSql, invoiceId, notOpen, tags } from "./common";
 import { InvoiceSchema } from "./schema";
+import { publicUrl } from "../../pages/public-url";
 
 const pay = apiRoute({
   method: "post",
@@ -70,7 +71,7 @@ export function registerPayInvoice(app: OpenAPIHono<AppEnv>) {
     assertKeyClaimedFirst(c);
     try {
       const settlement = await outcomeTracked(c, () =>
-        chargePeriod(db, { processor, row: current, claim, at: billingNow(current.clock, realNow), realNow, manual: true }),
+        chargePeriod(db, { processor, pageBase: publicUrl(c.env), row: current, claim, at: billingNow(current.clock, realNow), realNow, manual: true }),
       );
       // Money moved: the settlement commits whatever became of the caller's key or claim meanwhile.
       const charged = chargeOf(settlement);

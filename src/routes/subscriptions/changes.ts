@@ -18,6 +18,7 @@ import { subscriptions } from "../../db/schema";
 import { eq } from "drizzle-orm";
 import { answerDecline, billingNow, changedMeanwhile, loadSubscription, type SubscriptionRow } from "./common";
 import { serializeSubscription, subscriptionAnswer } from "../../billing/subscription-answer";
+import { publicUrl } from "../../pages/public-url";
 
 /**
  * The plan `planId` names, as a change of subscription `subscriptionId` from plan `current` may
@@ -140,7 +141,7 @@ export async function chargePastDue(
   // unknown, so the Idempotency-Key stays claimed, and the claim is given back for the cron.
   assertKeyClaimedFirst(c);
   try {
-    const settlement = await outcomeTracked(c, () => chargePeriod(db, { processor, row: current, claim, at: billingNow(current.clock, realNow), realNow, changes }));
+    const settlement = await outcomeTracked(c, () => chargePeriod(db, { processor, pageBase: publicUrl(c.env), row: current, claim, at: billingNow(current.clock, realNow), realNow, changes }));
     // Money moved: the settlement commits whatever became of the caller's key or claim meanwhile.
     const charged = chargeOf(settlement);
     const options = { moneyMoved: { paymentId: charged.payment.id }, claimGuard: false, failures: { [PERIOD_ALREADY_SETTLED]: changedMeanwhile } };

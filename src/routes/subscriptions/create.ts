@@ -30,6 +30,7 @@ import { resolveTrialEnd, trialWillEndAt } from "../../domain/trials";
 import { idempotencyClaimLost } from "../../middleware/idempotency";
 import { answerDecline, billingNow, cardColumns, type SubscriptionRow, tags } from "./common";
 import { CreateSubscriptionBody, SubscriptionSchema, serializeSubscription } from "./schema";
+import { publicUrl } from "../../pages/public-url";
 
 const create = apiRoute({
   method: "post",
@@ -150,7 +151,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
             coupon: discountAsCoupon(discount, plan.currency),
           },
           outcome,
-          { at: start, realNow },
+          { at: start, realNow, pageBase: publicUrl(c.env) },
         );
       if (trialEnd !== null || metered || amount === 0) return createWithoutCharge();
       // A processor call that still threw after its retries may have moved money: the outcome is

@@ -25,6 +25,7 @@ import { commitWrites } from "../../webhooks/outbox";
 import { assertKeyClaimedFirst, commit, commitAndAnswerRow, holdMoney, outcomeTracked } from "../write-path";
 import { alreadyCanceled, answerDecline, chargeInProgress, changedMeanwhile, type loadSubscription, type SubscriptionRow, CHARGE_IN_FLIGHT, SUBSCRIPTION_CANCELED, SUBSCRIPTION_CHANGED, proratedAsRead } from "./common";
 import { serializeSubscription, subscriptionAnswer } from "./schema";
+import { publicUrl } from "../../pages/public-url";
 
 export async function changeAndInvoiceNow(
   c: Context<AppEnv>,
@@ -61,7 +62,7 @@ export async function changeAndInvoiceNow(
   const pending = await pendingItemsOf(db, sub.id);
   if (pending.length !== sub.pendingItems) throw changedMeanwhile();
   const change = { planId: input.changes.planId ?? sub.planId, quantity: input.changes.quantity ?? sub.quantity };
-  const invoiced = invoiceChangeNow(db, { sub, plan, newItems: proration.items, pending, next: proration.next, change, reference, at, realNow });
+  const invoiced = invoiceChangeNow(db, { sub, plan, newItems: proration.items, pending, next: proration.next, change, reference, at, realNow, pageBase: publicUrl(c.env) });
   const writes = {
     statements: [
       guard(db, SUBSCRIPTION_CANCELED, sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status != 'canceled')`),

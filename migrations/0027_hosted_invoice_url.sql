@@ -1,0 +1,1 @@
+ALTER TABLE `invoices` ADD `hosted_invoice_url` text;

@@ -1,0 +1,133 @@
+// The hosted invoice page (DESIGN.md "Hosted pages"): the payer of an open or paid invoice opens
+// its hosted_invoice_url, with no API key, and sees the invoice as it was issued (seller, buyer,
+// lines, totals, status) and downloads its PDF. The URL's secret was made with the invoice
+// (src/billing/invoices.ts hostedInvoiceUrl) and is compared in constant time; a wrong one answers
+// the same 404 as an unknown invoice. A draft, void or uncollectible invoice's page says so (410).
+//
+// The page finds the invoice on whichever shard holds it (the URL names no shard, so that an
+// account moved to another shard keeps its links): one read by id on each.
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import type { AppEnv } from "../context";
+import { sql } from "drizzle-orm";
+import { INVOICE_JSON, type InvoiceJson } from "../billing/invoices";
+import { renderInvoicePdf } from "../billing/invoice-pdf";
+import { createDb } from "../db/client";
+import { invoices } from "../db/schema";
+import { shardEnv, shardNumbers } from "../db/shards";
+import { hasPrefix } from "../domain/ids";
+import { formatMoney } from "../domain/money";
+import type { Bindings } from "../env";
+import { HostedLayout, hostedHeaders, messagePage } from "./hosted";
+import { HOSTED_INVOICE_PATH, pageSecretMatches } from "./links";
+
+const SECRET = /^[0-9A-Za-z]{40}$/;
+
+/** The invoice `id` whose page secret is `secret`, from the shard that holds it; null otherwise. */
+async function invoiceOf(env: Bindings, id: string, secret: string): Promise<InvoiceJson | null> {
+  if (!hasPrefix(id, "invoice") || !SECRET.test(secret)) return null;
+  for (const shard of shardNumbers(env)) {
+    const db = createDb(shardEnv(env, shard).DB);
+    const [row] = await db.all<{ invoice: string; url: string | null }>(
+      sql`SELECT ${INVOICE_JSON} AS invoice, hosted_invoice_url AS url FROM ${invoices} WHERE invoices.id = ${id} LIMIT 1`,
+    );
+    if (!row) continue;
+    const stored = row.url?.slice(row.url.lastIndexOf("/") + 1);
+    return pageSecretMatches(stored, secret) ? (JSON.parse(row.invoice) as InvoiceJson) : null;
+  }
+  return null;
+}
+
+const SHOWN = new Set(["open", "paid"]);
+const date = (iso: string | null) => (iso ? iso.slice(0, 10) : "—");
+
+/** The invoice, or the page that says why it cannot be shown. */
+async function load(c: Context<AppEnv>): Promise<InvoiceJson | Response> {
+  const invoice = await invoiceOf(c.env, c.req.param("id") ?? "", c.req.param("secret") ?? "");
+  if (!invoice) return messagePage(c, 404, "Invoice not found", "This link does not open an invoice. Check that it was copied whole, or ask the seller for a new one.");
+  if (!SHOWN.has(invoice.status)) {
+    const why = invoice.status === "void" ? "was voided by the seller: nothing is owed on it" : invoice.status === "uncollectible" ? "is no longer collected" : "is not issued yet";
+    return messagePage(c, 410, `Invoice ${invoice.number ?? ""}`.trim(), `This invoice ${why}.`, invoice.livemode);
+  }
+  return invoice;
+}
+
+function InvoiceView({ invoice, pdf }: { invoice: InvoiceJson; pdf: string }) {
+  const money = (minor: number) => formatMoney(minor, invoice.currency);
+  const paid = invoice.status === "paid";
+  return (
+    <HostedLayout title={`Invoice ${invoice.number} from ${invoice.account_name ?? "the seller"}`} livemode={invoice.livemode}>
+      <p class="muted">{invoice.account_name}</p>
+      <h1>Invoice {invoice.number}</h1>
+      <p class="amount" data-amount-due>
+        {paid ? `${money(invoice.amount_paid)} paid` : `${money(invoice.amount_due)} due`}
+      </p>
+      <p class="muted" data-status={invoice.status}>
+        {paid ? `Paid ${date(invoice.paid_at)}` : `Issued ${date(invoice.finalized_at)}`}
+        {invoice.customer_name || invoice.customer_email ? ` · To ${[invoice.customer_name, invoice.customer_email].filter(Boolean).join(", ")}` : ""}
+      </p>
+      <table>
+        <thead>
+          <tr>
+            <th>Description</th>
+            <th class="num">Amount</th>
+          </tr>
+        </thead>
+        <tbody>
+          {invoice.lines.map((line) => (
+            <tr>
+              <td>
+                {line.description}
+                <div class="muted">
+                  {date(line.period_start)} – {date(line.period_end)}
+                </div>
+              </td>
+              <td class="num">{money(line.amount)}</td>
+            </tr>
+          ))}
+          <tr>
+            <td>Subtotal</td>
+            <td class="num">{money(invoice.subtotal)}</td>
+          </tr>
+          {invoice.discount > 0 ? (
+            <tr>
+              <td>Discount</td>
+              <td class="num">−{money(invoice.discount)}</td>
+            </tr>
+          ) : null}
+          <tr>
+            <th>Total</th>
+            <th class="num">{money(invoice.total)}</th>
+          </tr>
+        </tbody>
+      </table>
+      <a class="button secondary" href={pdf} download={`${invoice.number}.pdf`}>
+        Download PDF
+      </a>
+      {paid ? null : (
+        <p class="muted">
+          {invoice.account_name ?? "The seller"} will charge the card on file again; questions about this invoice go to {invoice.account_email ?? "the seller"}.
+        </p>
+      )}
+    </HostedLayout>
+  );
+}
+
+export function registerInvoicePage(app: OpenAPIHono<AppEnv>) {
+  const path = `${HOSTED_INVOICE_PATH}/:id/:secret`;
+  app.get(path, async (c) => {
+    const invoice = await load(c);
+    if (invoice instanceof Response) return invoice;
+    return c.html(<InvoiceView invoice={invoice} pdf={`${HOSTED_INVOICE_PATH}/${invoice.id}/${c.req.param("secret")}/pdf`} />, 200, hostedHeaders(null));
+  });
+  app.get(`${path}/pdf`, async (c) => {
+    const invoice = await load(c);
+    if (invoice instanceof Response) return invoice;
+    const bytes = await renderInvoicePdf({ invoice });
+    return c.body(bytes as unknown as ArrayBuffer, 200, {
+      ...hostedHeaders(null),
+      "Content-Type": "application/pdf",
+      "Content-Disposition": `inline; filename="${invoice.number ?? invoice.id}.pdf"`,
+    });
+  });
+}
