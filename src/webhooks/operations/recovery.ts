@@ -61,8 +61,25 @@ async function finish(db: Db, recovery: Recovery, now: number): Promise<void> {
     .where(and(eq(webhookRecoveries.id, recovery.id), eq(webhookRecoveries.status, "running"), eq(webhookRecoveries.cursor, recovery.cursor)));
 }
 
+/**
+ * The feed positions the range's events lie between, read once per message through the events'
+ * (account, created_at) index: the pages then walk the feed index between them, rather than from
+ * the account's first event (a range far in the past) or on to its newest (a short range).
+ */
+export interface FeedSpan {
+  first: number;
+  last: number;
+}
+
+async function spanOf(db: Db, recovery: Recovery): Promise<FeedSpan | null> {
+  const [span] = await db.all<{ first: number | null; last: number | null }>(sql`
+    SELECT MIN(feed_position) AS first, MAX(feed_position) AS last FROM ${events}
+    WHERE account_id = ${recovery.accountId} AND created_at >= ${recovery.since} AND created_at < ${recovery.until} AND livemode = ${recovery.livemode ? 1 : 0}`);
+  return span?.first == null || span.last == null ? null : { first: span.first, last: span.last };
+}
+
 /** One page of a recovery: the next events after its cursor, their missed deliveries queued. */
-export async function recoverPage(env: Bindings, recoveryId: string, pageSize = RECOVERY_PAGE): Promise<PageResult> {
+export async function recoverPage(env: Bindings, recoveryId: string, pageSize = RECOVERY_PAGE, known?: { span: FeedSpan | null }): Promise<PageResult> {
   const db = createDb(env.DB);
   const [row] = await db
     .select({ recovery: webhookRecoveries, endpoint: webhookEndpoints })
@@ -79,12 +96,16 @@ export async function recoverPage(env: Bindings, recoveryId: string, pageSize = 
     await finish(db, recovery, now);
     return { more: false };
   }
-  const page = await db.all<{ id: string; feed_position: number }>(sql`
+  const span = known ? known.span : await spanOf(db, recovery);
+  const page = span
+    ? await db.all<{ id: string; feed_position: number }>(sql`
     SELECT ev.id, ev.feed_position FROM ${events} AS ev, ${webhookEndpoints} AS e
     WHERE e.id = ${endpoint.id} AND ev.account_id = ${recovery.accountId} AND ev.livemode = ${recovery.livemode ? 1 : 0}
-      AND ev.feed_position > ${recovery.cursor} AND ev.created_at >= ${recovery.since} AND ev.created_at < ${recovery.until}
+      AND ev.feed_position > ${Math.max(recovery.cursor, span.first - 1)} AND ev.feed_position <= ${span.last}
+      AND ev.created_at >= ${recovery.since} AND ev.created_at < ${recovery.until}
       AND ${takenBy(sql`ev`, sql`e`)}
-    ORDER BY ev.feed_position LIMIT ${pageSize}`);
+    ORDER BY ev.feed_position LIMIT ${pageSize}`)
+    : [];
   if (page.length === 0) {
     await finish(db, recovery, now);
     return { more: false };
@@ -152,8 +173,12 @@ const isActive = (endpoint: Endpoint) => endpoint.status === "active" && endpoin
  * from the cursor (nothing is sent twice); the cron resumes a recovery whose messages were all lost.
  */
 export async function runRecovery(env: Bindings, message: RecoveryJobMessage, pageSize = RECOVERY_PAGE): Promise<void> {
+  const db = createDb(env.DB);
+  const [recovery] = await db.select().from(webhookRecoveries).where(eq(webhookRecoveries.id, message.recoveryId)).limit(1);
+  if (!recovery || recovery.status !== "running") return;
+  const known = { span: await spanOf(db, recovery) };
   for (let pages = 0; pages < PAGES_PER_MESSAGE; pages++) {
-    const { more } = await recoverPage(env, message.recoveryId, pageSize);
+    const { more } = await recoverPage(env, message.recoveryId, pageSize, known);
     if (!more) return;
   }
   await env.JOB_QUEUE.send(recoveryMessage(message.recoveryId) satisfies RecoveryJobMessage);
