@@ -122,12 +122,16 @@ describe("a recovery sends what the endpoint missed, once", () => {
     await createUser(acct, { name: "Before Range" });
     await sleep(20);
     const since = iso(Date.now());
-    for (const name of ["In One", "In Two", "In Three", "In Ok"]) await createUser(acct, { name });
+    const users = [];
+    for (const name of ["In One", "In Two", "In Three", "In Ok"]) users.push(await createUser(acct, { name }));
+    // customer.updated: in the range, but not a type the endpoint takes.
+    const renamed = await call(`/api/users/${users[0].id}`, { key: acct.key, method: "PUT", body: { name: "In One Renamed", email: users[0].email } });
+    expect(renamed.status, renamed.text).toBe(200);
     await sleep(20);
     const until = iso(Date.now());
     await sleep(20);
     await createUser(acct, { name: "After Range" });
-    const [outBefore, in1, in2, in3, inOk, outAfter] = await eventIds(acct);
+    const [outBefore, in1, in2, in3, inOk, , outAfter] = await eventIds(acct);
     for (const id of [outBefore, in1, in2, in3, inOk, outAfter]) await triedOnce(id, endpoint);
     await gaveUp([outBefore, in1, in2, in3, outAfter].map((id) => deliveryOf(id, endpoint)));
     await env.DB.prepare("UPDATE webhook_deliveries SET status = 'delivered', next_attempt_at = NULL, delivered_at = ? WHERE id = ?").bind(iso(Date.now()), deliveryOf(inOk, endpoint)).run();
