@@ -61,16 +61,17 @@ async function finish(db: Db, recovery: Recovery, now: number): Promise<void> {
     .where(and(eq(webhookRecoveries.id, recovery.id), eq(webhookRecoveries.status, "running"), eq(webhookRecoveries.cursor, recovery.cursor)));
 }
 
-/**
- * The feed positions the range's events lie between, read once per message through the events'
- * (account, created_at) index: the pages then walk the feed index between them, rather than from
- * the account's first event (a range far in the past) or on to its newest (a short range).
- */
+/** The feed positions of a range's first and last event. */
 export interface FeedSpan {
   first: number;
   last: number;
 }
 
+/**
+ * The feed positions the range's events lie between, read once per message through the events'
+ * (account, created_at) index: the pages then walk the feed index between them, rather than from
+ * the account's first event (a range far in the past) or on to its newest (a short range).
+ */
 async function spanOf(db: Db, recovery: Recovery): Promise<FeedSpan | null> {
   const [span] = await db.all<{ first: number | null; last: number | null }>(sql`
     SELECT MIN(feed_position) AS first, MAX(feed_position) AS last FROM ${events}
