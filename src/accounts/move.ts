@@ -67,6 +67,7 @@ export const ACCOUNT_TABLES = [
   "webhook_endpoints",
   "webhook_deliveries",
   "delivery_attempts",
+  "webhook_recoveries",
   "payouts",
   "payments",
   "payment_methods",

@@ -51,6 +51,7 @@ export const NOTICES: Record<string, (id: string) => string> = {
   webhook_disabled: (id) => `Endpoint ${id} disabled.`,
   webhook_deleted: (id) => `Endpoint ${id} deleted.`,
   redelivered: (id) => `Event ${id} redelivered: a new attempt is on its way.`,
+  recovery_started: (id) => `Recovery ${id} started: the missed events are on their way.`,
   payout_canceled: (id) => `Payout ${id} canceled.`,
   refund_created: (id) => `Refund ${id} initiated.`,
   payment_captured: (id) => `Payment ${id} captured.`,
@@ -309,8 +310,8 @@ export function FormFields({ session }: { session: DashboardSession }) {
 
 export function StatusBadge({ status }: { status: string }) {
   const tone =
-    ["active", "delivered", "paid", "completed", "succeeded", "ready", "valid"].includes(status) ? "ok"
-    : ["pending", "past_due", "partially_refunded", "advancing", "incomplete"].includes(status) ? "warn"
+    ["active", "delivered", "paid", "completed", "succeeded", "ready", "valid", "done"].includes(status) ? "ok"
+    : ["pending", "past_due", "partially_refunded", "advancing", "incomplete", "running"].includes(status) ? "warn"
     : ["failed", "disabled", "canceled", "revoked", "deleted"].includes(status) ? "bad"
     : "";
   return <span class={`badge ${tone}`}>{status}</span>;

@@ -220,6 +220,36 @@ export const webhookDeliveries = sqliteTable(
   ],
 );
 
+// A recovery of an endpoint (POST /api/webhooks/{id}/recover, src/webhooks/operations/recovery.ts):
+// every event of the range [since, until) the endpoint takes with no 2xx to it is sent once more, by
+// a job that goes through the account's feed a page at a time. `cursor` is the feed position of the
+// last event it went through: each page's batch checks it and moves it on, so a duplicate message
+// sends nothing twice. Two running recoveries of an endpoint never overlap (the route's batch guard).
+export const webhookRecoveries = sqliteTable(
+  "webhook_recoveries",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    livemode: livemode(),
+    endpointId: text("endpoint_id").notNull(),
+    since: text("since").notNull(),
+    until: text("until").notNull(),
+    status: text("status", { enum: ["running", "done"] }).notNull(),
+    total: integer("total").notNull().default(0),
+    sent: integer("sent").notNull().default(0),
+    cursor: integer("cursor").notNull().default(0),
+    createdAt: createdAt(),
+    // Epoch ms of the job's last page: the cron resumes a running recovery left alone too long.
+    updatedAt: integer("updated_at").notNull(),
+    completedAt: text("completed_at"),
+  },
+  (t) => [
+    index("webhook_recoveries_endpoint").on(t.endpointId, t.status),
+    index("webhook_recoveries_account").on(t.accountId, t.livemode, t.id),
+    index("webhook_recoveries_running").on(t.status, t.updatedAt),
+  ],
+);
+
 export const deliveryAttempts = sqliteTable(
   "delivery_attempts",
   {

@@ -16,6 +16,7 @@ export const ID_PREFIXES = {
   webhookEndpoint: "whk",
   event: "evt",
   delivery: "dlv",
+  webhookRecovery: "rcv",
   attempt: "att",
   payment: "pay",
   paymentMethod: "pmt",

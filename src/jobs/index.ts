@@ -6,8 +6,9 @@ import { type BillingJobMessage, billingJobHandlers } from "../billing/jobs";
 import { type SettlePayoutJob, settlePayout } from "../payments/settle-payout";
 import { type SettleRefundJob, settleRefund } from "../payments/settle-refund";
 import { sendInBatches } from "../lib/queue";
+import { type RecoveryJobMessage, runRecovery } from "../webhooks/operations/recovery";
 
-export type JobMessage = { kind: "noop" } | SettlePayoutJob | SettleRefundJob | BillingJobMessage;
+export type JobMessage = { kind: "noop" } | SettlePayoutJob | SettleRefundJob | BillingJobMessage | RecoveryJobMessage;
 
 type Handler<K extends JobMessage["kind"]> = (message: Extract<JobMessage, { kind: K }>, env: Bindings, ctx: ExecutionContext) => Promise<void>;
 
@@ -16,6 +17,7 @@ const handlers: { [K in JobMessage["kind"]]: Handler<K> } = {
   ...billingJobHandlers,
   settlePayout: async (message, env) => void (await settlePayout(message, env)),
   settleRefund: async (message, env) => void (await settleRefund(message, env)),
+  "webhooks.recover": async (message, env) => runRecovery(env, message),
 };
 
 export async function handleJob(message: JobMessage, env: Bindings, ctx: ExecutionContext): Promise<void> {

@@ -165,6 +165,9 @@ const ROUTES: Record<string, { table?: string; consumes?: keyof Fixtures | "conn
   rotateWebhookSecret: {},
   testWebhook: {},
   redeliverEvent: {},
+  // A fresh endpoint each time: a recovery left running (its enqueue lost with the answer) would
+  // make the next one over the same range a 409.
+  recoverWebhook: { table: "webhook_recoveries", consumes: "webhook" },
   createPlan: { table: "plans" },
   updatePlan: {},
   createSubscription: { table: "subscriptions" },

@@ -243,6 +243,9 @@ export interface Fixtures {
  */
 export const PAYMENT_METHOD_OF = new Map<string, string>();
 
+/** The recovery of each seeded webhook endpoint (done): fills a path's {rcv_id} beside the endpoint's {id}. */
+export const RECOVERY_OF = new Map<string, string>();
+
 async function created(res: CallResult, status = 201) {
   expect(res.status, res.text).toBe(status);
   return res.body;
@@ -273,6 +276,13 @@ export async function openInvoice(acct: Account, userId: string, planId: string,
   return open.body.data[0].id as string;
 }
 
+/** A recovery of the endpoint, run to its end here (its message to the job queue dropped): done. */
+export async function seedRecovery(key: string, webhook: string): Promise<string> {
+  const recovery = (await created(await fetchWith({ JOB_QUEUE: droppingQueue() }, `/api/webhooks/${webhook}/recover`, { key, json: { since: new Date(Date.now() - 60_000).toISOString() } }), 202)).id;
+  await runJobs({ kind: "webhooks.recover", recoveryId: recovery });
+  return recovery;
+}
+
 export async function seed(acct: Account): Promise<Fixtures> {
   const user = await createUser(acct, { name: "Proof User", email: "proof.user@example.com" });
   const requestId = (await created(await call("/api/request-id", { key: acct.key, body: { purpose: "proof" } }))).id;
@@ -301,5 +311,6 @@ export async function seed(acct: Account): Promise<Fixtures> {
   ).id;
   const event = (await call("/api/events?limit=1", { key: acct.key })).body.data[0].id;
   const webhook = (await created(await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/proof`, events: ["payout.paid"] } }))).id;
+  RECOVERY_OF.set(webhook, await seedRecovery(acct.key, webhook));
   return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, metered, paymentMethod, authorization };
 }

@@ -8,7 +8,7 @@
 import { env } from "./env";
 import { expect } from "vitest";
 import { newId, type IdKind } from "../../src/domain/ids";
-import { type Fixtures, PAYMENT_METHOD_OF, createKey, createUser, seed } from "./fixtures";
+import { type Fixtures, PAYMENT_METHOD_OF, RECOVERY_OF, createKey, createUser, seed, seedRecovery } from "./fixtures";
 import { type Account, call } from "./http";
 import { RECEIVER_ORIGIN } from "./receiver";
 
@@ -85,6 +85,7 @@ export async function seedLive(account: Account, liveKey: string, test: Fixtures
   const metered = await copyAsLive("subscriptions", "subscription", test.metered, { user_id: user.id, plan_id: meteredPlan });
   const paymentMethod = await copyAsLive("payment_methods", "paymentMethod", test.paymentMethod, { user_id: user.id, attach_reference: `live-copy:${user.id}` });
   PAYMENT_METHOD_OF.set(user.id, paymentMethod);
+  RECOVERY_OF.set(webhook, await seedRecovery(liveKey, webhook));
   return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, metered, paymentMethod, authorization };
 }
 

@@ -4,7 +4,7 @@
 import { expect } from "vitest";
 import { SCOPES } from "../../src/auth/scopes";
 import { PROOF_CARD, cardFields, payoutBody } from "./cards";
-import { type Fixtures, PAYMENT_METHOD_OF } from "./fixtures";
+import { type Fixtures, PAYMENT_METHOD_OF, RECOVERY_OF } from "./fixtures";
 import { type Account, call } from "./http";
 import { connectStripe } from "./live";
 import { RECEIVER_ORIGIN } from "./receiver";
@@ -126,6 +126,9 @@ export const SCOPE_OF: Record<string, (typeof SCOPES)[number]> = {
   rotateWebhookSecret: "webhooks:write",
   listWebhookDeliveries: "webhooks:read",
   testWebhook: "webhooks:write",
+  recoverWebhook: "webhooks:write",
+  getWebhookRecovery: "webhooks:read",
+  listWebhookRecoveries: "webhooks:read",
   listEventTypes: "events:read",
   listEvents: "events:read",
   getEvent: "events:read",
@@ -198,9 +201,15 @@ export function fixtureId(op: Operation, fx: Fixtures): string {
   return fx[match[1]];
 }
 
-/** The path with its {id}, and a user's saved card (seeded) as its {pm_id}. */
+/** The path with its {id}, a user's saved card (seeded) as its {pm_id}, and an endpoint's recovery (seeded) as its {rcv_id}. */
 export const pathWith = (op: Operation, id: string) =>
-  op.path.replace("{id}", encodeURIComponent(id)).replace("{pm_id}", PAYMENT_METHOD_OF.get(id) ?? "pmt_01jd2x4k5m6n7p8q9r0s1t2v3w");
+  op.path
+    .replace("{id}", encodeURIComponent(id))
+    .replace("{pm_id}", PAYMENT_METHOD_OF.get(id) ?? "pmt_01jd2x4k5m6n7p8q9r0s1t2v3w")
+    .replace("{rcv_id}", RECOVERY_OF.get(id) ?? "rcv_01jd2x4k5m6n7p8q9r0s1t2v3w");
+
+/** A recovery's start: the same on every call (a retry with one Idempotency-Key sends the same body), inside the retention. */
+const RECOVER_SINCE = new Date(Date.now() - 60_000).toISOString();
 
 /** A body each mutating operation accepts (given the fixtures), so a refusal is about something else. */
 export function validBody(op: Operation, fx: Fixtures): unknown {
@@ -226,6 +235,7 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     deleteWebhook: () => undefined,
     rotateWebhookSecret: () => undefined,
     testWebhook: () => undefined,
+    recoverWebhook: () => ({ since: RECOVER_SINCE }),
     redeliverEvent: () => ({}),
     createPlan: () => ({ name: "Basic", price: 5, currency: "usd", interval: "month" }),
     updatePlan: () => ({ name: "Basic+" }),

@@ -1,4 +1,4 @@
-// The `tender` command: listen, trigger, events, deliveries, redeliver.
+// The `tender` command: listen, trigger, events, deliveries, redeliver, recover.
 //
 // Everything here runs on fetch alone, with its input and output passed in (`CliIo`), so the same
 // code runs under Node (bin/tender.mjs wires process.argv, env, stdout, stderr and Ctrl-C) and in
@@ -107,6 +107,19 @@ export const COMMANDS: Record<string, CommandSpec> = {
     summary: "Send an event again (where it was not delivered, or to one endpoint whatever its state)",
     usage: "tender redeliver <evt_…> [--endpoint <whk_…>] [--json]",
   },
+  recover: {
+    args: ["endpoint-id"],
+    flags: { since: "string", until: "string", wait: "boolean", interval: "number", json: "boolean" },
+    summary: "Send an endpoint every event of a time range it missed, once more",
+    usage: [
+      "tender recover <whk_…> --since <time> [--until <time>] [--wait] [--interval <ms>] [--json]",
+      "",
+      "Starts a recovery (POST /api/webhooks/{id}/recover): every event of [since, until) the endpoint",
+      "takes and has no 2xx for is sent again, oldest first, by a background job. Times are ISO 8601",
+      "with an offset (2026-11-27T09:00:00Z); --until defaults to now. Prints the recovery; with --wait,",
+      "polls it (every --interval ms, default 1000) until it is done and prints it again.",
+    ].join("\n"),
+  },
 };
 
 const GLOBAL_FLAGS: Record<string, FlagKind> = { help: "boolean", version: "boolean", "api-key": "string", "api-url": "string", list: "boolean" };
@@ -189,6 +202,7 @@ export function helpText(command?: string): string {
     "  tender events --type payout.paid --limit 5 --json",
     "  tender deliveries whk_… --status failed --all",
     "  tender redeliver evt_…",
+    "  tender recover whk_… --since 2026-11-27T09:00:00Z --wait",
     "",
     COMMON_HELP,
   ].join("\n");
@@ -262,6 +276,8 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
         return await listPages(tender, io, flags, "/api/webhooks/{id}/deliveries", { status: flags.status }, { id: parsed.args[0] }, formatDelivery);
       case "redeliver":
         return await redeliver(tender, parsed, io);
+      case "recover":
+        return await recover(tender, parsed, io);
     }
     return EXIT.usage;
   } catch (error) {
@@ -333,6 +349,29 @@ async function redeliver(tender: Tender, parsed: Parsed, io: CliIo): Promise<num
     io.stderr(`Redelivering ${id}: ${result.deliveries.length} ${result.deliveries.length === 1 ? "delivery" : "deliveries"} queued.`);
     if (result.deliveries.length === 0) io.stderr("Nothing to redeliver: pass --endpoint <whk_…> to send it to an endpoint anyway.");
   }
+  return EXIT.ok;
+}
+
+const formatRecovery: Format = (r) => [r.id, String(r.status).padEnd(7), `total=${r.total}`, `sent=${r.sent}`, `${r.since}..${r.until}`, r.endpoint_id].join("  ");
+
+async function recover(tender: Tender, parsed: Parsed, io: CliIo): Promise<number> {
+  const [endpointId] = parsed.args;
+  const since = parsed.flags.since as string | undefined;
+  if (since === undefined) throw new UsageError("'recover' needs --since <time> (ISO 8601, such as 2026-11-27T09:00:00Z)");
+  const until = parsed.flags.until as string | undefined;
+  const print = (row: Row) => io.stdout(parsed.flags.json ? JSON.stringify(row) : formatRecovery(row));
+  let recovery = await tender.recoverWebhook(endpointId, { since, ...(until === undefined ? {} : { until }) });
+  print(recovery);
+  if (!parsed.flags.wait) return EXIT.ok;
+  const interval = (parsed.flags.interval as number | undefined) ?? 1000;
+  const sleep = io.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  while (recovery.status !== "done") {
+    if (io.signal?.aborted) return EXIT.ok;
+    await sleep(interval);
+    recovery = await tender.getWebhookRecovery(endpointId, recovery.id);
+    if (!parsed.flags.json) io.stderr(`  ${recovery.status}: ${recovery.sent} of ${recovery.total} looked at sent again`);
+  }
+  print(recovery);
   return EXIT.ok;
 }
 

@@ -277,6 +277,30 @@ export class Tender {
   }
 
   /**
+   * Sends a webhook endpoint, once more, every event of [since, until) it takes and has no 2xx for
+   * (POST /api/webhooks/{id}/recover): a background job, oldest first. `until` defaults to now.
+   * Answers the recovery, `status: "running"`; poll getWebhookRecovery until it is `done`.
+   */
+  recoverWebhook(
+    endpointId: string,
+    range: { since: string | Date; until?: string | Date },
+    options?: WriteOptions,
+  ): Promise<components["schemas"]["WebhookRecovery"]> {
+    const iso = (at: string | Date) => (at instanceof Date ? at.toISOString() : at);
+    const body = { since: iso(range.since), ...(range.until === undefined ? {} : { until: iso(range.until) }) };
+    return this.POST("/api/webhooks/{id}/recover", {
+      params: { path: { id: endpointId } },
+      body,
+      ...(options?.idempotencyKey ? { headers: { "idempotency-key": options.idempotencyKey } } : {}),
+    });
+  }
+
+  /** A recovery of the endpoint, with its status and counts (`total` events looked at, `sent` again). */
+  getWebhookRecovery(endpointId: string, id: string): Promise<components["schemas"]["WebhookRecovery"]> {
+    return this.GET("/api/webhooks/{id}/recoveries/{rcv_id}", { params: { path: { id: endpointId, rcv_id: id } } });
+  }
+
+  /**
    * The freshest Tender-Consistency bookmark seen; reads send it back, so this client reads its
    * own writes even from a replica. Set it to carry freshness over from another client.
    */

@@ -292,12 +292,14 @@ async function endpointPage(c: Context<DashEnv>) {
   if (query.status && !["pending", "delivered", "failed"].includes(query.status)) {
     return refuse(c, 400, "status must be pending, delivered or failed.", base, "parameter_invalid", "status");
   }
-  const [endpoint, deliveries] = await Promise.all([
+  const [endpoint, deliveries, recoveries] = await Promise.all([
     c.var.api<Endpoint>(`/api/webhooks/${encodeURIComponent(id)}`),
     c.var.api<Page<Delivery>>(`/api/webhooks/${encodeURIComponent(id)}/deliveries`, { query: apiQuery(query) }),
+    c.var.api<Page<Recovery>>(`/api/webhooks/${encodeURIComponent(id)}/recoveries`, { query: { limit: RECOVERIES_SHOWN } }),
   ]);
   if (!endpoint.ok) return apiErrorPage(c, endpoint, "read this endpoint", BACK);
   if (!deliveries.ok) return apiErrorPage(c, deliveries, "read this endpoint's deliveries", BACK);
+  if (!recoveries.ok) return apiErrorPage(c, recoveries, "read this endpoint's recoveries", BACK);
   const e = endpoint.body;
   // Each delivery's event type, read for the whole page at once (the delivery answers only its id).
   const types = (await namesFor(c.var.db, session.auth, { events: deliveries.body.data.map((d) => d.event_id) })).eventTypes;
@@ -374,6 +376,7 @@ async function endpointPage(c: Context<DashEnv>) {
             <p class="muted">This key cannot change endpoints (it needs webhooks:write).</p>
           )}
         </section>
+        <RecoveryPanel base={base} endpoint={e} recoveries={recoveries.body.data} write={write} session={session} />
         <section class="panel">
           <div class="row">
             <h2>Deliveries</h2>
@@ -458,6 +461,85 @@ async function endpointPage(c: Context<DashEnv>) {
   });
 }
 
+interface Recovery {
+  id: string;
+  since: string;
+  until: string;
+  status: string;
+  total: number;
+  sent: number;
+  created_at: string;
+  completed_at: string | null;
+}
+
+const RECOVERIES_SHOWN = 5;
+
+/** A time from a datetime-local field, read as UTC (the form says so); full ISO 8601 text passes as typed. */
+const utcInstant = (value: string) => (/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$/.test(value) ? `${value.length === 16 ? `${value}:00` : value}Z` : value);
+
+/** The endpoint's recoveries (POST /api/webhooks/{id}/recover): a form for a range, and the latest ones. */
+function RecoveryPanel({ base, endpoint, recoveries, write, session }: { base: string; endpoint: Endpoint; recoveries: Recovery[]; write: boolean; session: Parameters<typeof FormFields>[0]["session"] }) {
+  const dayAgo = new Date(clock.now() - 24 * 60 * 60 * 1000).toISOString().slice(0, 16);
+  return (
+    <section class="panel" data-recoveries>
+      <h2>Recover missed events</h2>
+      <p class="muted">Sends this endpoint, once more, every event of the range it takes and has no 2xx for, oldest first. Times are UTC; until is now when left empty.</p>
+      {write ? (
+        endpoint.status === "active" ? (
+          <form method="post" action={`${base}/recover`} class="inline">
+            <FormFields session={session} />
+            <label>
+              Since (UTC) <input type="datetime-local" name="since" step="1" value={dayAgo} required />
+            </label>{" "}
+            <label>
+              Until (UTC) <input type="datetime-local" name="until" step="1" />
+            </label>{" "}
+            <button type="submit">Recover</button>
+          </form>
+        ) : (
+          <p class="muted">Enable the endpoint to recover what it missed.</p>
+        )
+      ) : null}
+      {recoveries.length === 0 ? null : (
+        <TableWrap>
+          <table>
+            <thead>
+              <tr>
+                <th>Recovery</th>
+                <th>Range</th>
+                <th>Status</th>
+                <th class="num">Events</th>
+                <th class="num">Sent</th>
+                <th>Started</th>
+              </tr>
+            </thead>
+            <tbody>
+              {recoveries.map((r) => (
+                <tr data-recovery={r.id} data-status={r.status}>
+                  <td>
+                    <Id id={r.id} />
+                  </td>
+                  <td>
+                    <Time iso={r.since} /> – <Time iso={r.until} />
+                  </td>
+                  <td>
+                    <StatusBadge status={r.status} />
+                  </td>
+                  <td class="num">{r.total}</td>
+                  <td class="num">{r.sent}</td>
+                  <td>
+                    <Time iso={r.created_at} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </TableWrap>
+      )}
+    </section>
+  );
+}
+
 export function registerWebhookPages(dash: Hono<DashEnv>) {
   dash.get("/webhooks", (c) => listPage(c));
   dash.post("/webhooks", createEndpoint);
@@ -500,6 +582,20 @@ export function registerWebhookPages(dash: Hono<DashEnv>) {
       back: `${BACK}/${id}`,
       send: (key) => c.var.api(`/api/webhooks/${encodeURIComponent(id)}`, { method: "DELETE", idempotencyKey: key }),
       done: (deleted) => redirectWithNotice(c, BACK, "webhook_deleted", deleted.id),
+    });
+  });
+  dash.post("/webhooks/:id/recover", (c) => {
+    const id = c.req.param("id");
+    const back = `${BACK}/${id}`;
+    const since = field(c, "since");
+    const until = field(c, "until");
+    if (!since) return refuse(c, 400, "Since when? Give the start of the range.", back, "parameter_missing", "since");
+    return act<Recovery>(c, {
+      what: "recover this endpoint's missed events",
+      back,
+      send: (key) =>
+        c.var.api(`/api/webhooks/${encodeURIComponent(id)}/recover`, { body: { since: utcInstant(since), ...(until ? { until: utcInstant(until) } : {}) }, idempotencyKey: key }),
+      done: (recovery) => redirectWithNotice(c, back, "recovery_started", recovery.id),
     });
   });
   dash.post("/webhooks/:id/redeliver", (c) => {

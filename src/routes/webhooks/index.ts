@@ -5,6 +5,7 @@ import type { AppEnv } from "../../context";
 import { registerCreateWebhook } from "./create";
 import { registerDeleteWebhook } from "./delete";
 import { registerReadWebhooks } from "./read";
+import { registerRecoverWebhook } from "./recover";
 import { registerRotateWebhookSecret } from "./rotate";
 import { registerTestWebhook } from "./send-test";
 import { registerUpdateWebhook } from "./update";
@@ -16,4 +17,5 @@ export function registerWebhooks(app: OpenAPIHono<AppEnv>) {
   registerDeleteWebhook(app);
   registerRotateWebhookSecret(app);
   registerTestWebhook(app);
+  registerRecoverWebhook(app);
 }
