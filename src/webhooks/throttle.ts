@@ -1,0 +1,87 @@
+// An endpoint's delivery budget, kept in its Durable Object's SQLite (the WebhookRetryScheduler in
+// src/webhooks/scheduler.ts calls it, one call at a time, so every isolate and queue consumer
+// shares it). A permit is a slot for one attempt of one delivery (key: delivery id / attempt
+// number): asking again with the same key answers the same slot, so a duplicated message never
+// takes a second one. Slots follow src/domain/webhook-throttle.ts. A permit whose slot has passed
+// is kept a while after it was used, as the record the next slots are measured against, and an
+// unused one PERMIT_KEPT_MS after its slot (its message may come late).
+import { NOT_SLOWED, type SlowdownState, SLOT_WINDOW_MS, effectiveRate, nextSlot, slowDown } from "../domain/webhook-throttle";
+
+/** How long after its slot an unused permit is honoured (a late queue message still goes out). */
+export const PERMIT_KEPT_MS = 10 * 60_000;
+
+export interface Permit {
+  /** True: send now. False: the delivery was scheduled for `at`, when its slot comes. */
+  go: boolean;
+  /** The permit's slot (epoch ms). */
+  at: number;
+  /** When this attempt first asked for a slot: the time it fell due. */
+  askedAt: number;
+}
+
+export class Throttle {
+  constructor(private readonly sql: SqlStorage) {
+    sql.exec(
+      "CREATE TABLE IF NOT EXISTS throttle_permits (key TEXT PRIMARY KEY, at INTEGER NOT NULL, asked_at INTEGER NOT NULL, used INTEGER NOT NULL DEFAULT 0)",
+    );
+    sql.exec("CREATE INDEX IF NOT EXISTS throttle_permits_at ON throttle_permits (at)");
+    sql.exec(
+      "CREATE TABLE IF NOT EXISTS throttle_state (id INTEGER PRIMARY KEY CHECK (id = 1), paused_until INTEGER NOT NULL, halvings INTEGER NOT NULL, slowed_until INTEGER NOT NULL)",
+    );
+  }
+
+  state(): SlowdownState {
+    const row = this.sql
+      .exec<{ paused_until: number; halvings: number; slowed_until: number }>("SELECT paused_until, halvings, slowed_until FROM throttle_state WHERE id = 1")
+      .toArray()[0];
+    return row ? { pausedUntil: row.paused_until, halvings: row.halvings, slowedUntil: row.slowed_until } : NOT_SLOWED;
+  }
+
+  /** A slot for `key` at `rateLimit` per second (null: none set, only an overload slows it). */
+  acquire(key: string, rateLimit: number | null, now: number): Permit {
+    this.prune(now);
+    const state = this.state();
+    const held = this.sql.exec<{ at: number; asked_at: number; used: number }>("SELECT at, asked_at, used FROM throttle_permits WHERE key = ?", key).toArray()[0];
+    if (held && held.at > now) return { go: false, at: held.at, askedAt: held.asked_at };
+    if (held && (held.used === 1 || now >= state.pausedUntil)) {
+      this.sql.exec("UPDATE throttle_permits SET used = 1 WHERE key = ?", key);
+      return { go: true, at: held.at, askedAt: held.asked_at };
+    }
+    // No permit yet, or its slot came while a Retry-After pauses the endpoint: a (new) slot,
+    // behind those already given. Asking again keeps the time the attempt first asked.
+    const askedAt = held?.asked_at ?? now;
+    if (held) this.sql.exec("DELETE FROM throttle_permits WHERE key = ?", key);
+    const rate = effectiveRate(rateLimit, state, now);
+    const latest = this.sql.exec<{ at: number | null }>("SELECT MAX(at) AS at FROM throttle_permits").one().at ?? null;
+    const rateth = this.sql.exec<{ at: number }>("SELECT at FROM throttle_permits ORDER BY at DESC LIMIT 1 OFFSET ?", rate - 1).toArray()[0]?.at ?? null;
+    const at = nextSlot({ now, pausedUntil: state.pausedUntil, latest, rateth });
+    const go = at <= now;
+    this.sql.exec("INSERT INTO throttle_permits (key, at, asked_at, used) VALUES (?, ?, ?, ?)", key, at, askedAt, go ? 1 : 0);
+    return { go, at, askedAt };
+  }
+
+  /** A receiver's overload answer (429, 502, 503, 504) at `now`, with its Retry-After if any. */
+  slowDown(now: number, retryAfterMs: number | null): SlowdownState {
+    const next = slowDown(this.state(), now, retryAfterMs);
+    this.sql.exec(
+      "INSERT INTO throttle_state (id, paused_until, halvings, slowed_until) VALUES (1, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET paused_until = excluded.paused_until, halvings = excluded.halvings, slowed_until = excluded.slowed_until",
+      next.pausedUntil,
+      next.halvings,
+      next.slowedUntil,
+    );
+    return next;
+  }
+
+  /** The slots given, oldest first (for tests and the operations page). */
+  permits(): { key: string; at: number; used: boolean }[] {
+    return this.sql
+      .exec<{ key: string; at: number; used: number }>("SELECT key, at, used FROM throttle_permits ORDER BY at, key")
+      .toArray()
+      .map((p) => ({ key: p.key, at: p.at, used: p.used === 1 }));
+  }
+
+  private prune(now: number): void {
+    // A used slot a second old no longer counts against any later one.
+    this.sql.exec("DELETE FROM throttle_permits WHERE (used = 1 AND at <= ?) OR at <= ?", now - SLOT_WINDOW_MS, now - PERMIT_KEPT_MS);
+  }
+}
