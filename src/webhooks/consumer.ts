@@ -140,7 +140,14 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   let dueAt = now;
   if (endpoint.rateLimit !== null || (endpoint.slowedUntil !== null && endpoint.slowedUntil > now)) {
     const permit = await schedulerFor(env, endpoint.id).acquire(deliveryId, delivery.attemptCount + 1, endpoint.rateLimit, env.SHARD);
-    if (!permit.go) return "throttled";
+    if (!permit.go) {
+      // Shown as next_attempt_at, and the sweeper leaves it alone until then (not a minute later).
+      await db
+        .update(webhookDeliveries)
+        .set({ nextAttemptAt: permit.at, updatedAt: now })
+        .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending"), eq(webhookDeliveries.attemptCount, delivery.attemptCount)));
+      return "throttled";
+    }
     dueAt = Math.min(now, permit.askedAt);
   }
 

@@ -11,6 +11,7 @@ import { DELIVERY_WINDOW_MS } from "../../src/domain/webhook-retry-schedule";
 import { UNLIMITED_BASE_RATE } from "../../src/domain/webhook-throttle";
 import { useClock } from "../../src/lib/clock";
 import { processDelivery } from "../../src/webhooks/consumer";
+import { sweepDeliveries } from "../../src/webhooks/sweeper";
 import { type WebhookRetryScheduler, schedulerFor } from "../../src/webhooks/scheduler";
 import { env } from "../support/env";
 import { type Account, call, expectError, signup } from "../support/http";
@@ -177,13 +178,20 @@ describe("the budget", () => {
     await waitFor(async () => expect(await runInDurableObject(stub, (o: WebhookRetryScheduler) => o.pending().length)).toBe(2), 8000, 25);
     const waiting = (await deliveriesOf(hook.id)).filter((d) => d.status !== "delivered");
     for (const d of waiting) {
-      expect(d).toMatchObject({ status: "pending", attempt_count: 0, first_attempt_at: null, next_attempt_at: null, last_status_code: null });
+      expect(d).toMatchObject({ status: "pending", attempt_count: 0, first_attempt_at: null, last_status_code: null });
       expect(await attemptsOf(d.id)).toBe(0);
-      expect(await processDelivery(env, d.id)).toBe("throttled");
+      expect(await processDelivery(env, d.id)).toBe("scheduled");
     }
     expect(sentAt).toHaveLength(1);
     const due = await runInDurableObject(stub, (o: WebhookRetryScheduler) => o.pending().map((p) => p.dueAt));
     expect(due).toEqual([now + 1000, now + 2000]);
+    // The API shows when each goes; the sweeper leaves them alone until then.
+    expect((await deliveriesOf(hook.id)).map((d) => d.next_attempt_at).filter(Boolean).sort()).toEqual(due);
+    now += 61_000;
+    expect(await sweepDeliveries(env)).toBe(0);
+    now -= 61_000;
+    const read = await call(`/api/webhooks/${hook.id}/deliveries?status=pending`, { key: acct.key });
+    expect(read.body.data.map((d: { next_attempt_at: string }) => Date.parse(d.next_attempt_at)).sort()).toEqual(due);
     // Their slots come: each goes, as its first attempt.
     now += 2000;
     for (const d of waiting) expect(await processDelivery(env, d.id)).toBe("delivered");
@@ -234,13 +242,14 @@ describe("a receiver's overload answer", () => {
     const second = (await deliveriesOf(hook.id)).find((d) => d.id !== first.id)!;
     const stub = schedulerFor(env, hook.id);
     await waitFor(async () => expect(await runInDurableObject(stub, (o: WebhookRetryScheduler) => o.pending().map((p) => p.deliveryId))).toContain(second.id), 8000, 25);
-    expect(await processDelivery(env, second.id)).toBe("throttled");
+    expect(await processDelivery(env, second.id)).toBe("scheduled");
     expect(sentAt).toHaveLength(1);
     expect(await deliveryRow(second.id)).toMatchObject({ status: "pending", attempt_count: 0 });
     const slot = await runInDurableObject(stub, (o: WebhookRetryScheduler) => o.pending().find((p) => p.deliveryId === second.id)!.dueAt);
     expect(slot).toBeGreaterThanOrEqual(started + 30_000);
+    expect((await deliveryRow(second.id))!.next_attempt_at).toBe(slot);
     now = slot - 1;
-    expect(await processDelivery(env, second.id)).toBe("throttled");
+    expect(await processDelivery(env, second.id)).toBe("scheduled");
     now = slot;
     expect(await processDelivery(env, second.id)).toBe("delivered");
     expect(sentAt).toEqual([started, slot]);
@@ -260,7 +269,8 @@ describe("a receiver's overload answer", () => {
     expect(state.pausedUntil).toBe(until);
     await createUser(acct, { name: "Bob Lee" });
     const second = (await deliveriesOf(hook.id)).find((d) => d.id !== first.id)!;
-    await waitFor(async () => expect(await processDelivery(env, second.id)).toBe("throttled"), 8000, 25);
+    await waitFor(async () => expect((await deliveryRow(second.id))!.next_attempt_at).toBe(until), 8000, 25);
+    expect(sentAt).toHaveLength(1);
     now = until;
     expect(await processDelivery(env, second.id)).toBe("delivered");
   });
