@@ -16,6 +16,7 @@ import { clock, isoTime } from "../lib/clock";
 import { randomUnit } from "../lib/crypto";
 import { type DeliveryMessage, enqueueDeliveries } from "./outbox";
 import { schedulerFor } from "./scheduler";
+import type { Permit } from "./throttle";
 import { isOverload, slowedUntilAfter } from "../domain/webhook-throttle";
 import { deliveredBody } from "./payload";
 import { signatureHeaders } from "./signing";
@@ -101,10 +102,17 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
     return "skipped";
   }
   // A message that arrives before the delivery's next attempt is due (a sweeper duplicate, or a
-  // redelivered message): make sure the scheduler holds it, and send nothing now.
+  // redelivered message): make sure the scheduler holds it, and send nothing now. On a throttled
+  // endpoint a slot it already holds decides instead (a rate_limit raised since moved it earlier).
+  const throttled = endpoint.rateLimit !== null || (endpoint.slowedUntil !== null && endpoint.slowedUntil > now);
+  let permit: Permit | null = null;
   if (delivery.nextAttemptAt !== null && delivery.nextAttemptAt > now) {
-    await schedulerFor(env, endpoint.id).schedule(deliveryId, delivery.nextAttemptAt, env.SHARD);
-    return "scheduled";
+    if (!throttled) {
+      await schedulerFor(env, endpoint.id).schedule(deliveryId, delivery.nextAttemptAt, env.SHARD);
+      return "scheduled";
+    }
+    permit = await schedulerFor(env, endpoint.id).acquire(deliveryId, delivery.attemptCount + 1, endpoint.rateLimit, env.SHARD, delivery.nextAttemptAt);
+    if (!permit.go) return "scheduled";
   }
 
   // Ordered delivery: on a per_object endpoint, an earlier delivery about the same object that
@@ -138,14 +146,16 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   // Object; when it must wait, the object sends it back at its slot. Waiting is not an attempt,
   // and the window below is judged at the time the attempt fell due. Other endpoints skip this.
   let dueAt = now;
-  if (endpoint.rateLimit !== null || (endpoint.slowedUntil !== null && endpoint.slowedUntil > now)) {
-    const permit = await schedulerFor(env, endpoint.id).acquire(deliveryId, delivery.attemptCount + 1, endpoint.rateLimit, env.SHARD);
+  if (throttled) {
+    permit ??= await schedulerFor(env, endpoint.id).acquire(deliveryId, delivery.attemptCount + 1, endpoint.rateLimit, env.SHARD);
     if (!permit.go) {
       // Shown as next_attempt_at, and the sweeper leaves it alone until then (not a minute later).
-      await db
-        .update(webhookDeliveries)
-        .set({ nextAttemptAt: permit.at, updatedAt: now })
-        .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending"), eq(webhookDeliveries.attemptCount, delivery.attemptCount)));
+      if (permit.at !== delivery.nextAttemptAt) {
+        await db
+          .update(webhookDeliveries)
+          .set({ nextAttemptAt: permit.at, updatedAt: now })
+          .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending"), eq(webhookDeliveries.attemptCount, delivery.attemptCount)));
+      }
       return "throttled";
     }
     dueAt = Math.min(now, permit.askedAt);

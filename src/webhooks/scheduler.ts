@@ -35,10 +35,21 @@ export class WebhookRetryScheduler extends DurableObject<RuntimeBindings> {
    * A slot for attempt `attempt` of a delivery, at `rateLimit` per second (null: only a receiver's
    * overload slows the endpoint). When it must wait, the delivery is scheduled for its slot.
    */
-  async acquire(deliveryId: string, attempt: number, rateLimit: number | null, shard = 0): Promise<Permit> {
-    const permit = this.throttle.acquire(`${deliveryId}/${attempt}`, rateLimit, clock.now());
+  async acquire(deliveryId: string, attempt: number, rateLimit: number | null, shard = 0, notBefore: number | null = null): Promise<Permit> {
+    const permit = this.throttle.acquire(`${deliveryId}/${attempt}`, rateLimit, clock.now(), notBefore);
     if (!permit.go) await this.schedule(deliveryId, permit.at, shard);
     return permit;
+  }
+
+  /** The endpoint's rate_limit changed: the deliveries waiting for a slot get one at the new rate. */
+  async rethrottle(rateLimit: number | null): Promise<number> {
+    const moved = this.throttle.rethrottle(rateLimit, clock.now());
+    for (const { key, at } of moved) {
+      const deliveryId = key.slice(0, key.lastIndexOf("/"));
+      this.sql.exec("UPDATE retries SET due_at = ? WHERE delivery_id = ?", at, deliveryId);
+    }
+    await this.arm();
+    return moved.length;
   }
 
   /** A receiver answered 429, 502, 503 or 504: slow the endpoint, and pause it for a Retry-After. */

@@ -5,6 +5,7 @@
 // takes a second one. Slots follow src/domain/webhook-throttle.ts. A permit whose slot has passed
 // is kept a while after it was used, as the record the next slots are measured against, and an
 // unused one PERMIT_KEPT_MS after its slot (its message may come late).
+import type { Bindings } from "../env";
 import { NOT_SLOWED, type SlowdownState, SLOT_WINDOW_MS, effectiveRate, nextSlot, slowDown } from "../domain/webhook-throttle";
 
 /** How long after its slot an unused permit is honoured (a late queue message still goes out). */
@@ -37,11 +38,16 @@ export class Throttle {
     return row ? { pausedUntil: row.paused_until, halvings: row.halvings, slowedUntil: row.slowed_until } : NOT_SLOWED;
   }
 
-  /** A slot for `key` at `rateLimit` per second (null: none set, only an overload slows it). */
-  acquire(key: string, rateLimit: number | null, now: number): Permit {
+  /**
+   * A slot for `key` at `rateLimit` per second (null: none set, only an overload slows it). With
+   * `notBefore` in the future (the attempt is not due yet) only a slot already held is answered;
+   * otherwise the answer is to wait until `notBefore`, and no slot is taken.
+   */
+  acquire(key: string, rateLimit: number | null, now: number, notBefore: number | null = null): Permit {
     this.prune(now);
     const state = this.state();
     const held = this.sql.exec<{ at: number; asked_at: number; used: number }>("SELECT at, asked_at, used FROM throttle_permits WHERE key = ?", key).toArray()[0];
+    if (!held && notBefore !== null && notBefore > now) return { go: false, at: notBefore, askedAt: now };
     if (held && held.at > now) return { go: false, at: held.at, askedAt: held.asked_at };
     if (held && (held.used === 1 || now >= state.pausedUntil)) {
       this.sql.exec("UPDATE throttle_permits SET used = 1 WHERE key = ?", key);
@@ -51,13 +57,35 @@ export class Throttle {
     // behind those already given. Asking again keeps the time the attempt first asked.
     const askedAt = held?.asked_at ?? now;
     if (held) this.sql.exec("DELETE FROM throttle_permits WHERE key = ?", key);
-    const rate = effectiveRate(rateLimit, state, now);
-    const latest = this.sql.exec<{ at: number | null }>("SELECT MAX(at) AS at FROM throttle_permits").one().at ?? null;
-    const rateth = this.sql.exec<{ at: number }>("SELECT at FROM throttle_permits ORDER BY at DESC LIMIT 1 OFFSET ?", rate - 1).toArray()[0]?.at ?? null;
-    const at = nextSlot({ now, pausedUntil: state.pausedUntil, latest, rateth });
+    const at = this.slot(effectiveRate(rateLimit, state, now), state, now);
     const go = at <= now;
     this.sql.exec("INSERT INTO throttle_permits (key, at, asked_at, used) VALUES (?, ?, ?, ?)", key, at, askedAt, go ? 1 : 0);
     return { go, at, askedAt };
+  }
+
+  /**
+   * The endpoint's rate_limit changed: every slot still to come is given again at the new rate,
+   * in the same order, each keeping the time its attempt first asked. Answers the new slots.
+   */
+  rethrottle(rateLimit: number | null, now: number): { key: string; at: number }[] {
+    this.prune(now);
+    const state = this.state();
+    const waiting = this.sql
+      .exec<{ key: string; asked_at: number }>("SELECT key, asked_at FROM throttle_permits WHERE used = 0 AND at > ? ORDER BY at, key", now)
+      .toArray();
+    this.sql.exec("DELETE FROM throttle_permits WHERE used = 0 AND at > ?", now);
+    const rate = effectiveRate(rateLimit, state, now);
+    return waiting.map((w) => {
+      const at = this.slot(rate, state, now);
+      this.sql.exec("INSERT INTO throttle_permits (key, at, asked_at, used) VALUES (?, ?, ?, 0)", w.key, at, w.asked_at);
+      return { key: w.key, at };
+    });
+  }
+
+  private slot(rate: number, state: SlowdownState, now: number): number {
+    const latest = this.sql.exec<{ at: number | null }>("SELECT MAX(at) AS at FROM throttle_permits").one().at ?? null;
+    const rateth = this.sql.exec<{ at: number }>("SELECT at FROM throttle_permits ORDER BY at DESC LIMIT 1 OFFSET ?", rate - 1).toArray()[0]?.at ?? null;
+    return nextSlot({ now, pausedUntil: state.pausedUntil, latest, rateth });
   }
 
   /** A receiver's overload answer (429, 502, 503, 504) at `now`, with its Retry-After if any. */
@@ -83,5 +111,18 @@ export class Throttle {
   private prune(now: number): void {
     // A used slot a second old no longer counts against any later one.
     this.sql.exec("DELETE FROM throttle_permits WHERE (used = 1 AND at <= ?) OR at <= ?", now - SLOT_WINDOW_MS, now - PERMIT_KEPT_MS);
+  }
+}
+
+/**
+ * After a PATCH of rate_limit: the endpoint's waiting deliveries get their slots again at the new
+ * rate. The change is committed already; should the object not answer, those deliveries keep the
+ * slots they had (each still goes), so the failure is logged, not answered.
+ */
+export async function rethrottle(env: Bindings, endpointId: string, rateLimit: number | null): Promise<void> {
+  try {
+    await env.WEBHOOK_SCHEDULER.get(env.WEBHOOK_SCHEDULER.idFromName(endpointId)).rethrottle(rateLimit);
+  } catch (error) {
+    console.error(JSON.stringify({ message: "rate_limit change not applied to waiting deliveries", endpoint: endpointId, error: String(error) }));
   }
 }

@@ -198,6 +198,30 @@ describe("the budget", () => {
     for (const d of waiting) expect(await deliveryRow(d.id)).toMatchObject({ status: "delivered", attempt_count: 1 });
   });
 
+  it("a rate_limit raised by PATCH gives the waiting deliveries their slots again at the new rate; lowered, it spreads them", async () => {
+    const acct = await signup();
+    const hook = await register(acct, { rate_limit: 1 });
+    answer(200);
+    for (let i = 0; i < 6; i++) await createUser(acct, { name: `User ${i}` });
+    const stub = schedulerFor(env, hook.id);
+    await waitFor(async () => expect(await runInDurableObject(stub, (o: WebhookRetryScheduler) => o.pending().length)).toBe(5), 8000, 25);
+    const start = now;
+    expect(await runInDurableObject(stub, (o: WebhookRetryScheduler) => o.pending().map((p) => p.dueAt - start))).toEqual([1000, 2000, 3000, 4000, 5000]);
+    // Raised to 2 a second.
+    const raised = await call(`/api/webhooks/${hook.id}`, { key: acct.key, method: "PATCH", body: { rate_limit: 2 } });
+    expect(raised.status, raised.text).toBe(200);
+    // The first second already holds the one delivery sent: one more now, then two a second.
+    expect(await runInDurableObject(stub, (o: WebhookRetryScheduler) => o.pending().map((p) => p.dueAt - start))).toEqual([0, 1000, 1000, 2000, 2000]);
+    // Lowered to 1 again: one a second after the two already given for now.
+    await call(`/api/webhooks/${hook.id}`, { key: acct.key, method: "PATCH", body: { rate_limit: 1 } });
+    expect(await runInDurableObject(stub, (o: WebhookRetryScheduler) => o.pending().map((p) => p.dueAt - start))).toEqual([0, 1000, 2000, 3000, 4000]);
+    // Raised to 1000: every waiting delivery goes now, though each still shows its old slot.
+    await call(`/api/webhooks/${hook.id}`, { key: acct.key, method: "PATCH", body: { rate_limit: 1000 } });
+    expect(await runInDurableObject(stub, (o: WebhookRetryScheduler) => o.pending().map((p) => p.dueAt - start))).toEqual([0, 0, 0, 0, 0]);
+    for (const d of (await deliveriesOf(hook.id)).filter((d) => d.status === "pending")) expect(await processDelivery(env, d.id)).toBe("delivered");
+    expect(sentAt).toEqual(Array(6).fill(start));
+  });
+
   it("a retry that waits for budget past its 24-hour window still goes: the window is judged when it fell due", async () => {
     const acct = await signup();
     const hook = await register(acct, { rate_limit: 1 });

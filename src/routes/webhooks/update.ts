@@ -1,9 +1,11 @@
 // PATCH /api/webhooks/{id}: URL, event types, ordering, rate_limit or status; only the fields sent are written.
-// Turning ordering off releases the deliveries it held back.
+// Turning ordering off releases the deliveries it held back; a new rate_limit gives the deliveries
+// waiting for budget their slots again at the new rate.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../../context";
 import { webhookEndpoints } from "../../db/schema";
 import { releaseHeldDeliveries } from "../../webhooks/outbox";
+import { rethrottle } from "../../webhooks/throttle";
 import { owned } from "../../db/scope";
 import { isDevelopment } from "../../env";
 import { clock, isoTime } from "../../lib/clock";
@@ -54,6 +56,7 @@ export function registerUpdateWebhook(app: OpenAPIHono<AppEnv>) {
     );
     const [updated] = returned as (typeof webhookEndpoints.$inferSelect)[];
     if (body.ordering === "none") await releaseHeldDeliveries(db, c.env.DELIVERY_QUEUE, auth, id);
+    if (body.rate_limit !== undefined) await rethrottle(c.env, id, updated.rateLimit);
     return c.json(serializeWebhook(updated), 200);
   });
 }
