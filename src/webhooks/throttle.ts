@@ -23,9 +23,10 @@ export interface Permit {
 export class Throttle {
   constructor(private readonly sql: SqlStorage) {
     sql.exec(
-      "CREATE TABLE IF NOT EXISTS throttle_permits (key TEXT PRIMARY KEY, at INTEGER NOT NULL, asked_at INTEGER NOT NULL, used INTEGER NOT NULL DEFAULT 0)",
+      "CREATE TABLE IF NOT EXISTS throttle_permits (key TEXT PRIMARY KEY, at INTEGER NOT NULL, asked_at INTEGER NOT NULL, used INTEGER NOT NULL DEFAULT 0, used_at INTEGER)",
     );
     sql.exec("CREATE INDEX IF NOT EXISTS throttle_permits_at ON throttle_permits (at)");
+    sql.exec("CREATE INDEX IF NOT EXISTS throttle_permits_used_at ON throttle_permits (used_at)");
     sql.exec(
       "CREATE TABLE IF NOT EXISTS throttle_state (id INTEGER PRIMARY KEY CHECK (id = 1), paused_until INTEGER NOT NULL, halvings INTEGER NOT NULL, slowed_until INTEGER NOT NULL)",
     );
@@ -49,17 +50,21 @@ export class Throttle {
     const held = this.sql.exec<{ at: number; asked_at: number; used: number }>("SELECT at, asked_at, used FROM throttle_permits WHERE key = ?", key).toArray()[0];
     if (!held && notBefore !== null && notBefore > now) return { go: false, at: notBefore, askedAt: now };
     if (held && held.at > now) return { go: false, at: held.at, askedAt: held.asked_at };
-    if (held && (held.used === 1 || now >= state.pausedUntil)) {
-      this.sql.exec("UPDATE throttle_permits SET used = 1 WHERE key = ?", key);
+    if (held?.used === 1) return { go: true, at: held.at, askedAt: held.asked_at };
+    const rate = effectiveRate(rateLimit, state, now);
+    // Its slot has come: it goes, unless a Retry-After pauses the endpoint, or the permits used in
+    // the last second (a late message's among them) already fill it.
+    if (held && now >= state.pausedUntil && this.sentBefore(rate) <= now - SLOT_WINDOW_MS) {
+      this.sql.exec("UPDATE throttle_permits SET used = 1, used_at = ? WHERE key = ?", now, key);
       return { go: true, at: held.at, askedAt: held.asked_at };
     }
-    // No permit yet, or its slot came while a Retry-After pauses the endpoint: a (new) slot,
-    // behind those already given. Asking again keeps the time the attempt first asked.
+    // No permit yet, or one that may not go now: a (new) slot, behind those already given.
+    // Asking again keeps the time the attempt first asked.
     const askedAt = held?.asked_at ?? now;
     if (held) this.sql.exec("DELETE FROM throttle_permits WHERE key = ?", key);
-    const at = this.slot(effectiveRate(rateLimit, state, now), state, now);
+    const at = this.slot(rate, state, now);
     const go = at <= now;
-    this.sql.exec("INSERT INTO throttle_permits (key, at, asked_at, used) VALUES (?, ?, ?, ?)", key, at, askedAt, go ? 1 : 0);
+    this.sql.exec("INSERT INTO throttle_permits (key, at, asked_at, used, used_at) VALUES (?, ?, ?, ?, ?)", key, at, askedAt, go ? 1 : 0, go ? now : null);
     return { go, at, askedAt };
   }
 
@@ -85,7 +90,14 @@ export class Throttle {
   private slot(rate: number, state: SlowdownState, now: number): number {
     const latest = this.sql.exec<{ at: number | null }>("SELECT MAX(at) AS at FROM throttle_permits").one().at ?? null;
     const rateth = this.sql.exec<{ at: number }>("SELECT at FROM throttle_permits ORDER BY at DESC LIMIT 1 OFFSET ?", rate - 1).toArray()[0]?.at ?? null;
-    return nextSlot({ now, pausedUntil: state.pausedUntil, latest, rateth });
+    // Slots count when given; sends when made: a late permit's send counts where it happened.
+    return Math.max(nextSlot({ now, pausedUntil: state.pausedUntil, latest, rateth }), this.sentBefore(rate) + SLOT_WINDOW_MS);
+  }
+
+  /** When the `rate`-th latest permit was used (-Infinity when fewer were). */
+  private sentBefore(rate: number): number {
+    const row = this.sql.exec<{ used_at: number }>("SELECT used_at FROM throttle_permits WHERE used_at IS NOT NULL ORDER BY used_at DESC LIMIT 1 OFFSET ?", rate - 1).toArray()[0];
+    return row?.used_at ?? Number.NEGATIVE_INFINITY;
   }
 
   /** A receiver's overload answer (429, 502, 503, 504) at `now`, with its Retry-After if any. */
@@ -109,8 +121,8 @@ export class Throttle {
   }
 
   private prune(now: number): void {
-    // A used slot a second old no longer counts against any later one.
-    this.sql.exec("DELETE FROM throttle_permits WHERE (used = 1 AND at <= ?) OR at <= ?", now - SLOT_WINDOW_MS, now - PERMIT_KEPT_MS);
+    // A slot used a second ago, and given a second ago, no longer counts against any later one.
+    this.sql.exec("DELETE FROM throttle_permits WHERE (used = 1 AND at <= ? AND used_at <= ?) OR at <= ?", now - SLOT_WINDOW_MS, now - SLOT_WINDOW_MS, now - PERMIT_KEPT_MS);
   }
 }
 

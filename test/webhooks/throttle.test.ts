@@ -168,6 +168,28 @@ describe("the budget", () => {
     });
   });
 
+  it("a slot used late counts where it was used: the next one waits until that second is over", async () => {
+    const acct = await signup();
+    const hook = await register(acct, { rate_limit: 1 });
+    const stub = schedulerFor(env, hook.id);
+    const start = now;
+    expect(await stub.acquire("dlv_a", 1, 1)).toMatchObject({ go: true, at: start });
+    expect(await stub.acquire("dlv_b", 1, 1)).toMatchObject({ go: false, at: start + 1000 });
+    expect(await stub.acquire("dlv_c", 1, 1)).toMatchObject({ go: false, at: start + 2000 });
+    // b's message comes 900 ms late (a slow queue): it goes, and c, on time, waits a second after it.
+    now = start + 1900;
+    expect((await stub.acquire("dlv_b", 1, 1)).go).toBe(true);
+    now = start + 2000;
+    expect(await stub.acquire("dlv_c", 1, 1)).toMatchObject({ go: false, at: start + 2900 });
+    now = start + 2899;
+    expect((await stub.acquire("dlv_c", 1, 1)).go).toBe(false);
+    now = start + 2900;
+    expect((await stub.acquire("dlv_c", 1, 1)).go).toBe(true);
+    await runInDurableObject(stub, async (o: WebhookRetryScheduler) => {
+      for (const p of o.pending()) await o.cancel(p.deliveryId);
+    });
+  });
+
   it("waiting for budget is not an attempt: the delivery stays pending, unattempted, its window unstarted", async () => {
     const acct = await signup();
     const hook = await register(acct, { rate_limit: 1 });
@@ -192,10 +214,14 @@ describe("the budget", () => {
     now -= 61_000;
     const read = await call(`/api/webhooks/${hook.id}/deliveries?status=pending`, { key: acct.key });
     expect(read.body.data.map((d: { next_attempt_at: string }) => Date.parse(d.next_attempt_at)).sort()).toEqual(due);
-    // Their slots come: each goes, as its first attempt.
-    now += 2000;
-    for (const d of waiting) expect(await processDelivery(env, d.id)).toBe("delivered");
-    for (const d of waiting) expect(await deliveryRow(d.id)).toMatchObject({ status: "delivered", attempt_count: 1 });
+    // Their slots come: each goes at its own, as its first attempt.
+    const slots = await runInDurableObject(stub, (o: WebhookRetryScheduler) => o.pending());
+    for (const { deliveryId, dueAt } of slots) {
+      now = dueAt;
+      expect(await processDelivery(env, deliveryId)).toBe("delivered");
+      expect(await deliveryRow(deliveryId)).toMatchObject({ status: "delivered", attempt_count: 1 });
+    }
+    expect(sentAt.slice(1)).toEqual(due);
   });
 
   it("a rate_limit raised by PATCH gives the waiting deliveries their slots again at the new rate; lowered, it spreads them", async () => {
