@@ -48,6 +48,7 @@ export const isSectionPath = (path: string) => NAV.some((item) => item.path === 
 export const NOTICES: Record<string, (id: string) => string> = {
   webhook_test_sent: (id) => `Test event ${id} sent.`,
   webhook_enabled: (id) => `Endpoint ${id} enabled.`,
+  webhook_rate_limit_set: (id) => `Endpoint ${id}'s rate limit set.`,
   webhook_disabled: (id) => `Endpoint ${id} disabled.`,
   webhook_deleted: (id) => `Endpoint ${id} deleted.`,
   redelivered: (id) => `Event ${id} redelivered: a new attempt is on its way.`,

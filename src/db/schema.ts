@@ -182,6 +182,10 @@ export const webhookEndpoints = sqliteTable(
     previousSecretExpiresAt: text("previous_secret_expires_at"),
     // "per_object": a delivery about an object waits while an earlier one about it is pending.
     ordering: text("ordering", { enum: ["none", "per_object"] }).notNull().default("none"),
+    // Deliveries per second, 1-1000, held by the endpoint's Durable Object (src/webhooks/throttle.ts); NULL: none.
+    rateLimit: integer("rate_limit"),
+    // Epoch ms until which a receiver's overload answer (429, 502, 503, 504) slows the endpoint.
+    slowedUntil: integer("slowed_until"),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
     deletedAt: text("deleted_at"),

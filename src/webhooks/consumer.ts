@@ -16,6 +16,8 @@ import { clock, isoTime } from "../lib/clock";
 import { randomUnit } from "../lib/crypto";
 import { type DeliveryMessage, enqueueDeliveries } from "./outbox";
 import { schedulerFor } from "./scheduler";
+import type { Permit } from "./throttle";
+import { isOverload, slowedUntilAfter } from "../domain/webhook-throttle";
 import { deliveredBody } from "./payload";
 import { signatureHeaders } from "./signing";
 
@@ -32,6 +34,7 @@ export type DeliveryOutcome =
   | "endpoint_gone"
   | "leased"
   | "waiting"
+  | "throttled"
   | "skipped";
 
 async function excerpt(response: Response): Promise<string> {
@@ -99,10 +102,17 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
     return "skipped";
   }
   // A message that arrives before the delivery's next attempt is due (a sweeper duplicate, or a
-  // redelivered message): make sure the scheduler holds it, and send nothing now.
+  // redelivered message): make sure the scheduler holds it, and send nothing now. On a throttled
+  // endpoint a slot it already holds decides instead (a rate_limit raised since moved it earlier).
+  const throttled = endpoint.rateLimit !== null || (endpoint.slowedUntil !== null && endpoint.slowedUntil > now);
+  let permit: Permit | null = null;
   if (delivery.nextAttemptAt !== null && delivery.nextAttemptAt > now) {
-    await schedulerFor(env, endpoint.id).schedule(deliveryId, delivery.nextAttemptAt, env.SHARD);
-    return "scheduled";
+    if (!throttled) {
+      await schedulerFor(env, endpoint.id).schedule(deliveryId, delivery.nextAttemptAt, env.SHARD);
+      return "scheduled";
+    }
+    permit = await schedulerFor(env, endpoint.id).acquire(deliveryId, delivery.attemptCount + 1, endpoint.rateLimit, env.SHARD, delivery.nextAttemptAt);
+    if (!permit.go) return "scheduled";
   }
 
   // Ordered delivery: on a per_object endpoint, an earlier delivery about the same object that
@@ -131,9 +141,29 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
     }
   }
 
+  // Throttle (src/domain/webhook-throttle.ts): on an endpoint with a rate_limit, or one a
+  // receiver's overload answer slowed, the attempt takes a slot from the endpoint's Durable
+  // Object; when it must wait, the object sends it back at its slot. Waiting is not an attempt,
+  // and the window below is judged at the time the attempt fell due. Other endpoints skip this.
+  let dueAt = now;
+  if (throttled) {
+    permit ??= await schedulerFor(env, endpoint.id).acquire(deliveryId, delivery.attemptCount + 1, endpoint.rateLimit, env.SHARD);
+    if (!permit.go) {
+      // Shown as next_attempt_at, and the sweeper leaves it alone until then (not a minute later).
+      if (permit.at !== delivery.nextAttemptAt) {
+        await db
+          .update(webhookDeliveries)
+          .set({ nextAttemptAt: permit.at, updatedAt: now })
+          .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending"), eq(webhookDeliveries.attemptCount, delivery.attemptCount)));
+      }
+      return "throttled";
+    }
+    dueAt = Math.min(now, permit.askedAt);
+  }
+
   // However late a message arrives (a lost alarm, a sweeper re-enqueue), nothing is sent later
   // than 24 hours after the first attempt: the delivery ends failed, and can be redelivered.
-  if (delivery.firstAttemptAt !== null && now > delivery.firstAttemptAt + DELIVERY_WINDOW_MS) {
+  if (delivery.firstAttemptAt !== null && dueAt > delivery.firstAttemptAt + DELIVERY_WINDOW_MS) {
     await db
       .update(webhookDeliveries)
       .set({ status: "failed", lastError: "retry_window_ended", nextAttemptAt: null, waitingFor: null, updatedAt: now })
@@ -181,7 +211,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
     // An answer that came after the timeout fired is a timeout: the attempt is retried.
     if (signal.aborted) throw signal.reason;
     status = response.status;
-    retryAfterMs = status === 429 || status === 503 ? parseRetryAfter(response.headers.get("retry-after"), now) : null;
+    retryAfterMs = isOverload(status) ? parseRetryAfter(response.headers.get("retry-after"), now) : null;
     responseExcerpt = await excerpt(response);
   } catch (cause) {
     error = cause instanceof Error && cause.name === "TimeoutError" ? `timeout after ${DELIVERY_TIMEOUT_MS} ms` : `network error: ${String(cause)}`.slice(0, 500);
@@ -190,6 +220,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
 
   const ok = status !== null && status >= 200 && status < 300;
   const gone = status === 410;
+  const overloaded = isOverload(status);
   const next = ok || gone ? null : nextAttemptAt({ firstAttemptAt, failedAttempts: attemptNumber, now, retryAfterMs, random });
   const outcome: DeliveryOutcome = ok ? "delivered" : gone ? "endpoint_gone" : next === null ? "failed" : "scheduled";
 
@@ -245,7 +276,17 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
             .where(eq(webhookEndpoints.id, endpoint.id)),
         ]
       : []),
+    // An overload answer puts the endpoint on the throttled path (above) until the slowdown ends.
+    ...(overloaded
+      ? [
+          db
+            .update(webhookEndpoints)
+            .set({ slowedUntil: sql`max(coalesce(${webhookEndpoints.slowedUntil}, 0), ${slowedUntilAfter(now, retryAfterMs)})` })
+            .where(eq(webhookEndpoints.id, endpoint.id)),
+        ]
+      : []),
   ]);
+  if (overloaded) await slowDownEndpoint(env, endpoint.id, retryAfterMs);
   // A later attempt took the delivery over (our lease ran out): it schedules what comes next.
   if ((results[1] as unknown[]).length === 0) {
     if (!ok) await handBackToRedelivery(env, db, deliveryId, attemptNumber);
@@ -254,6 +295,15 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   if (next !== null) await schedulerFor(env, endpoint.id).schedule(deliveryId, next, env.SHARD);
   else await wakeWaiting(env, db, delivery, event);
   return outcome;
+}
+
+/** Slows the endpoint in its Durable Object; a failure only loses the slowdown, never the attempt. */
+async function slowDownEndpoint(env: Bindings, endpointId: string, retryAfterMs: number | null): Promise<void> {
+  try {
+    await schedulerFor(env, endpointId).slowDown(retryAfterMs);
+  } catch (error) {
+    console.error(JSON.stringify({ message: "endpoint slowdown failed", endpoint: endpointId, error: String(error) }));
+  }
 }
 
 /**

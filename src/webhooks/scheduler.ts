@@ -3,11 +3,14 @@
 // the delivery queue. A retry leaves its table only after the enqueue succeeded, so an alarm
 // that throws, or a crash half-way, loses nothing: the alarm is re-armed and runs again. Each retry
 // keeps the shard its delivery lives on (src/db/shards.ts), and goes back on the queue tagged with it.
+// On a throttled endpoint it also holds the delivery budget (src/webhooks/throttle.ts): a delivery
+// that must wait for its slot is kept here like a retry, and put back on the queue when it comes.
 import { DurableObject } from "cloudflare:workers";
 import type { Bindings, RuntimeBindings } from "../env";
 import { shardEnv } from "../db/shards";
 import { clock } from "../lib/clock";
 import { enqueueDeliveries } from "./outbox";
+import { type Permit, Throttle } from "./throttle";
 
 /** How long to wait before trying again when the queue refused an enqueue. */
 const REARM_AFTER_FAILURE_MS = 10_000;
@@ -15,6 +18,7 @@ const MAX_PER_ALARM = 500;
 
 export class WebhookRetryScheduler extends DurableObject<RuntimeBindings> {
   private readonly sql: SqlStorage;
+  private readonly throttle: Throttle;
 
   constructor(state: DurableObjectState, env: RuntimeBindings) {
     super(state, env);
@@ -24,6 +28,41 @@ export class WebhookRetryScheduler extends DurableObject<RuntimeBindings> {
     // A scheduler made before shards has no shard column: its retries are DB_0's.
     const columns = this.sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('retries')").toArray();
     if (!columns.some((c) => c.name === "shard")) this.sql.exec("ALTER TABLE retries ADD COLUMN shard INTEGER NOT NULL DEFAULT 0");
+    this.throttle = new Throttle(this.sql);
+  }
+
+  /**
+   * A slot for attempt `attempt` of a delivery, at `rateLimit` per second (null: only a receiver's
+   * overload slows the endpoint). When it must wait, the delivery is scheduled for its slot.
+   */
+  async acquire(deliveryId: string, attempt: number, rateLimit: number | null, shard = 0, notBefore: number | null = null): Promise<Permit> {
+    const permit = this.throttle.acquire(`${deliveryId}/${attempt}`, rateLimit, clock.now(), notBefore);
+    if (!permit.go) await this.schedule(deliveryId, permit.at, shard);
+    return permit;
+  }
+
+  /** The endpoint's rate_limit changed: the deliveries waiting for a slot get one at the new rate. */
+  async rethrottle(rateLimit: number | null): Promise<number> {
+    const moved = this.throttle.rethrottle(rateLimit, clock.now());
+    for (const { key, at } of moved) {
+      const deliveryId = key.slice(0, key.lastIndexOf("/"));
+      this.sql.exec("UPDATE retries SET due_at = ? WHERE delivery_id = ?", at, deliveryId);
+    }
+    await this.arm();
+    return moved.length;
+  }
+
+  /** A receiver answered 429, 502, 503 or 504: slow the endpoint, and pause it for a Retry-After. */
+  slowDown(retryAfterMs: number | null) {
+    return this.throttle.slowDown(clock.now(), retryAfterMs);
+  }
+
+  permits() {
+    return this.throttle.permits();
+  }
+
+  throttleState() {
+    return this.throttle.state();
   }
 
   /** Schedules (or moves) a delivery's next attempt. Idempotent. */

@@ -222,6 +222,20 @@ describe("webhooks page, deliveries and events", () => {
     const enabled = await submit(cookie, page, `${page}/status`);
     expect(enabled.location).toContain("webhook_enabled");
 
+    // The rate limit: shown, set through PATCH, removed with an empty field; a bad one is a 400 page.
+    expect((await dashboardFetch(page, { cookie })).html).toContain('data-rate-limit=""');
+    const limited = await submit(cookie, page, `${page}/rate-limit`, { rate_limit: "25" });
+    expect(limited.status, limited.html.slice(0, 400)).toBe(303);
+    expect(limited.location).toContain("webhook_rate_limit_set");
+    expect((await call(`/api/webhooks/${endpointId}`, { key: acct.key })).body.rate_limit).toBe(25);
+    expect(textOf((await dashboardFetch(page, { cookie })).html)).toContain("25 deliveries a second");
+    const tooFast = await submit(cookie, page, `${page}/rate-limit`, { rate_limit: "1001" });
+    expect(tooFast.status).toBe(400);
+    expect(textOf(tooFast.html)).toContain("rate_limit must be a whole number from 1 to 1000");
+    const unlimited = await submit(cookie, page, `${page}/rate-limit`, { rate_limit: "" });
+    expect(unlimited.status).toBe(303);
+    expect((await call(`/api/webhooks/${endpointId}`, { key: acct.key })).body.rate_limit).toBeNull();
+
     const events = await dashboardFetch("/dashboard/events?type=webhook.test", { cookie });
     const testEvent = (await eventsOf(acct.id, "webhook.test"))[0];
     const { payload } = (await env.DB.prepare("SELECT payload FROM events WHERE id = ?").bind(testEvent.id).first<{ payload: string }>())!;

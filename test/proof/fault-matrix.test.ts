@@ -821,6 +821,9 @@ describe("past-due card update", () => {
 /** A delivery of a new customer.created event to the background endpoint, committed but not yet attempted. */
 async function pendingDelivery(): Promise<{ deliveryId: string; eventId: string }> {
   await ensureBackground();
+  // Every case starts from an endpoint no earlier case's 503 slowed (src/domain/webhook-throttle.ts):
+  // the cases share one endpoint, and a slowdown carried over would throttle the next case's send.
+  await env.DB.prepare("UPDATE webhook_endpoints SET slowed_until = NULL WHERE id = ?").bind(bgEndpoint).run();
   const queue = recordingQueue();
   const res = await fetchWith({ DELIVERY_QUEUE: queue }, "/api/users", { key: bg.key, json: { name: "Hooked", email: "hooked@example.com" } });
   expect(res.status, res.text).toBe(201);

@@ -16,6 +16,7 @@ import { Empty, FormFields, Pager, SecretOnce, StatusBadge, StatusFilter, TableW
 import { ID_PATTERN, apiQuery, listQuery } from "../lists";
 import { namesFor } from "../names";
 import { endpointSuccessRates } from "../stats";
+import { RATE_LIMIT_MAX, RATE_LIMIT_MIN } from "../../domain/webhook-throttle";
 
 interface Endpoint {
   id: string;
@@ -24,6 +25,7 @@ interface Endpoint {
   status: "active" | "disabled";
   disabled_reason: string | null;
   ordering: string;
+  rate_limit: number | null;
   created_at: string;
   secret?: string | null;
 }
@@ -340,6 +342,21 @@ async function endpointPage(c: Context<DashEnv>) {
                 <td>{e.ordering}</td>
               </tr>
               <tr>
+                <th>Rate limit</th>
+                <td data-rate-limit={e.rate_limit ?? ""}>
+                  {e.rate_limit === null ? <span class="muted">none</span> : `${e.rate_limit} deliveries a second`}
+                  {write ? (
+                    <form method="post" action={`${base}/rate-limit`} class="inline">
+                      <FormFields session={session} />
+                      <input name="rate_limit" type="number" min={RATE_LIMIT_MIN} max={RATE_LIMIT_MAX} step={1} size={6} placeholder="none" value={e.rate_limit ?? ""} aria-label="Deliveries a second (empty for none)" />
+                      <button type="submit" class="small">
+                        Set
+                      </button>
+                    </form>
+                  ) : null}
+                </td>
+              </tr>
+              <tr>
                 <th>Created</th>
                 <td>
                   <Time iso={e.created_at} />
@@ -573,6 +590,22 @@ export function registerWebhookPages(dash: Hono<DashEnv>) {
       back,
       send: (key) => c.var.api(`/api/webhooks/${encodeURIComponent(id)}`, { method: "PATCH", body: { status }, idempotencyKey: key }),
       done: (endpoint) => redirectWithNotice(c, back, endpoint.status === "active" ? "webhook_enabled" : "webhook_disabled", endpoint.id),
+    });
+  });
+  dash.post("/webhooks/:id/rate-limit", (c) => {
+    const id = c.req.param("id");
+    const back = `${BACK}/${id}`;
+    const text = field(c, "rate_limit").trim();
+    // Empty removes the limit; anything else must be a whole number the API accepts (it checks again).
+    const rateLimit = text === "" ? null : /^\d{1,4}$/.test(text) ? Number(text) : NaN;
+    if (rateLimit !== null && !(rateLimit >= RATE_LIMIT_MIN && rateLimit <= RATE_LIMIT_MAX)) {
+      return refuse(c, 400, `rate_limit must be a whole number from ${RATE_LIMIT_MIN} to ${RATE_LIMIT_MAX}, or empty for no limit.`, back, "parameter_invalid", "rate_limit");
+    }
+    return act<Endpoint>(c, {
+      what: "set this endpoint's rate limit",
+      back,
+      send: (key) => c.var.api(`/api/webhooks/${encodeURIComponent(id)}`, { method: "PATCH", body: { rate_limit: rateLimit }, idempotencyKey: key }),
+      done: (endpoint) => redirectWithNotice(c, back, "webhook_rate_limit_set", endpoint.id),
     });
   });
   dash.post("/webhooks/:id/delete", (c) => {

@@ -37,6 +37,8 @@ export function registerCreateWebhook(app: OpenAPIHono<AppEnv>) {
       events: [...new Set(body.events)],
       status: "active" as const,
       ordering: body.ordering,
+      rateLimit: body.rate_limit,
+      slowedUntil: null,
       disabledReason: null,
       secret: generateSecret(),
       previousSecret: null,

@@ -4,7 +4,8 @@ import { type deliveryAttempts, type webhookDeliveries, webhookEndpoints } from 
 import { ALL_EVENTS, EVENT_TYPES, isEventType } from "../../webhooks/catalog";
 import { livemodeJsonSql } from "../../db/scope";
 import { isoTime } from "../../lib/clock";
-import { bodyObject, closedSet, closedSetFilter, livemodeField, quoted, timestamp } from "../shared";
+import { bodyObject, closedSet, closedSetFilter, livemodeField, quoted, timestamp, wholeNumber } from "../shared";
+import { RATE_LIMIT_MAX, RATE_LIMIT_MIN } from "../../domain/webhook-throttle";
 
 const eventType = z
   .string({ error: 'Each item of events must be an event type, such as "payment.completed".' })
@@ -24,6 +25,13 @@ const ordering = closedSet("ordering", ["none", "per_object"]).openapi({
   example: "per_object",
 });
 
+const rateLimit = wholeNumber("rate_limit", RATE_LIMIT_MIN, RATE_LIMIT_MAX)
+  .nullable()
+  .openapi({
+    description: `Deliveries per second to this endpoint, ${RATE_LIMIT_MIN} to ${RATE_LIMIT_MAX}, or null for no limit. No 10-second window holds more than 10 x rate_limit deliveries; the excess waits for budget, which is not a failed attempt. A 429, 502, 503 or 504 from the receiver slows the endpoint further for a minute, and its Retry-After pauses the endpoint.`,
+    example: 50,
+  });
+
 const URL_MAX = 2048;
 const url = z
   .string({ error: `url must be an HTTPS URL of at most ${URL_MAX} characters, such as "https://example.com/webhooks".` })
@@ -37,6 +45,7 @@ export const CreateWebhookBody = bodyObject({
   url: url.openapi({ example: "https://example.com/webhooks/tender" }),
   events: eventList,
   ordering: ordering.default("none"),
+  rate_limit: rateLimit.default(null),
 }).openapi("CreateWebhookRequest");
 
 export const UpdateWebhookBody = bodyObject({
@@ -44,9 +53,10 @@ export const UpdateWebhookBody = bodyObject({
   events: eventList.optional(),
   status: closedSet("status", ENDPOINT_STATUSES).optional(),
   ordering: ordering.optional(),
+  rate_limit: rateLimit.optional(),
 })
-  .refine((b) => b.url !== undefined || b.events !== undefined || b.status !== undefined || b.ordering !== undefined, {
-    error: "Send at least one of url, events, status or ordering.",
+  .refine((b) => b.url !== undefined || b.events !== undefined || b.status !== undefined || b.ordering !== undefined || b.rate_limit !== undefined, {
+    error: "Send at least one of url, events, status, ordering or rate_limit.",
   })
   .openapi("UpdateWebhookRequest");
 
@@ -64,6 +74,7 @@ export const WebhookSchema = z
     status: z.enum(ENDPOINT_STATUSES),
     disabled_reason: z.string().nullable(),
     ordering,
+    rate_limit: rateLimit,
     created_at: timestamp("When the endpoint was registered."),
     updated_at: timestamp("When the endpoint last changed."),
   })
@@ -116,6 +127,7 @@ export function serializeWebhook(row: typeof webhookEndpoints.$inferSelect) {
     status: row.status,
     disabled_reason: row.disabledReason,
     ordering: row.ordering,
+    rate_limit: row.rateLimit,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };
@@ -124,7 +136,7 @@ export function serializeWebhook(row: typeof webhookEndpoints.$inferSelect) {
 /** serializeWebhook inside SQL, for stored answers built within a batch (the row as committed). */
 export const webhookJsonSql = (id: string) => sql`(SELECT json_object(
   'id', ${webhookEndpoints.id}, 'object', 'webhook_endpoint', 'livemode', ${livemodeJsonSql(webhookEndpoints.livemode)}, 'url', ${webhookEndpoints.url}, 'events', json(${webhookEndpoints.events}),
-  'status', ${webhookEndpoints.status}, 'disabled_reason', ${webhookEndpoints.disabledReason}, 'ordering', ${webhookEndpoints.ordering},
+  'status', ${webhookEndpoints.status}, 'disabled_reason', ${webhookEndpoints.disabledReason}, 'ordering', ${webhookEndpoints.ordering}, 'rate_limit', ${webhookEndpoints.rateLimit},
   'created_at', ${webhookEndpoints.createdAt}, 'updated_at', ${webhookEndpoints.updatedAt}
 ) FROM ${webhookEndpoints} WHERE ${webhookEndpoints.id} = ${id})`;
 

@@ -1,9 +1,11 @@
-// PATCH /api/webhooks/{id}: URL, event types, ordering or status; only the fields sent are written.
-// Turning ordering off releases the deliveries it held back.
+// PATCH /api/webhooks/{id}: URL, event types, ordering, rate_limit or status; only the fields sent are written.
+// Turning ordering off releases the deliveries it held back; a new rate_limit gives the deliveries
+// waiting for budget their slots again at the new rate.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../../context";
 import { webhookEndpoints } from "../../db/schema";
 import { releaseHeldDeliveries } from "../../webhooks/outbox";
+import { rethrottle } from "../../webhooks/throttle";
 import { owned } from "../../db/scope";
 import { isDevelopment } from "../../env";
 import { clock, isoTime } from "../../lib/clock";
@@ -18,7 +20,7 @@ const update = apiRoute({
   tags,
   operationId: "updateWebhook",
   summary: "Update a webhook endpoint",
-  description: "Changes the URL, the event types, or the status (active or disabled).",
+  description: "Changes the URL, the event types, the ordering, the rate_limit (null removes it), or the status (active or disabled).",
   scope: "webhooks:write",
   request: { params: webhookId, ...jsonBodyOf(UpdateWebhookBody) },
   responses: { 200: json(WebhookSchema, "The updated endpoint.") },
@@ -37,6 +39,7 @@ export function registerUpdateWebhook(app: OpenAPIHono<AppEnv>) {
     if (body.url !== undefined) changes.url = checkUrl(body.url, isDevelopment(c.env));
     if (body.events !== undefined) changes.events = [...new Set(body.events)];
     if (body.ordering !== undefined) changes.ordering = body.ordering;
+    if (body.rate_limit !== undefined) changes.rateLimit = body.rate_limit;
     if (body.status !== undefined) {
       changes.status = body.status;
       changes.disabledReason = body.status === "active" ? null : "Disabled through the API.";
@@ -53,6 +56,7 @@ export function registerUpdateWebhook(app: OpenAPIHono<AppEnv>) {
     );
     const [updated] = returned as (typeof webhookEndpoints.$inferSelect)[];
     if (body.ordering === "none") await releaseHeldDeliveries(db, c.env.DELIVERY_QUEUE, auth, id);
+    if (body.rate_limit !== undefined) await rethrottle(c.env, id, updated.rateLimit);
     return c.json(serializeWebhook(updated), 200);
   });
 }
