@@ -38,6 +38,8 @@ export function registerCreateWebhook(app: OpenAPIHono<AppEnv>) {
       status: "active" as const,
       ordering: body.ordering,
       disabledReason: null,
+      disabledAt: null,
+      failingSince: null,
       secret: generateSecret(),
       previousSecret: null,
       previousSecretExpiresAt: null,
