@@ -50,7 +50,7 @@ afterEach(() => {
   useClock();
 });
 
-async function register(acct: Account, path: string, events: string[]) {
+async function register(acct: Pick<Account, "key">, path: string, events: string[]) {
   const res = await call("/api/webhooks", { key: acct.key, body: { url: `${ORIGIN}/${tag}${path}`, events } });
   expect(res.status, res.text).toBe(201);
   return res.body as { id: string };
@@ -248,6 +248,31 @@ describe("webhook_delivery.exhausted", () => {
     expect(exhausted).toHaveLength(1);
     expect(exhausted[0].body.data).toMatchObject({ id: delivery.id, status: "failed", attempt_count: 1, event_type: "customer.created" });
     await waitFor(() => expect(typesAt("/ops")).toEqual(["webhook_delivery.exhausted"]), 8000, 25);
+  });
+
+  it("POST /api/webhooks/{id}/test with exhaust (test mode only) ends the test delivery unsent and emits it, once", async () => {
+    const acct = await signup();
+    const target = await register(acct, "/target", ["customer.created"]);
+    await register(acct, "/ops", ["webhook_delivery.exhausted"]);
+    const res = await call(`/api/webhooks/${target.id}/test`, { method: "POST", key: acct.key, body: { exhaust: true }, idempotencyKey: "exhaust-1" });
+    expect(res.status, res.text).toBe(202);
+    expect(await deliveryRow(res.body.delivery_id)).toMatchObject({ status: "failed", attempt_count: 0, last_error: "retry_window_ended" });
+    const replay = await call(`/api/webhooks/${target.id}/test`, { method: "POST", key: acct.key, body: { exhaust: true }, idempotencyKey: "exhaust-1" });
+    expect(replay.body).toEqual(res.body);
+    const exhausted = await eventsOf(acct.id, "webhook_delivery.exhausted");
+    expect(exhausted).toHaveLength(1);
+    expect(exhausted[0].body).toMatchObject({ object_id: target.id, data: { id: res.body.delivery_id, event_id: res.body.event_id, event_type: "webhook.test", status: "failed", attempts: [] } });
+    expect(WEBHOOK_PAYLOADS["webhook_delivery.exhausted"].parse(exhausted[0].body)).toEqual(exhausted[0].body);
+    await waitFor(() => expect(typesAt("/ops")).toEqual(["webhook_delivery.exhausted"]), 8000, 25);
+    expect(typesAt("/target")).toEqual([]);
+
+    const live = await register({ ...acct, key: acct.liveKey }, "/live", ["*"]);
+    const refused = await call(`/api/webhooks/${live.id}/test`, { method: "POST", key: acct.liveKey, body: { exhaust: true } });
+    expectError(refused, 400, "invalid_request_error", "livemode_not_allowed");
+    expect(refused.body.error.param).toBe("exhaust");
+    const bad = await call(`/api/webhooks/${target.id}/test`, { method: "POST", key: acct.key, body: { exhaust: "yes" } });
+    expectError(bad, 400, "invalid_request_error");
+    expect(bad.body.error.param).toBe("exhaust");
   });
 
   it("a health event's own delivery that runs out emits none (two failing endpoints cannot feed each other)", async () => {
