@@ -225,7 +225,7 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     updateWebhook: () => ({ status: "active" }),
     deleteWebhook: () => undefined,
     rotateWebhookSecret: () => undefined,
-    testWebhook: () => undefined,
+    testWebhook: () => ({}),
     redeliverEvent: () => ({}),
     createPlan: () => ({ name: "Basic", price: 5, currency: "usd", interval: "month" }),
     updatePlan: () => ({ name: "Basic+" }),
