@@ -62,7 +62,9 @@ export const WebhookSchema = z
     livemode: livemodeField,
     url: z.string(),
     events: z.array(z.string()),
-    status: z.enum(ENDPOINT_STATUSES),
+    status: z.enum(ENDPOINT_STATUSES).openapi({
+      description: "active, or disabled: it gets no events, and its pending deliveries ended failed when it was disabled (see disabled_reason).",
+    }),
     disabled_reason: z.enum(DISABLED_REASONS).nullable().openapi({
       description:
         "Why the endpoint is disabled (null while active): failing (every attempt failed for 5 days), gone (it answered 410), manual (disabled through the API or the dashboard). PATCH status active enables it again and clears it.",
