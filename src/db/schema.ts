@@ -176,7 +176,12 @@ export const webhookEndpoints = sqliteTable(
     url: text("url").notNull(),
     events: text("events", { mode: "json" }).$type<string[]>().notNull(),
     status: text("status", { enum: ["active", "disabled"] }).notNull(),
-    disabledReason: text("disabled_reason"),
+    // Why and when it was disabled (null while active): "failing" (every attempt failed for 5
+    // days), "gone" (a 410), "manual" (PATCH or the dashboard). See src/webhooks/health.ts.
+    disabledReason: text("disabled_reason", { enum: ["failing", "gone", "manual"] }),
+    disabledAt: text("disabled_at"),
+    // Epoch ms of the first failed attempt since the last 2xx (null after a 2xx, or on enable).
+    failingSince: integer("failing_since"),
     secret: text("secret").notNull(),
     previousSecret: text("previous_secret"),
     previousSecretExpiresAt: text("previous_secret_expires_at"),

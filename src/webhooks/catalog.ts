@@ -21,6 +21,10 @@ export const ENVELOPE_EVENT_TYPES = {
   "invoice.voided": "An invoice was voided: it will never be charged.",
   "payment_method.attached": "A card was saved as a user's payment method (from a processor token or the card fields).",
   "payment_method.detached": "A user's payment method was detached: it can be charged no more.",
+  "webhook_endpoint.disabled":
+    "A webhook endpoint was disabled: every attempt failed for 5 days (disabled_reason failing), it answered 410 (gone), or a person disabled it (manual). Sent to the account's other endpoints that take it, never to the disabled one.",
+  "webhook_delivery.exhausted":
+    "A delivery's 24-hour retry window ended without a 2xx: data is the delivery, with its event's id and type. Sent to the account's other endpoints that take it, never to the failing one.",
 } as const;
 
 export const NOTIFICATION_EVENT_TYPES = {
@@ -37,6 +41,9 @@ export type EventType = EnvelopeEventType | NotificationEventType;
 
 /** Subscribing to "*" receives every type, including ones added later. */
 export const ALL_EVENTS = "*";
+/** Events about endpoints and deliveries themselves: never sent to the endpoint they are about. */
+export const isWebhookHealthEvent = (type: string) => type.startsWith("webhook_");
+
 /** Sent by POST /api/webhooks/{id}/test only, to that endpoint only. */
 export const TEST_EVENT_TYPE = "webhook.test";
 
@@ -52,7 +59,10 @@ export function isEventType(value: string): value is EventType {
 
 
 /** The kind of object each event type is about: its `object_id` and the sequence it counts in. */
-export function aboutObject(type: EventType): "payment" | "payment_method" | "refund" | "user" | "payout" | "subscription" | "invoice" {
+export function aboutObject(type: EventType): "payment" | "payment_method" | "refund" | "user" | "payout" | "subscription" | "invoice" | "webhook_endpoint" {
+  // An endpoint's health events are about the endpoint (an exhausted delivery's too): its
+  // events count in one sequence, and the retention purge keeps only its newest.
+  if (type.startsWith("webhook_")) return "webhook_endpoint";
   if (type.startsWith("payment_method.")) return "payment_method";
   if (type.startsWith("payment.")) return "payment";
   if (type.startsWith("invoice.")) return "invoice";

@@ -14,7 +14,8 @@ import type { Bindings, RuntimeBindings } from "../env";
 import { messageEnv } from "../db/shards";
 import { clock, isoTime } from "../lib/clock";
 import { randomUnit } from "../lib/crypto";
-import { type DeliveryMessage, enqueueDeliveries } from "./outbox";
+import { type DeliveryMessage, collectDeliveryIds, enqueueDeliveries } from "./outbox";
+import { deliveryExhaustedEvent, disableEndpoint, endedByAttempt, endedLate, failingLongEnough, recordFailure, recordSuccess } from "./health";
 import { schedulerFor } from "./scheduler";
 import type { Permit } from "./throttle";
 import { isOverload, slowedUntilAfter } from "../domain/webhook-throttle";
@@ -35,7 +36,9 @@ export type DeliveryOutcome =
   | "leased"
   | "waiting"
   | "throttled"
-  | "skipped";
+  | "skipped"
+  /** The failure disabled the endpoint (it failed for 5 days): this delivery ended with the others. */
+  | "endpoint_disabled";
 
 async function excerpt(response: Response): Promise<string> {
   const reader = response.body?.getReader();
@@ -164,10 +167,16 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   // However late a message arrives (a lost alarm, a sweeper re-enqueue), nothing is sent later
   // than 24 hours after the first attempt: the delivery ends failed, and can be redelivered.
   if (delivery.firstAttemptAt !== null && dueAt > delivery.firstAttemptAt + DELIVERY_WINDOW_MS) {
-    await db
-      .update(webhookDeliveries)
-      .set({ status: "failed", lastError: "retry_window_ended", nextAttemptAt: null, waitingFor: null, updatedAt: now })
-      .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending"), eq(webhookDeliveries.attemptCount, delivery.attemptCount)));
+    // Its window ended without a 2xx: webhook_delivery.exhausted, once (src/webhooks/health.ts).
+    const exhausted = deliveryExhaustedEvent(db, { ...delivery, eventType: event.type }, delivery.firstAttemptAt, now, endedLate);
+    const results = await runBatch(db, [
+      db
+        .update(webhookDeliveries)
+        .set({ status: "failed", lastError: "retry_window_ended", nextAttemptAt: null, waitingFor: null, updatedAt: now })
+        .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.status, "pending"), eq(webhookDeliveries.attemptCount, delivery.attemptCount))),
+      ...(exhausted?.statements ?? []),
+    ]);
+    if (exhausted) await enqueueHealthEvents(env, results, [2]);
     await wakeWaiting(env, db, delivery, event);
     return "failed";
   }
@@ -233,6 +242,19 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
     eq(webhookDeliveries.status, "pending"),
     eq(webhookDeliveries.firstAttemptAt, firstAttemptAt),
   );
+  // The endpoint's health (src/webhooks/health.ts): a 2xx clears its failing_since; a failure sets
+  // it, and disables the endpoint once it has failed for 5 days; a 410 disables it at once. The
+  // window's end without a 2xx emits webhook_delivery.exhausted. All in the attempt's batch.
+  const failingTooLong = !ok && !gone && failingLongEnough(endpoint.failingSince, now);
+  const disabling = gone ? disableEndpoint(db, endpoint, "gone", now) : failingTooLong ? disableEndpoint(db, endpoint, "failing", now) : null;
+  const exhausted = outcome === "failed" ? deliveryExhaustedEvent(db, { ...delivery, attemptCount: attemptNumber, eventType: event.type }, firstAttemptAt, now, endedByAttempt) : null;
+  const health = [
+    ok ? recordSuccess(db, endpoint.id) : recordFailure(db, endpoint.id, now),
+    ...(disabling ? [...disabling.statements, ...disabling.event.statements] : []),
+    ...(exhausted?.statements ?? []),
+  ];
+  const disabledAt = disabling ? 3 : -1;
+  const healthDeliveries = [...(disabling ? [3 + disabling.statements.length + 1] : []), ...(exhausted ? [2 + health.length - 1] : [])];
   const results = await runBatch(db, [
     db
       .insert(deliveryAttempts)
@@ -268,15 +290,9 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
           })
           .where(thisAttempt)
           .returning({ id: webhookDeliveries.id }),
-    ...(gone
-      ? [
-          db
-            .update(webhookEndpoints)
-            .set({ status: "disabled", disabledReason: "The endpoint answered 410 Gone.", updatedAt: isoTime(now) })
-            .where(eq(webhookEndpoints.id, endpoint.id)),
-        ]
-      : []),
+    ...health,
     // An overload answer puts the endpoint on the throttled path (above) until the slowdown ends.
+    // After the health statements, whose positions healthDeliveries counts.
     ...(overloaded
       ? [
           db
@@ -286,11 +302,17 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
         ]
       : []),
   ]);
+  await enqueueHealthEvents(env, results, healthDeliveries);
   if (overloaded) await slowDownEndpoint(env, endpoint.id, retryAfterMs);
   // A later attempt took the delivery over (our lease ran out): it schedules what comes next.
   if ((results[1] as unknown[]).length === 0) {
     if (!ok) await handBackToRedelivery(env, db, deliveryId, attemptNumber);
     return ok ? "delivered" : "skipped";
+  }
+  // This failure disabled the endpoint: the delivery ended with its other pending ones.
+  if (disabledAt >= 0 && (results[disabledAt] as unknown[]).length > 0 && outcome === "scheduled") {
+    await wakeWaiting(env, db, delivery, event);
+    return "endpoint_disabled";
   }
   if (next !== null) await schedulerFor(env, endpoint.id).schedule(deliveryId, next, env.SHARD);
   else await wakeWaiting(env, db, delivery, event);
@@ -304,6 +326,15 @@ async function slowDownEndpoint(env: Bindings, endpointId: string, retryAfterMs:
   } catch (error) {
     console.error(JSON.stringify({ message: "endpoint slowdown failed", endpoint: endpointId, error: String(error) }));
   }
+}
+
+/** Queues the deliveries of the health events a batch wrote (the sweeper sends any a lost enqueue misses). */
+async function enqueueHealthEvents(env: Bindings, results: unknown[], offsets: number[]): Promise<void> {
+  const ids = collectDeliveryIds(results, offsets);
+  if (ids.length === 0) return;
+  await enqueueDeliveries(env.DELIVERY_QUEUE, ids).catch((error) => {
+    console.error(JSON.stringify({ message: "enqueue of health event deliveries failed; the sweeper will send them", deliveries: ids.length, error: String(error) }));
+  });
 }
 
 /**

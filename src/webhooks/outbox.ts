@@ -286,6 +286,37 @@ const eventRowsInsert = (db: Db, rows: string[]): Statement => preparedEventRows
  */
 export const MAX_RUN_CHARS = 600_000;
 
+/**
+ * An event written only if `when` holds as its batch runs (read by its own INSERT … SELECT, so a
+ * batch that lost a race writes nothing), with `data` read there too: the endpoint health events
+ * (src/webhooks/health.ts). Delivered by its own insert, as any event is, to the active endpoints
+ * of its account and mode that take its type, but never to `except` (the endpoint it is about).
+ */
+export function emitEventWhen(
+  db: Db,
+  tenant: Tenant,
+  spec: { type: EnvelopeEventType; dataSql: SQL; objectId: string; except: string },
+  at: number,
+  when: SQL,
+): EmittedEvent {
+  const id = newId("event", at);
+  const livemode = tenant.livemode ? 1 : 0;
+  const sequence = nextSequence(spec.objectId);
+  const payload = envelopeSql(id, spec.type, sql`json(${spec.dataSql})`, isoTime(at), spec.objectId, sequence, livemodeJsonSql(sql.raw(String(livemode))));
+  const insert = rawStatement(db, sql`INSERT INTO ${events} (id, account_id, livemode, type, payload, object_id, sequence, feed_position, created_at)
+    SELECT ${id}, ${tenant.accountId}, ${livemode}, ${spec.type}, ${payload}, ${spec.objectId}, ${sequence}, ${nextFeedPosition(tenant.accountId)}, ${isoTime(at)}
+    WHERE ${when}`);
+  const deliveries = rawStatement(db, sql`
+    INSERT INTO ${webhookDeliveries} (id, account_id, livemode, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
+    SELECT ${deliveryIdSql(sql`ev.id`, sql`e.id`)}, ev.account_id, ev.livemode, ev.id, e.id, 'pending', 0, ev.created_at, ${at}
+    FROM ${events} ev JOIN ${webhookEndpoints} e ON e.account_id = ev.account_id AND e.livemode = ev.livemode
+    WHERE ev.id = ${id} AND e.status = 'active' AND e.deleted_at IS NULL AND e.id <> ${spec.except}
+      AND EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (ev.type, ${ALL_EVENTS}))
+    ON CONFLICT (event_id, endpoint_id) DO NOTHING
+    RETURNING id`);
+  return { id, statements: [insert, deliveries], deliveriesAt: 1 };
+}
+
 /** A `webhook.test` event, about no object, delivered to the one endpoint named only. */
 export function emitTestEvent(db: Db, tenant: Tenant, endpointId: string, at: number): EmittedEvent {
   const id = newId("event", at);

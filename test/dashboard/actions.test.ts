@@ -249,6 +249,47 @@ describe("webhooks page, deliveries and events", () => {
   }, 30_000);
 });
 
+describe("a disabled webhook endpoint", () => {
+  let receiver: ReturnType<typeof installReceiver>;
+  afterEach(() => receiver?.restore());
+
+  it("its page says why and since when, and Enable (a CSRF-protected form) enables it again without resending", async () => {
+    receiver = installReceiver();
+    receiver.answer(410);
+    const hook = await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/gone`, events: ["customer.created"] } });
+    const page = `/dashboard/webhooks/${hook.body.id}`;
+    const sent = await call(`/api/webhooks/${hook.body.id}/test`, { method: "POST", key: acct.key });
+    const disabled = await waitFor(async () => {
+      const read = await call(`/api/webhooks/${hook.body.id}`, { key: acct.key });
+      expect(read.body).toMatchObject({ status: "disabled", disabled_reason: "gone" });
+      return read.body as { disabled_at: string };
+    }, 8000, 25);
+
+    const loaded = await dashboardFetch(page, { cookie });
+    expect(loaded.html).toContain('data-disabled-reason="gone"');
+    const text = textOf(loaded.html);
+    expect(text).toContain("It answered 410 Gone.");
+    expect(loaded.html).toContain(`datetime="${disabled.disabled_at}"`);
+    expect(text).toContain("enabling it does not send them again");
+    const form = formOf(loaded.html, `${page}/status`);
+    expect(form).toMatchObject({ status: "active", idempotency_key: expect.stringMatching(/^dash_/) });
+    // Without the session's CSRF token the form is refused, and nothing changes.
+    const { csrf_token: _csrf, ...forged } = form;
+    expect((await dashboardFetch(`${page}/status`, { cookie, form: forged })).status).toBe(403);
+    expect((await call(`/api/webhooks/${hook.body.id}`, { key: acct.key })).body.status).toBe("disabled");
+
+    const enabled = await dashboardFetch(`${page}/status`, { cookie, form });
+    expect(enabled.status, enabled.html.slice(0, 300)).toBe(303);
+    expect(enabled.location).toContain("webhook_enabled");
+    expect((await call(`/api/webhooks/${hook.body.id}`, { key: acct.key })).body).toMatchObject({ status: "active", disabled_reason: null, disabled_at: null });
+    const after = await dashboardFetch(page, { cookie });
+    expect(after.html).not.toContain("data-disabled-reason");
+    // The delivery the 410 ended stays failed: enabling sent nothing again.
+    expect(receiver.received).toHaveLength(1);
+    expect((await call(`/api/webhooks/${hook.body.id}/deliveries`, { key: acct.key })).body.data).toMatchObject([{ id: sent.body.delivery_id, status: "failed" }]);
+  });
+});
+
 describe("list pages", () => {
   it("show a clear empty state, paginate with the API's cursors, and refuse a bad cursor with a 4xx page", async () => {
     const fresh = await signup("Dash Empty");

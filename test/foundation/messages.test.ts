@@ -137,6 +137,7 @@ function fullBody(op: Operation): unknown {
   if (op.operationId === "updateWebhook") return { url: "https://receiver.example.com/x", events: ["payout.paid"], status: "active", ordering: "none" };
   if (op.operationId === "redeliverEvent") return { endpoint_id: fx.webhook };
   if (op.operationId === "recoverWebhook") return { since: new Date(Date.now() - 60_000).toISOString(), until: new Date().toISOString() };
+  if (op.operationId === "testWebhook") return { exhaust: false };
   if (op.operationId === "createUser") return { name: "Grace Hopper", email: "grace@example.com", test_clock: fx.clock, stripe_account: "acct_1Nv0FGQ9RKHgCVdK" };
   if (op.operationId === "updateUser") return { name: "Grace B. Hopper", email: "grace@example.com", stripe_account: "acct_1Nv0FGQ9RKHgCVdK" };
   if (op.operationId === "createPayout") return { ...(validBody(op, fx) as object), recipient_id: fx.user };

@@ -234,7 +234,7 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     updateWebhook: () => ({ status: "active" }),
     deleteWebhook: () => undefined,
     rotateWebhookSecret: () => undefined,
-    testWebhook: () => undefined,
+    testWebhook: () => ({}),
     recoverWebhook: () => ({ since: RECOVER_SINCE }),
     redeliverEvent: () => ({}),
     createPlan: () => ({ name: "Basic", price: 5, currency: "usd", interval: "month" }),

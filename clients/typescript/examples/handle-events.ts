@@ -40,6 +40,10 @@ export function describeEvent(event: WebhookEvent): string {
     case "payment_method.attached":
     case "payment_method.detached":
       return `${event.type}: ${event.data.card.brand} ending ${event.data.card.last4} of ${event.data.user_id} (${event.data.id})`;
+    case "webhook_endpoint.disabled":
+      return `webhook_endpoint.disabled: ${event.data.url} (${event.data.id}) is disabled, ${event.data.disabled_reason} since ${event.data.disabled_at}`;
+    case "webhook_delivery.exhausted":
+      return `webhook_delivery.exhausted: ${event.data.event_type} ${event.data.event_id} was not delivered to ${event.data.endpoint_id} after ${event.data.attempt_count} attempts`;
     case "webhook.test":
       return `webhook.test: ${event.data.message}`;
     default: {

@@ -616,6 +616,24 @@ async function refusedInvoice(ctx: TriggerContext) {
   return { objects: { user: customer.id, plan: fixed.id, invoice }, objectId: invoice };
 }
 
+/**
+ * A throwaway endpoint, for an event about an endpoint: at a URL that is never sent anything (its
+ * one delivery is ended, or it is disabled, before a send), and deleted once the event is made.
+ * Health events never go to the endpoint they are about, so the account's other endpoints get it.
+ */
+async function throwawayEndpoint(ctx: TriggerContext) {
+  const endpoint = await ctx.tender.POST("/api/webhooks", {
+    body: { url: "https://tender-trigger.invalid/webhooks", events: ["customer.created"] },
+  });
+  ctx.say(`Registered endpoint ${endpoint.id} (https://tender-trigger.invalid/webhooks, nothing is sent there)`);
+  return endpoint;
+}
+
+async function removeThrowaway(ctx: TriggerContext, id: string) {
+  await ctx.tender.DELETE("/api/webhooks/{id}", { params: { path: { id } } });
+  ctx.say(`Deleted endpoint ${id}`);
+}
+
 /** For every event type in the catalog (src/webhooks/catalog.ts), what makes it happen. */
 export const TRIGGERS: Record<EventType, TriggerPlan> = {
   "customer.created": {
@@ -760,6 +778,26 @@ export const TRIGGERS: Record<EventType, TriggerPlan> = {
       await ctx.tender.POST("/payouts/{id}/cancel", { params: { path: { id: objects.payout } } });
       ctx.say(`Canceled payout ${objects.payout}`);
       return { objects, objectId: objects.payout };
+    },
+  },
+  "webhook_endpoint.disabled": {
+    creates: "a webhook endpoint, disabled at once by PATCH (disabled_reason manual), then deleted",
+    async run(ctx) {
+      const endpoint = await throwawayEndpoint(ctx);
+      await ctx.tender.PATCH("/api/webhooks/{id}", { params: { path: { id: endpoint.id } }, body: { status: "disabled" } });
+      ctx.say(`Disabled endpoint ${endpoint.id}`);
+      await removeThrowaway(ctx, endpoint.id);
+      return { objects: { webhook_endpoint: endpoint.id }, objectId: endpoint.id };
+    },
+  },
+  "webhook_delivery.exhausted": {
+    creates: "a webhook endpoint and a test event whose delivery's 24 hours end at once (POST /api/webhooks/{id}/test with exhaust), then deletes the endpoint",
+    async run(ctx) {
+      const endpoint = await throwawayEndpoint(ctx);
+      const test = await ctx.tender.POST("/api/webhooks/{id}/test", { params: { path: { id: endpoint.id } }, body: { exhaust: true } });
+      ctx.say(`Sent test event ${test.event_id}: its delivery ${test.delivery_id} ran out unsent`);
+      await removeThrowaway(ctx, endpoint.id);
+      return { objects: { webhook_endpoint: endpoint.id, event: test.event_id, webhook_delivery: test.delivery_id }, objectId: endpoint.id };
     },
   },
   subscription_created: {

@@ -1,7 +1,8 @@
 // Webhooks: the endpoints (URL, events, status, success rate over 30 days) with a form to register
 // one; an endpoint's page with its deliveries and every attempt (time, status code, duration,
 // response excerpt); and the actions: send a test event, rotate the secret (the new secret shown
-// once), disable / enable, delete, and redeliver a delivery that has not been delivered.
+// once), disable / enable, delete, and redeliver a delivery that has not been delivered. A disabled
+// endpoint's page says why and since when, with Enable.
 import type { Context, Hono } from "hono";
 import { clock } from "../../lib/clock";
 import { isDevelopment } from "../../env";
@@ -23,7 +24,8 @@ interface Endpoint {
   url: string;
   events: string[];
   status: "active" | "disabled";
-  disabled_reason: string | null;
+  disabled_reason: "failing" | "gone" | "manual" | null;
+  disabled_at: string | null;
   ordering: string;
   rate_limit: number | null;
   created_at: string;
@@ -58,6 +60,35 @@ interface EventType {
 }
 
 const BACK = "/dashboard/webhooks";
+
+/** Why an endpoint is disabled, in words (the API answers the code). */
+const DISABLED_BECAUSE: Record<NonNullable<Endpoint["disabled_reason"]>, string> = {
+  failing: "Every attempt to deliver to it failed for 5 days.",
+  gone: "It answered 410 Gone.",
+  manual: "It was disabled by hand (through the API or this dashboard).",
+};
+
+/** A disabled endpoint's reason and since when, with Enable (it resends nothing: a redelivery does). */
+function DisabledNotice({ c, e, base, write }: { c: Context<DashEnv>; e: Endpoint; base: string; write: boolean }) {
+  if (e.status !== "disabled") return null;
+  return (
+    <div class="warning" role="alert" data-disabled-reason={e.disabled_reason ?? ""}>
+      <p>
+        <strong>Disabled</strong> since <Time iso={e.disabled_at} />. {e.disabled_reason ? DISABLED_BECAUSE[e.disabled_reason] : null} It receives no events, and the
+        deliveries that were pending ended failed, unsent; enabling it does not send them again (redeliver them from the failed deliveries below).
+      </p>
+      {write ? (
+        <form method="post" action={`${base}/status`} class="inline">
+          <FormFields session={c.var.session!} />
+          <input type="hidden" name="status" value="active" />
+          <button type="submit" class="primary">
+            Enable
+          </button>
+        </form>
+      ) : null}
+    </div>
+  );
+}
 /** A delivery id is dlv_, its event's time-ordered part, then its endpoint's (the same on one endpoint's page). */
 const DELIVERY_DISTINCT = "dlv_".length + 26;
 
@@ -174,8 +205,9 @@ async function listPage(c: Context<DashEnv>, state?: FormState) {
                       </div>
                     </td>
                     <td class="mono scope-list">{e.events.join(", ")}</td>
-                    <td>
+                    <td title={e.disabled_reason ? DISABLED_BECAUSE[e.disabled_reason] : undefined}>
                       <StatusBadge status={e.status} />
+                      {e.disabled_reason ? <div class="muted">{e.disabled_reason}</div> : null}
                     </td>
                     <td>{rateText(rates.get(e.id))}</td>
                     <td>
@@ -313,6 +345,7 @@ async function endpointPage(c: Context<DashEnv>) {
     active: BACK,
     children: (
       <>
+        <DisabledNotice c={c} e={e} base={base} write={write} />
         <section class="panel">
           <h2 class="mono wrap">{e.url}</h2>
           <TableWrap>
@@ -330,7 +363,12 @@ async function endpointPage(c: Context<DashEnv>) {
               <tr>
                 <th>Status</th>
                 <td>
-                  <StatusBadge status={e.status} /> {e.disabled_reason ? <span class="muted">{e.disabled_reason}</span> : null}
+                  <StatusBadge status={e.status} />{" "}
+                  {e.disabled_reason ? (
+                    <span class="muted">
+                      {e.disabled_reason}, since <Time iso={e.disabled_at} />
+                    </span>
+                  ) : null}
                 </td>
               </tr>
               <tr>

@@ -29,7 +29,7 @@ const EventSchema = z
     livemode: livemodeField,
     type: z.string(),
     created_at: timestamp("When the event happened."),
-    object_id: z.string().nullable().openapi({ description: "The object the event is about: the user, payout, payment, refund or subscription.", example: "po_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
+    object_id: z.string().nullable().openapi({ description: "The object the event is about: the user, payout, payment, refund or subscription (the endpoint, for webhook_endpoint.* and webhook_delivery.*).", example: "po_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
     sequence: z.number().int().nullable().openapi({ description: "The event's place among its object's events: 1 for the first, +1 for each later one, in commit order and without gaps. Deliveries carry it as Tender-Sequence: <object_id>/<sequence>.", example: 2 }),
     data: z.unknown().openapi({ description: "The event's data, as in the webhook envelope: the resource (as the API returns it, livemode included) for customer.*, payout.*, refund.* and subscription_*; the payment summary for payment.*. See the document's webhooks section for each type's payload." }),
     payload: z.record(z.string(), z.unknown()).openapi({ description: "The exact body delivered to endpoints: the envelope { id, type, data, created_at, object_id, sequence, livemode }, which a subscription notification extends with event, subscription_id, status and timestamp." }),
@@ -43,7 +43,7 @@ const EventTypeSchema = z
     shape: z.enum(["envelope", "notification"]).openapi({
       description: "envelope: { id, type, data, created_at, object_id, sequence }; notification: the same envelope, with the interface document's event, subscription_id, status and timestamp at the top level as well.",
     }),
-    object: z.enum(["payment", "payment_method", "refund", "user", "payout", "subscription", "invoice"]).openapi({ description: "The kind of object the event is about: its events' object_id, and the sequence they count in." }),
+    object: z.enum(["payment", "payment_method", "refund", "user", "payout", "subscription", "invoice", "webhook_endpoint"]).openapi({ description: "The kind of object the event is about: its events' object_id, and the sequence they count in." }),
   })
   .openapi("EventType");
 

@@ -11,6 +11,7 @@ import { PayoutSchema } from "../payouts/schema";
 import { RefundSchema } from "../refunds/schema";
 import { SubscriptionSchema, SubscriptionStatus } from "../subscriptions/schema";
 import { UserSchema } from "../users/schema";
+import { ExhaustedDeliverySchema, WebhookSchema } from "../webhooks/schema";
 import { livemodeField, timestamp } from "../shared";
 
 /** "payment.completed" -> "PaymentCompleted", "subscription_created" -> "SubscriptionCreated". */
@@ -107,6 +108,8 @@ export const WEBHOOK_PAYLOADS = {
   "invoice.voided": envelope("invoice.voided", InvoiceSchema),
   "payment_method.attached": envelope("payment_method.attached", PaymentMethodSchema),
   "payment_method.detached": envelope("payment_method.detached", PaymentMethodSchema),
+  "webhook_endpoint.disabled": envelope("webhook_endpoint.disabled", WebhookSchema),
+  "webhook_delivery.exhausted": envelope("webhook_delivery.exhausted", ExhaustedDeliverySchema),
   subscription_created: notification("subscription_created", SubscriptionStatus),
   subscription_renewal: notification("subscription_renewal", RenewalStatus),
   subscription_updated: notification("subscription_updated", SubscriptionStatus),

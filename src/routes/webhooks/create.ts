@@ -40,6 +40,8 @@ export function registerCreateWebhook(app: OpenAPIHono<AppEnv>) {
       rateLimit: body.rate_limit,
       slowedUntil: null,
       disabledReason: null,
+      disabledAt: null,
+      failingSince: null,
       secret: generateSecret(),
       previousSecret: null,
       previousSecretExpiresAt: null,

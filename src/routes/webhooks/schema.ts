@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { sql } from "drizzle-orm";
-import { type deliveryAttempts, type webhookDeliveries, webhookEndpoints } from "../../db/schema";
+import { deliveryAttempts, events, webhookDeliveries, webhookEndpoints } from "../../db/schema";
 import { ALL_EVENTS, EVENT_TYPES, isEventType } from "../../webhooks/catalog";
 import { livemodeJsonSql } from "../../db/scope";
 import { isoTime } from "../../lib/clock";
@@ -39,6 +39,7 @@ const url = z
   .max(URL_MAX);
 
 export const ENDPOINT_STATUSES = ["active", "disabled"] as const;
+export const DISABLED_REASONS = ["failing", "gone", "manual"] as const;
 export const DELIVERY_STATUSES = ["pending", "delivered", "failed"] as const;
 
 export const CreateWebhookBody = bodyObject({
@@ -71,8 +72,15 @@ export const WebhookSchema = z
     livemode: livemodeField,
     url: z.string(),
     events: z.array(z.string()),
-    status: z.enum(ENDPOINT_STATUSES),
-    disabled_reason: z.string().nullable(),
+    status: z.enum(ENDPOINT_STATUSES).openapi({
+      description: "active, or disabled: it gets no events, and its pending deliveries ended failed when it was disabled (see disabled_reason).",
+    }),
+    disabled_reason: z.enum(DISABLED_REASONS).nullable().openapi({
+      description:
+        "Why the endpoint is disabled (null while active): failing (every attempt failed for 5 days), gone (it answered 410), manual (disabled through the API or the dashboard). PATCH status active enables it again and clears it.",
+      example: "failing",
+    }),
+    disabled_at: z.string().nullable().openapi({ description: "When it was disabled (null while active).", example: "2026-11-21T12:00:00.000Z" }),
     ordering,
     rate_limit: rateLimit,
     created_at: timestamp("When the endpoint was registered."),
@@ -126,6 +134,7 @@ export function serializeWebhook(row: typeof webhookEndpoints.$inferSelect) {
     events: row.events,
     status: row.status,
     disabled_reason: row.disabledReason,
+    disabled_at: row.disabledAt,
     ordering: row.ordering,
     rate_limit: row.rateLimit,
     created_at: row.createdAt,
@@ -136,9 +145,26 @@ export function serializeWebhook(row: typeof webhookEndpoints.$inferSelect) {
 /** serializeWebhook inside SQL, for stored answers built within a batch (the row as committed). */
 export const webhookJsonSql = (id: string) => sql`(SELECT json_object(
   'id', ${webhookEndpoints.id}, 'object', 'webhook_endpoint', 'livemode', ${livemodeJsonSql(webhookEndpoints.livemode)}, 'url', ${webhookEndpoints.url}, 'events', json(${webhookEndpoints.events}),
-  'status', ${webhookEndpoints.status}, 'disabled_reason', ${webhookEndpoints.disabledReason}, 'ordering', ${webhookEndpoints.ordering}, 'rate_limit', ${webhookEndpoints.rateLimit},
+  'status', ${webhookEndpoints.status}, 'disabled_reason', ${webhookEndpoints.disabledReason}, 'disabled_at', ${webhookEndpoints.disabledAt}, 'ordering', ${webhookEndpoints.ordering}, 'rate_limit', ${webhookEndpoints.rateLimit},
   'created_at', ${webhookEndpoints.createdAt}, 'updated_at', ${webhookEndpoints.updatedAt}
 ) FROM ${webhookEndpoints} WHERE ${webhookEndpoints.id} = ${id})`;
+
+/** The data of webhook_delivery.exhausted: the delivery as the API shows it, with its event's type. */
+export const ExhaustedDeliverySchema = DeliverySchema.extend({
+  event_type: z.string().openapi({ description: "The type of the event that was not delivered.", example: "payment.completed" }),
+}).openapi("ExhaustedWebhookDelivery");
+
+/** serializeDelivery inside SQL, with the event's type: the delivery as its batch committed it. */
+export const exhaustedDeliveryJsonSql = (id: string) => sql`(SELECT json_object(
+  'id', d.id, 'object', 'webhook_delivery', 'livemode', ${livemodeJsonSql(sql.raw("d.livemode"))}, 'event_id', d.event_id, 'endpoint_id', d.endpoint_id,
+  'status', d.status, 'attempt_count', d.attempt_count,
+  'next_attempt_at', CASE WHEN d.next_attempt_at IS NULL THEN NULL ELSE strftime('%Y-%m-%dT%H:%M:%fZ', d.next_attempt_at / 1000.0, 'unixepoch') END,
+  'last_status_code', d.last_status_code, 'waiting_for', d.waiting_for, 'created_at', d.created_at, 'delivered_at', d.delivered_at,
+  'attempts', (SELECT json_group_array(json(item)) FROM (SELECT json_object('attempt_number', a.attempt_number, 'attempted_at', a.attempted_at, 'status_code', a.status_code,
+      'duration_ms', a.duration_ms, 'response_excerpt', a.response_excerpt, 'error', a.error) AS item
+    FROM ${deliveryAttempts} AS a WHERE a.delivery_id = d.id ORDER BY a.attempt_number)),
+  'event_type', ev.type
+) FROM ${webhookDeliveries} AS d JOIN ${events} AS ev ON ev.id = d.event_id WHERE d.id = ${id})`;
 
 export function serializeDelivery(row: typeof webhookDeliveries.$inferSelect, attempts: (typeof deliveryAttempts.$inferSelect)[]) {
   return {

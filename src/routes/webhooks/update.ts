@@ -4,7 +4,9 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../../context";
 import { webhookEndpoints } from "../../db/schema";
+import { sql } from "drizzle-orm";
 import { releaseHeldDeliveries } from "../../webhooks/outbox";
+import { endpointDisabledEvent, stopPendingDeliveries } from "../../webhooks/health";
 import { rethrottle } from "../../webhooks/throttle";
 import { owned } from "../../db/scope";
 import { isDevelopment } from "../../env";
@@ -20,7 +22,8 @@ const update = apiRoute({
   tags,
   operationId: "updateWebhook",
   summary: "Update a webhook endpoint",
-  description: "Changes the URL, the event types, the ordering, the rate_limit (null removes it), or the status (active or disabled).",
+  description:
+    "Changes the URL, the event types, the ordering, the rate_limit (null removes it), or the status. status disabled disables it by hand (disabled_reason manual; one already disabled keeps its reason): its pending deliveries end failed, unattempted, and webhook_endpoint.disabled goes to the account's other endpoints. status active enables it again and clears disabled_reason and disabled_at; the deliveries that ended while it was disabled stay failed (send them again with POST /api/events/{id}/redeliver, or POST /api/webhooks/{id}/recover over a time range).",
   scope: "webhooks:write",
   request: { params: webhookId, ...jsonBodyOf(UpdateWebhookBody) },
   responses: { 200: json(WebhookSchema, "The updated endpoint.") },
@@ -40,15 +43,28 @@ export function registerUpdateWebhook(app: OpenAPIHono<AppEnv>) {
     if (body.events !== undefined) changes.events = [...new Set(body.events)];
     if (body.ordering !== undefined) changes.ordering = body.ordering;
     if (body.rate_limit !== undefined) changes.rateLimit = body.rate_limit;
-    if (body.status !== undefined) {
-      changes.status = body.status;
-      changes.disabledReason = body.status === "active" ? null : "Disabled through the API.";
+    const disabling = body.status === "disabled";
+    if (body.status === "active") {
+      // Enabled again: healthy from now on. Deliveries its disabling ended stay failed (a
+      // redelivery or a recovery sends them).
+      Object.assign(changes, { status: "active", disabledReason: null, disabledAt: null, failingSince: null });
+    } else if (disabling) {
+      // Disabled by a person; one already disabled keeps its reason and time (src/webhooks/health.ts).
+      const wasActive = sql`${webhookEndpoints.status} = 'active'`;
+      Object.assign(changes, {
+        status: "disabled",
+        disabledReason: sql`CASE WHEN ${wasActive} THEN 'manual' ELSE ${webhookEndpoints.disabledReason} END`,
+        disabledAt: sql`CASE WHEN ${wasActive} THEN ${isoTime(now)} ELSE ${webhookEndpoints.disabledAt} END`,
+      });
     }
     const { returned } = await commit(
       c,
       {
         statements: [stillLive(db, auth, id)],
         returning: db.update(webhookEndpoints).set(changes).where(owned(webhookEndpoints, auth, liveEndpoint(id))).returning(),
+        // Its pending deliveries end, and the account's other endpoints hear of it.
+        events: disabling ? [endpointDisabledEvent(db, { id, accountId: auth.accountId, livemode: auth.livemode }, now)] : [],
+        trailing: disabling ? [stopPendingDeliveries(db, id, now)] : [],
       },
       200,
       webhookJsonSql(id),
