@@ -21,7 +21,12 @@ const SECONDS = Number(process.env.FLOOR_SECONDS ?? 5);
 const CONCURRENCY = Number(process.env.FLOOR_CONCURRENCY ?? 16);
 const ACCOUNTS = 20; // Tender's per-key limit is 1000 requests / 10 s: the load is spread over keys
 const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
-const TARGETS = { health: 0.9, read: 0.7, write: 0.6 };
+// A one-off payment with a saved card (issue 34) must keep at least the payout's share: the same
+// kind of write (one batch: the payment, its idempotency record, its event), measured against the
+// same floor in the same run.
+const TARGETS = { health: 0.9, read: 0.7, write: 0.6, payment: "write" };
+/** A row's target: a number, or the share another row of the same run measured. */
+const targetOf = (r, rows) => (typeof TARGETS[r.key] === "number" ? TARGETS[r.key] : (rows.find((x) => x.key === TARGETS[r.key])?.share ?? NaN));
 const log = (...args) => console.log(`[floor ${((performance.now() / 1000) | 0).toString().padStart(4)}s]`, ...args);
 
 /** The pids of `root`'s process tree, from /proc. */
@@ -203,7 +208,9 @@ async function main() {
     for (let i = 0; i < ACCOUNTS; i++) {
       const acct = await must(tender, { method: "POST", path: "/api/accounts", body: { name: `Floor ${i}`, email: `floor${i}@example.com` } });
       const user = await must(tender, { method: "POST", path: "/api/users", key: acct.api_key, body: { name: `User ${i}`, email: `user${i}@example.com` } });
-      accounts.push({ key: acct.api_key, user: user.id });
+      // A saved card (test mode's Stripe test PaymentMethod) for POST /payments.
+      const card = await must(tender, { method: "POST", path: `/api/users/${user.id}/payment-methods`, key: acct.api_key, body: { processor_token: "pm_card_visa" } });
+      accounts.push({ key: acct.api_key, user: user.id, card: card.id });
     }
     const item = await must(floor, { method: "POST", path: "/items", body: { name: "Ada" } });
     const run = Date.now().toString(36);
@@ -226,6 +233,17 @@ async function main() {
           return { method: "POST", path: "/payout", key: a.key, idem: `floor-${run}-${n}`, body: { recipient_id: a.user, amount: 1000, currency: "usd", description: "floor", ...CARD } };
         },
         floor: (n) => ({ method: "POST", path: "/batch", idem: `floor-${run}-${n}`, body: { recipient_id: "usr", amount: 1000, currency: "usd", description: "floor" } }),
+      },
+      {
+        key: "payment",
+        label: "POST /payments with a saved card and an Idempotency-Key",
+        floorLabel: "a batch of 3 INSERTs",
+        drain: true,
+        tender: (n) => {
+          const a = accounts[n % ACCOUNTS];
+          return { method: "POST", path: "/payments", key: a.key, idem: `floor-pay-${run}-${n}`, body: { user_id: a.user, amount: 1000, currency: "usd", payment_method: a.card, description: "floor" } };
+        },
+        floor: (n) => ({ method: "POST", path: "/batch", idem: `floor-pay-${run}-${n}`, body: { user_id: "usr", amount: 1000, currency: "usd", description: "floor" } }),
       },
     ];
     const rows = [];
@@ -294,7 +312,7 @@ function report(rows, load) {
     "|---|---|---|---|---|---|---|",
     ...rows.map(
       (r) =>
-        `| ${r.label} / ${r.floorLabel} | ${f(r.tr)} (${r.tender.map((x) => f(x.rps)).join(", ")}) | ${f(r.br)} (${r.floor.map((x) => f(x.rps)).join(", ")}) | ${f(r.share, 2)} | ≥ ${TARGETS[r.key]} | ${Number.isFinite(r.share) && r.share >= TARGETS[r.key] ? "yes" : "**no**"} | ${f(r.tc, 2)} / ${f(r.bc, 2)} |`,
+        `| ${r.label} / ${r.floorLabel} | ${f(r.tr)} (${r.tender.map((x) => f(x.rps)).join(", ")}) | ${f(r.br)} (${r.floor.map((x) => f(x.rps)).join(", ")}) | ${f(r.share, 2)} | ≥ ${typeof TARGETS[r.key] === "number" ? TARGETS[r.key] : `${f(targetOf(r, rows), 2)} (the payout's)`} | ${Number.isFinite(r.share) && r.share >= targetOf(r, rows) ? "yes" : "**no**"} | ${f(r.tc, 2)} / ${f(r.bc, 2)} |`,
     ),
     "",
     ...rows.flatMap((r) => [...r.tender, ...r.floor].filter((x) => x.bad).map((x) => `- ${r.label}: non-2xx answers in a round: ${x.bad}`)),
