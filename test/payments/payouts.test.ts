@@ -93,6 +93,14 @@ describe("POST /payout", () => {
     expect(paid.body).toMatchObject({ recipient_id: user.id, status: "pending", livemode: false });
   });
 
+  it("the OpenAPI document, which describes the current version, lists recipient_id as required and its sample sends it", async () => {
+    const doc = (await call("/openapi.json")).body;
+    expect(doc.info.version).toBe(PAYOUT_NEEDS_RECIPIENT);
+    expect(doc.components.schemas.CreatePayoutRequest.required).toContain("recipient_id");
+    expect(doc.components.schemas.CreatePayoutRequest.properties.recipient_id.description).toMatch(/Required since Tender-Version 2026-11-27/);
+    expect(doc.paths["/payout"].post["x-codeSamples"][0].source).toMatch(/recipient_id: "usr_/);
+  });
+
   it("under 2026-11-22 and earlier, a test-mode payout without recipient_id is paid (the interface document's sample), pinned or asked for", async () => {
     for (const version of ["2026-11-01", "2026-11-22"]) {
       const pinned = await signup(`Pinned ${version}`, { apiVersion: version });
