@@ -912,7 +912,7 @@ async function d1Phase(account) {
     { name: "POST /api/users (Idempotency-Key)", make: (i) => ({ method: "POST", path: "/api/users", key: account.key, idem: `bench-d1-u-${RUN}-${i}`, body: { name: `D1 ${i}`, email: `d1-${i}@example.com` } }) },
     { name: "POST /api/users (no key)", make: (i) => ({ method: "POST", path: "/api/users", key: account.key, body: { name: `D1 plain ${i}`, email: `d1p-${i}@example.com` } }) },
     { name: "GET /api/users/{id}", make: () => ({ path: `/api/users/${account.userId}`, key: account.key }) },
-    { name: "POST /payout (Idempotency-Key)", make: (i) => ({ method: "POST", path: "/payout", key: account.key, idem: `bench-d1-p-${RUN}-${i}`, body: PAYOUT_BODY }), needs: "/payout" },
+    { name: "POST /payout (Idempotency-Key)", make: (i) => ({ method: "POST", path: "/payout", key: account.key, idem: `bench-d1-p-${RUN}-${i}`, body: { ...PAYOUT_BODY, recipient_id: account.userId } }), needs: "/payout" },
     { name: "PUT /api/users/{id} (Idempotency-Key)", make: (i) => ({ method: "PUT", path: `/api/users/${account.userId}`, key: account.key, idem: `bench-d1-put-${RUN}-${i}`, body: { name: `Reader renamed ${i}`, email: "reader@example.com" } }) },
     { name: "PATCH /subscription-plans/{id} (Idempotency-Key)", make: (i) => ({ method: "PATCH", path: `/subscription-plans/${plan.json().id}`, key: account.key, idem: `bench-d1-plan-${RUN}-${i}`, body: { name: `Bench ${i}` } }), expect: 200 },
     { name: "GET /api/users (list, limit 10)", make: () => ({ path: "/api/users", key: account.key }) },
@@ -1414,7 +1414,7 @@ async function main() {
     const loops = {
       "GET /health": () => ({ path: "/health" }),
       "GET /api/users/{id}": (n) => ({ path: `/api/users/${accounts[n % accounts.length].userId}`, key: accounts[n % accounts.length].key }),
-      "POST /payout": (n) => ({ method: "POST", path: "/payout", key: accounts[n % accounts.length].key, idem: `bench-po-${RUN}-${n}`, body: PAYOUT_BODY }),
+      "POST /payout": (n) => ({ method: "POST", path: "/payout", key: accounts[n % accounts.length].key, idem: `bench-po-${RUN}-${n}`, body: { ...PAYOUT_BODY, recipient_id: accounts[n % accounts.length].userId } }),
     };
     for (const [name, make] of Object.entries(loops)) {
       await closedLoop({ seconds: 1, concurrency: 16, make });
@@ -1443,7 +1443,7 @@ async function main() {
     payout = await throughputPhase(
       "POST /payout",
       concurrency,
-      (n) => ({ method: "POST", path: "/payout", key: accounts[n % accounts.length].key, idem: `bench-po-${RUN}-${n}`, body: PAYOUT_BODY }),
+      (n) => ({ method: "POST", path: "/payout", key: accounts[n % accounts.length].key, idem: `bench-po-${RUN}-${n}`, body: { ...PAYOUT_BODY, recipient_id: accounts[n % accounts.length].userId } }),
       { drain: true },
     );
   } else {

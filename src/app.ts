@@ -16,6 +16,7 @@ import { CURRENT_API_VERSION } from "./domain/api-versions";
 import { containsCardNumber, withoutCardNumbers } from "./domain/cards";
 import { closestRoute, type KnownRoute } from "./lib/did-you-mean";
 import { withCodeSamples } from "./routes/code-samples";
+import { withVersionRequirements } from "./routes/version-requirements";
 import type { Context } from "hono";
 
 /** The reference's introduction (/docs shows it first): what Tender is and a first call. */
@@ -91,7 +92,7 @@ export function newApp() {
 
   // The document names the origin that served it as its server (a PORT change, or a deployed
   // host, shows there), so a client built from it calls the Tender it came from.
-  app.get("/openapi.json", (c) => c.json(withCodeSamples(app.getOpenAPI31Document(documentConfig(c)))));
+  app.get("/openapi.json", (c) => c.json(withCodeSamples(withVersionRequirements(app.getOpenAPI31Document(documentConfig(c))))));
   const documentConfig = (c: Context) => ({
     openapi: "3.1.0",
     info: {

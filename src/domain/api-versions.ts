@@ -5,7 +5,8 @@
 // To make a breaking change: add a version (dated the day it ships) at the end of API_VERSIONS,
 // with `downgrade`, which turns an answer of this version into the previous version's shape. The
 // routes keep producing only the newest shape; answers for older versions are downgraded one
-// version at a time, newest first.
+// version at a time, newest first. A change to what a request must carry has no downgrade: the
+// route asks `versionAtLeast(c.var.apiVersion, <the version>)` with a constant named here.
 
 type Json = unknown;
 
@@ -48,7 +49,25 @@ export const API_VERSIONS: readonly ApiVersion[] = [
     downgrade: (body) =>
       eachObject(body, "event", ({ object_id: _objectId, sequence: _sequence, ...rest }) => rest),
   },
+  {
+    version: "2026-11-27",
+    changes: [
+      "POST /payout needs `recipient_id` in test mode too, as in live mode: without it, 400 parameter_missing naming recipient_id. Earlier versions keep paying a test-mode card with no recipient (the interface document's sample).",
+    ],
+    // Only what a request must carry changed (PAYOUT_NEEDS_RECIPIENT); answers are the same.
+    downgrade: (body) => body,
+  },
 ];
+
+/** Since this version, a payout names its recipient in test mode as in live mode. */
+export const PAYOUT_NEEDS_RECIPIENT = "2026-11-27";
+
+/**
+ * Whether a request answered in `version` gets what `since` (a version of API_VERSIONS) changed
+ * in what requests must carry: the routes' one test for a version's request rules. Versions are
+ * ISO dates, so they compare as strings.
+ */
+export const versionAtLeast = (version: string, since: string) => version >= since;
 
 export const CURRENT_API_VERSION = API_VERSIONS[API_VERSIONS.length - 1].version;
 

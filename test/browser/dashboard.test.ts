@@ -128,8 +128,10 @@ describe.skipIf(!chromiumPath)("dashboard in Chromium", () => {
     // A payout can be canceled only before it is sent (its first 5 seconds). Should this machine
     // be slow enough to miss that window, the page says so (409) and we try with a new payout.
     let canceled: string | undefined;
+    const vendor = await api(origin, "/api/users", key, { name: "Vendor", email: "vendor@example.com" });
+    expect(vendor.status, vendor.text).toBe(201);
     for (let attempt = 0; attempt < 4 && !canceled; attempt++) {
-      const payout = await api(origin, "/payout", key, { amount: 4200, currency: "usd", description: "Vendor payout", ...CARD });
+      const payout = await api(origin, "/payout", key, { amount: 4200, currency: "usd", description: "Vendor payout", recipient_id: vendor.body.id, ...CARD });
       expect(payout.status, payout.text).toBe(201);
       await page.goto(`${origin}/dashboard/payouts`);
       const row = page.locator(`tr[data-payout="${payout.body.id}"]`);

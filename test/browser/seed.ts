@@ -71,7 +71,7 @@ export async function seedAccount(origin: string, receiver: Receiver, name = "La
   const authorized = await ok(origin, "/payments", key, { amount: 129_900, currency: "eur", user_id: users[0].id, capture_method: "manual", description: "Standing desk, oak, 180 × 80 cm, delivered to the third floor", ...CARD });
   const payouts = [
     await ok(origin, "/payout", key, { amount: 4200, currency: "usd", description: "Quarterly revenue share for the Northern European reseller network", recipient_id: users[0].id, ...CARD }),
-    await ok(origin, "/payout", key, { amount: 1000, currency: "jpy", ...CARD }),
+    await ok(origin, "/payout", key, { amount: 1000, currency: "jpy", recipient_id: users[1].id, ...CARD }),
   ];
   await ok(origin, "/api/keys", key, { name: "reporting and reconciliation (read only)", scopes: ["users:read", "payments:read", "payouts:read", "subscriptions:read", "plans:read", "events:read"] });
   // Deliveries: the receiver answers 500 until told otherwise, so the first attempts fail.

@@ -18,8 +18,8 @@ async function pinnedTo(version: string) {
 
 describe("API versions", () => {
   it("the current version is today's, and a new account is pinned to it", async () => {
-    expect(CURRENT_API_VERSION).toBe("2026-11-22");
-    const acct = await signup();
+    expect(CURRENT_API_VERSION).toBe("2026-11-27");
+    const acct = await signup("Acme", { apiVersion: CURRENT_API_VERSION });
     const row = await env.DB.prepare("SELECT api_version FROM accounts WHERE id = ?").bind(acct.id).first<{ api_version: string }>();
     expect(row?.api_version).toBe(CURRENT_API_VERSION);
     const res = await call("/api/users", { key: acct.key });

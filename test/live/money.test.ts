@@ -283,6 +283,13 @@ describe("payouts (Stripe Connect)", () => {
       expect(error.message).toMatch(message);
       expect(error.param).toBe(param);
     }
+    // Since Tender-Version 2026-11-27 a missing recipient_id is the same error in both modes.
+    const missing = await call("/payout", {
+      key: acct.liveKey,
+      body: { amount: 2500, currency: "usd", ...card("4242424242424242") },
+      headers: { "tender-version": "2026-11-27" },
+    });
+    expect(expectError(missing, 400, "invalid_request_error", "parameter_missing").param).toBe("recipient_id");
     expect(await countOf("SELECT count(*) AS n FROM payouts WHERE account_id = ?", acct.id)).toBe(before);
     expect(fake.count("transfers")).toBe(transfers);
   });

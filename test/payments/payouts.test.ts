@@ -3,6 +3,7 @@
 // concurrency, and proof that no card number or CVV is stored or logged.
 import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CURRENT_API_VERSION, PAYOUT_NEEDS_RECIPIENT } from "../../src/domain/api-versions";
 import { isoDate } from "../../src/lib/clock";
 import { settlePayout } from "../../src/payments/settle-payout";
 import { sandboxProcessor } from "../../src/processor/sandbox";
@@ -68,6 +69,50 @@ describe("POST /payout", () => {
     const [created] = await eventsFor(acct.id, res.body.id);
     expect(created.type).toBe("payout.created");
     expect(created.body).toEqual({ id: created.id, type: "payout.created", data: res.body, created_at: res.body.created_at, object_id: res.body.id, sequence: 1, livemode: false });
+  });
+
+  it("since Tender-Version 2026-11-27 a test-mode payout needs recipient_id: 400 parameter_missing naming it, and nothing is written", async () => {
+    const current = await signup("Current payer", { apiVersion: CURRENT_API_VERSION });
+    expect(CURRENT_API_VERSION).toBe(PAYOUT_NEEDS_RECIPIENT);
+    const payoutsBefore = await countRows("payouts");
+    const eventsBefore = await countRows("events");
+    const missing = await call("/payout", { key: current.key, body: payoutBody(), idempotencyKey: "needs-recipient" });
+    const error = expectError(missing, 400, "invalid_request_error", "parameter_missing");
+    expect(error.param).toBe("recipient_id");
+    expect(error.message).toMatch(/^recipient_id: .*Tender-Version 2026-11-27/);
+    expect(missing.headers.get("tender-version")).toBe(PAYOUT_NEEDS_RECIPIENT);
+    // An account pinned to an older version that asks for the new one is refused the same way.
+    expectError(await call("/payout", { key: acct.key, body: payoutBody(), headers: { "tender-version": PAYOUT_NEEDS_RECIPIENT } }), 400, "invalid_request_error", "parameter_missing");
+    expect(await countRows("payouts")).toBe(payoutsBefore);
+    expect(await countRows("events")).toBe(eventsBefore);
+    expect((await call("/payouts", { key: current.key })).body.data).toEqual([]);
+    // With the recipient it is paid, under the same key (the refusal did not keep it).
+    const user = await createUser(current);
+    const paid = await call("/payout", { key: current.key, body: payoutBody({ recipient_id: user.id }), idempotencyKey: "needs-recipient" });
+    expect(paid.status, paid.text).toBe(201);
+    expect(paid.body).toMatchObject({ recipient_id: user.id, status: "pending", livemode: false });
+  });
+
+  it("the OpenAPI document, which describes the current version, lists recipient_id as required and its sample sends it", async () => {
+    const doc = (await call("/openapi.json")).body;
+    expect(doc.info.version).toBe(PAYOUT_NEEDS_RECIPIENT);
+    expect(doc.components.schemas.CreatePayoutRequest.required).toContain("recipient_id");
+    expect(doc.components.schemas.CreatePayoutRequest.properties.recipient_id.description).toMatch(/Required since Tender-Version 2026-11-27/);
+    expect(doc.paths["/payout"].post["x-codeSamples"][0].source).toMatch(/recipient_id: "usr_/);
+  });
+
+  it("under 2026-11-22 and earlier, a test-mode payout without recipient_id is paid (the interface document's sample), pinned or asked for", async () => {
+    for (const version of ["2026-11-01", "2026-11-22"]) {
+      const pinned = await signup(`Pinned ${version}`, { apiVersion: version });
+      const res = await call("/payout", { key: pinned.key, body: payoutBody() });
+      expect(res.status, res.text).toBe(201);
+      expect(res.headers.get("tender-version")).toBe(version);
+      expect(res.body).toMatchObject({ recipient_id: null, status: "pending" });
+    }
+    const current = await signup("Asks for the old version", { apiVersion: CURRENT_API_VERSION });
+    const asked = await call("/payout", { key: current.key, body: payoutBody(), headers: { "tender-version": "2026-11-22" } });
+    expect(asked.status, asked.text).toBe(201);
+    expect(asked.body.recipient_id).toBeNull();
   });
 
   it("pays a recipient who is a user of the account", async () => {

@@ -4,7 +4,7 @@
 import { exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { OTHER_SHARD, TEST_SHARD, envOf } from "../support/env";
-import { type Account, BASE, call, expectError, expectErrorShape, signup } from "../support/http";
+import { type Account, BASE, SUITE_API_VERSION, call, expectError, expectErrorShape, signup } from "../support/http";
 import { type Operation, credentialFor, fixtureId, label, operations, pathWith, validBody } from "../support/operations";
 import { type Fixtures, seed } from "../support/fixtures";
 import { installFakeStripe } from "../support/live";
@@ -13,6 +13,8 @@ import { installReceiver } from "../support/receiver";
 async function signupOn(shard: number, name: string): Promise<Account & { liveKey: string }> {
   const res = await call("/api/accounts", { body: { name, email: `${name.toLowerCase().replaceAll(" ", "")}@shards.test` }, headers: { "tender-shard": String(shard) } });
   expect(res.status, res.text).toBe(201);
+  // Pinned as signup() pins the suite's accounts (the fixtures' payouts name no recipient).
+  await envOf(shard).DB.prepare("UPDATE accounts SET api_version = ? WHERE id = ?").bind(SUITE_API_VERSION, res.body.id).run();
   return { id: res.body.id, key: res.body.api_key, liveKey: res.body.live_api_key };
 }
 

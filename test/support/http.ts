@@ -5,6 +5,7 @@ import { exports } from "cloudflare:workers";
 import { TEST_SHARD, env } from "./env";
 import { expect } from "vitest";
 import type { Bindings } from "../../src/env";
+import { CURRENT_API_VERSION } from "../../src/domain/api-versions";
 import worker from "../../src/index";
 
 export const BASE = "http://127.0.0.1:8787";
@@ -61,12 +62,23 @@ export interface Account {
   key: string;
 }
 
+/**
+ * The API version the suite's accounts are pinned to: 2026-11-22, the last before a test-mode
+ * payout needed `recipient_id` (2026-11-27). The suite's payouts follow the interface document's
+ * sample (a card, no recipient), which that version keeps working; every other answer is the same
+ * in both. Tests of a newer version sign up with `{ apiVersion: CURRENT_API_VERSION }` or send
+ * Tender-Version (test/payments/payouts.test.ts).
+ */
+export const SUITE_API_VERSION = "2026-11-22";
+
 let signups = 0;
-/** Signs up; `key` is the test-mode secret key, `liveKey` the live-mode one. */
-export async function signup(name = "Acme"): Promise<Account & { liveKey: string }> {
+/** Signs up; `key` is the test-mode secret key, `liveKey` the live-mode one. The account is pinned to `apiVersion`. */
+export async function signup(name = "Acme", { apiVersion = SUITE_API_VERSION }: { apiVersion?: string } = {}): Promise<Account & { liveKey: string }> {
   signups++;
   const res = await call("/api/accounts", { body: { name, email: `owner${signups}@acme.test` } });
   expect(res.status).toBe(201);
+  // Before the keys' first authenticated call, so no isolate has their credential cached yet.
+  if (apiVersion !== CURRENT_API_VERSION) await env.DB.prepare("UPDATE accounts SET api_version = ? WHERE id = ?").bind(apiVersion, res.body.id).run();
   return { id: res.body.id, key: res.body.api_key, liveKey: res.body.live_api_key };
 }
 

@@ -5,7 +5,7 @@
 import { applyD1Migrations } from "cloudflare:test";
 import { env } from "../support/env";
 import { afterEach, describe, expect, it } from "vitest";
-import { EXIT, main, type CliIo } from "@tender/client/cli";
+import { EXIT, run, type CliIo } from "@tender/client/cli";
 import { useClock } from "../../src/lib/clock";
 import { faultyD1, sqlMatches } from "../support/faults";
 import { BASE, call, fetchWith, signup, type Account } from "../support/http";
@@ -130,7 +130,9 @@ describe("a feed ordered by commit", () => {
         return new Response(null, { status: 200 });
       },
     };
-    const listening = main(["listen", "--forward-to", "http://localhost:3000/webhooks", "--interval", "20"], io);
+    // `tender listen --forward-to http://localhost:3000/webhooks --interval 20`, parsed: workerd has
+    // no node:util parseArgs (the parsing itself is tested in Node, test/node/cli.test.ts).
+    const listening = run({ command: "listen", args: [], flags: { "forward-to": "http://localhost:3000/webhooks", interval: 20 } }, io);
     try {
       await waitFor(() => expect(err.join("\n")).toContain("Ready."), 5000, 10);
 

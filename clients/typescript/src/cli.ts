@@ -1,11 +1,18 @@
 // The `tender` command: listen, trigger, events, deliveries, redeliver, recover.
 //
-// Everything here runs on fetch alone, with its input and output passed in (`CliIo`), so the same
-// code runs under Node (bin/tender.mjs wires process.argv, env, stdout, stderr and Ctrl-C) and in
-// the Worker test suite (test/client/cli.test.ts), against a Worker or `wrangler dev`.
+// The command line is read by node:util's parseArgs (parseArgs below; a command's flags are its
+// COMMANDS entry). Everything else runs on fetch alone, with its input and output passed in
+// (`CliIo`): bin/tender.mjs wires process.argv, env, stdout, stderr and Ctrl-C to main(), and the
+// tests call main() in Node (test/node/cli.test.ts, against `npm run dev`) or, inside the Worker
+// suite, where node:util has no parseArgs, run() with a parsed command line.
 // Data goes to stdout, progress and errors to stderr; the exit code says how it went (EXIT).
 //
+// To add a command: an entry in COMMANDS (its positional args, its flags and their kinds, the
+// summary and usage that --help prints) and its case in run(). Flags are checked and converted
+// from that entry; nothing else parses.
+//
 // Like src/index.ts, this file has no relative run-time imports, so Node's type stripping loads it.
+import { parseArgs as readArgs } from "node:util";
 import { Tender, TenderError, webhooks, type EventType, type Schemas } from "@tender/client";
 
 /** Exit codes scripts can test. */
@@ -130,49 +137,72 @@ export interface Parsed {
   flags: Record<string, string | number | boolean>;
 }
 
-/** Parses `argv` (without node and the script). Throws UsageError for anything it does not know. */
+/** A piece of the command line as node:util's parseArgs reads it (its `tokens`). */
+type ArgToken =
+  | { kind: "option"; name: string; rawName: string; index: number; value?: string; inlineValue?: boolean }
+  | { kind: "positional"; index: number; value: string }
+  | { kind: "option-terminator"; index: number };
+
+/**
+ * `args` split by node:util's parseArgs knowing these flags (so a string flag takes the next
+ * argument as its value, `--flag=value` works, `-h` is --help, and `--` ends the options). It is
+ * not strict: every check, and its message, is ours (flag below).
+ */
+function tokensOf(args: string[], known: Record<string, FlagKind>): ArgToken[] {
+  const options: Record<string, { type: "string" | "boolean"; short?: string }> = {};
+  for (const [name, kind] of Object.entries(known)) options[name] = { type: kind === "boolean" ? "boolean" : "string", ...(name === "help" ? { short: "h" } : {}) };
+  return (readArgs({ args, options, strict: false, allowPositionals: true, tokens: true }) as unknown as { tokens: ArgToken[] }).tokens;
+}
+
+/** Checks one option token against the flags `command` takes, and records its value in `flags`. */
+function flag(token: Extract<ArgToken, { kind: "option" }>, known: Record<string, FlagKind>, command: string | undefined, flags: Parsed["flags"]) {
+  const { name } = token;
+  const kind = Object.hasOwn(known, name) ? known[name] : undefined;
+  if (!kind) throw new UsageError(token.rawName.startsWith("--") ? `unknown option --${name}${command ? ` for '${command}'` : ""}` : `unknown option ${token.rawName}`);
+  if (kind === "boolean") {
+    if (token.value !== undefined) throw new UsageError(`--${name} takes no value`);
+    flags[name] = true;
+    return;
+  }
+  if (token.value === undefined || (!token.inlineValue && token.value.startsWith("--"))) throw new UsageError(`--${name} needs a value`);
+  const value = token.value.trim();
+  if (kind === "number") {
+    if (!/^\d+$/.test(value)) throw new UsageError(`--${name} must be a whole number, not '${value}'`);
+    flags[name] = Number(value);
+  } else {
+    flags[name] = value;
+  }
+}
+
+/**
+ * Parses `argv` (without node and the script) with node:util's parseArgs, in two steps: up to the
+ * command (the first positional argument) only GLOBAL_FLAGS are known; after it, the command's
+ * flags too (COMMANDS). Throws UsageError for anything it does not know.
+ */
 export function parseArgs(argv: string[]): Parsed {
   const flags: Parsed["flags"] = {};
   const positionals: string[] = [];
   let command: string | undefined;
-  for (let i = 0; i < argv.length; i++) {
-    const token = argv[i];
-    if (token === "--") {
-      positionals.push(...argv.slice(i + 1));
-      break;
-    }
-    if (token === "-h") {
-      flags.help = true;
+  let commandArgs: string[] = [];
+  for (const token of tokensOf(argv, GLOBAL_FLAGS)) {
+    if (token.kind === "option") {
+      flag(token, GLOBAL_FLAGS, undefined, flags);
       continue;
     }
-    if (token.startsWith("--")) {
-      const eq = token.indexOf("=");
-      const name = token.slice(2, eq === -1 ? undefined : eq);
-      const spec = command && command !== "help" ? COMMANDS[command]?.flags : undefined;
-      const kind = spec?.[name] ?? GLOBAL_FLAGS[name];
-      if (!kind) throw new UsageError(`unknown option --${name}${command ? ` for '${command}'` : ""}`);
-      if (kind === "boolean") {
-        if (eq !== -1) throw new UsageError(`--${name} takes no value`);
-        flags[name] = true;
-        continue;
-      }
-      let value = eq === -1 ? argv[++i] : token.slice(eq + 1);
-      if (value === undefined || (eq === -1 && value.startsWith("--"))) throw new UsageError(`--${name} needs a value`);
-      value = value.trim();
-      if (kind === "number") {
-        if (!/^\d+$/.test(value)) throw new UsageError(`--${name} must be a whole number, not '${value}'`);
-        flags[name] = Number(value);
-      } else {
-        flags[name] = value;
-      }
-      continue;
-    }
-    if (token.startsWith("-") && token !== "-") throw new UsageError(`unknown option ${token}`);
-    if (command === undefined) {
-      command = token;
-      if (command !== "help" && !COMMANDS[command]) throw new UsageError(`unknown command '${command}'`);
+    if (token.kind === "positional") {
+      command = token.value;
+      commandArgs = argv.slice(token.index + 1);
     } else {
-      positionals.push(token);
+      positionals.push(...argv.slice(token.index + 1)); // after `--`, arguments only: no command
+    }
+    break;
+  }
+  if (command !== undefined) {
+    if (command !== "help" && !Object.hasOwn(COMMANDS, command)) throw new UsageError(`unknown command '${command}'`);
+    const known = command === "help" ? GLOBAL_FLAGS : { ...GLOBAL_FLAGS, ...COMMANDS[command].flags };
+    for (const token of tokensOf(commandArgs, known)) {
+      if (token.kind === "option") flag(token, known, command, flags);
+      else if (token.kind === "positional") positionals.push(token.value);
     }
   }
   if (command && command !== "help" && !flags.help && !(command === "trigger" && flags.list)) {
@@ -185,7 +215,7 @@ export function parseArgs(argv: string[]): Parsed {
 }
 
 export function helpText(command?: string): string {
-  if (command && COMMANDS[command]) return `Usage: ${COMMANDS[command].usage}\n\n${COMMON_HELP}`;
+  if (command && Object.hasOwn(COMMANDS, command)) return `Usage: ${COMMANDS[command].usage}\n\n${COMMON_HELP}`;
   const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length));
   return [
     "tender: the Tender command line (test-mode webhooks on your machine, the events feed).",
@@ -237,6 +267,14 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     io.stderr("Run 'tender --help' for usage.");
     return EXIT.usage;
   }
+  return run(parsed, io);
+}
+
+/**
+ * Runs a parsed command line; returns the exit code. Never throws. (The Worker suite calls it
+ * directly: workerd has no node:util parseArgs.)
+ */
+export async function run(parsed: Parsed, io: CliIo): Promise<number> {
   const { command, flags } = parsed;
   if (flags.version) {
     io.stdout(VERSION);
@@ -427,6 +465,11 @@ async function listen(tender: Tender, parsed: Parsed, io: CliIo): Promise<number
   // What is printed of the target: never a user name or password it carries.
   const shown = new URL(url.href);
   if (shown.username || shown.password) [shown.username, shown.password] = ["***", ""];
+  // A user name and password in the URL go as HTTP Basic credentials, as curl sends them: fetch
+  // refuses a URL that carries them (Node's Request throws, quoting the URL).
+  const destination = new URL(url.href);
+  const basicAuth: Record<string, string> = destination.username || destination.password ? { Authorization: `Basic ${base64(`${decodeURIComponent(destination.username)}:${decodeURIComponent(destination.password)}`)}` } : {};
+  [destination.username, destination.password] = ["", ""];
   const types = flags.events === undefined ? null : new Set(String(flags.events).split(",").map((t) => t.trim()).filter(Boolean));
   const known = new Set<string>([...Object.keys(TRIGGERS), "webhook.test"]);
   for (const type of types ?? []) if (!known.has(type)) throw new UsageError(`unknown event type '${type}' in --events (see tender trigger --list)`);
@@ -449,7 +492,7 @@ async function listen(tender: Tender, parsed: Parsed, io: CliIo): Promise<number
     for (const event of await eventsAfter(tender, cursor)) {
       cursor = event.id;
       if (types && !types.has(event.type)) continue;
-      const outcome = await forwardEvent(forward, url, secret, event);
+      const outcome = await forwardEvent(forward, destination, basicAuth, secret, event);
       if (flags.json) {
         io.stdout(JSON.stringify({ id: event.id, type: event.type, created_at: event.created_at, status: outcome.status ?? null, error: outcome.error ?? null, ms: outcome.ms }));
       } else {
@@ -463,10 +506,14 @@ async function listen(tender: Tender, parsed: Parsed, io: CliIo): Promise<number
   return EXIT.ok;
 }
 
+/** Base64 of a string's UTF-8 bytes. */
+const base64 = (text: string) => btoa(Array.from(new TextEncoder().encode(text), (byte) => String.fromCharCode(byte)).join(""));
+
 /** POSTs the event's exact body with a real delivery's headers, signed with the local secret. */
-async function forwardEvent(forward: NonNullable<CliIo["forward"]>, url: URL, secret: string, event: FeedEvent) {
+async function forwardEvent(forward: NonNullable<CliIo["forward"]>, url: URL, credentials: Record<string, string>, secret: string, event: FeedEvent) {
   const body = JSON.stringify(event.payload);
   const headers: Record<string, string> = {
+    ...credentials,
     "Content-Type": "application/json",
     "User-Agent": DELIVERY_USER_AGENT,
     "Tender-Delivery-Attempt": "1",

@@ -6,6 +6,7 @@ import { guard, guardExists, type Statement } from "../../db/batch";
 import { insertRow } from "../../db/prepared";
 import { payouts, users } from "../../db/schema";
 import { owned, ownedBy } from "../../db/scope";
+import { PAYOUT_NEEDS_RECIPIENT, versionAtLeast } from "../../domain/api-versions";
 import { hasPrefix, newId } from "../../domain/ids";
 import { clock, isoDate, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
@@ -37,6 +38,7 @@ const create = apiRoute({
     "Sends money to a card. The payout is created `pending` (emitting payout.created) and settles asynchronously: " +
     "`paid` or `failed` (payout.paid / payout.failed). Until it is sent it can be canceled. " +
     "The card number and CVV are passed to the processor and never stored; the answer shows only brand, last4 and expiry. " +
+    "`recipient_id` is required (400 parameter_missing without it) since Tender-Version 2026-11-27; under earlier versions a test-mode payout may leave it out. " +
     "In live mode the payout goes through Stripe Connect: `recipient_id` is required and must be a user linked to a Stripe connected account (`stripe_account`), " +
     "and the card must be a debit card of that account for the currency (matched by last 4 and expiry; its number is not sent to Stripe). " +
     "Otherwise 400 recipient_not_payable, whose message says why. Money moves when the payout is sent (after its cancel window): a transfer to the connected account, then its payout to the card; " +
@@ -92,6 +94,15 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
     const now = clock.now();
     const currency = readCurrency(body.currency);
     const card = await readCard(c.env, body, now);
+    // Since 2026-11-27 a payout names who is paid in test mode as in live mode; earlier versions
+    // keep the interface document's sample (a card, no recipient) working in test mode.
+    if (body.recipient_id === undefined && versionAtLeast(c.var.apiVersion, PAYOUT_NEEDS_RECIPIENT)) {
+      throw invalidRequest(
+        "parameter_missing",
+        `recipient_id: a payout needs the user being paid (required since Tender-Version ${PAYOUT_NEEDS_RECIPIENT}, in test mode as in live mode). Create the user with POST /api/users and send its id.`,
+        "recipient_id",
+      );
+    }
     const recipientId = body.recipient_id ?? null;
     const recipientMissing = () => notFound("user", recipientId ?? "", "recipient_id");
     if (recipientId !== null && !hasPrefix(recipientId, "user")) throw recipientMissing();

@@ -9,7 +9,10 @@ export const PAYOUT_STATUSES = ["pending", "paid", "failed", "canceled"] as cons
 export const CreatePayoutBody = bodyObject({
   recipient_id: idField("recipient_id", "a user", "usr_01jd2x4k5m6n7p8q9r0s1t2v3w")
     .optional()
-    .openapi({ description: "The user (recipient or vendor) being paid; must be a user of this account." }),
+    .openapi({
+      description:
+        "The user (recipient or vendor) being paid; must be a user of this account. Required since Tender-Version 2026-11-27 (400 parameter_missing without it); under earlier versions only in live mode.",
+    }),
   amount: AmountField,
   currency: CurrencyField,
   description: textField("description", 1000).optional().openapi({ description: "The reason for the payout.", example: "Vendor invoice 1042" }),

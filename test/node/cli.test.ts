@@ -1,14 +1,81 @@
-// The `tender` CLI (clients/typescript/src/cli.ts) run inside the Worker suite: its arguments, exit
-// codes and output, `trigger` for every event type of the catalog, and `listen` forwarding signed
-// events. bin/tender.mjs only wires Node's argv, env, stdout, stderr and Ctrl-C to the same main().
-import { describe, expect, it } from "vitest";
+// The `tender` CLI (clients/typescript/src/cli.ts, as built to dist/ by the node project's global
+// setup) in Node, where node:util's parseArgs reads its command line: its arguments, exit codes and
+// output, `trigger` for every event type of the catalog, and `listen` forwarding signed events,
+// against `npm run dev` on a free port. bin/tender.mjs only wires Node's argv, env, stdout, stderr
+// and Ctrl-C to the same main(). (workerd has no node:util parseArgs: the Worker suite's tests of
+// the CLI call run() with a parsed command line, test/webhooks/event-feed.test.ts.)
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import * as util from "node:util";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { EXIT, TRIGGERS, UsageError, main, parseArgs, type CliIo } from "@tender/client/cli";
 import { webhooks } from "@tender/client";
 import { EVENT_TYPES } from "../../src/webhooks/catalog";
-import { BASE, call, signup } from "../support/http";
-import { installReceiver, RECEIVER_ORIGIN } from "../support/receiver";
 import { waitFor } from "../support/wait";
-import { workerFetch } from "./support";
+import { type DevProcess, startDev, untilServing } from "./dev-server";
+
+// node:util as it is, its parseArgs watched: the CLI must read its command line with it.
+vi.mock("node:util", async (importOriginal) => {
+  const original = await importOriginal<typeof import("node:util")>();
+  return { ...original, parseArgs: vi.fn(original.parseArgs) };
+});
+
+let dev: DevProcess;
+let BASE = "";
+
+beforeAll(async () => {
+  dev = await startDev();
+  await untilServing(dev);
+  BASE = dev.origin;
+}, 150_000);
+
+afterAll(async () => {
+  await dev?.stop();
+});
+
+/** A call to the dev server, as test/support/http.ts's call is to the Worker in workerd. */
+async function call(path: string, options: { key?: string; body?: unknown; method?: string } = {}) {
+  const headers: Record<string, string> = {};
+  if (options.key) headers.authorization = `Bearer ${options.key}`;
+  if (options.body !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(`${BASE}${path}`, {
+    method: options.method ?? (options.body !== undefined ? "POST" : "GET"),
+    headers,
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+  });
+  const text = await response.text();
+  let body: any = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // not JSON: kept as text
+  }
+  return { status: response.status, body, text };
+}
+
+let signups = 0;
+async function signup(name = "Acme") {
+  signups++;
+  const res = await call("/api/accounts", { body: { name, email: `cli${signups}@acme.test` } });
+  expect(res.status, res.text).toBe(201);
+  return { id: res.body.id as string, key: res.body.api_key as string };
+}
+
+/** A webhook receiver on a free local port, as a customer runs one: it answers 200 and records what it got. */
+async function startReceiver() {
+  const received: { url: string; headers: IncomingHttpHeaders; body: string }[] = [];
+  const server: Server = createServer((request, response) => {
+    let body = "";
+    request.on("data", (chunk) => (body += chunk));
+    request.on("end", () => {
+      received.push({ url: request.url ?? "", headers: request.headers, body });
+      response.writeHead(200).end("ok");
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { origin, received, stop: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
 
 function io(apiKey?: string, extra: Partial<CliIo> = {}) {
   const out: string[] = [];
@@ -17,7 +84,6 @@ function io(apiKey?: string, extra: Partial<CliIo> = {}) {
     env: { TENDER_API_URL: BASE, ...(apiKey ? { TENDER_API_KEY: apiKey } : {}) },
     stdout: (line) => void out.push(line),
     stderr: (line) => void err.push(line),
-    fetch: workerFetch().fetch,
     sleep: async () => {},
     ...extra,
   };
@@ -38,6 +104,19 @@ describe("arguments", () => {
     expect(parseArgs(["events", "--help"]).flags.help).toBe(true);
   });
 
+  it("reads the command line with node:util's parseArgs (no parser of its own)", () => {
+    vi.mocked(util.parseArgs).mockClear();
+    expect(parseArgs(["--api-url", "http://x:1", "deliveries", "whk_1", "--status=failed"])).toEqual({
+      command: "deliveries",
+      args: ["whk_1"],
+      flags: { "api-url": "http://x:1", status: "failed" },
+    });
+    // Up to the command with the global flags; after it with the command's own as well.
+    const calls = vi.mocked(util.parseArgs).mock.calls.map(([config]) => config as { args: string[]; options: Record<string, unknown> });
+    expect(calls.map((config) => config.args)).toEqual([["--api-url", "http://x:1", "deliveries", "whk_1", "--status=failed"], ["whk_1", "--status=failed"]]);
+    expect(Object.keys(calls[1].options)).toEqual(expect.arrayContaining(["status", "limit", "api-url"]));
+  });
+
   it("refuses what it does not know with a UsageError", () => {
     const refused: [string[], RegExp][] = [
       [["frobnicate"], /unknown command 'frobnicate'/],
@@ -49,6 +128,9 @@ describe("arguments", () => {
       [["deliveries", "whk_1", "extra"], /unexpected argument 'extra'/],
       [["events", "-x"], /unknown option -x/],
       [["trigger", "a", "--forward-to", "x"], /unknown option --forward-to for 'trigger'/],
+      [["--forward-to", "x", "listen"], /unknown option --forward-to$/],
+      [["listen", "--forward-to", "--json"], /--forward-to needs a value/],
+      [["toString"], /unknown command 'toString'/],
     ];
     for (const [argv, message] of refused) expect(() => parseArgs(argv), argv.join(" ")).toThrow(new RegExp(message.source));
     expect(() => parseArgs(["frobnicate"])).toThrow(UsageError);
@@ -76,6 +158,27 @@ describe("arguments", () => {
     const version = io();
     expect(await main(["--version"], version.io)).toBe(0);
     expect(version.out).toEqual(["0.1.0"]);
+  });
+
+  it("an unknown flag or a missing value: one line saying which, then where help is (exit 2); --help per command", async () => {
+    for (const [argv, line] of [
+      [["events", "--nope"], "tender: unknown option --nope for 'events'"],
+      [["listen", "--forward-to"], "tender: --forward-to needs a value"],
+      [["deliveries"], "tender: 'deliveries' needs <endpoint-id>"],
+    ] as const) {
+      const run = io("sk_test_x");
+      expect(await main([...argv], run.io), argv.join(" ")).toBe(EXIT.usage);
+      expect(run.out).toEqual([]);
+      expect(run.err).toEqual([line, "Run 'tender --help' for usage."]);
+    }
+    for (const command of ["listen", "trigger", "events", "deliveries", "redeliver"]) {
+      const run = io();
+      expect(await main([command, "--help"], run.io)).toBe(EXIT.ok);
+      expect(run.out[0]).toMatch(new RegExp(`^Usage: tender ${command} `));
+      const short = io();
+      expect(await main([command, "-h"], short.io)).toBe(EXIT.ok);
+      expect(short.out).toEqual(run.out);
+    }
   });
 
   it("exit code 1 for an API error (with type, code and request id on stderr), 3 when the API cannot be reached", async () => {
@@ -165,10 +268,10 @@ describe("tender events, deliveries, redeliver", () => {
   });
 
   it("deliveries lists an endpoint's deliveries; redeliver queues the event again", async () => {
-    const receiver = installReceiver();
+    const receiver = await startReceiver();
     try {
       const acct = await signup();
-      const endpoint = await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/cli`, events: ["customer.created"] } });
+      const endpoint = await call("/api/webhooks", { key: acct.key, body: { url: `${receiver.origin}/cli`, events: ["customer.created"] } });
       await call("/api/users", { key: acct.key, body: { name: "Ada", email: "ada@example.com" } });
       await waitFor(() => expect(receiver.received).toHaveLength(1), 8000, 25);
       const listed = await waitFor(async () => {
@@ -196,7 +299,7 @@ describe("tender events, deliveries, redeliver", () => {
       await waitFor(() => expect(receiver.received).toHaveLength(2), 8000, 25);
       expect(receiver.received[1].headers["webhook-id"]).toBe(eventId);
     } finally {
-      receiver.restore();
+      await receiver.stop();
     }
   });
 });
@@ -311,7 +414,8 @@ describe("tender listen", () => {
   it("never prints a user name or password the --forward-to URL carries", async () => {
     const acct = await signup();
     const stop = new AbortController();
-    const run = io(acct.key, { signal: stop.signal, forward: async () => new Response(null, { status: 200 }) });
+    const sent: Request[] = [];
+    const run = io(acct.key, { signal: stop.signal, forward: async (request) => (sent.push(request), new Response(null, { status: 200 })) });
     const listening = main(["listen", "--forward-to", "http://hook-user:hook-pass-1234@localhost:3000/webhooks", "--interval", "20"], run.io);
     await waitFor(() => expect(run.err.join("\n")).toContain("Ctrl-C"), 5000, 10);
     await call("/api/users", { key: acct.key, body: { name: "Ada", email: "ada@example.com" } });
@@ -322,6 +426,10 @@ describe("tender listen", () => {
     expect(printed).not.toContain("hook-user");
     expect(printed).not.toContain("hook-pass-1234");
     expect(printed).toContain("http://***@localhost:3000/webhooks");
+    // Sent as curl sends them, as HTTP Basic credentials (Node's fetch refuses them in the URL).
+    expect(run.out.join("\n")).toMatch(/<-- 200 /);
+    expect(sent[0].url).toBe("http://localhost:3000/webhooks");
+    expect(sent[0].headers.get("authorization")).toBe(`Basic ${Buffer.from("hook-user:hook-pass-1234").toString("base64")}`);
   });
 
   it("refuses a bad --forward-to, an unknown --events type, or a malformed secret (exit 2)", async () => {
@@ -335,6 +443,86 @@ describe("tender listen", () => {
       const run = io("sk_test_x");
       expect(await main(argv, run.io), argv.join(" ")).toBe(EXIT.usage);
       expect(run.err[0]).toMatch(/^tender: /);
+    }
+  });
+});
+
+describe("tender listen never prints a secret", () => {
+  // (Moved from test/proof/attacks-5.test.ts with the CLI's parsing.)
+  const withEnv = (apiKey: string | undefined, extra: Partial<CliIo> = {}, env: Record<string, string> = {}) => {
+    const run = io(apiKey, extra);
+    run.io.env = { ...run.io.env, ...env };
+    return run;
+  };
+  const createUser = async (acct: { key: string }, { name }: { name: string }) => {
+    const res = await call("/api/users", { key: acct.key, body: { name, email: `${name.split(" ")[0].toLowerCase()}@example.com` } });
+    expect(res.status, res.text).toBe(201);
+    return res.body as { id: string };
+  };
+
+  it("with the secret in TENDER_WEBHOOK_SECRET: forwarding, a failing target, an API error while listening and --json print neither it nor any part of it but its last 4", async () => {
+    const owner = await signup("Listener");
+    const secret = webhooks.newSecret();
+    for (const argv of [[], ["--json"]]) {
+      const stop = new AbortController();
+      let calls = 0;
+      const forward = async () => {
+        calls++;
+        if (calls === 1) return new Response("ok", { status: 200 });
+        throw new Error("connect ECONNREFUSED 127.0.0.1:3000");
+      };
+      const run = withEnv(owner.key, { signal: stop.signal, forward }, { TENDER_WEBHOOK_SECRET: secret });
+      const listening = main(["listen", "--forward-to", "http://localhost:3000/webhooks", "--interval", "10", ...argv], run.io);
+      await waitFor(() => expect(run.err.join("\n")).toContain("Ctrl-C"), 5000, 10);
+      await createUser(owner, { name: "Heard One" });
+      await createUser(owner, { name: "Heard Two" });
+      await waitFor(() => expect(calls).toBeGreaterThanOrEqual(2), 5000, 10);
+      stop.abort();
+      await listening;
+      const printed = [...run.out, ...run.err].join("\n");
+      expect(run.out.length, printed).toBeGreaterThanOrEqual(2);
+      expect(printed).not.toContain(secret);
+      expect(printed).not.toContain(secret.slice(6, -4));
+      expect(printed).not.toContain(secret.slice(6, 14));
+    }
+    // The API key revoked while listening: the error is printed, the secret is not.
+    const createdKey = await call("/api/keys", { key: owner.key, body: { name: "test key", scopes: ["events:read"] } });
+    expect(createdKey.status, createdKey.text).toBe(201);
+    const restricted = createdKey.body as { id: string; secret: string };
+    const stop = new AbortController();
+    const run = withEnv(restricted.secret, { signal: stop.signal, forward: async () => new Response("ok") }, { TENDER_WEBHOOK_SECRET: secret });
+    const listening = main(["listen", "--forward-to", "http://localhost:3000/webhooks", "--interval", "10"], run.io);
+    await waitFor(() => expect(run.err.join("\n")).toContain("Ctrl-C"), 5000, 10);
+    expect((await call(`/api/keys/${restricted.id}`, { key: owner.key, method: "DELETE" })).status).toBe(200);
+    const code = await Promise.race([listening, new Promise((resolve) => setTimeout(() => resolve("still listening"), 3000))]);
+    stop.abort();
+    await listening;
+    expect(code).not.toBe("still listening");
+    const printed = [...run.out, ...run.err].join("\n");
+    expect(printed).toMatch(/401/);
+    expect(printed).not.toContain(secret.slice(6, -4));
+    expect(printed).not.toContain(restricted.secret);
+  });
+
+  it("a secret or an API key typed where another value belongs is not repeated in the usage error", async () => {
+    const owner = await signup("Typos");
+    const secret = webhooks.newSecret();
+    const cases = [
+      ["listen", "--forward-to", "http://localhost:3000/webhooks", secret],
+      ["listen", "--forward-to", secret],
+      ["listen", "--forward-to", "http://localhost:3000/webhooks", "--interval", secret],
+      ["listen", "--forward-to", "http://localhost:3000/webhooks", "--events", secret],
+      ["listen", "--forward-to", "http://localhost:3000/webhooks", owner.key],
+      ["events", owner.key],
+      [secret],
+    ];
+    for (const argv of cases) {
+      const run = io(owner.key);
+      expect(await main(argv, run.io), argv.join(" ")).toBe(EXIT.usage);
+      const printed = [...run.out, ...run.err].join("\n");
+      expect(printed, argv.join(" ")).toMatch(/^tender: /);
+      expect(printed, argv.join(" ")).not.toContain(secret.slice(6, -4));
+      expect(printed, argv.join(" ")).not.toContain(owner.key);
     }
   });
 });
