@@ -1,8 +1,10 @@
 // Recovery through @tender/client (recoverWebhook, getWebhookRecovery) and the CLI
 // (`tender recover <whk_…> --since <time> [--until <time>] [--wait]`), against the Worker in this
-// isolate, with the real job and delivery queues.
+// isolate, with the real job and delivery queues. workerd has no node:util parseArgs: the CLI runs
+// here from a parsed command line (run()); how `recover`'s arguments are read is proven in Node
+// (test/node/cli.test.ts).
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { EXIT, main, parseArgs, type CliIo } from "@tender/client/cli";
+import { EXIT, run, type CliIo } from "@tender/client/cli";
 import { TenderError } from "@tender/client";
 import { env } from "../support/env";
 import { BASE, call, signup } from "../support/http";
@@ -70,32 +72,26 @@ describe("the client", () => {
 });
 
 describe("tender recover", () => {
-  it("parses <endpoint> --since --until --wait, and needs --since", async () => {
-    expect(parseArgs(["recover", "whk_1", "--since", "2026-11-27T09:00:00Z", "--until=2026-11-27T10:00:00Z", "--wait"])).toEqual({
-      command: "recover",
-      args: ["whk_1"],
-      flags: { since: "2026-11-27T09:00:00Z", until: "2026-11-27T10:00:00Z", wait: true },
-    });
-    expect(() => parseArgs(["recover"])).toThrow(/needs <endpoint-id>/);
+  it("needs --since, and its help names it", async () => {
     const acct = await signup();
     const noSince = io(acct.key);
-    expect(await main(["recover", "whk_1"], noSince.io)).toBe(EXIT.usage);
+    expect(await run({ command: "recover", args: ["whk_1"], flags: {} }, noSince.io)).toBe(EXIT.usage);
     expect(noSince.err.join("\n")).toMatch(/--since/);
     const help = io(acct.key);
-    expect(await main(["help", "recover"], help.io)).toBe(EXIT.ok);
+    expect(await run({ command: "help", args: ["recover"], flags: {} }, help.io)).toBe(EXIT.ok);
     expect(help.out.join("\n")).toMatch(/tender recover <whk_…> --since <time>/);
   });
 
   it("prints the recovery, and with --wait polls it until done", async () => {
     const { acct, endpoint, since } = await missedOne("/cli");
-    const run = io(acct.key);
-    expect(await main(["recover", endpoint, "--since", since, "--wait", "--interval", "50", "--json"], run.io)).toBe(EXIT.ok);
-    expect(run.out).toHaveLength(2);
-    expect(JSON.parse(run.out[0])).toMatchObject({ object: "webhook_recovery", endpoint_id: endpoint, status: "running" });
-    expect(JSON.parse(run.out[1])).toMatchObject({ status: "done", total: 1, sent: 1 });
+    const cli = io(acct.key);
+    expect(await run({ command: "recover", args: [endpoint], flags: { since, wait: true, interval: 50, json: true } }, cli.io)).toBe(EXIT.ok);
+    expect(cli.out).toHaveLength(2);
+    expect(JSON.parse(cli.out[0])).toMatchObject({ object: "webhook_recovery", endpoint_id: endpoint, status: "running" });
+    expect(JSON.parse(cli.out[1])).toMatchObject({ status: "done", total: 1, sent: 1 });
     // Without --wait: one line, the recovery as it started.
     const plain = io(acct.key);
-    expect(await main(["recover", endpoint, "--since", since], plain.io)).toBe(EXIT.ok);
+    expect(await run({ command: "recover", args: [endpoint], flags: { since } }, plain.io)).toBe(EXIT.ok);
     expect(plain.out).toHaveLength(1);
     expect(plain.out[0]).toMatch(/^rcv_\S+ {2}running {2}total=0 {2}sent=0 /);
   });
@@ -103,10 +99,10 @@ describe("tender recover", () => {
   it("an API refusal exits 1 with the error on stderr", async () => {
     const { acct, endpoint } = await missedOne("/cli-bad");
     const bad = io(acct.key);
-    expect(await main(["recover", endpoint, "--since", "2026-01-01"], bad.io)).toBe(EXIT.apiError);
+    expect(await run({ command: "recover", args: [endpoint], flags: { since: "2026-01-01" } }, bad.io)).toBe(EXIT.apiError);
     expect(bad.err.join("\n")).toMatch(/400 invalid_request_error\/parameter_invalid: .*param since/);
     const missing = io(acct.key);
-    expect(await main(["recover", "whk_01jd2x4k5m6n7p8q9r0s1t2v3w", "--since", new Date(Date.now() - 60_000).toISOString()], missing.io)).toBe(EXIT.apiError);
+    expect(await run({ command: "recover", args: ["whk_01jd2x4k5m6n7p8q9r0s1t2v3w"], flags: { since: new Date(Date.now() - 60_000).toISOString() } }, missing.io)).toBe(EXIT.apiError);
     expect(missing.err.join("\n")).toMatch(/404/);
   });
 });

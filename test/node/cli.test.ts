@@ -104,6 +104,15 @@ describe("arguments", () => {
     expect(parseArgs(["events", "--help"]).flags.help).toBe(true);
   });
 
+  it("parses recover's <endpoint> --since --until --wait, and needs <endpoint-id>", () => {
+    expect(parseArgs(["recover", "whk_1", "--since", "2026-11-27T09:00:00Z", "--until=2026-11-27T10:00:00Z", "--wait"])).toEqual({
+      command: "recover",
+      args: ["whk_1"],
+      flags: { since: "2026-11-27T09:00:00Z", until: "2026-11-27T10:00:00Z", wait: true },
+    });
+    expect(() => parseArgs(["recover"])).toThrow(/needs <endpoint-id>/);
+  });
+
   it("reads the command line with node:util's parseArgs (no parser of its own)", () => {
     vi.mocked(util.parseArgs).mockClear();
     expect(parseArgs(["--api-url", "http://x:1", "deliveries", "whk_1", "--status=failed"])).toEqual({
