@@ -447,7 +447,7 @@ async function forwardEvent(forward: NonNullable<CliIo["forward"]>, url: URL, se
 // ---------------------------------------------------------------------------------------------
 // trigger
 
-export const TEST_CARDS = { success: "4242424242424242", declined: "4000000000000002", disputed: "4000000000000259" } as const;
+export const TEST_CARDS = { success: "4242424242424242", declined: "4000000000000002", disputed: "4000000000000259", authentication: "4000002760003184" } as const;
 
 export interface TriggerContext {
   tender: Tender;
@@ -607,6 +607,21 @@ export const TRIGGERS: Record<EventType, TriggerPlan> = {
     async run(ctx) {
       const objects = await authorization(ctx);
       return { objects, objectId: objects.payment };
+    },
+  },
+  "payment.requires_action": {
+    creates: "a user and a one-off payment with the 3-D Secure test card (requires_action, next_action.url opens the sandbox challenge)",
+    async run(ctx) {
+      const payer = await user(ctx);
+      const created = await ctx.tender.payments.create({
+        amount: 2500,
+        currency: "usd",
+        user_id: payer.id,
+        description: "Created by tender trigger",
+        ...card(ctx, TEST_CARDS.authentication),
+      });
+      ctx.say(`Created payment ${created.id} (25.00 USD, requires_action: ${created.next_action?.url ?? "no next_action"})`);
+      return { objects: { user: payer.id, payment: created.id }, objectId: created.id };
     },
   },
   "payment.canceled": {
