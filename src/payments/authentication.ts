@@ -64,6 +64,33 @@ function outcomeWrites(db: Db, payment: PaymentRow, customer: Customer, result: 
   return { row, events: [emitEvent(db, payment, { type: "payment.completed", data: paymentEventData(row, customer) }, at)] };
 }
 
+/**
+ * The writes that record how a payment's authentication ended: guarded on the payment still being
+ * requires_action (PAYMENT_STATE_CHANGED otherwise), with its event. Stripe's events put these in
+ * the batch that records the event (src/payments/processor-settlements.ts).
+ */
+export function authenticationWrites(db: Db, payment: PaymentRow, customer: Customer, result: AuthenticationResult, at: number): { row: PaymentRow; statements: Statement[]; events: EmittedEvent[] } {
+  const { row, events } = outcomeWrites(db, payment, customer, result, at);
+  const statements: Statement[] = [
+    guard(db, PAYMENT_STATE_CHANGED, sql`EXISTS (SELECT 1 FROM ${payments} WHERE ${payments.id} = ${payment.id} AND ${payments.status} = 'requires_action' AND ${livesHere(payments.accountId)})`),
+    db
+      .update(payments)
+      .set({
+        status: row.status,
+        nextAction: null,
+        amountCapturable: row.amountCapturable,
+        amountReceived: row.amountReceived,
+        captureBefore: row.captureBefore,
+        canceledAt: row.canceledAt,
+        cancellationReason: row.cancellationReason,
+        failureCode: row.failureCode,
+        failureMessage: row.failureMessage,
+      })
+      .where(and(eq(payments.id, payment.id), eq(payments.status, "requires_action"))),
+  ];
+  return { row, statements, events };
+}
+
 export interface Recorded {
   /** The payment as it is now. */
   payment: PaymentRow;
@@ -96,24 +123,7 @@ export async function recordAuthentication(
   const db = createDb(env.DB);
   const customer = await customerOf(db, payment);
   if (payment.status === "requires_action") {
-    const { row, events } = outcomeWrites(db, payment, customer, result, at);
-    const statements: Statement[] = [
-      guard(db, PAYMENT_STATE_CHANGED, sql`EXISTS (SELECT 1 FROM ${payments} WHERE ${payments.id} = ${payment.id} AND ${payments.status} = 'requires_action' AND ${livesHere(payments.accountId)})`),
-      db
-        .update(payments)
-        .set({
-          status: row.status,
-          nextAction: null,
-          amountCapturable: row.amountCapturable,
-          amountReceived: row.amountReceived,
-          captureBefore: row.captureBefore,
-          canceledAt: row.canceledAt,
-          cancellationReason: row.cancellationReason,
-          failureCode: row.failureCode,
-          failureMessage: row.failureMessage,
-        })
-        .where(and(eq(payments.id, payment.id), eq(payments.status, "requires_action"))),
-    ];
+    const { row, statements, events } = authenticationWrites(db, payment, customer, result, at);
     try {
       await commitWrites({ db, queue: env.DELIVERY_QUEUE, waitUntil: deps.waitUntil }, { statements, events });
       return { payment: row, recorded: true };
@@ -133,7 +143,7 @@ export async function recordAuthentication(
  * events. The refund's id is fixed by the payment, so a second call (the page and the event) makes
  * no second refund: the insert's primary key refuses it.
  */
-async function giveBack(env: Bindings, db: Db, payment: PaymentRow, result: Extract<AuthenticationResult, { status: "succeeded" }>, at: number, deps: { waitUntil?: (promise: Promise<unknown>) => void }): Promise<Recorded> {
+export async function giveBack(env: Bindings, db: Db, payment: PaymentRow, result: Extract<AuthenticationResult, { status: "succeeded" }>, at: number, deps: { waitUntil?: (promise: Promise<unknown>) => void }): Promise<Recorded> {
   const tenant = { accountId: payment.accountId, livemode: payment.livemode };
   const processor = await processorOf(env, db, tenant);
   if (!processor) throw new Error(`payment ${payment.id}: a late success cannot be given back without the account's processor connection`);

@@ -256,6 +256,14 @@ export type ProcessorSettlement =
       reason: string;
       status: string;
     })
+  | (SettlementEvent & {
+      kind: "payment_intent";
+      /** The PaymentIntent (`pi_…`): the processor reference of the payment that asked for authentication. */
+      chargeReference: string;
+      processorObject: string;
+      /** Where the PaymentIntent stands, as the event's copy of it says. */
+      state: PaymentState;
+    })
   | (SettlementEvent & { kind: "ignore"; reason: string });
 
 export interface SettlementEvent {
