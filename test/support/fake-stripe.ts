@@ -16,6 +16,7 @@
 //    …9995 insufficient funds, …0069 expired, …0119 processing error, 4000002760003184 and
 //    4000000000003220 need authentication, 4000000000000341 is saved but declines every charge);
 //  - `tokenize()` (and POST /_fake/payment_methods) is Stripe.js: a card becomes a PaymentMethod;
+//  - GET /v3/ serves a stand-in for Stripe.js (test/support/fake-stripe-js.ts) for STRIPE_JS_URL;
 //  - `authenticate()` (and POST /_fake/payment_intents/{id}/authenticate { outcome }) is the payer
 //    finishing Stripe.js's 3-D Secure challenge (handleNextAction): complete or fail, with its event;
 //  - faults on demand: answer 429, 409 or 500 N times; succeed, then drop the connection (the
@@ -26,6 +27,7 @@
 // `.ts`, type-only imports say so.
 import Stripe from "stripe";
 import { type FormValue, type StripeSpec, checkObject, checkRequest, checkResponse } from "./stripe-spec.ts";
+import { FAKE_STRIPE_JS } from "./fake-stripe-js.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -456,7 +458,16 @@ export class FakeStripe {
   /** Answers one request. `drop`: the request ran, but the caller must not see the answer. */
   async serve(request: Request): Promise<{ response: Response; drop: boolean }> {
     const url = new URL(request.url);
-    if (url.pathname.startsWith("/_fake/")) return { response: await this.admin(request, url), drop: false };
+    // The stand-in for Stripe.js (test/support/fake-stripe-js.ts), as js.stripe.com/v3/ serves Stripe's.
+    if (request.method === "GET" && (url.pathname === "/v3/" || url.pathname === "/v3")) {
+      return { response: new Response(FAKE_STRIPE_JS, { status: 200, headers: { "Content-Type": "text/javascript; charset=utf-8", "Access-Control-Allow-Origin": "*" } }), drop: false };
+    }
+    if (url.pathname.startsWith("/_fake/")) {
+      // A hosted page's stand-in Stripe.js calls the control API from the page's origin.
+      const response = await this.admin(request, url);
+      response.headers.set("Access-Control-Allow-Origin", "*");
+      return { response, drop: false };
+    }
     const body = request.method === "GET" ? "" : new TextDecoder().decode(await request.arrayBuffer());
     const checked = checkRequest(this.spec, { method: request.method, url: url.pathname + url.search, body });
     const record: RecordedRequest = {
