@@ -136,6 +136,20 @@ async function processorOfPage(page: PagePayment) {
   return processorOf(page.env, createDb(page.env.DB), { accountId: page.payment.accountId, livemode: page.payment.livemode });
 }
 
+/** The page could not reach the processor, or the account is being moved: nothing was recorded, the payer tries again. */
+const tryAgain = (c: Context, livemode: boolean) =>
+  messagePage(c, 409, "Please try again", "Your payment could not be confirmed just now. Nothing was charged twice: reload this page in a minute.", livemode);
+
+/** Runs a page's work; an error (Stripe unreachable, the account moving) answers a page, never JSON or internals. */
+async function asPage(c: Context, livemode: boolean, work: () => Promise<Response>): Promise<Response> {
+  try {
+    return await work();
+  } catch (error) {
+    console.error(JSON.stringify({ message: "3-D Secure page failed; the payer may try again", error: String(error).slice(0, 300) }));
+    return tryAgain(c, livemode);
+  }
+}
+
 export function registerAuthenticationPage(app: OpenAPIHono<AppEnv>) {
   app.get(AUTHENTICATE_SCRIPT_PATH, (c) =>
     c.body(AUTHENTICATE_SCRIPT, 200, { "Content-Type": "text/javascript; charset=utf-8", "Cache-Control": "public, max-age=300", "X-Content-Type-Options": "nosniff" }),
@@ -147,6 +161,10 @@ export function registerAuthenticationPage(app: OpenAPIHono<AppEnv>) {
     if (page.payment.status !== "requires_action") return resultPage(c, page);
     const action = new URL(c.req.url).pathname;
     if (!page.payment.livemode) return sandboxPage(c, page, action);
+    return asPage(c, true, () => livePageOf(c, page, action));
+  });
+
+  async function livePageOf(c: Context<AppEnv>, page: PagePayment, action: string): Promise<Response> {
     const db = createDb(page.env.DB);
     const connection = await readConnection(db, page.payment.accountId);
     const processor = await processorOfPage(page);
@@ -163,7 +181,7 @@ export function registerAuthenticationPage(app: OpenAPIHono<AppEnv>) {
       return resultPage(c, page);
     }
     return livePage(c, page, action, stripeJsUrl(page.env), connection.publishableKey, state.clientSecret);
-  });
+  }
 
   // The sandbox's buttons. Live mode has none (its outcome is read from Stripe): 404.
   for (const button of ["complete", "fail"] as const) {
@@ -172,7 +190,7 @@ export function registerAuthenticationPage(app: OpenAPIHono<AppEnv>) {
       if (!page || page.payment.livemode) return notFoundPage(c);
       // Decided already (the other button, another tab, a cancel): nothing moved at the sandbox, so nothing to record.
       if (page.payment.status !== "requires_action") return c.redirect(afterAuthentication(page.payment), 303);
-      return finish(c, page, sandboxResult(page.payment, button));
+      return asPage(c, false, () => finish(c, page, sandboxResult(page.payment, button)));
     });
   }
 
@@ -181,6 +199,10 @@ export function registerAuthenticationPage(app: OpenAPIHono<AppEnv>) {
     const page = await opened(c);
     if (!page || !page.payment.livemode) return notFoundPage(c);
     if (page.payment.status !== "requires_action") return c.redirect(afterAuthentication(page.payment), 303);
+    return asPage(c, true, () => returnOf(c, page));
+  });
+
+  async function returnOf(c: Context<AppEnv>, page: PagePayment): Promise<Response> {
     const processor = await processorOfPage(page);
     if (!processor || !page.payment.processorReference) return messagePage(c, 409, "Payment unavailable", "This payment cannot be authenticated right now. Ask the merchant to try again.", true);
     const state = await processor.paymentStateOf({ chargeReference: page.payment.processorReference });
@@ -189,5 +211,5 @@ export function registerAuthenticationPage(app: OpenAPIHono<AppEnv>) {
     // Not decided yet at Stripe: its event records it; the merchant's page reads the payment.
     if (state.status === "processing") return c.redirect(afterAuthentication(page.payment), 303);
     return finish(c, page, state);
-  });
+  }
 }

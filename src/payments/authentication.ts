@@ -32,6 +32,9 @@ import { enqueueRefundSettlements } from "./settle-refund";
 /** How a payer's authentication ended, as recorded: what the processor (or the sandbox page) says. */
 export type AuthenticationResult = Extract<PaymentState, { status: "succeeded" | "failed" | "canceled" }>;
 
+/** Guard reason: the payment's account is being moved to another shard (or has moved): nothing recorded, try again. */
+export const ACCOUNT_MOVING = "authentication_account_moving";
+
 /** failure_code of a payment whose payer failed the challenge (Stripe: payment_intent_authentication_failure). */
 export const AUTHENTICATION_FAILED = "authentication_failed";
 export const AUTHENTICATION_FAILED_MESSAGE = "The card holder did not complete 3-D Secure authentication; nothing was charged.";
@@ -72,6 +75,13 @@ function outcomeWrites(db: Db, payment: PaymentRow, customer: Customer, result: 
 export function authenticationWrites(db: Db, payment: PaymentRow, customer: Customer, result: AuthenticationResult, at: number): { row: PaymentRow; statements: Statement[]; events: EmittedEvent[] } {
   const { row, events } = outcomeWrites(db, payment, customer, result, at);
   const statements: Statement[] = [
+    // Not while the account is being moved to another shard (its copy would miss this change), nor
+    // once it has moved: the page answers "try again", Stripe's event is sent again.
+    guard(
+      db,
+      ACCOUNT_MOVING,
+      sql`NOT EXISTS (SELECT 1 FROM ${accounts} WHERE ${accounts.id} = ${payment.accountId} AND (${accounts.movedTo} IS NOT NULL OR (${accounts.moveToken} IS NOT NULL AND ${accounts.moveUntil} > ${at})))`,
+    ),
     guard(db, PAYMENT_STATE_CHANGED, sql`EXISTS (SELECT 1 FROM ${payments} WHERE ${payments.id} = ${payment.id} AND ${payments.status} = 'requires_action' AND ${livesHere(payments.accountId)})`),
     db
       .update(payments)

@@ -181,6 +181,20 @@ describe("live 3-D Secure", () => {
     expect(refundEvents[0]).toBe("refund.initiated");
   });
 
+  it("Stripe unreachable: the page and the return answer a 'try again' page (409), never JSON or internals, and record nothing", async () => {
+    const { payment } = await asked();
+    fake.inject({ kind: "status", status: 500, operation: "GET /v1/payment_intents/{intent}", times: 8 });
+    const page = await browse(payment.next_action.url);
+    expect(page.status).toBe(409);
+    expect(page.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(page.text).toContain("Please try again");
+    expect(page.text).not.toMatch(/stripe|error:|at \w+ \(/i);
+    const back = await browse(`${payment.next_action.url}/return`, "POST");
+    expect(back.status).toBe(409);
+    fake.inject();
+    expect(await types(payment.id)).toEqual(["payment.requires_action"]);
+  });
+
   it("another account's key reads no live payment of this one (404), and a wrong page secret is 404", async () => {
     const { payment } = await asked();
     const stranger = await signup("Stranger");

@@ -175,6 +175,23 @@ describe("the sandbox challenge page", () => {
   });
 });
 
+describe("while the account is being moved to another shard", () => {
+  it("the page records nothing and asks the payer to try again (409); afterwards Complete works", async () => {
+    const payment = await asked();
+    await env.DB.prepare("UPDATE accounts SET move_token = 'move-test', move_until = ? WHERE id = ?").bind(Date.now() + 60_000, acct.id).run();
+    try {
+      const refused = await browse(`${payment.next_action.url}/complete`, "POST");
+      expect(refused.status).toBe(409);
+      expect(refused.text).toContain("Please try again");
+      expect((await one<{ status: string }>("SELECT status FROM payments WHERE id = ?", payment.id)).status).toBe("requires_action");
+    } finally {
+      await env.DB.prepare("UPDATE accounts SET move_token = NULL, move_until = NULL WHERE id = ?").bind(acct.id).run();
+    }
+    expect((await browse(`${payment.next_action.url}/complete`, "POST")).status).toBe(303);
+    expect((await eventsFor(acct.id, payment.id)).map((e) => e.type)).toEqual(["payment.requires_action", "payment.completed"]);
+  });
+});
+
 describe("cancel and expiry of a payment waiting for its payer", () => {
   it("POST /payments/{id}/cancel cancels it (payment.canceled); its page then shows canceled and records nothing", async () => {
     const payment = await asked();
