@@ -252,6 +252,13 @@ async function cancelDue(env: Bindings, db: Db, processorOf: ReturnType<typeof p
       const outcome = await cancelAtProcessor(processor, payment);
       // The processor had captured it (a capture whose answer was lost, never retried): record that
       // capture, as a retried capture would have, rather than leave it requires_capture for ever.
+      // A payment waiting for its payer that the processor will not cancel: the payer finished
+      // meanwhile (Stripe took the money); Stripe's event, or the payer's return, records it.
+      if (outcome.status === "failed" && payment.status === "requires_action") {
+        console.error(JSON.stringify({ message: "abandoned payment not canceled: its payer finished at the processor; its event records it", payment: payment.id }));
+        skipped++;
+        continue;
+      }
       if (outcome.status === "failed" && outcome.capturedAmount !== undefined) {
         const writes = captureWrites(db, payment, outcome.capturedAmount, await customerOf(db, payment), now);
         await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { statements: writes.statements, events: writes.events });

@@ -10,6 +10,7 @@ import { exports } from "cloudflare:workers";
 import { BASE, call, expectError, signup } from "../support/http";
 import { captureLogs, card } from "../support/cards";
 import { eventsFor } from "../support/db";
+import { AUTHORIZATION_LIFETIME_MS, expireAuthorizations } from "../../src/payments/intents";
 import { type Connected, type LiveAccount, STRIPE_CARDS, connectStripe, deliverStripeEvents, expectOneKeyPerObject, expectSpecClean, installFakeStripe, operationsOf, skipStripeEvents } from "../support/live";
 
 const stripe = installFakeStripe();
@@ -193,6 +194,18 @@ describe("live 3-D Secure", () => {
     expect(back.status).toBe(409);
     fake.inject();
     expect(await types(payment.id)).toEqual(["payment.requires_action"]);
+  });
+
+  it("the cron's 7-day cancel of a payment whose payer finished at Stripe meanwhile records nothing wrong; Stripe's event then records the success", async () => {
+    const { payment, intent } = await asked();
+    fake.authenticate(intent.id, "complete");
+    const later = Date.now() + AUTHORIZATION_LIFETIME_MS + 60_000;
+    await expireAuthorizations(env, later);
+    expect(await read(payment.id)).toMatchObject({ status: "requires_action" });
+    expect(await types(payment.id)).toEqual(["payment.requires_action"]);
+    await deliverStripeEvents(fake, connected);
+    expect(await read(payment.id)).toMatchObject({ status: "completed", amount_received: 4200 });
+    expect(await types(payment.id)).toEqual(["payment.requires_action", "payment.completed"]);
   });
 
   it("another account's key reads no live payment of this one (404), and a wrong page secret is 404", async () => {

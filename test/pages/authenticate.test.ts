@@ -11,6 +11,7 @@ import { createUser } from "../support/fixtures";
 import { captureLogs, cardFields, expectNoCardData } from "../support/cards";
 import { eventsFor, one } from "../support/db";
 import { AUTHORIZATION_LIFETIME_MS, expireAuthorizations } from "../../src/payments/intents";
+import { sandboxProcessor } from "../../src/processor/sandbox";
 
 const AUTH_CARD = "4000002760003184";
 const AUTH_3DS2_CARD = "4000000000003220";
@@ -72,6 +73,21 @@ describe("POST /payments with a card that asks for 3-D Secure", () => {
     const res = await call("/payments", { key: acct.key, body: { amount: 500, currency: "usd", user_id: customer.id, payment_method: method.body.id } });
     expect(res.status, res.text).toBe(201);
     expect(res.body.status).toBe("requires_action");
+  });
+
+  it("a subscription never asks: its first charge with a 3-D Secure card still fails 402 authentication_required; the on-setup card is charged off session", async () => {
+    const plan = await call("/subscription-plans", { key: acct.key, body: { name: "Monthly", price: 9.99, currency: "usd", interval: "month" } });
+    expect(plan.status, plan.text).toBe(201);
+    for (const token of ["pm_card_authenticationRequired", "pm_card_authenticationRequiredOnSetup"]) {
+      const method = await call(`/api/users/${customer.id}/payment-methods`, { key: acct.key, body: { processor_token: token } });
+      const res = await call("/subscriptions", { key: acct.key, body: { user_id: customer.id, plan_id: plan.body.id, payment_method: method.body.id } });
+      expect((expectError(res, 402, "card_error") as { decline_code?: string }).decline_code, token).toBe("authentication_required");
+    }
+    // The on-setup card: on session it asks, off session (a renewal) it is charged.
+    const attached = await sandboxProcessor.attachPaymentMethod({ processorToken: "pm_card_authenticationRequiredOnSetup", customer: { id: customer.id, email: null }, reference: "r" });
+    if (attached.status !== "attached") throw new Error("not attached");
+    expect(await sandboxProcessor.chargeToken({ token: attached.token, amount: 999, currency: "usd", reference: "r1" })).toMatchObject({ status: "succeeded" });
+    expect(await sandboxProcessor.chargeToken({ token: attached.token, amount: 999, currency: "usd", reference: "r2", customerPresent: true })).toMatchObject({ status: "failed", code: "authentication_required" });
   });
 
   it("refuses a return_url that is not http(s), or plain http to another host, naming return_url", async () => {
