@@ -345,6 +345,11 @@ export const payments = sqliteTable(
     amountReceived: integer("amount_received").notNull().default(0),
     // The step the payer must take (3-D Secure: { type: "redirect_to_url", url }); null otherwise.
     nextAction: text("next_action", { mode: "json" }).$type<{ type: "redirect_to_url"; url: string }>(),
+    // The 3-D Secure page's secret (src/pages/authenticate.tsx): part of next_action.url, compared
+    // in constant time; never answered on its own. Null for a payment that never asked.
+    pageSecret: text("page_secret"),
+    // Where the payer returns after authenticating, with ?payment_id=… (POST /payments return_url).
+    returnUrl: text("return_url"),
     // The saved payment method (pmt_…) charged; null when the card fields were sent.
     paymentMethodId: text("payment_method_id"),
     description: text("description"),

@@ -3,10 +3,12 @@
 // registers its routes here.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../context";
+import { registerAuthenticationPage } from "./authenticate";
 import { HOSTED_STYLES_PATH, hostedStyles } from "./hosted";
 import { registerInvoicePage } from "./invoice";
 
 export function registerHostedPages(app: OpenAPIHono<AppEnv>) {
   app.get(HOSTED_STYLES_PATH, hostedStyles);
   registerInvoicePage(app);
+  registerAuthenticationPage(app);
 }

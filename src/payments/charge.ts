@@ -118,6 +118,8 @@ export async function charge(args: ChargeArgs): Promise<ChargeResult> {
     amountCapturable: 0,
     amountReceived: succeeded ? args.amount : 0,
     nextAction: null,
+    pageSecret: null,
+    returnUrl: null,
     paymentMethodId: null,
     description: null,
     metadata: null,

@@ -79,12 +79,21 @@ export interface NewPayment {
   paymentMethodId: string | null;
   chargeReference: string;
   at: number;
+  /**
+   * Where a payment that asks for authentication sends its payer: the page's secret (newPageSecret)
+   * and this origin, which next_action.url is made of, and the merchant's return_url (or null).
+   */
+  authentication: { origin: string; pageSecret: string; returnUrl: string | null };
 }
+
+/** The 3-D Secure page's path (src/pages/authenticate.tsx): the payment's id and its page secret. */
+export const authenticationPath = (paymentId: string, pageSecret: string) => `/pay/authenticate/${paymentId}/${pageSecret}`;
 
 /** The payment row an authorization's (or a charge's) outcome makes. */
 export function paymentOfOutcome(args: NewPayment, outcome: AuthorizationOutcome): PaymentRow {
   const succeeded = outcome.status === "succeeded";
   const authorized = outcome.status === "succeeded" && outcome.authorized;
+  const asked = outcome.status === "requires_action";
   return {
     id: args.id,
     accountId: args.tenant.accountId,
@@ -95,12 +104,14 @@ export function paymentOfOutcome(args: NewPayment, outcome: AuthorizationOutcome
     processorAccount: null,
     amount: args.amount,
     currency: args.currency,
-    status: !succeeded ? "failed" : authorized ? "requires_capture" : "completed",
+    status: asked ? "requires_action" : !succeeded ? "failed" : authorized ? "requires_capture" : "completed",
     amountRefunded: 0,
     captureMethod: args.captureMethod,
     amountCapturable: authorized ? args.amount : 0,
     amountReceived: succeeded && !authorized ? args.amount : 0,
-    nextAction: null,
+    nextAction: asked ? { type: "redirect_to_url", url: `${args.authentication.origin}${authenticationPath(args.id, args.authentication.pageSecret)}` } : null,
+    pageSecret: asked ? args.authentication.pageSecret : null,
+    returnUrl: args.authentication.returnUrl,
     paymentMethodId: args.paymentMethodId,
     description: args.description,
     metadata: args.metadata,
@@ -114,7 +125,7 @@ export function paymentOfOutcome(args: NewPayment, outcome: AuthorizationOutcome
     cardExpMonth: args.card.summary.exp_month,
     cardExpYear: args.card.summary.exp_year,
     cardFingerprint: args.card.fingerprint,
-    processorReference: outcome.status === "succeeded" ? outcome.reference : null,
+    processorReference: outcome.status === "failed" ? null : outcome.reference,
     chargeReference: args.chargeReference,
     invoiceId: null,
     createdAt: isoTime(args.at),
@@ -125,6 +136,7 @@ export function paymentOfOutcome(args: NewPayment, outcome: AuthorizationOutcome
 export function newPaymentEvent(db: Db, payment: PaymentRow, customer: { id: string; email: string }, at: number): EmittedEvent {
   const tenant = { accountId: payment.accountId, livemode: payment.livemode };
   if (payment.status === "requires_capture") return emitEvent(db, tenant, { type: "payment.authorized", data: serializePayment(payment) }, at);
+  if (payment.status === "requires_action") return emitEvent(db, tenant, { type: "payment.requires_action", data: serializePayment(payment) }, at);
   return emitEvent(db, tenant, { type: payment.status === "failed" ? "payment.failed" : "payment.completed", data: paymentEventData(payment, customer) }, at);
 }
 
@@ -193,13 +205,26 @@ export function cancelAtProcessor(processor: { cancelPayment: (args: { chargeRef
  */
 export async function expireAuthorizations(env: Bindings, now: number): Promise<{ canceled: number; skipped: number }> {
   const db = createDb(env.DB);
-  const due = await db
+  const lapsed = await db
     .select()
     .from(payments)
     .where(and(eq(payments.status, "requires_capture"), lte(payments.captureBefore, isoTime(now)), livesHere(payments.accountId)))
     .orderBy(asc(payments.captureBefore))
     .limit(EXPIRY_BATCH);
   const processorOf = processorResolver(env, db);
+  const lapsedRun = await cancelDue(env, db, processorOf, lapsed, now);
+  // Then the payments whose payer never finished 3-D Secure in as long: canceled as abandoned (Stripe's word).
+  const abandoned = await db
+    .select()
+    .from(payments)
+    .where(and(eq(payments.status, "requires_action"), lte(payments.createdAt, isoTime(now - AUTHORIZATION_LIFETIME_MS)), livesHere(payments.accountId)))
+    .orderBy(asc(payments.createdAt))
+    .limit(EXPIRY_BATCH);
+  const abandonedRun = await cancelDue(env, db, processorOf, abandoned, now);
+  return { canceled: lapsedRun.canceled + abandonedRun.canceled, skipped: lapsedRun.skipped + abandonedRun.skipped };
+}
+
+async function cancelDue(env: Bindings, db: Db, processorOf: ReturnType<typeof processorResolver>, due: PaymentRow[], now: number): Promise<{ canceled: number; skipped: number }> {
   let canceled = 0;
   let skipped = 0;
   for (const payment of due) {
@@ -217,9 +242,23 @@ export async function expireAuthorizations(env: Bindings, now: number): Promise<
         skipped++;
         continue;
       }
+      // Read again under the lease: a capture or cancel that held it before this run took it has
+      // recorded its step, and the processor must not be asked to cancel what was captured.
+      const [current] = await db.select({ status: payments.status }).from(payments).where(and(eq(payments.id, payment.id), livesHere(payments.accountId))).limit(1);
+      if (current?.status !== payment.status) {
+        skipped++;
+        continue;
+      }
       const outcome = await cancelAtProcessor(processor, payment);
       // The processor had captured it (a capture whose answer was lost, never retried): record that
       // capture, as a retried capture would have, rather than leave it requires_capture for ever.
+      // A payment waiting for its payer that the processor will not cancel: the payer finished
+      // meanwhile (Stripe took the money); Stripe's event, or the payer's return, records it.
+      if (outcome.status === "failed" && payment.status === "requires_action") {
+        console.error(JSON.stringify({ message: "abandoned payment not canceled: its payer finished at the processor; its event records it", payment: payment.id }));
+        skipped++;
+        continue;
+      }
       if (outcome.status === "failed" && outcome.capturedAmount !== undefined) {
         const writes = captureWrites(db, payment, outcome.capturedAmount, await customerOf(db, payment), now);
         await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { statements: writes.statements, events: writes.events });
@@ -232,7 +271,7 @@ export async function expireAuthorizations(env: Bindings, now: number): Promise<
         skipped++;
         continue;
       }
-      const writes = cancelWrites(db, payment, "expired", now);
+      const writes = cancelWrites(db, payment, payment.status === "requires_action" ? "abandoned" : "expired", now);
       await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { statements: writes.statements, events: writes.events });
       held = false;
       canceled++;

@@ -11,6 +11,10 @@
 //  - a refund: pending -> succeeded (refund.completed); pending or succeeded -> failed (its amount
 //    refundable again). Failed is final, likewise;
 //  - a dispute: payment.disputed about the payment whose processor reference it names;
+//  - a PaymentIntent's payment_intent.succeeded / .amount_capturable_updated / .payment_failed /
+//    .canceled: how the 3-D Secure of the payment whose processor reference it is ended, recorded
+//    as the payer's return to the page records it (src/payments/authentication.ts), whichever comes
+//    first; a success that finds the payment canceled is given back (refunded, or released);
 //  - the object is found only in the account and mode of the connection the event was signed for;
 //    an object Tender does not know there, or an event Tender does not act on, changes nothing;
 //  - and an event settles an object only if it comes from where Tender made that object
@@ -32,7 +36,9 @@ import { isoTime } from "../lib/clock";
 import { accountLivesHere } from "../processor/in-flight";
 import type { Processor, ProcessorSettlement } from "../processor/types";
 import { commitWrites, type WriteSet } from "../webhooks/outbox";
+import { type AuthenticationResult, authenticationWrites, giveBack } from "./authentication";
 import { paymentDisputedEvent } from "./disputes";
+import { PAYMENT_STATE_CHANGED } from "./intents";
 import { PAYOUT_NOT_IN_STATE, payoutTransition } from "./settle-payout";
 import { REFUND_NOT_IN_STATE, refundTransition } from "./settle-refund";
 
@@ -158,7 +164,7 @@ export async function applySettlement(ctx: SettlementContext, settlement: Proces
     } catch (error) {
       const reason = failureReason(error);
       if (reason === ALREADY_RECORDED) return "duplicate";
-      const raced = reason === PAYOUT_NOT_IN_STATE || reason === REFUND_NOT_IN_STATE;
+      const raced = reason === PAYOUT_NOT_IN_STATE || reason === REFUND_NOT_IN_STATE || reason === PAYMENT_STATE_CHANGED;
       if (!raced || tries >= MAX_TRIES) throw error;
     }
   }
@@ -183,7 +189,37 @@ async function planOf(ctx: SettlementContext, settlement: ProcessorSettlement): 
       return planRefund(ctx, settlement);
     case "dispute":
       return planDispute(ctx, settlement);
+    case "payment_intent":
+      return planPaymentIntent(ctx, settlement);
   }
+}
+
+async function planPaymentIntent(ctx: SettlementContext, s: Extract<ProcessorSettlement, { kind: "payment_intent" }>): Promise<Plan> {
+  const { db, tenant, now } = ctx;
+  const [found] = await db
+    .select({ payment: payments, user: { id: users.id, email: users.email } })
+    .from(payments)
+    .leftJoin(users, eq(users.id, payments.userId))
+    .where(and(ownedBy(payments, tenant), eq(payments.processorReference, s.chargeReference)))
+    .limit(1);
+  if (!found) return nothing("ignored");
+  // A PaymentIntent is the platform's: the object Tender recorded is the intent itself.
+  const why = madeThere(ctx, s, { processorAccount: found.payment.processorAccount, connectedAccount: null, processorObject: found.payment.processorReference });
+  if (why) return notFromThere(s, found.payment.id, why);
+  const { payment } = found;
+  const state = s.state as AuthenticationResult;
+  if (payment.status === "requires_action") {
+    const customer = found.user?.id ? { id: found.user.id, email: found.user.email } : null;
+    const writes = authenticationWrites(db, payment, customer, state, now);
+    return { result: "applied", objectId: payment.id, writes: { statements: writes.statements, events: writes.events } };
+  }
+  // Stripe took money Tender had let go of (canceled while the payer was authenticating): given back now.
+  if (payment.status === "canceled" && state.status === "succeeded") {
+    await giveBack(ctx.env, db, payment, state, now, {});
+    return nothing("applied", payment.id);
+  }
+  // Every other PaymentIntent event (a payment that never asked, or whose outcome was recorded by the page first).
+  return nothing("unchanged", payment.id);
 }
 
 async function planPayout(ctx: SettlementContext, s: Extract<ProcessorSettlement, { kind: "payout" }>): Promise<Plan> {

@@ -5,9 +5,12 @@ import { randomToken } from "../lib/crypto";
 import type { DeclineCode, Outcome, Processor } from "./types";
 
 // authentication_required: 3-D Secure on every charge (Stripe's 4000 0027 6000 3184);
-// authentication_required_3ds2: the same, with a 3-D Secure 2 challenge (4000 0000 0000 3220).
-// Until the sandbox has its challenge page, both fail as a live card asking for authentication does.
-type Behaviour = "succeed" | DeclineCode | "decline_after_first" | "dispute" | "authentication_required_3ds2";
+// authentication_required_3ds2: the same, with a 3-D Secure 2 challenge (4000 0000 0000 3220);
+// authentication_on_setup: 3-D Secure on the first on-session charge, then off-session charges
+// succeed (4000 0025 0000 3155). An on-session one-off payment (POST /payments) answers
+// requires_action and the sandbox challenge page (src/pages/authenticate.tsx) decides; any other
+// charge fails authentication_required, as a live card asking for authentication off session does.
+type Behaviour = "succeed" | DeclineCode | "decline_after_first" | "dispute" | "authentication_required_3ds2" | "authentication_on_setup";
 
 const TEST_CARDS: Record<string, Behaviour> = {
   "4242424242424242": "succeed",
@@ -21,6 +24,7 @@ const TEST_CARDS: Record<string, Behaviour> = {
   "4000000000000259": "dispute",
   "4000002760003184": "authentication_required",
   "4000000000003220": "authentication_required_3ds2",
+  "4000002500003155": "authentication_on_setup",
 };
 
 /**
@@ -34,6 +38,7 @@ export const TEST_PAYMENT_METHODS: Record<string, string> = {
   pm_card_chargeDeclinedInsufficientFunds: "4000000000009995",
   pm_card_authenticationRequired: "4000002760003184",
   pm_card_threeDSecure2Required: "4000000000003220",
+  pm_card_authenticationRequiredOnSetup: "4000002500003155",
 };
 
 const DECLINE_MESSAGES: Record<DeclineCode, string> = {
@@ -51,7 +56,10 @@ const succeeded = (): Outcome => ({ status: "succeeded", reference: `sbx_${rando
 const failed = (code: DeclineCode): Outcome => ({ status: "failed", code, message: DECLINE_MESSAGES[code] });
 /** A behaviour that fails every charge, as the code it fails with. */
 const failureOf = (behaviour: Exclude<Behaviour, "succeed" | "decline_after_first" | "dispute">): DeclineCode =>
-  behaviour === "authentication_required_3ds2" ? "authentication_required" : behaviour;
+  behaviour === "authentication_required_3ds2" || behaviour === "authentication_on_setup" ? "authentication_required" : behaviour;
+
+/** Whether a card with this behaviour asks its holder for 3-D Secure on an on-session charge. */
+const asksAuthentication = (behaviour: Behaviour) => behaviour.startsWith("authentication_");
 
 function tokenFor(behaviour: Behaviour) {
   return `tok_sandbox_${behaviour}_${randomToken(16)}`;
@@ -70,8 +78,9 @@ export const sandboxProcessor: Processor = {
     return { token: tokenFor(behaviour), outcome };
   },
   // An authorization behaves as the charge would: the card number decides whether it is declined.
-  async authorizeCard({ card, token, capture }) {
+  async authorizeCard({ card, token, capture, onSession }) {
     const behaviour = card ? behaviourOf(card.number) : behaviourOfToken(token);
+    if (onSession && asksAuthentication(behaviour)) return { status: "requires_action", reference: `sbx_${randomToken(24)}`, clientSecret: null };
     if (behaviour === "succeed" || behaviour === "decline_after_first" || behaviour === "dispute") {
       return { status: "succeeded", reference: `sbx_${randomToken(24)}`, authorized: capture === "manual" };
     }
@@ -85,10 +94,16 @@ export const sandboxProcessor: Processor = {
   async cancelPayment() {
     return succeeded();
   },
-  async chargeToken({ token }) {
+  // The sandbox's payments that ask for authentication are decided by its challenge page.
+  async paymentStateOf() {
+    return { status: "requires_action", clientSecret: null };
+  },
+  async chargeToken({ token, customerPresent }) {
     const behaviour = behaviourOfToken(token);
     // The dispute card's holder disputes the first charge only.
     if (behaviour === "succeed" || behaviour === "dispute") return succeeded();
+    // Set up once with its holder, the card is charged off session without asking again.
+    if (behaviour === "authentication_on_setup" && !customerPresent) return succeeded();
     return failed(behaviour === "decline_after_first" ? "card_declined" : failureOf(behaviour));
   },
   // A test PaymentMethod name attaches as its card: a later expiry than any test needs, as Stripe's do.
@@ -123,7 +138,7 @@ export const sandboxProcessor: Processor = {
   async sendPayout({ token }) {
     const behaviour = behaviourOfToken(token);
     // 3-D Secure guards charges, not payouts to the card.
-    if (behaviour === "succeed" || behaviour === "decline_after_first" || behaviour === "dispute" || behaviour.startsWith("authentication_required")) return succeeded();
+    if (behaviour === "succeed" || behaviour === "decline_after_first" || behaviour === "dispute" || asksAuthentication(behaviour)) return succeeded();
     return failed(failureOf(behaviour as Parameters<typeof failureOf>[0]));
   },
   async refund() {

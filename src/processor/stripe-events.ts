@@ -8,10 +8,13 @@
 //   refund.failed                          -> refund succeeded | failed (pending changes nothing)
 //   charge.dispute.created                 -> dispute opened on the payment whose processor
 //                                             reference is the dispute's payment_intent
+//   payment_intent.succeeded, .payment_failed,
+//   .amount_capturable_updated, .canceled  -> how a payment's 3-D Secure ended (the PaymentIntent's
+//                                             state), for the payment whose processor reference it is
 //   anything else, or an object without Tender's reference -> ignore
 import Stripe from "stripe";
 import { stripeCrypto } from "./stripe-client";
-import { payoutFailure } from "./stripe-outcomes";
+import { paymentStateOfIntent, payoutFailure } from "./stripe-outcomes";
 import type { ProcessorSettlement, SettlementEvent } from "./types";
 
 /** Stripe's own tolerance for a signature's timestamp, in seconds. */
@@ -148,6 +151,16 @@ export function settlementOf(event: Stripe.Event): ProcessorSettlement {
         reason: String(object.reason ?? "general"),
         status: String(object.status ?? "needs_response"),
       };
+    }
+    case "payment_intent.succeeded":
+    case "payment_intent.payment_failed":
+    case "payment_intent.amount_capturable_updated":
+    case "payment_intent.canceled": {
+      if (object.object !== "payment_intent") return ignore(`${event.type} about a ${object.object ?? "nothing"}, not a PaymentIntent`);
+      const state = paymentStateOfIntent(object as unknown as Stripe.PaymentIntent);
+      if (state.status === "requires_action" || state.status === "processing") return ignore(`PaymentIntent ${id} is ${state.status}: nothing decided yet`);
+      // The event's copy of the intent carries its client secret: never kept, never logged.
+      return { ...base, kind: "payment_intent", chargeReference: id, processorObject: id, state };
     }
     default:
       return ignore(`Tender does not act on ${event.type}`);

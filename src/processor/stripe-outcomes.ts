@@ -13,7 +13,7 @@
 //     processing -> not settled yet (the caller reads it again)
 //   Payout status: paid -> succeeded; pending, in_transit -> pending; failed, canceled -> failed
 //   Refund status: succeeded -> succeeded; pending, requires_action -> pending; failed, canceled -> failed
-import type { DeclineCode, Outcome, SettlementOutcome } from "./types";
+import type { DeclineCode, Outcome, PaymentState, SettlementOutcome } from "./types";
 
 /** The fields of a Stripe error (or a last_payment_error) that say why. */
 export interface StripeDecline {
@@ -126,3 +126,35 @@ export const refused = (what: string, error: { code?: string | null; message?: s
   code,
   message: `Stripe refused the ${what}${error.code ? ` (${error.code})` : ""}: ${error.message ?? "no reason given"}`,
 });
+
+/**
+ * A PaymentIntent that asked for authentication, as Tender's PaymentState: Stripe answers a failed
+ * challenge with requires_payment_method and last_payment_error code
+ * payment_intent_authentication_failure, which Tender records as failure_code authentication_failed.
+ */
+export function paymentStateOfIntent(intent: IntentLike & { amount: number; amount_received: number; currency: string; client_secret?: string | null }): PaymentState {
+  switch (intent.status) {
+    case "requires_action":
+    case "requires_confirmation":
+      return { status: "requires_action", clientSecret: intent.client_secret ?? null };
+    case "succeeded":
+      return { status: "succeeded", authorized: false, amount: intent.amount, amountReceived: intent.amount_received, currency: intent.currency };
+    case "requires_capture":
+      return { status: "succeeded", authorized: true, amount: intent.amount, amountReceived: 0, currency: intent.currency };
+    case "processing":
+      return { status: "processing" };
+    case "canceled":
+      return { status: "canceled" };
+    default: {
+      const last = intent.last_payment_error;
+      if (last?.code === "payment_intent_authentication_failure") {
+        return { status: "failed", code: "authentication_failed", message: `${AUTHENTICATION_FAILED_MESSAGE} (Stripe code payment_intent_authentication_failure)` };
+      }
+      const outcome = last ? declined(last) : { code: "processing_error" as const, message: `${TENDER_MESSAGES.processing_error} (Stripe ${intent.id} ${intent.status})` };
+      return { status: "failed", code: outcome.code, message: outcome.message };
+    }
+  }
+}
+
+/** failure_message of a payment whose payer failed (or abandoned) the 3-D Secure challenge. */
+export const AUTHENTICATION_FAILED_MESSAGE = "The card holder did not complete 3-D Secure authentication; nothing was charged.";

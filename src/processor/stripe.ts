@@ -35,7 +35,7 @@ import {
   payoutToken,
   referenceKeys,
 } from "./stripe-keys";
-import { declined, intentOutcome, payoutOutcome, refundOutcome, refused } from "./stripe-outcomes";
+import { declined, intentOutcome, paymentStateOfIntent, payoutOutcome, refundOutcome, refused } from "./stripe-outcomes";
 import type { AttachOutcome, AuthorizationOutcome, CardDetails, NotPayableReason, Outcome, PayoutDestination, Processor, ProcessorCustomer, SettlementOutcome } from "./types";
 
 /** Within this age an operation's Idempotency-Keys are surely still known to Stripe (24 h, less an hour). */
@@ -417,11 +417,17 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
 
     // A one-off payment: a PaymentIntent on the user's Customer, confirmed at once, captured now
     // (automatic) or held (manual: Stripe's requires_capture), then captured or canceled.
-    async authorizeCard({ card, token, amount, currency, reference, capture, customer, firstAttemptAt }) {
+    async authorizeCard({ card, token, amount, currency, reference, capture, customer, onSession, firstAttemptAt }) {
       if (!customer) throw new Error("The Stripe connector keeps cards on the Tender user's customer: authorizeCard needs the customer");
       const keys = await referenceKeys(reference);
-      const authorization = (intent: Intent | null, outcome: Outcome): AuthorizationOutcome =>
-        outcome.status === "succeeded" ? { status: "succeeded", reference: outcome.reference, authorized: intent?.status === "requires_capture" } : outcome;
+      const authorization = (intent: Intent | null, outcome: Outcome): AuthorizationOutcome => {
+        // On session, Stripe's requires_action is the payer's to finish (the 3-D Secure page runs
+        // Stripe.js handleNextAction with the client secret); off session it stays a failure.
+        if (onSession && intent?.object === "payment_intent" && intent.status === "requires_action") {
+          return { status: "requires_action", reference: intent.id, clientSecret: (intent as Stripe.PaymentIntent).client_secret ?? null };
+        }
+        return outcome.status === "succeeded" ? { status: "succeeded", reference: outcome.reference, authorized: intent?.status === "requires_capture" } : outcome;
+      };
       if (mayBeLate(firstAttemptAt)) {
         const earlier = await findPaymentIntent(keys);
         if (earlier) {
@@ -449,13 +455,18 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
           automatic_payment_methods: { enabled: true, allow_redirects: "never" },
           confirm: true,
           capture_method: capture,
-          // 3-D Secure is a later part of issue 34: until Tender can send the holder to authenticate, fail instead of waiting.
-          error_on_requires_action: true,
+          // On session the payer is sent to authenticate (3-D Secure); off session nobody could be.
+          ...(onSession ? {} : { error_on_requires_action: true }),
           metadata: { tender_reference: keys.tag, tender_user: customer.id },
         },
         keys,
       );
       return authorization(intent, outcome);
+    },
+
+    async paymentStateOf({ chargeReference }) {
+      const intent = await request("GET /v1/payment_intents/{intent}", () => stripe.paymentIntents.retrieve(chargeReference));
+      return paymentStateOfIntent(intent);
     },
 
     async capturePayment({ chargeReference, amount, reference }) {

@@ -35,8 +35,30 @@ export type CaptureOutcome = { status: "succeeded"; reference: string; amountRec
  */
 export type CancelOutcome = { status: "succeeded"; reference: string } | { status: "failed"; code: DeclineCode; message: string; capturedAmount?: number };
 
-/** What authorizeCard answers: a charge's outcome, where a success may be an authorization only. */
-export type AuthorizationOutcome = { status: "succeeded"; reference: string; authorized: boolean } | { status: "failed"; code: DeclineCode; message: string };
+/**
+ * What authorizeCard answers: a charge's outcome, where a success may be an authorization only; or,
+ * for an on-session payment only (`onSession`), `requires_action`: the card asks its holder to
+ * authenticate (3-D Secure) before anything moves. `reference` is the processor's intent (Stripe's
+ * `pi_…`), `clientSecret` what Stripe.js needs to run the challenge (null in the sandbox); it is
+ * never stored: a page asks for it again (paymentStateOf).
+ */
+export type AuthorizationOutcome =
+  | { status: "succeeded"; reference: string; authorized: boolean }
+  | { status: "failed"; code: DeclineCode; message: string }
+  | { status: "requires_action"; reference: string; clientSecret: string | null };
+
+/**
+ * Where a payment that asked for authentication stands at the processor, read there (never taken
+ * from a browser): still `requires_action` (with the client secret Stripe.js needs), `succeeded`
+ * (captured, or only authorized for a manual capture), `failed` (the authentication failed or the
+ * card was then declined), `canceled`, or `processing` (not decided yet: look again later).
+ */
+export type PaymentState =
+  | { status: "requires_action"; clientSecret: string | null }
+  | { status: "succeeded"; authorized: boolean; amount: number; amountReceived: number; currency: string }
+  | { status: "failed"; code: DeclineCode | "authentication_failed"; message: string }
+  | { status: "canceled" }
+  | { status: "processing" };
 
 /**
  * Payouts and refunds may be accepted by the processor without having settled yet (a Stripe
@@ -138,7 +160,26 @@ export interface Processor {
    * only authorizes it (Stripe: a PaymentIntent with `capture_method: manual`, then
    * `requires_capture`), which `authorized: true` on the outcome says. Idempotent by reference.
    */
-  authorizeCard(args: ({ card: CardDetails; token?: undefined } | { token: string; card?: undefined }) & { amount: number; currency: string; reference: string; capture: "automatic" | "manual"; customer?: ProcessorCustomer | null } & FirstAttempt): Promise<AuthorizationOutcome>;
+  authorizeCard(
+    args: ({ card: CardDetails; token?: undefined } | { token: string; card?: undefined }) & {
+      amount: number;
+      currency: string;
+      reference: string;
+      capture: "automatic" | "manual";
+      customer?: ProcessorCustomer | null;
+      /**
+       * The payer is there (POST /payments): a card that asks for 3-D Secure answers
+       * `requires_action` instead of failing authentication_required. Off-session work never sets it.
+       */
+      onSession?: boolean;
+    } & FirstAttempt,
+  ): Promise<AuthorizationOutcome>;
+  /**
+   * Where a payment that answered `requires_action` stands now (`chargeReference`: that outcome's
+   * reference), read at the processor. The sandbox has no state of its own (its challenge page
+   * decides) and answers `requires_action`.
+   */
+  paymentStateOf(args: { chargeReference: string }): Promise<PaymentState>;
   /**
    * Captures `amount` (at most what was authorized) of an authorization made by authorizeCard
    * (`chargeReference` is its outcome's reference) and releases the rest. Idempotent by reference.
@@ -214,6 +255,14 @@ export type ProcessorSettlement =
       currency: string;
       reason: string;
       status: string;
+    })
+  | (SettlementEvent & {
+      kind: "payment_intent";
+      /** The PaymentIntent (`pi_…`): the processor reference of the payment that asked for authentication. */
+      chargeReference: string;
+      processorObject: string;
+      /** Where the PaymentIntent stands, as the event's copy of it says. */
+      state: PaymentState;
     })
   | (SettlementEvent & { kind: "ignore"; reason: string });
 

@@ -246,3 +246,45 @@ describe("events delivered late, twice and out of order", () => {
     expect(received).toEqual([{ status: 400, reason: "signature_mismatch" }]);
   });
 });
+
+describe("payment_intent.* events of a payment that asked for 3-D Secure", () => {
+  async function waiting(capture: "automatic" | "manual", reference: string) {
+    const fake = newFakeStripe({ now: () => NOW_S * 1000 });
+    const { stripe } = connectToFake({ fake });
+    const outcome = await stripe.authorizeCard({ card: cardOf(STRIPE_CARDS.needsAuthentication), amount: 4200, currency: "eur", reference, capture, customer: { id: "usr_1", email: null }, onSession: true });
+    expect(outcome).toMatchObject({ status: "requires_action", reference: expect.stringMatching(/^pi_/), clientSecret: expect.stringMatching(/^pi_\w+_secret_/) });
+    return { fake, intent: outcome.status === "requires_action" ? outcome.reference : "" };
+  }
+
+  it("off session the same card still fails authentication_required (renewals keep today's behaviour)", async () => {
+    const fake = newFakeStripe({ now: () => NOW_S * 1000 });
+    const { stripe } = connectToFake({ fake });
+    const outcome = await stripe.authorizeCard({ card: cardOf(STRIPE_CARDS.needsAuthentication), amount: 4200, currency: "eur", reference: "pi-off", capture: "automatic", customer: { id: "usr_1", email: null } });
+    expect(outcome).toMatchObject({ status: "failed", code: "authentication_required" });
+  });
+
+  it("reads each as how the authentication ended (each event checked against Stripe's document by the fake)", async () => {
+    const completed = await waiting("automatic", "pi-1");
+    expect(settlementOf(completed.fake.authenticate(completed.intent, "complete") as Stripe.Event)).toMatchObject({
+      kind: "payment_intent",
+      type: "payment_intent.succeeded",
+      chargeReference: completed.intent,
+      state: { status: "succeeded", authorized: false, amountReceived: 4200 },
+    });
+    const held = await waiting("manual", "pi-2");
+    expect(settlementOf(held.fake.authenticate(held.intent, "complete") as Stripe.Event)).toMatchObject({
+      type: "payment_intent.amount_capturable_updated",
+      state: { status: "succeeded", authorized: true },
+    });
+    const failed = await waiting("automatic", "pi-3");
+    expect(settlementOf(failed.fake.authenticate(failed.intent, "fail") as Stripe.Event)).toMatchObject({
+      type: "payment_intent.payment_failed",
+      state: { status: "failed", code: "authentication_failed" },
+    });
+    const canceled = await waiting("automatic", "pi-4");
+    const { stripe } = connectToFake({ fake: canceled.fake });
+    await stripe.cancelPayment({ chargeReference: canceled.intent, reference: "pi-4:cancel" });
+    expect(settlementOf(canceled.fake.events.at(-1) as Stripe.Event)).toMatchObject({ type: "payment_intent.canceled", state: { status: "canceled" } });
+    for (const { fake } of [completed, held, failed, canceled]) expect(fake.specViolations()).toEqual([]);
+  });
+});

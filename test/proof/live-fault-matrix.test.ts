@@ -205,9 +205,15 @@ describe("a one-off payment", () => {
       );
       const payments = (await call(`/payments?user_id=${user.id}`, { key: acct.liveKey })).body.data as { status: string; amount_capturable: number }[];
       const intents = heldFor(user.id);
-      if (fault.charges) {
+      if (fault.charges === "authentication") {
+        // On session, authentication asked is the payer's to give (3-D Secure): nothing held yet.
+        expect(res.status, res.text).toBe(201);
+        expect(res.body).toMatchObject({ status: "requires_action", next_action: { type: "redirect_to_url" } });
+        expect(intents.map((i) => i.status)).toEqual(["requires_action"]);
+        expect(payments.map((p) => [p.status, p.amount_capturable])).toEqual([["requires_action", 0]]);
+      } else if (fault.charges) {
         expect(res.status, res.text).toBe(402);
-        expect(res.body.error.decline_code).toBe(fault.charges === "declined" ? "card_declined" : "authentication_required");
+        expect(res.body.error.decline_code).toBe("card_declined");
         expect(intents.filter((i) => i.status === "requires_capture" || i.status === "succeeded")).toHaveLength(0);
         expect(payments.map((p) => p.status)).toEqual(["failed"]);
       } else {

@@ -16,6 +16,9 @@
 //    …9995 insufficient funds, …0069 expired, …0119 processing error, 4000002760003184 and
 //    4000000000003220 need authentication, 4000000000000341 is saved but declines every charge);
 //  - `tokenize()` (and POST /_fake/payment_methods) is Stripe.js: a card becomes a PaymentMethod;
+//  - GET /v3/ serves a stand-in for Stripe.js (test/support/fake-stripe-js.ts) for STRIPE_JS_URL;
+//  - `authenticate()` (and POST /_fake/payment_intents/{id}/authenticate { outcome }) is the payer
+//    finishing Stripe.js's 3-D Secure challenge (handleNextAction): complete or fail, with its event;
 //  - faults on demand: answer 429, 409 or 500 N times; succeed, then drop the connection (the
 //    caller sees a network error: "timeout after success"); decline or ask for authentication;
 //  - events signed with the SDK's generateTestHeaderStringAsync, delivered to a URL late, twice,
@@ -24,6 +27,7 @@
 // `.ts`, type-only imports say so.
 import Stripe from "stripe";
 import { type FormValue, type StripeSpec, checkObject, checkRequest, checkResponse } from "./stripe-spec.ts";
+import { FAKE_STRIPE_JS } from "./fake-stripe-js.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -344,6 +348,36 @@ export class FakeStripe {
     return [this.emit("refund.updated", refund), this.emit("charge.refund.updated", refund)];
   }
 
+  /**
+   * The payer finishes (or fails) the 3-D Secure challenge Stripe.js opened for a PaymentIntent in
+   * requires_action: `complete` authorizes it (capture_method manual: requires_capture,
+   * `payment_intent.amount_capturable_updated`) or charges it (`payment_intent.succeeded`); `fail`
+   * leaves it requires_payment_method with last_payment_error payment_intent_authentication_failure
+   * (`payment_intent.payment_failed`). Answers the event, or null when the intent was not waiting.
+   */
+  authenticate(paymentIntentId: string, outcome: "complete" | "fail"): Obj | null {
+    const intent = this.paymentIntents.get(paymentIntentId);
+    if (!intent) throw new Error(`no PaymentIntent ${paymentIntentId}`);
+    if (intent.status !== "requires_action") return null;
+    intent.next_action = null;
+    if (outcome === "fail") {
+      intent.status = "requires_payment_method";
+      intent.last_payment_error = {
+        type: "invalid_request_error",
+        code: "payment_intent_authentication_failure",
+        message: "The provided PaymentMethod has failed authentication. You can provide payment_method_data or a new PaymentMethod to attempt to fulfill this PaymentIntent again.",
+      };
+      return this.emit("payment_intent.payment_failed", intent);
+    }
+    if (intent.capture_method === "manual") {
+      intent.status = "requires_capture";
+      intent.amount_capturable = intent.amount;
+      return this.emit("payment_intent.amount_capturable_updated", intent);
+    }
+    this.charge(intent);
+    return this.emit("payment_intent.succeeded", intent);
+  }
+
   /** The holder disputes a payment: `charge.dispute.created`. */
   openDispute(paymentIntentId: string, reason = "fraudulent"): Obj {
     const intent = this.paymentIntents.get(paymentIntentId);
@@ -424,7 +458,16 @@ export class FakeStripe {
   /** Answers one request. `drop`: the request ran, but the caller must not see the answer. */
   async serve(request: Request): Promise<{ response: Response; drop: boolean }> {
     const url = new URL(request.url);
-    if (url.pathname.startsWith("/_fake/")) return { response: await this.admin(request, url), drop: false };
+    // The stand-in for Stripe.js (test/support/fake-stripe-js.ts), as js.stripe.com/v3/ serves Stripe's.
+    if (request.method === "GET" && (url.pathname === "/v3/" || url.pathname === "/v3")) {
+      return { response: new Response(FAKE_STRIPE_JS, { status: 200, headers: { "Content-Type": "text/javascript; charset=utf-8", "Access-Control-Allow-Origin": "*" } }), drop: false };
+    }
+    if (url.pathname.startsWith("/_fake/")) {
+      // A hosted page's stand-in Stripe.js calls the control API from the page's origin.
+      const response = await this.admin(request, url);
+      response.headers.set("Access-Control-Allow-Origin", "*");
+      return { response, drop: false };
+    }
     const body = request.method === "GET" ? "" : new TextDecoder().decode(await request.arrayBuffer());
     const checked = checkRequest(this.spec, { method: request.method, url: url.pathname + url.search, body });
     const record: RecordedRequest = {
@@ -573,10 +616,14 @@ export class FakeStripe {
         if (intent.status === "succeeded" || intent.status === "canceled" || intent.status === "processing") {
           return invalid("payment_intent_unexpected_state", `You cannot cancel this PaymentIntent because it has a status of ${intent.status}.`);
         }
+        const waited = intent.status === "requires_action";
         intent.status = "canceled";
         intent.amount_capturable = 0;
+        intent.next_action = null;
         intent.canceled_at = Math.floor(Date.now() / 1000);
         intent.cancellation_reason = str(p.cancellation_reason) ?? null;
+        // Sent for every cancel at Stripe; the fake sends it for an intent that waited for its payer only, which the older tests never had.
+        if (waited) this.emit("payment_intent.canceled", intent);
         return { status: 200, body: intent };
       }
       case "POST /v1/setup_intents":
@@ -745,12 +792,15 @@ export class FakeStripe {
       next_action: null,
       latest_charge: null,
       canceled_at: null,
-      client_secret: null,
+      client_secret: null as string | null,
       transfer_data: null,
       processing: null,
       payment_method_types: ["card"],
       confirmation_method: "automatic",
     });
+    // What Stripe.js needs to run the intent's next action in the payer's browser.
+    intent.client_secret = `${intent.id}_secret_${randomId("", 24).slice(1)}`;
+    if (str(p.capture_method) === "manual") intent.capture_method = "manual";
     this.paymentIntents.set(intent.id, intent);
     if (!bool(p.confirm) || !methodId) return { status: 200, body: intent };
 
@@ -1061,6 +1111,12 @@ export class FakeStripe {
         const id = map.has(settle[2]) ? settle[2] : [...map.values()].find((o) => o.metadata?.tender_reference === settle[2])?.id ?? settle[2];
         const events = settle[1] === "payouts" ? [this.settlePayout(id, input.status ?? "paid", input.failure_code)] : this.settleRefund(id, input.status ?? "succeeded");
         return json({ events: events.map((e) => ({ id: e.id, type: e.type })) });
+      }
+      // What Stripe.js's handleNextAction ends with: the payer completed or failed the challenge.
+      const authenticate = /^\/payment_intents\/([^/]+)\/authenticate$/.exec(path);
+      if (request.method === "POST" && authenticate) {
+        const event = this.authenticate(authenticate[1], input.outcome === "fail" ? "fail" : "complete");
+        return json({ event: event ? { id: event.id, type: event.type } : null, payment_intent: strip(this.paymentIntents.get(authenticate[1])!) });
       }
       if (request.method === "POST" && path === "/disputes") {
         const event = this.openDispute(String(input.payment_intent), input.reason);

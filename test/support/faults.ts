@@ -257,7 +257,7 @@ export interface LedgerCall {
   replay: boolean;
   /** This call moved money (the first to execute for its reference, and it succeeded). */
   moved: boolean;
-  outcome: "pending" | "succeeded" | "failed" | "timeout" | "error";
+  outcome: "pending" | "succeeded" | "failed" | "requires_action" | "timeout" | "error";
   faults: ProcessorFaultKind[];
   /** The processor's own reference of a successful charge (what payments.processor_reference keeps). */
   processorReference: string | null;
@@ -419,10 +419,10 @@ export function ledgerProcessor(initial: ProcessorFault[] = []): Ledger {
           return (await run("cancelPayment", args.reference, null, null, async (decline) => ({ outcome: decline ? declined() : await inner.cancelPayment(args) }))).outcome as CancelOutcome;
         },
         async sendPayout(args) {
-          return (await run("sendPayout", args.reference, args.amount, args.currency, async (decline) => ({ outcome: decline ? declined() : await inner.sendPayout(args) }))).outcome;
+          return (await run("sendPayout", args.reference, args.amount, args.currency, async (decline) => ({ outcome: decline ? declined() : await inner.sendPayout(args) }))).outcome as SettlementOutcome;
         },
         async refund(args) {
-          return (await run("refund", args.reference, args.amount, args.currency, async (decline) => ({ outcome: decline ? declined() : await inner.refund(args) }))).outcome;
+          return (await run("refund", args.reference, args.amount, args.currency, async (decline) => ({ outcome: decline ? declined() : await inner.refund(args) }))).outcome as SettlementOutcome;
         },
         // Not recorded: they move no money (a card update's vaulting, a payout's destination, and
         // bringing back a failed payout's transfer, which only a live processor's event asks for).
@@ -431,6 +431,7 @@ export function ledgerProcessor(initial: ProcessorFault[] = []): Ledger {
         reclaimFailedPayout: (args) => inner.reclaimFailedPayout(args),
         attachPaymentMethod: (args) => inner.attachPaymentMethod(args),
         detachPaymentMethod: (args) => inner.detachPaymentMethod(args),
+        paymentStateOf: (args) => inner.paymentStateOf(args),
       };
     },
     install() {
@@ -478,6 +479,7 @@ export function gatedProcessor(inner: Processor, gate: (label: string) => Promis
     attachPaymentMethod: (args) => around(`attachPaymentMethod ${args.reference}`, () => inner.attachPaymentMethod(args)),
     detachPaymentMethod: (args) => around(`detachPaymentMethod ${args.reference}`, () => inner.detachPaymentMethod(args)),
     authorizeCard: (args) => around(`authorizeCard ${args.reference}`, () => inner.authorizeCard(args)),
+    paymentStateOf: (args) => around(`paymentStateOf ${args.chargeReference}`, () => inner.paymentStateOf(args)),
     capturePayment: (args) => around(`capturePayment ${args.reference}`, () => inner.capturePayment(args)),
     cancelPayment: (args) => around(`cancelPayment ${args.reference}`, () => inner.cancelPayment(args)),
   };

@@ -9,6 +9,8 @@ export function describeEvent(event: WebhookEvent): string {
     case "payment.authorized":
     case "payment.canceled":
       return `${event.type}: ${event.data.amount} ${event.data.currency} from ${event.data.user_id} (${event.data.id}, ${event.data.status}, ${event.data.amount_capturable} capturable)`;
+    case "payment.requires_action":
+      return `payment.requires_action: ${event.data.amount} ${event.data.currency} from ${event.data.user_id} waits for 3-D Secure at ${event.data.next_action?.url}`;
     case "payment.disputed":
       return `payment.disputed: ${event.data.amount} ${event.data.currency} of ${event.data.transaction_id}, ${event.data.dispute.reason} (dispute ${event.data.dispute.id})`;
     case "refund.initiated":

@@ -713,6 +713,21 @@ export const TRIGGERS: Record<EventType, TriggerPlan> = {
       return { objects, objectId: objects.payment };
     },
   },
+  "payment.requires_action": {
+    creates: "a user and a one-off payment with the 3-D Secure test card (requires_action, next_action.url opens the sandbox challenge)",
+    async run(ctx) {
+      const payer = await user(ctx);
+      const created = await ctx.tender.payments.create({
+        amount: 2500,
+        currency: "usd",
+        user_id: payer.id,
+        description: "Created by tender trigger",
+        ...card(ctx, TEST_CARDS.authenticationRequired),
+      });
+      ctx.say(`Created payment ${created.id} (25.00 USD, requires_action: ${created.next_action?.url ?? "no next_action"})`);
+      return { objects: { user: payer.id, payment: created.id }, objectId: created.id };
+    },
+  },
   "payment.canceled": {
     creates: "a user and a one-off payment authorized for manual capture, then canceled",
     async run(ctx) {

@@ -90,6 +90,7 @@ export const WEBHOOK_PAYLOADS = {
   "payment.completed": envelope("payment.completed", paymentEventData("completed")),
   "payment.failed": envelope("payment.failed", paymentEventData("failed")),
   "payment.authorized": envelope("payment.authorized", PaymentSchema),
+  "payment.requires_action": envelope("payment.requires_action", PaymentSchema),
   "payment.canceled": envelope("payment.canceled", PaymentSchema),
   "payment.disputed": envelope("payment.disputed", PaymentDisputedData),
   "refund.initiated": envelope("refund.initiated", RefundSchema),

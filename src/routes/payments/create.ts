@@ -16,6 +16,7 @@ import { idempotencyClaimLost } from "../../middleware/idempotency";
 import { assertNoCardData, cardInBody, readCard } from "../../payments/card-input";
 import { withProcessorRetries } from "../../payments/charge";
 import { newPaymentEvent, paymentOfOutcome } from "../../payments/intents";
+import { newPageSecret } from "../../pages/hosted";
 import { readCurrency } from "../../payments/money-input";
 import { serializePayment } from "../../payments/serialize";
 import { processorForCardFields, processorForRequest } from "../../processor";
@@ -37,10 +38,11 @@ const create = apiRoute({
     "capture_method manual only authorizes: status requires_capture with amount_capturable held and capture_before 7 days on, payment.authorized; capture it with POST /payments/{id}/capture or release it with POST /payments/{id}/cancel (the cron cancels it when capture_before passes, cancellation_reason expired). " +
     "A decline answers 402 card_declined (with decline_code) and error.payment_id: the payment is kept, failed, and payment.failed is sent. " +
     "The Idempotency-Key is the processor's: a retry with it never charges twice. The user must be of this account and mode (else 404). " +
-    "In live mode the payment is a Stripe PaymentIntent on the user's Stripe Customer (capture_method as given, confirmed at once); a card that asks for 3-D Secure answers 402 with decline_code authentication_required until Tender can send the payer to authenticate.",
+    "A card that asks for 3-D Secure answers 201 requires_action with next_action { type: redirect_to_url, url } and payment.requires_action: send the payer to the url (a page with no API key; test mode's has Complete and Fail, live mode's runs Stripe.js), after which the payment is completed, requires_capture or failed (failure_code authentication_failed), and the payer lands on return_url with ?payment_id=…. Not authenticated within 7 days, the cron cancels it (cancellation_reason abandoned). " +
+    "In live mode the payment is a Stripe PaymentIntent on the user's Stripe Customer (capture_method as given, confirmed at once, the outcome of 3-D Secure read from Stripe).",
   scope: "payments:write",
   request: jsonBodyOf(CreatePaymentBody),
-  responses: { 201: json(PaymentSchema, "The payment: completed, or requires_capture for a manual capture.") },
+  responses: { 201: json(PaymentSchema, "The payment: completed, requires_capture for a manual capture, or requires_action when the card asks for 3-D Secure.") },
   extraErrors: [402],
 });
 
@@ -74,7 +76,7 @@ export function registerCreatePayment(app: OpenAPIHono<AppEnv>) {
     const body = c.req.valid("json");
     const now = clock.now();
     const currency = readCurrency(body.currency);
-    readReturnUrl(body.return_url, isDevelopment(c.env));
+    const returnUrl = readReturnUrl(body.return_url, isDevelopment(c.env));
     // A saved card of the user (pmt_…), or the card fields (in live mode only on a connection
     // made with raw_card_data).
     const savedId = body.payment_method?.startsWith("pmt_") ? body.payment_method : undefined;
@@ -106,6 +108,8 @@ export function registerCreatePayment(app: OpenAPIHono<AppEnv>) {
           reference,
           capture: captureMethod,
           customer,
+          // The payer is here (or the merchant's page is): a card that asks for 3-D Secure is sent to authenticate.
+          onSession: true,
           firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : now,
         }),
       ),
@@ -124,6 +128,7 @@ export function registerCreatePayment(app: OpenAPIHono<AppEnv>) {
         paymentMethodId: saved?.id ?? null,
         chargeReference: reference,
         at: now,
+        authentication: { origin: new URL(c.req.url).origin, pageSecret: newPageSecret(), returnUrl },
       },
       outcome,
     );

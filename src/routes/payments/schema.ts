@@ -22,7 +22,7 @@ export const MetadataField = z
 export const NextActionSchema = z
   .object({
     type: z.literal("redirect_to_url"),
-    url: z.string().openapi({ description: "Where the payer authenticates (3-D Secure)." }),
+    url: z.string().openapi({ description: "Where the payer authenticates (3-D Secure): a page of Tender's, opened by the unguessable secret in its path, with no API key." }),
   })
   .openapi("PaymentNextAction");
 
@@ -48,10 +48,10 @@ export const PaymentSchema = z
     payment_method_id: z.string().nullable().openapi({ description: "The saved payment method (pmt_…) charged; null when the card fields were sent." }),
     capture_before: z.string().nullable().openapi({ description: "An authorization not captured by then is canceled (cancellation_reason expired): 7 days after it was made. Null unless requires_capture.", example: "2026-12-04T10:00:00.000Z" }),
     canceled_at: z.string().nullable().openapi({ description: "When the payment was canceled." }),
-    cancellation_reason: z.enum(CANCELLATION_REASONS).nullable().openapi({ description: "Why it was canceled: the reason given to POST /payments/{id}/cancel, or expired when the authorization lapsed." }),
+    cancellation_reason: z.enum(CANCELLATION_REASONS).nullable().openapi({ description: "Why it was canceled: the reason given to POST /payments/{id}/cancel, expired when the authorization lapsed, or abandoned when the payer did not authenticate (3-D Secure) within 7 days." }),
     description: z.string().nullable(),
     metadata: z.record(z.string(), z.string()).openapi({ description: "Your key-value pairs ({} when none)." }),
-    failure_code: z.string().nullable().openapi({ description: "Why the charge failed, e.g. card_declined or insufficient_funds." }),
+    failure_code: z.string().nullable().openapi({ description: "Why the charge failed, e.g. card_declined or insufficient_funds; authentication_failed when the payer failed 3-D Secure." }),
     failure_message: z.string().nullable(),
     card: CardSummarySchema,
     created_at: timestamp("When the payment was made."),
