@@ -3,8 +3,10 @@
 // registers its routes here.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../context";
+import { registerCheckoutPage } from "./checkout";
 import { HOSTED_STYLES_PATH, hostedStyles } from "./hosted";
 
 export function registerHostedPages(app: OpenAPIHono<AppEnv>) {
   app.get(HOSTED_STYLES_PATH, hostedStyles);
+  registerCheckoutPage(app);
 }

@@ -20,6 +20,8 @@ export const ENVELOPE_EVENT_TYPES = {
   "invoice.voided": "An invoice was voided: it will never be charged.",
   "payment_method.attached": "A card was saved as a user's payment method (from a processor token or the card fields).",
   "payment_method.detached": "A user's payment method was detached: it can be charged no more.",
+  "checkout.session.completed": "A hosted checkout session was paid (or, in setup mode, its card saved): its payment_id, subscription_id and payment_method_id name what it made.",
+  "checkout.session.expired": "A hosted checkout session was not completed by its expires_at: its page takes no card any more.",
 } as const;
 
 export const NOTIFICATION_EVENT_TYPES = {
@@ -51,7 +53,8 @@ export function isEventType(value: string): value is EventType {
 
 
 /** The kind of object each event type is about: its `object_id` and the sequence it counts in. */
-export function aboutObject(type: EventType): "payment" | "payment_method" | "refund" | "user" | "payout" | "subscription" | "invoice" {
+export function aboutObject(type: EventType): "payment" | "payment_method" | "refund" | "user" | "payout" | "subscription" | "invoice" | "checkout_session" {
+  if (type.startsWith("checkout.session.")) return "checkout_session";
   if (type.startsWith("payment_method.")) return "payment_method";
   if (type.startsWith("payment.")) return "payment";
   if (type.startsWith("invoice.")) return "invoice";
