@@ -160,6 +160,23 @@ export async function completeCheckoutSession(deps: { db: Db; queue: Queue; wait
 }
 
 /**
+ * The writes that expire `row` at `now` and emit checkout.session.expired, conditional on it still
+ * being open and held by no submit (else the batch aborts with CHECKOUT_SESSION_NOT_OPEN).
+ */
+export function expiryWrites(db: Db, row: CheckoutSessionRow, now: number) {
+  const after: CheckoutSessionRow = { ...row, status: "expired", expiredAt: isoTime(now), submitUntil: null };
+  const stillDue = sql`${checkoutSessions.status} = 'open' AND (${checkoutSessions.submitUntil} IS NULL OR ${checkoutSessions.submitUntil} <= ${now})`;
+  return {
+    row: after,
+    statements: [
+      guard(db, CHECKOUT_SESSION_NOT_OPEN, sql`EXISTS (SELECT 1 FROM ${checkoutSessions} WHERE ${checkoutSessions.id} = ${row.id} AND ${stillDue})`),
+      db.update(checkoutSessions).set({ status: "expired", expiredAt: after.expiredAt, submitUntil: null }).where(and(eq(checkoutSessions.id, row.id), stillDue)),
+    ],
+    events: [emitEvent(db, row, { type: "checkout.session.expired", data: serializeCheckoutSession(after, null) }, now)],
+  };
+}
+
+/**
  * The cron: marks this shard's open sessions past expires_at `expired` and emits
  * checkout.session.expired once each. A session a submit holds is left for the next run. Safe to
  * overlap and to repeat: each batch is conditional on the session still being open.
@@ -175,16 +192,9 @@ export async function expireCheckoutSessions(env: Bindings, now: number): Promis
   let expired = 0;
   for (const row of due) {
     if (row.submitUntil !== null && row.submitUntil > now) continue;
-    const after: CheckoutSessionRow = { ...row, status: "expired", expiredAt: isoTime(now), submitUntil: null };
-    const stillDue = sql`${checkoutSessions.status} = 'open' AND (${checkoutSessions.submitUntil} IS NULL OR ${checkoutSessions.submitUntil} <= ${now})`;
     try {
-      await commitWrites({ db, queue: env.DELIVERY_QUEUE }, {
-        statements: [
-          guard(db, CHECKOUT_SESSION_NOT_OPEN, sql`EXISTS (SELECT 1 FROM ${checkoutSessions} WHERE ${checkoutSessions.id} = ${row.id} AND ${stillDue})`),
-          db.update(checkoutSessions).set({ status: "expired", expiredAt: after.expiredAt, submitUntil: null }).where(and(eq(checkoutSessions.id, row.id), stillDue)),
-        ],
-        events: [emitEvent(db, row, { type: "checkout.session.expired", data: serializeCheckoutSession(after, null) }, now)],
-      });
+      const writes = expiryWrites(db, row, now);
+      await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { statements: writes.statements, events: writes.events });
       expired++;
     } catch (error) {
       // Completed, held or expired by an overlapping run meanwhile: nothing to do.

@@ -39,7 +39,7 @@ const createSession = (body: Record<string, unknown>, options: { key?: string; i
 async function openSession(body: Record<string, unknown> = { mode: "payment", amount: 2500, currency: "usd" }) {
   const res = await createSession(body);
   expect(res.status, res.text).toBe(201);
-  return res.body as Record<string, any>;
+  return res.body as Record<string, any> & { id: string; url: string };
 }
 
 /** The page's path (the session's url without its origin). */
@@ -352,5 +352,32 @@ describe("expiry", () => {
     await expireCheckoutSessions(env, Date.now());
     expect((await readSession(held.id)).status).toBe("open");
     expect((await readSession(fresh.id)).status).toBe("open");
+  });
+});
+
+describe("POST /checkout/sessions/{id}/expire", () => {
+  it("expires an open session now, once, with checkout.session.expired; its page takes no card", async () => {
+    const session = await openSession();
+    const res = await call(`/checkout/sessions/${session.id}/expire`, { key: acct.key, method: "POST" });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body).toMatchObject({ id: session.id, status: "expired", url: null });
+    expect((await page(pathOf(session))).status).toBe(410);
+    const again = await call(`/checkout/sessions/${session.id}/expire`, { key: acct.key, method: "POST" });
+    expectError(again, 409, "invalid_request_error", "checkout_session_not_open");
+    expect(again.body.error.message).toContain("expired");
+    expect((await eventsOf(acct.id, "checkout.session.expired")).filter((e) => e.body.data.id === session.id)).toHaveLength(1);
+  });
+
+  it("answers 409 for a completed session, or one being paid on its page; 404 for another account's", async () => {
+    const paid = await openSession({ mode: "setup" });
+    expect((await pay(paid)).status).toBe(303);
+    const done = await call(`/checkout/sessions/${paid.id}/expire`, { key: acct.key, method: "POST" });
+    expectError(done, 409, "invalid_request_error", "checkout_session_not_open");
+    expect(done.body.error.message).toContain("complete");
+    const held = await openSession();
+    await env.DB.prepare("UPDATE checkout_sessions SET submit_until = ? WHERE id = ?").bind(Date.now() + 60_000, held.id).run();
+    expectError(await call(`/checkout/sessions/${held.id}/expire`, { key: acct.key, method: "POST" }), 409, "invalid_request_error", "checkout_session_in_progress");
+    expect((await readSession(held.id)).status).toBe("open");
+    expectError(await call(`/checkout/sessions/${held.id}/expire`, { key: other.key, method: "POST" }), 404, "not_found_error");
   });
 });

@@ -38,6 +38,9 @@ export function describeEvent(event: WebhookEvent): string {
     case "payment_method.attached":
     case "payment_method.detached":
       return `${event.type}: ${event.data.card.brand} ending ${event.data.card.last4} of ${event.data.user_id} (${event.data.id})`;
+    case "checkout.session.completed":
+    case "checkout.session.expired":
+      return `${event.type}: ${event.data.id} (${event.data.mode}) for ${event.data.user_id} is ${event.data.status}, payment ${event.data.payment_id ?? "none"}`;
     case "webhook.test":
       return `webhook.test: ${event.data.message}`;
     default: {

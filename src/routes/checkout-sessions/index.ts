@@ -9,8 +9,8 @@ import { owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
 import { isDevelopment } from "../../env";
 import { clock, isoTime } from "../../lib/clock";
-import { invalidRequest, notFound } from "../../lib/errors";
-import { CHECKOUT_SESSION_LIFETIME_MS, type CheckoutSessionRow, checkRedirectUrl, serializeCheckoutSession } from "../../payments/checkout";
+import { conflict, invalidRequest, notFound } from "../../lib/errors";
+import { CHECKOUT_SESSION_LIFETIME_MS, CHECKOUT_SESSION_NOT_OPEN, type CheckoutSessionRow, checkRedirectUrl, expiryWrites, serializeCheckoutSession } from "../../payments/checkout";
 import { readCurrency } from "../../payments/money-input";
 import { newPageSecret } from "../../pages/hosted";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
@@ -57,6 +57,19 @@ const get = apiRoute({
   scope: "checkout_sessions:read",
   request: { params: idParam("checkout session", "cs_01jd2x4k5m6n7p8q9r0s1t2v3w") },
   responses: { 200: json(CheckoutSessionSchema, "The checkout session.") },
+});
+
+const expire = apiRoute({
+  method: "post",
+  path: "/checkout/sessions/{id}/expire",
+  tags,
+  operationId: "expireCheckoutSession",
+  summary: "Expire a checkout session",
+  description:
+    "Expires an open session now, as Stripe's expire does: its page takes no card any more, and checkout.session.expired is sent. A complete or expired session answers 409 checkout_session_not_open (naming its status); a session whose payment is being made on its page at this moment answers 409 checkout_session_in_progress.",
+  scope: "checkout_sessions:write",
+  request: { params: idParam("checkout session", "cs_01jd2x4k5m6n7p8q9r0s1t2v3w") },
+  responses: { 200: json(CheckoutSessionSchema, "The expired session.") },
 });
 
 /** A field given in a mode that does not take it. */
@@ -127,6 +140,20 @@ export function registerCheckoutSessions(app: OpenAPIHono<AppEnv>) {
       expiredAt: null,
     };
     return commitAndRespond(c, { statements: [db.insert(checkoutSessions).values(row)] }, 201, serializeCheckoutSession(row, new URL(c.req.url).origin));
+  });
+
+  app.openapi(expire, async function expireCheckoutSession(c) {
+    const { db } = c.var;
+    const { id } = c.req.valid("param");
+    const now = clock.now();
+    const row = await readById(c, checkoutSessions, id, "checkout session");
+    if (row.status !== "open") throw conflict("checkout_session_not_open", `Checkout session ${id} is ${row.status}: only an open session can be expired.`);
+    const inProgress = () => conflict("checkout_session_in_progress", `Checkout session ${id} is being paid on its page at this moment: nothing was changed. Read it again in a minute.`);
+    if (row.submitUntil !== null && row.submitUntil > now) throw inProgress();
+    const writes = expiryWrites(db, row, now);
+    return commitAndRespond(c, { statements: writes.statements, events: writes.events }, 200, serializeCheckoutSession(writes.row, null), {
+      failures: { [CHECKOUT_SESSION_NOT_OPEN]: inProgress },
+    });
   });
 
   app.openapi(list, async function listCheckoutSessions(c) {
