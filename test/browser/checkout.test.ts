@@ -64,7 +64,7 @@ describe.skipIf(!chromiumPath)("hosted checkout in Chromium", () => {
   }
 
   async function noSidewaysScroll(page: Page, what: string) {
-    const { scrollWidth, clientWidth } = await page.evaluate(() => ({ scrollWidth: document.documentElement.scrollWidth, clientWidth: document.documentElement.clientWidth }));
+    const { scrollWidth, clientWidth } = (await page.evaluate("({ scrollWidth: document.documentElement.scrollWidth, clientWidth: document.documentElement.clientWidth })")) as { scrollWidth: number; clientWidth: number };
     console.log(`${what}: scrollWidth ${scrollWidth}, clientWidth ${clientWidth}`);
     expect(scrollWidth, what).toBeLessThanOrEqual(clientWidth);
   }

@@ -9,7 +9,10 @@ import { type Account, BASE, ISO_MS, call, expectError, signup } from "../suppor
 import { createKey, createPlan, createUser } from "../support/fixtures";
 import { CARDS, captureLogs, expectNoCardData, nextYear, sentCvvs, sentPans } from "../support/cards";
 import { countRows, eventsOf } from "../support/db";
-import { expireCheckoutSessions } from "../../src/payments/checkout";
+import { completeCheckoutSession, expireCheckoutSessions } from "../../src/payments/checkout";
+import { createDb } from "../../src/db/client";
+import { checkoutSessions } from "../../src/db/schema";
+import { eq } from "drizzle-orm";
 
 const logs = captureLogs();
 let acct: Account & { liveKey: string };
@@ -379,5 +382,22 @@ describe("POST /checkout/sessions/{id}/expire", () => {
     expectError(await call(`/checkout/sessions/${held.id}/expire`, { key: acct.key, method: "POST" }), 409, "invalid_request_error", "checkout_session_in_progress");
     expect((await readSession(held.id)).status).toBe("open");
     expectError(await call(`/checkout/sessions/${held.id}/expire`, { key: other.key, method: "POST" }), 404, "not_found_error");
+  });
+});
+
+describe("completing a session", () => {
+  it("records one completion and one checkout.session.completed, however many finishers race (a submit, a 3-D Secure return)", async () => {
+    const session = await openSession({ mode: "setup" });
+    const db = createDb(env.DB);
+    const typed = await db.select().from(checkoutSessions).where(eq(checkoutSessions.id, session.id));
+    const finishers = await Promise.all(
+      ["pmt_01jd2x4k5m6n7p8q9r0s1t2v3a", "pmt_01jd2x4k5m6n7p8q9r0s1t2v3b", "pmt_01jd2x4k5m6n7p8q9r0s1t2v3c"].map((pm) =>
+        completeCheckoutSession({ db, queue: env.DELIVERY_QUEUE }, typed[0], { paymentId: null, subscriptionId: null, paymentMethodId: pm }, Date.now()),
+      ),
+    );
+    expect(finishers.filter((f) => f !== null)).toHaveLength(1);
+    const winner = finishers.find((f) => f !== null)!;
+    expect((await readSession(session.id)).payment_method_id).toBe(winner.paymentMethodId);
+    expect((await eventsOf(acct.id, "checkout.session.completed")).filter((e) => e.body.data.id === session.id)).toHaveLength(1);
   });
 });
