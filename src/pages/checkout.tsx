@@ -391,7 +391,10 @@ async function returned(c: Context<AppEnv>, found: Found, paymentId: string) {
   if (!hasPrefix(paymentId, "payment")) return formPage(c, found, 400, "The payment could not be confirmed. Try again.");
   const read = await callApi(appOf(c), c, pageAuth(found), "GET", `/payments/${encodeURIComponent(paymentId)}`);
   const payment = read.body;
-  const ours = read.status === 200 && payment.user_id === row.userId && (row.mode === "payment" ? payment.metadata?.checkout_session_id === row.id : payment.subscription_id !== null);
+  const ours =
+    read.status === 200 &&
+    payment.user_id === row.userId &&
+    (row.mode === "payment" ? payment.metadata?.checkout_session_id === row.id && payment.amount === row.amount && payment.currency === row.currency : row.mode === "subscription" && payment.subscription_id !== null);
   if (!ours) return formPage(c, found, 400, "The payment could not be confirmed. Try again.");
   if (payment.status === "completed") {
     return finish(c, found, { paymentId: payment.id, subscriptionId: row.mode === "subscription" ? payment.subscription_id : null, paymentMethodId: payment.payment_method_id ?? row.attemptPaymentMethodId ?? "" });

@@ -401,3 +401,48 @@ describe("completing a session", () => {
     expect((await eventsOf(acct.id, "checkout.session.completed")).filter((e) => e.body.data.id === session.id)).toHaveLength(1);
   });
 });
+
+describe("the page's return from 3-D Secure (?payment_id=…)", () => {
+  const back = (session: { url: string }, paymentId: string) => page(`${pathOf(session)}/return?payment_id=${encodeURIComponent(paymentId)}`);
+  const savedCard = async (token = "pm_card_visa") => (await call(`/api/users/${customer.id}/payment-methods`, { key: acct.key, body: { processor_token: token } })).body.id as string;
+
+  it("completes the session with its own completed payment, and goes to success_url", async () => {
+    const session = await openSession();
+    const payment = await call("/payments", { key: acct.key, body: { amount: 2500, currency: "usd", user_id: customer.id, payment_method: await savedCard(), metadata: { checkout_session_id: session.id } } });
+    expect(payment.status, payment.text).toBe(201);
+    const res = await back(session, payment.body.id);
+    expect(res.status, res.html).toBe(303);
+    expect(res.headers.get("location")).toContain(session.id);
+    expect(await readSession(session.id)).toMatchObject({ status: "complete", payment_id: payment.body.id });
+  });
+
+  it("refuses a payment that is not the session's (another session's, another amount, unknown, another account's) and completes nothing", async () => {
+    const session = await openSession();
+    const card = await savedCard();
+    const elsewhere = await call("/payments", { key: acct.key, body: { amount: 2500, currency: "usd", user_id: customer.id, payment_method: card, metadata: { checkout_session_id: "cs_01jd2x4k5m6n7p8q9r0s1t2v3w" } } });
+    const smaller = await call("/payments", { key: acct.key, body: { amount: 100, currency: "usd", user_id: customer.id, payment_method: card, metadata: { checkout_session_id: session.id } } });
+    const stranger = await createUser(other, { name: "Grace Hopper" });
+    const theirs = await call("/payments", { key: other.key, body: { amount: 2500, currency: "usd", user_id: stranger.id, payment_method: (await call(`/api/users/${stranger.id}/payment-methods`, { key: other.key, body: { processor_token: "pm_card_visa" } })).body.id, metadata: { checkout_session_id: session.id } } });
+    for (const id of [elsewhere.body.id, smaller.body.id, theirs.body.id, "pay_01jd2x4k5m6n7p8q9r0s1t2v3w", "nonsense"]) {
+      const res = await back(session, id);
+      expect(res.status, id).toBe(400);
+      expect(res.html).toContain("<form");
+    }
+    expect((await readSession(session.id)).status).toBe("open");
+  });
+});
+
+describe("a submit after an unknown outcome", () => {
+  it("charges the card the earlier attempt was charging, under the same key, not the one typed now", async () => {
+    const session = await openSession();
+    // An earlier submit recorded its card, then its charge's outcome was lost.
+    const earlier = (await call(`/api/users/${customer.id}/payment-methods`, { key: acct.key, body: { processor_token: "pm_card_visa" } })).body.id as string;
+    await env.DB.prepare("UPDATE checkout_sessions SET attempt_payment_method_id = ? WHERE id = ?").bind(earlier, session.id).run();
+    const res = await pay(session, CARDS.declined);
+    expect(res.status, res.html).toBe(303);
+    const done = await readSession(session.id);
+    expect(done).toMatchObject({ status: "complete", payment_method_id: earlier });
+    expect(await countRows("payments", "metadata LIKE ?", `%${session.id}%`)).toBe(1);
+    expect(await countRows("payments", "metadata LIKE ? AND status = 'failed'", `%${session.id}%`)).toBe(0);
+  });
+});
