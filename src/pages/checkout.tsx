@@ -8,8 +8,11 @@
 // money claims and events are therefore the API's, unchanged.
 //
 // Test mode shows Tender's own card form; the card number goes to the API in process and is never
-// stored or logged here. (Live mode's Stripe Payment Element is not built yet: a live session's
-// page says so, and takes no card.)
+// stored or logged here. Live mode shows Stripe's Payment Element (deferred-intent mode, the
+// connection's publishable key): Stripe.js makes the PaymentMethod in the browser and the page
+// posts only its id, which is attached to the user's Stripe Customer (the live path of POST
+// /api/users/{id}/payment-methods) and charged through the live paths. A live setup session only
+// attaches the card (no SetupIntent yet).
 //
 // 3-D Secure: `afterCharge` is the one place that decides where the browser goes once the charge
 // has answered. A payment (or a subscription's first charge) that asks for authentication sends
@@ -21,7 +24,7 @@ import { and, eq } from "drizzle-orm";
 import type { AppEnv, Auth } from "../context";
 import { withPrincipal } from "../auth/principal";
 import { createDb } from "../db/client";
-import { accounts, checkoutSessions, plans } from "../db/schema";
+import { accounts, checkoutSessions, plans, processorConnections } from "../db/schema";
 import { shardEnv, shardNumbers } from "../db/shards";
 import { livesHere } from "../db/scope";
 import { CURRENT_API_VERSION } from "../domain/api-versions";
@@ -44,7 +47,7 @@ import {
   successUrlOf,
 } from "../payments/checkout";
 import { chargeableAmount } from "../billing/pricing";
-import { HostedLayout, hostedHeaders, pageSecretMatches } from "./hosted";
+import { HostedLayout, hostedHeaders, pageSecretMatches, stripeJsUrl } from "./hosted";
 
 type PlanRow = typeof plans.$inferSelect;
 
@@ -54,6 +57,8 @@ interface Found {
   shard: number;
   merchant: string;
   plan: PlanRow | null;
+  /** Live mode: the connection's publishable key, for Stripe.js (null without one). */
+  publishableKey: string | null;
 }
 
 /** What the app is to the page: its fetch, for the API's routes in process. */
@@ -82,7 +87,10 @@ async function findSession(env: AppEnv["Bindings"], id: string): Promise<Found |
         .limit(1);
       if (!hit) return null;
       const plan = hit.row.planId ? ((await db.select().from(plans).where(eq(plans.id, hit.row.planId)).limit(1))[0] ?? null) : null;
-      return { row: hit.row, shard, merchant: hit.merchant, plan };
+      const publishableKey = hit.row.livemode
+        ? ((await db.select({ key: processorConnections.publishableKey }).from(processorConnections).where(eq(processorConnections.accountId, hit.row.accountId)).limit(1))[0]?.key ?? null)
+        : null;
+      return { row: hit.row, shard, merchant: hit.merchant, plan, publishableKey };
     }),
   );
   return found.find((f) => f !== null) ?? null;
@@ -211,9 +219,84 @@ function CheckoutForm({ found, message, name }: FormProps) {
   );
 }
 
+/** Where the live page's own script is served (it drives Stripe's Payment Element). */
+export const CHECKOUT_SCRIPT_PATH = "/pay/assets/checkout.js";
+
+/**
+ * The live page: Stripe's Payment Element (deferred-intent mode) in place of Tender's card fields.
+ * The script makes a PaymentMethod with Stripe.js in the browser and posts only its id
+ * (`processor_token`): the card never reaches Tender.
+ */
+function LiveCheckoutForm({ found, message, stripeJs }: FormProps & { stripeJs: string }) {
+  const { row } = found;
+  const elementsMode = row.mode === "setup" ? "setup" : row.mode === "subscription" ? "subscription" : "payment";
+  const amount = row.mode === "payment" ? row.amount : row.mode === "subscription" && found.plan && found.plan.usageType !== "metered" ? chargeableAmount(found.plan, 1) : null;
+  return (
+    <HostedLayout title={`${submitLabel(row)} · ${found.merchant}`} livemode={row.livemode} scripts={[stripeJs, CHECKOUT_SCRIPT_PATH]}>
+      <h1>Checkout</h1>
+      <WhatIsPaid found={found} />
+      <p class="error" role="alert" id="checkout-error">
+        {message ?? ""}
+      </p>
+      <form
+        method="post"
+        action={checkoutPagePath(row)}
+        id="checkout-form"
+        data-publishable-key={found.publishableKey ?? ""}
+        data-mode={elementsMode}
+        data-amount={amount === null ? "" : String(amount)}
+        data-currency={row.currency ?? ""}
+      >
+        <div id="payment-element"></div>
+        <input type="hidden" name="processor_token" id="processor_token" value="" />
+        <button type="submit">{submitLabel(row)}</button>
+      </form>
+      <p>
+        <a href={row.cancelUrl}>Cancel and return</a>
+      </p>
+    </HostedLayout>
+  );
+}
+
+/** The live page's script: mounts the Payment Element, then makes the PaymentMethod and posts its id. No inline script: the CSP allows none. */
+export const CHECKOUT_SCRIPT = `(function () {
+  var form = document.getElementById("checkout-form");
+  if (!form || typeof Stripe !== "function") return;
+  var error = document.getElementById("checkout-error");
+  var stripe = Stripe(form.dataset.publishableKey);
+  var options = { mode: form.dataset.mode, paymentMethodCreation: "manual" };
+  if (form.dataset.amount) options.amount = Number(form.dataset.amount);
+  if (form.dataset.currency) options.currency = form.dataset.currency;
+  var elements = stripe.elements(options);
+  elements.create("payment").mount("#payment-element");
+  var sending = false;
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    if (sending) return;
+    sending = true;
+    elements.submit().then(function (submitted) {
+      if (submitted && submitted.error) throw submitted.error;
+      return stripe.createPaymentMethod({ elements: elements });
+    }).then(function (result) {
+      if (result.error) throw result.error;
+      document.getElementById("processor_token").value = result.paymentMethod.id;
+      form.submit();
+    }).catch(function (failure) {
+      sending = false;
+      error.textContent = (failure && failure.message) || "The card could not be read.";
+    });
+  });
+})();
+`;
+
 type PageStatus = 200 | 400 | 402 | 404 | 409 | 410 | 500 | 503;
 
 function formPage(c: Context<AppEnv>, found: Found, status: PageStatus, message?: string, name?: string) {
+  if (found.row.livemode) {
+    if (!found.publishableKey) return messagePage(c, 503, "Checkout unavailable", "This seller's live payments are not set up yet (no publishable key on its Stripe connection).", true);
+    const stripeJs = stripeJsUrl(c.env);
+    return c.html(<LiveCheckoutForm found={found} message={message} stripeJs={stripeJs} />, status, hostedHeaders(stripeJs));
+  }
   return c.html(<CheckoutForm found={found} message={message} name={name} />, status, hostedHeaders(null));
 }
 
@@ -256,6 +339,14 @@ function readForm(form: Record<string, unknown>): { ok: true; card: Record<strin
   if (!/^\d{3,4}$/.test(cvc)) return { ok: false, message: "Enter the security code: 3 digits, or 4 on American Express.", name };
   const fullYear = year.length === 2 ? 2000 + Number(year) : Number(year);
   return { ok: true, name, card: { payment_method: "card", card_number: number, expiration_month: Number(month), expiration_year: fullYear, cvv: cvc } };
+}
+
+/** The live page's answer: the id of the PaymentMethod Stripe.js made (pm_…), never card fields. */
+function readToken(form: Record<string, unknown>): { ok: true; card: Record<string, unknown>; name: string } | { ok: false; message: string; name: string } {
+  const token = typeof form.processor_token === "string" ? form.processor_token.trim() : "";
+  if (!/^pm_[A-Za-z0-9_]{1,200}$/.test(token)) return { ok: false, message: "The card could not be read. Enter it again.", name: "" };
+  if (Object.keys(form).some((key) => key !== "processor_token")) return { ok: false, message: "This page takes no card number: enter the card in the form above.", name: "" };
+  return { ok: true, card: { processor_token: token }, name: "" };
 }
 
 /** An API error's message, for the payer: the API's own sentence (it never repeats a card number). */
@@ -309,7 +400,7 @@ async function submit(c: Context<AppEnv>, found: Found, form: Record<string, unk
   const app = appOf(c);
   const now = clock.now();
   const db = dbOf(c.env, found.shard);
-  const input = readForm(form);
+  const input = found.row.livemode ? readToken(form) : readForm(form);
   if (!input.ok) return formPage(c, found, 400, input.message, input.name);
   const held = await holdForSubmit(db, found.row.id, now);
   if (!held) {
@@ -437,12 +528,15 @@ async function asPage(c: Context<AppEnv>, work: () => Promise<Response>): Promis
 export function registerCheckoutPage(app: OpenAPIHono<AppEnv>) {
   const withApp = (c: Context<AppEnv>) => Object.assign(c, { [APP]: app as InProcessApp });
 
+  app.get(CHECKOUT_SCRIPT_PATH, (c) =>
+    c.body(CHECKOUT_SCRIPT, 200, { "Content-Type": "text/javascript; charset=utf-8", "Cache-Control": "public, max-age=300", "X-Content-Type-Options": "nosniff" }),
+  );
+
   app.get("/pay/checkout/:id/:secret", (c) =>
     asPage(c, async () => {
       const found = await sessionOfUrl(c);
       if (!found) return notFoundPage(c);
       if (!isPayable(found.row, clock.now())) return closedPage(c, found);
-      if (found.row.livemode) return messagePage(c, 503, "Checkout unavailable", "This live checkout needs Stripe's Payment Element, which this Tender does not serve yet.", true);
       return formPage(c, found, 200);
     }),
   );
@@ -455,7 +549,6 @@ export function registerCheckoutPage(app: OpenAPIHono<AppEnv>) {
       if (!found) return notFoundPage(c);
       if (found.row.status === "complete") return redirectTo(c, successUrlOf(found.row));
       if (!isPayable(found.row, clock.now())) return closedPage(c, found);
-      if (found.row.livemode) return messagePage(c, 503, "Checkout unavailable", "This live checkout needs Stripe's Payment Element, which this Tender does not serve yet.", true);
       const form = (await c.req.parseBody()) as Record<string, unknown>;
       return submit(c, found, form);
     }),

@@ -307,7 +307,7 @@ describe("the checkout page", () => {
     expect((await eventsOf(acct.id, "checkout.session.completed")).filter((e) => e.body.data.id === session.id)).toHaveLength(1);
   });
 
-  it("says a live session's page is not served yet, and takes no card", async () => {
+  it("says a live session's page cannot take cards before the account connects Stripe with a publishable key", async () => {
     const liveUser = await createUser({ id: acct.id, key: acct.liveKey }, { name: "Live Payer", email: "live.payer@example.com" });
     const live = await createSession({ mode: "setup", user_id: liveUser.id }, { key: acct.liveKey });
     expect(live.status, live.text).toBe(201);
@@ -315,7 +315,6 @@ describe("the checkout page", () => {
     const shown = await page(pathOf(live.body));
     expect(shown.status).toBe(503);
     expect(shown.html).not.toContain("<form");
-    expect((await pay(live.body)).status).toBe(503);
     expect(await countRows("payment_methods", "user_id = ?", liveUser.id)).toBe(0);
   });
 
