@@ -52,8 +52,8 @@ export interface RunningWorker {
   stop: () => Promise<void>;
 }
 
-/** Applies the migrations to a fresh local D1 and serves the Worker with `wrangler dev`. */
-export async function startWorker(): Promise<RunningWorker> {
+/** Applies the migrations to a fresh local D1 and serves the Worker with `wrangler dev`; `vars` are extra wrangler vars (STRIPE_API_BASE, STRIPE_JS_URL). */
+export async function startWorker(vars: Record<string, string> = {}): Promise<RunningWorker> {
   const persist = mkdtempSync(join(tmpdir(), "tender-browser-d1-"));
   const env = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" };
   for (const shard of ["DB_0", "DB_1"]) {
@@ -64,7 +64,7 @@ export async function startWorker(): Promise<RunningWorker> {
   let output = "";
   const child: ChildProcess = spawn(
     WRANGLER,
-    ["dev", "--persist-to", persist, "--port", String(port), "--ip", "127.0.0.1", "--inspector-port", "0", "--var", "ENVIRONMENT:development"],
+    ["dev", "--persist-to", persist, "--port", String(port), "--ip", "127.0.0.1", "--inspector-port", "0", "--var", "ENVIRONMENT:development", ...Object.entries(vars).flatMap(([name, value]) => ["--var", `${name}:${value}`])],
     { cwd: ROOT, env, detached: true, stdio: ["ignore", "pipe", "pipe"] },
   );
   child.stdout!.on("data", (d) => (output += d));

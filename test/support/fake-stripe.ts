@@ -24,6 +24,7 @@
 // `.ts`, type-only imports say so.
 import Stripe from "stripe";
 import { type FormValue, type StripeSpec, checkObject, checkRequest, checkResponse } from "./stripe-spec.ts";
+import { FAKE_STRIPE_JS } from "./fake-stripe-js.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Types
@@ -424,7 +425,17 @@ export class FakeStripe {
   /** Answers one request. `drop`: the request ran, but the caller must not see the answer. */
   async serve(request: Request): Promise<{ response: Response; drop: boolean }> {
     const url = new URL(request.url);
-    if (url.pathname.startsWith("/_fake/")) return { response: await this.admin(request, url), drop: false };
+    // The Stripe.js stand-in (test/support/fake-stripe-js.ts), for STRIPE_JS_URL=<this origin>/v3/.
+    if (request.method === "GET" && (url.pathname === "/v3/" || url.pathname === "/v3")) {
+      return { response: new Response(FAKE_STRIPE_JS, { headers: { "Content-Type": "text/javascript; charset=utf-8", "Access-Control-Allow-Origin": "*" } }), drop: false };
+    }
+    if (url.pathname.startsWith("/_fake/")) {
+      // A hosted page's stand-in Stripe.js tokenizes from the page's origin: readable cross-origin.
+      const answer = await this.admin(request, url);
+      const headers = new Headers(answer.headers);
+      headers.set("Access-Control-Allow-Origin", "*");
+      return { response: new Response(answer.body, { status: answer.status, headers }), drop: false };
+    }
     const body = request.method === "GET" ? "" : new TextDecoder().decode(await request.arrayBuffer());
     const checked = checkRequest(this.spec, { method: request.method, url: url.pathname + url.search, body });
     const record: RecordedRequest = {

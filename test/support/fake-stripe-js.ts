@@ -1,0 +1,78 @@
+// A development-only stand-in for Stripe.js (https://js.stripe.com/v3/), served by the fake Stripe
+// (`npm run fake-stripe`) at /v3/ and loaded by a live hosted page when STRIPE_JS_URL points at it
+// (honoured only in development, as STRIPE_API_BASE is). It implements just what Tender's pages
+// call, against the fake Stripe that serves it: `Stripe(publishableKey)` and, per section below,
+// what each page uses. The card fields it draws are plain inputs in the page (Stripe's are in its
+// frames); a PaymentMethod it makes is one the fake Stripe knows (POST /_fake/payment_methods,
+// the fake's Stripe.js tokenization), so the live paths attach and charge it as Stripe would.
+export const FAKE_STRIPE_JS = `(function () {
+  var script = document.currentScript;
+  var origin = script ? new URL(script.src).origin : "";
+
+  function post(path, body) {
+    // text/plain: a simple request, so the fake Stripe's CORS answer needs no preflight.
+    return fetch(origin + path, { method: "POST", body: JSON.stringify(body) }).then(function (r) { return r.json(); });
+  }
+
+  function Stripe(publishableKey) {
+    if (!/^pk_(live|test)_/.test(String(publishableKey))) throw new Error("Stripe.js stand-in: a publishable key (pk_live_… or pk_test_…) is required");
+    var stripe = { _publishableKey: publishableKey };
+
+    // Elements and createPaymentMethod (checkout)
+    // Deferred-intent Elements (stripe.elements({ mode, amount, currency, paymentMethodCreation:
+    // "manual" })), a Payment Element of card fields, elements.submit() checking them, and
+    // stripe.createPaymentMethod({ elements }) making the PaymentMethod at the fake Stripe.
+    stripe.elements = function (options) {
+      if (!options || ["payment", "subscription", "setup"].indexOf(options.mode) < 0) throw new Error("Stripe.js stand-in: elements() needs mode payment, subscription or setup");
+      var fields = null;
+      var elements = {
+        create: function (type) {
+          if (type !== "payment") throw new Error("Stripe.js stand-in: only the payment element is served");
+          return {
+            mount: function (selector) {
+              var host = typeof selector === "string" ? document.querySelector(selector) : selector;
+              fields = {};
+              [["number", "Card number", "cc-number"], ["exp_month", "Month (MM)", "cc-exp-month"], ["exp_year", "Year (YYYY)", "cc-exp-year"], ["cvc", "Security code", "cc-csc"]].forEach(function (field) {
+                var label = document.createElement("label");
+                label.textContent = field[1];
+                var input = document.createElement("input");
+                input.id = "stripe-" + field[0];
+                input.setAttribute("autocomplete", field[2]);
+                input.setAttribute("inputmode", "numeric");
+                label.setAttribute("for", input.id);
+                host.appendChild(label);
+                host.appendChild(input);
+                fields[field[0]] = input;
+              });
+            },
+          };
+        },
+        submit: function () {
+          if (!fields) return Promise.resolve({ error: { type: "validation_error", message: "The payment element is not mounted." } });
+          var number = fields.number.value.replace(/[ -]/g, "");
+          if (!/^[0-9]{12,19}$/.test(number)) return Promise.resolve({ error: { type: "validation_error", code: "incomplete_number", message: "Your card number is incomplete." } });
+          if (!/^[0-9]{1,2}$/.test(fields.exp_month.value) || !/^[0-9]{2,4}$/.test(fields.exp_year.value)) return Promise.resolve({ error: { type: "validation_error", code: "incomplete_expiry", message: "Your card's expiration date is incomplete." } });
+          if (!/^[0-9]{3,4}$/.test(fields.cvc.value)) return Promise.resolve({ error: { type: "validation_error", code: "incomplete_cvc", message: "Your card's security code is incomplete." } });
+          return Promise.resolve({});
+        },
+        _card: function () {
+          var year = Number(fields.exp_year.value);
+          return { number: fields.number.value.replace(/[ -]/g, ""), exp_month: Number(fields.exp_month.value), exp_year: year < 100 ? 2000 + year : year };
+        },
+      };
+      return elements;
+    };
+    stripe.createPaymentMethod = function (params) {
+      if (!params || !params.elements || !params.elements._card) return Promise.resolve({ error: { type: "invalid_request_error", message: "createPaymentMethod needs { elements }." } });
+      return post("/_fake/payment_methods", params.elements._card()).then(function (made) {
+        if (!made || !made.id) return { error: { type: "card_error", message: (made && made.error && made.error.message) || "The card could not be read." } };
+        return { paymentMethod: { id: made.id, object: "payment_method", type: "card" } };
+      });
+    };
+
+    return stripe;
+  }
+
+  window.Stripe = Stripe;
+})();
+`;
