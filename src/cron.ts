@@ -8,6 +8,7 @@ import { settleStaleProrationCharges } from "./billing/proration-charges";
 import { sweepStalePayouts } from "./payments/settle-payout";
 import { sweepStaleRefunds } from "./payments/settle-refund";
 import { expireAuthorizations } from "./payments/intents";
+import { expireCheckoutSessions } from "./payments/checkout";
 import { sweepDeliveries } from "./webhooks/sweeper";
 import { purgeExpiredEvents } from "./webhooks/retention";
 import { resumeStalledRecoveries } from "./webhooks/operations/recovery";
@@ -26,6 +27,8 @@ const tasks: Record<string, Task> = {
   settleRefunds: async (env, scheduledTime) => void (await sweepStaleRefunds(env, scheduledTime)),
   // Authorizations not captured in 7 days are canceled (cancellation_reason expired).
   expireAuthorizations: async (env, scheduledTime) => void (await expireAuthorizations(env, scheduledTime)),
+  // Checkout sessions unused at expires_at (24 hours) are expired (checkout.session.expired).
+  expireCheckoutSessions: async (env, scheduledTime) => void (await expireCheckoutSessions(env, scheduledTime)),
   // A PROCESSOR_ENCRYPTION_KEY rotation: connections sealed with an older key id are sealed again.
   reencryptProcessorSecrets: async (env, scheduledTime) => void (await reencryptConnections(env, scheduledTime)),
   // Events, deliveries and attempts older than the account's event_retention_days, a page a run.

@@ -71,6 +71,7 @@ export const ACCOUNT_TABLES = [
   "payouts",
   "payments",
   "payment_methods",
+  "checkout_sessions",
   "refunds",
   "plans",
   "coupons",

@@ -12,6 +12,8 @@ export const SCOPES = [
   "payouts:write",
   "payments:read",
   "payments:write",
+  "checkout_sessions:read",
+  "checkout_sessions:write",
   "refunds:read",
   "refunds:write",
   "plans:read",

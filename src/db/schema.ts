@@ -419,6 +419,51 @@ export const paymentMethods = sqliteTable(
   ],
 );
 
+// Hosted checkout sessions (src/payments/checkout.ts, src/pages/checkout.tsx): what a payer pays on
+// Tender's page, reached by an unguessable page secret. Completed once (the batch that completes
+// it is conditional on its status), it names what it made; unused at expires_at, the cron expires it.
+export const checkoutSessions = sqliteTable(
+  "checkout_sessions",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    livemode: livemode(),
+    // The API key that created it: the page acts as that key (a revoked key stops its open sessions).
+    keyId: text("key_id").notNull(),
+    // The page's secret, in the session's url; compared in constant time (src/pages/hosted.tsx).
+    pageSecret: text("page_secret").notNull(),
+    mode: text("mode", { enum: ["payment", "subscription", "setup"] }).notNull(),
+    status: text("status", { enum: ["open", "complete", "expired"] }).notNull(),
+    userId: text("user_id").notNull(),
+    planId: text("plan_id"),
+    // payment mode: what is charged, in minor units; null otherwise.
+    amount: integer("amount"),
+    currency: text("currency"),
+    successUrl: text("success_url").notNull(),
+    cancelUrl: text("cancel_url").notNull(),
+    metadata: text("metadata", { mode: "json" }).$type<Record<string, string>>(),
+    expiresAt: text("expires_at").notNull(),
+    paymentId: text("payment_id"),
+    subscriptionId: text("subscription_id"),
+    paymentMethodId: text("payment_method_id"),
+    // The page's attempts: a declined one advances it (the next charges under a new reference); a
+    // submit holds the session until submit_until (epoch ms) while it is at the processor.
+    attempt: integer("attempt").notNull().default(0),
+    submitUntil: integer("submit_until"),
+    // The saved card the current attempt charges, recorded before the charge, so that a submit
+    // after an unknown outcome charges it again under the same reference (never a second card).
+    attemptPaymentMethodId: text("attempt_payment_method_id"),
+    createdAt: createdAt(),
+    completedAt: text("completed_at"),
+    expiredAt: text("expired_at"),
+  },
+  (t) => [
+    index("checkout_sessions_account").on(t.accountId, t.livemode, t.id),
+    index("checkout_sessions_expiry").on(t.status, t.expiresAt),
+    check("checkout_sessions_amount", sql`${t.amount} IS NULL OR ${t.amount} > 0`),
+  ],
+);
+
 export const refunds = sqliteTable(
   "refunds",
   {

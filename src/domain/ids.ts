@@ -20,6 +20,7 @@ export const ID_PREFIXES = {
   attempt: "att",
   payment: "pay",
   paymentMethod: "pmt",
+  checkoutSession: "cs",
   refund: "re",
   testClock: "clock",
   invoice: "in",

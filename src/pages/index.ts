@@ -4,6 +4,7 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { AppEnv } from "../context";
 import { registerAuthenticationPage } from "./authenticate";
+import { registerCheckoutPage } from "./checkout";
 import { HOSTED_STYLES_PATH, hostedStyles } from "./hosted";
 import { registerInvoicePage } from "./invoice";
 
@@ -11,4 +12,5 @@ export function registerHostedPages(app: OpenAPIHono<AppEnv>) {
   app.get(HOSTED_STYLES_PATH, hostedStyles);
   registerInvoicePage(app);
   registerAuthenticationPage(app);
+  registerCheckoutPage(app);
 }

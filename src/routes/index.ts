@@ -10,6 +10,7 @@ import { registerUsers } from "./users";
 import { registerPaymentMethods } from "./payment-methods";
 import { registerPayouts } from "./payouts";
 import { registerPayments } from "./payments";
+import { registerCheckoutSessions } from "./checkout-sessions";
 import { registerRefunds } from "./refunds";
 import { registerWebhooks } from "./webhooks";
 import { registerEvents } from "./events";
@@ -44,6 +45,7 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>) {
   registerPaymentMethods(app);
   registerPayouts(app);
   registerPayments(app);
+  registerCheckoutSessions(app);
   registerRefunds(app);
   registerWebhooks(app);
   registerEvents(app);

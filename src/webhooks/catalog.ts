@@ -26,6 +26,8 @@ export const ENVELOPE_EVENT_TYPES = {
     "A webhook endpoint was disabled: every attempt failed for 5 days (disabled_reason failing), it answered 410 (gone), or a person disabled it (manual). Sent to the account's other endpoints that take it, never to the disabled one.",
   "webhook_delivery.exhausted":
     "A delivery's 24-hour retry window ended without a 2xx: data is the delivery, with its event's id and type. Sent to the account's other endpoints that take it, never to the failing one.",
+  "checkout.session.completed": "A hosted checkout session was paid (or, in setup mode, its card saved): its payment_id, subscription_id and payment_method_id name what it made.",
+  "checkout.session.expired": "A hosted checkout session was not completed by its expires_at: its page takes no card any more.",
 } as const;
 
 export const NOTIFICATION_EVENT_TYPES = {
@@ -60,10 +62,11 @@ export function isEventType(value: string): value is EventType {
 
 
 /** The kind of object each event type is about: its `object_id` and the sequence it counts in. */
-export function aboutObject(type: EventType): "payment" | "payment_method" | "refund" | "user" | "payout" | "subscription" | "invoice" | "webhook_endpoint" {
+export function aboutObject(type: EventType): "payment" | "payment_method" | "refund" | "user" | "payout" | "subscription" | "invoice" | "webhook_endpoint" | "checkout_session" {
   // An endpoint's health events are about the endpoint (an exhausted delivery's too): its
   // events count in one sequence, and the retention purge keeps only its newest.
   if (type.startsWith("webhook_")) return "webhook_endpoint";
+  if (type.startsWith("checkout.session.")) return "checkout_session";
   if (type.startsWith("payment_method.")) return "payment_method";
   if (type.startsWith("payment.")) return "payment";
   if (type.startsWith("invoice.")) return "invoice";

@@ -52,7 +52,7 @@ export interface RunningWorker {
   stop: () => Promise<void>;
 }
 
-/** Applies the migrations to a fresh local D1 and serves the Worker with `wrangler dev`. */
+/** Applies the migrations to a fresh local D1 and serves the Worker with `wrangler dev`; `vars` are extra wrangler vars (STRIPE_API_BASE, STRIPE_JS_URL). */
 export async function startWorker(vars: Record<string, string> = {}): Promise<RunningWorker> {
   const persist = mkdtempSync(join(tmpdir(), "tender-browser-d1-"));
   const env = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" };

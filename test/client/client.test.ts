@@ -57,6 +57,21 @@ describe("typed calls against the Worker", () => {
     expect(declined).toMatchObject({ status: 402, code: "card_declined", decline_code: "card_declined" });
   });
 
+  it("a checkout session: createCheckoutSession with the caller's Idempotency-Key, getCheckoutSession, expireCheckoutSession, each typed; a bad field throws a 400 TenderError", async () => {
+    const acct = await signup();
+    const { tender, sent } = tenderFor(acct.key);
+    const user = await tender.POST("/api/users", { body: ada });
+    const urls = { success_url: "https://shop.example.com/thanks?session={CHECKOUT_SESSION_ID}", cancel_url: "https://shop.example.com/cart" };
+    const session: Schemas["CheckoutSession"] = await tender.createCheckoutSession({ mode: "payment", amount: 2500, currency: "usd", user_id: user.id, ...urls }, { idempotencyKey: "checkout-order-6735" });
+    expect(session).toMatchObject({ object: "checkout_session", status: "open", mode: "payment", amount: 2500, url: expect.stringContaining(`/pay/checkout/${session.id}/`) });
+    expect(sent.at(-1)!.headers.get("idempotency-key")).toBe("checkout-order-6735");
+    expect(await tender.getCheckoutSession(session.id)).toEqual(session);
+    expect(await tender.expireCheckoutSession(session.id)).toMatchObject({ id: session.id, status: "expired", url: null });
+    const refused = await tender.createCheckoutSession({ mode: "payment", currency: "usd", user_id: user.id, ...urls }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(TenderError);
+    expect(refused).toMatchObject({ status: 400, code: "parameter_missing", param: "amount" });
+  });
+
   it("a subscription: plan, subscribe, new card details (PUT), cancel (DELETE)", async () => {
     const acct = await signup();
     const { tender, sent } = tenderFor(acct.key);

@@ -148,6 +148,7 @@ function fullBody(op: Operation): unknown {
   if (op.operationId === "createSubscription") return { ...(validBody(op, fx) as object), quantity: 1, coupon: fx.coupon, trial_period_days: 7, trial_end: "2099-01-01T00:00:00Z" };
   if (op.operationId === "createUsageRecord") return { quantity: 3, timestamp: "2020-01-01T00:00:00Z", action: "set" };
   if (op.operationId === "moveAccount") return { to_shard: 1, drain_seconds: 0 };
+  if (op.operationId === "createCheckoutSession") return { ...(validBody(op, fx) as object), plan_id: fx.plan, metadata: { order_id: "6735" } };
   if (op.operationId === "createPaymentMethod") return { processor_token: "pm_card_visa", ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) };
   if (op.operationId === "connectProcessor") return { ...(validBody(op, fx) as object), publishable_key: `pk_live_${"P".repeat(24)}`, raw_card_data: false };
   if (op.operationId === "createCoupon") {

@@ -69,7 +69,7 @@ describe("the OpenAPI document", () => {
     }
     expect(closed).toBeGreaterThanOrEqual(17);
     // metadata takes free-form keys by design; the token endpoint follows RFC 6749 §3.2.
-    expect(open.sort()).toEqual(["createAccessToken (body)", "createPayment metadata", "createRequestId metadata"]);
+    expect(open.sort()).toEqual(["createAccessToken (body)", "createCheckoutSession metadata", "createPayment metadata", "createRequestId metadata"]);
   });
 });
 
@@ -239,6 +239,7 @@ describe("closed-set query filters", () => {
   it("are every status filter, the events' type and at_period_end", () => {
     expect(filters.map(({ op, name }) => `${op.operationId} ${name}`).sort()).toEqual([
       "cancelSubscription at_period_end",
+      "listCheckoutSessions status",
       "listEvents type",
       "listInvoices status",
       "listPayouts status",

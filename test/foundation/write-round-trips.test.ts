@@ -43,6 +43,10 @@ const EXPECTED_ABOVE_ONE: Record<string, number> = {
   // A void reads the invoice (its status and period), then its subscription's plan and period (a
   // metered period is billed at its own end; a final invoice ends the subscription), then its batch.
   voidInvoice: 3,
+  // A checkout session reads its user and plan (a 404 names the field), then its batch; an expire
+  // reads the session (its status names the 409), then its batch.
+  createCheckoutSession: 2,
+  expireCheckoutSession: 2,
   // Usage reads the subscription (its plan, period and clock) before its one batch.
   createUsageRecord: 2,
 };

@@ -157,6 +157,8 @@ const ROUTES: Record<string, { table?: string; consumes?: keyof Fixtures | "conn
   createPaymentMethod: { table: "payment_methods" },
   detachPaymentMethod: { consumes: "paymentMethod" },
   createPayment: { table: "payments" },
+  createCheckoutSession: { table: "checkout_sessions" },
+  expireCheckoutSession: { consumes: "checkoutSession" },
   capturePayment: { consumes: "authorization" },
   cancelPayment: { consumes: "authorization" },
   createWebhook: { table: "webhook_endpoints" },
@@ -238,6 +240,13 @@ async function fixturesFor(op: RouteOperation): Promise<Fixtures> {
       PAYMENT_METHOD_OF.set(fx.user, paymentMethod);
       return { ...fx, paymentMethod };
     }
+    case "checkoutSession":
+      return {
+        ...fx,
+        checkoutSession: await created(
+          await call("/checkout/sessions", { key: acct.key, body: { mode: "setup", user_id: fx.user, success_url: "https://shop.example.com/ok", cancel_url: "https://shop.example.com/cart" } }),
+        ),
+      };
     case "clock":
       return { ...fx, clock: await created(await call("/api/test-clocks", { key: acct.key, body: { frozen_time: "2030-01-01T00:00:00.000Z" } })) };
     case "invoice":

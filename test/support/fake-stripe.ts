@@ -458,15 +458,16 @@ export class FakeStripe {
   /** Answers one request. `drop`: the request ran, but the caller must not see the answer. */
   async serve(request: Request): Promise<{ response: Response; drop: boolean }> {
     const url = new URL(request.url);
-    // The stand-in for Stripe.js (test/support/fake-stripe-js.ts), as js.stripe.com/v3/ serves Stripe's.
+    // The Stripe.js stand-in (test/support/fake-stripe-js.ts), for STRIPE_JS_URL=<this origin>/v3/.
     if (request.method === "GET" && (url.pathname === "/v3/" || url.pathname === "/v3")) {
-      return { response: new Response(FAKE_STRIPE_JS, { status: 200, headers: { "Content-Type": "text/javascript; charset=utf-8", "Access-Control-Allow-Origin": "*" } }), drop: false };
+      return { response: new Response(FAKE_STRIPE_JS, { headers: { "Content-Type": "text/javascript; charset=utf-8", "Access-Control-Allow-Origin": "*" } }), drop: false };
     }
     if (url.pathname.startsWith("/_fake/")) {
-      // A hosted page's stand-in Stripe.js calls the control API from the page's origin.
-      const response = await this.admin(request, url);
-      response.headers.set("Access-Control-Allow-Origin", "*");
-      return { response, drop: false };
+      // A hosted page's stand-in Stripe.js tokenizes from the page's origin: readable cross-origin.
+      const answer = await this.admin(request, url);
+      const headers = new Headers(answer.headers);
+      headers.set("Access-Control-Allow-Origin", "*");
+      return { response: new Response(answer.body, { status: answer.status, headers }), drop: false };
     }
     const body = request.method === "GET" ? "" : new TextDecoder().decode(await request.arrayBuffer());
     const checked = checkRequest(this.spec, { method: request.method, url: url.pathname + url.search, body });

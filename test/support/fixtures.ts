@@ -235,6 +235,8 @@ export interface Fixtures {
   paymentMethod: string;
   /** A one-off payment authorized, not captured (requires_capture): what capture and cancel act on. */
   authorization: string;
+  /** An open checkout session (payment mode) of `user`. */
+  checkoutSession: string;
 }
 
 /**
@@ -309,8 +311,11 @@ export async function seed(acct: Account): Promise<Fixtures> {
   const authorization = (
     await created(await call("/payments", { key: acct.key, body: { amount: 1500, currency: "usd", user_id: user.id, capture_method: "manual", ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) } }))
   ).id;
+  const checkoutSession = (
+    await created(await call("/checkout/sessions", { key: acct.key, body: { mode: "payment", amount: 1500, currency: "usd", user_id: user.id, success_url: "https://shop.example.com/ok", cancel_url: "https://shop.example.com/cart" } }))
+  ).id;
   const event = (await call("/api/events?limit=1", { key: acct.key })).body.data[0].id;
   const webhook = (await created(await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/proof`, events: ["payout.paid"] } }))).id;
   RECOVERY_OF.set(webhook, await seedRecovery(acct.key, webhook));
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, metered, paymentMethod, authorization };
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, metered, paymentMethod, authorization, checkoutSession };
 }

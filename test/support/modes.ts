@@ -86,7 +86,8 @@ export async function seedLive(account: Account, liveKey: string, test: Fixtures
   const paymentMethod = await copyAsLive("payment_methods", "paymentMethod", test.paymentMethod, { user_id: user.id, attach_reference: `live-copy:${user.id}` });
   PAYMENT_METHOD_OF.set(user.id, paymentMethod);
   RECOVERY_OF.set(webhook, await seedRecovery(liveKey, webhook));
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, metered, paymentMethod, authorization };
+  const checkoutSession = (await created("/checkout/sessions", liveKey, { mode: "payment", amount: 1500, currency: "usd", user_id: user.id, success_url: "https://shop.example.com/ok", cancel_url: "https://shop.example.com/cart" })).id;
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, metered, paymentMethod, authorization, checkoutSession };
 }
 
 /** An account with one object of every kind in each mode. */

@@ -46,6 +46,9 @@ export function describeEvent(event: WebhookEvent): string {
       return `webhook_endpoint.disabled: ${event.data.url} (${event.data.id}) is disabled, ${event.data.disabled_reason} since ${event.data.disabled_at}`;
     case "webhook_delivery.exhausted":
       return `webhook_delivery.exhausted: ${event.data.event_type} ${event.data.event_id} was not delivered to ${event.data.endpoint_id} after ${event.data.attempt_count} attempts`;
+    case "checkout.session.completed":
+    case "checkout.session.expired":
+      return `${event.type}: ${event.data.id} (${event.data.mode}) for ${event.data.user_id} is ${event.data.status}, payment ${event.data.payment_id ?? "none"}`;
     case "webhook.test":
       return `webhook.test: ${event.data.message}`;
     default: {

@@ -604,6 +604,37 @@ async function savedCard(ctx: TriggerContext) {
   return { user: customer.id, payment_method: method.id };
 }
 
+/** A checkout session (payment mode, 25.00 USD) for a new user. */
+async function checkoutSession(ctx: TriggerContext) {
+  const payer = await user(ctx);
+  const session = await ctx.tender.createCheckoutSession({
+    mode: "payment",
+    amount: 2500,
+    currency: "usd",
+    user_id: payer.id,
+    success_url: "https://example.com/checkout/success?session={CHECKOUT_SESSION_ID}",
+    cancel_url: "https://example.com/checkout/cancel",
+  });
+  ctx.say(`Created checkout session ${session.id} (25.00 USD)`);
+  return { user: payer.id, session };
+}
+
+/** Pays a test-mode checkout session on its page, as a payer's browser submits its card form (the answer is the 303 to success_url). */
+async function payOnPage(ctx: TriggerContext, session: { id: string; url: string | null }) {
+  if (!session.url) throw new Error(`checkout session ${session.id} has no page`);
+  const { card_number, expiration_month, expiration_year, cvv } = card(ctx, TEST_CARDS.success);
+  const form = new URLSearchParams({ cardholder_name: "Tender Trigger", card_number, exp_month: String(expiration_month), exp_year: String(expiration_year), cvc: cvv });
+  const { response } = await ctx.tender.raw.POST(new URL(session.url).pathname as never, {
+    body: form as never,
+    bodySerializer: (body: unknown) => String(body),
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    redirect: "manual",
+    parseAs: "text",
+  } as never);
+  if (response.status !== 303) throw new Error(`the checkout page answered ${response.status}, not the redirect to success_url`);
+  ctx.say(`Paid checkout session ${session.id} on its page with ${TEST_CARDS.success}`);
+}
+
 async function authorization(ctx: TriggerContext) {
   const payer = await user(ctx);
   const created = await ctx.tender.payments.create({
@@ -796,6 +827,23 @@ export const TRIGGERS: Record<EventType, TriggerPlan> = {
     },
   },
   "invoice.voided": { creates: "a user, a plan and a subscription with a declined card (402: its invoice is voided)", run: refusedInvoice },
+  "checkout.session.completed": {
+    creates: "a user and a checkout session (payment mode, 25.00 USD), paid on its page with a test card",
+    async run(ctx) {
+      const { user: payer, session } = await checkoutSession(ctx);
+      await payOnPage(ctx, session);
+      return { objects: { user: payer, checkout_session: session.id }, objectId: session.id };
+    },
+  },
+  "checkout.session.expired": {
+    creates: "a user and a checkout session, then expires it (POST /checkout/sessions/{id}/expire)",
+    async run(ctx) {
+      const { user: payer, session } = await checkoutSession(ctx);
+      await ctx.tender.expireCheckoutSession(session.id);
+      ctx.say(`Expired checkout session ${session.id}`);
+      return { objects: { user: payer, checkout_session: session.id }, objectId: session.id };
+    },
+  },
   "payment_method.attached": {
     creates: "a user and a saved card (Stripe's test PaymentMethod pm_card_visa)",
     async run(ctx) {

@@ -231,6 +231,15 @@ export class Tender {
     get(id: string): Promise<components["schemas"]["Payment"]>;
   };
 
+  /**
+   * Hosted checkout (POST /checkout/sessions): send the payer to the answer's `url`; the session
+   * turns `complete` (checkout.session.completed) once paid, or `expired`.
+   */
+  readonly createCheckoutSession: (body: components["schemas"]["CheckoutSessionRequest"], options?: WriteOptions) => Promise<components["schemas"]["CheckoutSession"]>;
+  readonly getCheckoutSession: (id: string) => Promise<components["schemas"]["CheckoutSession"]>;
+  /** Expires an open session now (its page takes no card any more). */
+  readonly expireCheckoutSession: (id: string, options?: WriteOptions) => Promise<components["schemas"]["CheckoutSession"]>;
+
   readonly #fetch: (request: Request) => Promise<Response>;
   readonly #maxRetries: number;
   readonly #sleep: (ms: number) => Promise<void>;
@@ -274,6 +283,9 @@ export class Tender {
       cancel: (id, body = {}, options) => this.POST("/payments/{id}/cancel", { params: { path: { id } }, body, ...keyed(options) }),
       get: (id) => this.GET("/payments/{id}", { params: { path: { id } } }),
     };
+    this.createCheckoutSession = (body, options) => this.POST("/checkout/sessions", { body, ...keyed(options) });
+    this.getCheckoutSession = (id) => this.GET("/checkout/sessions/{id}", { params: { path: { id } } });
+    this.expireCheckoutSession = (id, options) => this.POST("/checkout/sessions/{id}/expire", { params: { path: { id } }, ...keyed(options) });
   }
 
   /**
@@ -350,7 +362,7 @@ export class Tender {
     for (let attempt = 0; ; attempt++) {
       let response: Response;
       try {
-        response = await this.#fetch(new Request(request.url, { method, headers, body, signal: request.signal }));
+        response = await this.#fetch(new Request(request.url, { method, headers, body, signal: request.signal, redirect: request.redirect }));
       } catch (error) {
         if (request.signal?.aborted || attempt >= this.#maxRetries) {
           throw new TenderError({

@@ -4,6 +4,7 @@
 import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../../context";
 import { ENVELOPE_EVENT_TYPES, type EventType, NOTIFICATION_EVENT_TYPES, TEST_EVENT_TYPE } from "../../webhooks/catalog";
+import { CheckoutSessionSchema } from "../checkout-sessions/schema";
 import { InvoiceSchema } from "../invoices/schema";
 import { PaymentMethodSchema } from "../payment-methods/schema";
 import { PaymentSchema } from "../payments/schema";
@@ -111,6 +112,8 @@ export const WEBHOOK_PAYLOADS = {
   "payment_method.detached": envelope("payment_method.detached", PaymentMethodSchema),
   "webhook_endpoint.disabled": envelope("webhook_endpoint.disabled", WebhookSchema),
   "webhook_delivery.exhausted": envelope("webhook_delivery.exhausted", ExhaustedDeliverySchema),
+  "checkout.session.completed": envelope("checkout.session.completed", CheckoutSessionSchema),
+  "checkout.session.expired": envelope("checkout.session.expired", CheckoutSessionSchema),
   subscription_created: notification("subscription_created", SubscriptionStatus),
   subscription_renewal: notification("subscription_renewal", RenewalStatus),
   subscription_updated: notification("subscription_updated", SubscriptionStatus),

@@ -1,0 +1,567 @@
+// The hosted checkout page (POST /checkout/sessions answers its url): what the payer sees and
+// submits. src/payments/checkout.ts holds the session's rules; this file is the page.
+//
+// The page carries no API key. It acts through the API's own routes, in process, as the key that
+// created the session (src/auth/principal.ts, as the dashboard does), with only the scopes it
+// needs: it saves the card (POST /api/users/{id}/payment-methods), then charges it (POST /payments,
+// or POST /subscriptions), then completes the session. Validation, idempotency, processor calls,
+// money claims and events are therefore the API's, unchanged.
+//
+// Test mode shows Tender's own card form; the card number goes to the API in process and is never
+// stored or logged here. Live mode shows Stripe's Payment Element (deferred-intent mode, the
+// connection's publishable key): Stripe.js makes the PaymentMethod in the browser and the page
+// posts only its id, which is attached to the user's Stripe Customer (the live path of POST
+// /api/users/{id}/payment-methods) and charged through the live paths. A live setup session only
+// attaches the card (no SetupIntent yet).
+//
+// 3-D Secure: `afterCharge` is the one place that decides where the browser goes once the charge
+// has answered. A payment (or a subscription's first charge) that asks for authentication sends
+// the browser to its next_action.url, which comes back to this session's return route
+// (`returnPath`), which finishes the session as a submit does.
+import type { Context } from "hono";
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { and, eq } from "drizzle-orm";
+import type { AppEnv, Auth } from "../context";
+import { withPrincipal } from "../auth/principal";
+import { createDb } from "../db/client";
+import { accounts, checkoutSessions, plans, processorConnections } from "../db/schema";
+import { shardEnv, shardNumbers } from "../db/shards";
+import { livesHere } from "../db/scope";
+import { CURRENT_API_VERSION } from "../domain/api-versions";
+import { hasPrefix } from "../domain/ids";
+import { formatMoney } from "../domain/money";
+import { isDevelopment } from "../env";
+import { clock } from "../lib/clock";
+import { randomToken } from "../lib/crypto";
+import {
+  type CheckoutSessionRow,
+  attemptChargeKey,
+  checkoutPagePath,
+  completeCheckoutSession,
+  endDeclinedAttempt,
+  holdForSubmit,
+  isPayable,
+  recordAttemptCard,
+  releaseSubmit,
+  submitCardKey,
+  successUrlOf,
+} from "../payments/checkout";
+import { chargeableAmount } from "../billing/pricing";
+import { HostedLayout, hostedHeaders, pageSecretMatches, stripeJsUrl } from "./hosted";
+
+type PlanRow = typeof plans.$inferSelect;
+
+/** A session found by its page: the row, the shard it lives on, and what the page shows of its account and plan. */
+interface Found {
+  row: CheckoutSessionRow;
+  shard: number;
+  merchant: string;
+  plan: PlanRow | null;
+  /** Live mode: the connection's publishable key, for Stripe.js (null without one). */
+  publishableKey: string | null;
+}
+
+/** What the app is to the page: its fetch, for the API's routes in process. */
+interface InProcessApp {
+  fetch(request: Request, env: any, ctx?: any): Response | Promise<Response>;
+}
+
+/** How long a second submit (a double click, another tab) waits for the first to finish before it says so. */
+const WAIT_FOR_OTHER_SUBMIT_MS = 10_000;
+const WAIT_STEP_MS = 400;
+
+/**
+ * The session `id` on whichever shard its account lives (its URL names no shard: it must outlive an
+ * account's move), with its account's name and its plan. Asked of every shard side by side.
+ */
+async function findSession(env: AppEnv["Bindings"], id: string): Promise<Found | null> {
+  if (!hasPrefix(id, "checkoutSession")) return null;
+  const found = await Promise.all(
+    shardNumbers(env).map(async (shard) => {
+      const db = createDb(shardEnv(env, shard).DB);
+      const [hit] = await db
+        .select({ row: checkoutSessions, merchant: accounts.name })
+        .from(checkoutSessions)
+        .innerJoin(accounts, eq(accounts.id, checkoutSessions.accountId))
+        .where(and(eq(checkoutSessions.id, id), livesHere(checkoutSessions.accountId)))
+        .limit(1);
+      if (!hit) return null;
+      const plan = hit.row.planId ? ((await db.select().from(plans).where(eq(plans.id, hit.row.planId)).limit(1))[0] ?? null) : null;
+      const publishableKey = hit.row.livemode
+        ? ((await db.select({ key: processorConnections.publishableKey }).from(processorConnections).where(eq(processorConnections.accountId, hit.row.accountId)).limit(1))[0]?.key ?? null)
+        : null;
+      return { row: hit.row, shard, merchant: hit.merchant, plan, publishableKey };
+    }),
+  );
+  return found.find((f) => f !== null) ?? null;
+}
+
+const dbOf = (env: AppEnv["Bindings"], shard: number) => createDb(shardEnv(env, shard).DB);
+
+/** The key the page acts as: the session's creator, with only the scopes the page needs. */
+function pageAuth(found: Found): Auth {
+  const { row } = found;
+  return {
+    shard: found.shard,
+    accountId: row.accountId,
+    keyId: row.keyId,
+    mode: row.livemode ? "live" : "test",
+    livemode: row.livemode,
+    scopes: ["payment_methods:write", "payments:write", "subscriptions:write"],
+    credential: "restricted_key",
+    apiVersion: CURRENT_API_VERSION,
+  };
+}
+
+interface ApiAnswer {
+  status: number;
+  body: any;
+}
+
+/** One API request in process, as the session's key. */
+async function callApi(app: InProcessApp, c: Context<AppEnv>, auth: Auth, method: string, path: string, body?: unknown, idempotencyKey?: string): Promise<ApiAnswer> {
+  const headers = new Headers({ accept: "application/json", "tender-version": CURRENT_API_VERSION });
+  if (idempotencyKey) headers.set("idempotency-key", idempotencyKey);
+  if (body !== undefined) headers.set("content-type", "application/json");
+  const response = await app.fetch(new Request(new URL(path, c.req.url), { method, headers, body: body === undefined ? undefined : JSON.stringify(body) }), withPrincipal(c.env, auth), c.executionCtx);
+  const text = await response.text();
+  let parsed: unknown = null;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {
+    parsed = null;
+  }
+  return { status: response.status, body: parsed };
+}
+
+/** The route a 3-D Secure challenge returns to (with ?payment_id=…): it finishes the session. */
+export const returnPath = (row: Pick<CheckoutSessionRow, "id" | "pageSecret">) => `${checkoutPagePath(row)}/return`;
+
+// ---------------------------------------------------------------------------------------------
+// What the page shows
+
+/** What is paid, in words: the amount, the plan's price and interval, or saving a card. */
+function WhatIsPaid({ found }: { found: Found }) {
+  const { row, plan, merchant } = found;
+  if (row.mode === "payment" && row.amount !== null && row.currency) {
+    return (
+      <>
+        <p class="muted">Pay {merchant}</p>
+        <p class="amount">{formatMoney(row.amount, row.currency)}</p>
+      </>
+    );
+  }
+  if (row.mode === "subscription" && plan) {
+    const metered = plan.usageType === "metered";
+    const price = metered ? null : chargeableAmount(plan, 1);
+    return (
+      <>
+        <p class="muted">Subscribe to {plan.name} from {merchant}</p>
+        <p class="amount">{price === null ? "Billed by usage" : formatMoney(price, plan.currency)} <span class="muted">per {plan.interval}</span></p>
+        {plan.trialPeriodDays ? <p class="muted">{plan.trialPeriodDays}-day free trial: the card is charged when it ends.</p> : null}
+      </>
+    );
+  }
+  return (
+    <>
+      <p class="muted">{merchant}</p>
+      <p class="amount">Save a card</p>
+      <p class="muted">Your card is saved for later payments; nothing is charged now.</p>
+    </>
+  );
+}
+
+const submitLabel = (row: CheckoutSessionRow) => (row.mode === "payment" ? "Pay" : row.mode === "subscription" ? "Subscribe" : "Save card");
+
+interface FormProps {
+  found: Found;
+  message?: string;
+  /** The cardholder's name as typed (never the card number or the security code). */
+  name?: string;
+}
+
+function CheckoutForm({ found, message, name }: FormProps) {
+  const { row } = found;
+  return (
+    <HostedLayout title={`${submitLabel(row)} · ${found.merchant}`} livemode={row.livemode}>
+      <h1>Checkout</h1>
+      <WhatIsPaid found={found} />
+      {message ? (
+        <p class="error" role="alert">
+          {message}
+        </p>
+      ) : null}
+      <form method="post" action={checkoutPagePath(row)} autocomplete="on">
+        <label for="cardholder_name">Name on card</label>
+        <input id="cardholder_name" name="cardholder_name" autocomplete="cc-name" value={name ?? ""} maxlength={200} />
+        <label for="card_number">Card number</label>
+        <input id="card_number" name="card_number" autocomplete="cc-number" inputmode="numeric" maxlength={32} required />
+        <div class="row">
+          <div>
+            <label for="exp_month">Month (MM)</label>
+            <input id="exp_month" name="exp_month" autocomplete="cc-exp-month" inputmode="numeric" maxlength={2} required />
+          </div>
+          <div>
+            <label for="exp_year">Year (YYYY)</label>
+            <input id="exp_year" name="exp_year" autocomplete="cc-exp-year" inputmode="numeric" maxlength={4} required />
+          </div>
+          <div>
+            <label for="cvc">Security code</label>
+            <input id="cvc" name="cvc" autocomplete="cc-csc" inputmode="numeric" maxlength={4} required />
+          </div>
+        </div>
+        <button type="submit">{submitLabel(row)}</button>
+      </form>
+      <p>
+        <a href={row.cancelUrl}>Cancel and return</a>
+      </p>
+    </HostedLayout>
+  );
+}
+
+/** Where the live page's own script is served (it drives Stripe's Payment Element). */
+export const CHECKOUT_SCRIPT_PATH = "/pay/assets/checkout.js";
+
+/**
+ * The live page: Stripe's Payment Element (deferred-intent mode) in place of Tender's card fields.
+ * The script makes a PaymentMethod with Stripe.js in the browser and posts only its id
+ * (`processor_token`): the card never reaches Tender.
+ */
+function LiveCheckoutForm({ found, message, stripeJs }: FormProps & { stripeJs: string }) {
+  const { row } = found;
+  const elementsMode = row.mode === "setup" ? "setup" : row.mode === "subscription" ? "subscription" : "payment";
+  const amount = row.mode === "payment" ? row.amount : row.mode === "subscription" && found.plan && found.plan.usageType !== "metered" ? chargeableAmount(found.plan, 1) : null;
+  return (
+    <HostedLayout title={`${submitLabel(row)} · ${found.merchant}`} livemode={row.livemode} scripts={[stripeJs, CHECKOUT_SCRIPT_PATH]}>
+      <h1>Checkout</h1>
+      <WhatIsPaid found={found} />
+      <p class="error" role="alert" id="checkout-error">
+        {message ?? ""}
+      </p>
+      <form
+        method="post"
+        action={checkoutPagePath(row)}
+        id="checkout-form"
+        data-publishable-key={found.publishableKey ?? ""}
+        data-mode={elementsMode}
+        data-amount={amount === null ? "" : String(amount)}
+        data-currency={row.currency ?? ""}
+      >
+        <div id="payment-element"></div>
+        <input type="hidden" name="processor_token" id="processor_token" value="" />
+        <button type="submit">{submitLabel(row)}</button>
+      </form>
+      <p>
+        <a href={row.cancelUrl}>Cancel and return</a>
+      </p>
+    </HostedLayout>
+  );
+}
+
+/** The live page's script: mounts the Payment Element, then makes the PaymentMethod and posts its id. No inline script: the CSP allows none. */
+export const CHECKOUT_SCRIPT = `(function () {
+  var form = document.getElementById("checkout-form");
+  if (!form || typeof Stripe !== "function") return;
+  var error = document.getElementById("checkout-error");
+  var stripe = Stripe(form.dataset.publishableKey);
+  var options = { mode: form.dataset.mode, paymentMethodCreation: "manual" };
+  if (form.dataset.amount) options.amount = Number(form.dataset.amount);
+  if (form.dataset.currency) options.currency = form.dataset.currency;
+  var elements = stripe.elements(options);
+  elements.create("payment").mount("#payment-element");
+  var sending = false;
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    if (sending) return;
+    sending = true;
+    elements.submit().then(function (submitted) {
+      if (submitted && submitted.error) throw submitted.error;
+      return stripe.createPaymentMethod({ elements: elements });
+    }).then(function (result) {
+      if (result.error) throw result.error;
+      document.getElementById("processor_token").value = result.paymentMethod.id;
+      form.submit();
+    }).catch(function (failure) {
+      sending = false;
+      error.textContent = (failure && failure.message) || "The card could not be read.";
+    });
+  });
+})();
+`;
+
+type PageStatus = 200 | 400 | 402 | 404 | 409 | 410 | 500 | 503;
+
+function formPage(c: Context<AppEnv>, found: Found, status: PageStatus, message?: string, name?: string) {
+  if (found.row.livemode) {
+    if (!found.publishableKey) return messagePage(c, 503, "Checkout unavailable", "This seller's live payments are not set up yet (no publishable key on its Stripe connection).", true);
+    const stripeJs = stripeJsUrl(c.env);
+    return c.html(<LiveCheckoutForm found={found} message={message} stripeJs={stripeJs} />, status, hostedHeaders(stripeJs));
+  }
+  return c.html(<CheckoutForm found={found} message={message} name={name} />, status, hostedHeaders(null));
+}
+
+function messagePage(c: Context<AppEnv>, status: PageStatus, title: string, message: string, livemode = false) {
+  return c.html(
+    <HostedLayout title={title} livemode={livemode}>
+      <h1>{title}</h1>
+      <p>{message}</p>
+    </HostedLayout>,
+    status,
+    hostedHeaders(null),
+  );
+}
+
+const notFoundPage = (c: Context<AppEnv>) => messagePage(c, 404, "Checkout not found", "This checkout link is not valid. Ask the seller for a new one.");
+
+/** The page of a session that takes no card any more: complete or expired (410). */
+function closedPage(c: Context<AppEnv>, found: Found) {
+  const { row } = found;
+  if (row.status === "complete") return messagePage(c, 410, "Already paid", `This checkout was completed${row.completedAt ? ` on ${row.completedAt.slice(0, 10)}` : ""}. Nothing more will be charged.`, row.livemode);
+  return messagePage(c, 410, "Checkout expired", "This checkout expired before it was paid. Ask the seller for a new one.", row.livemode);
+}
+
+const redirectTo = (c: Context<AppEnv>, url: string) => c.body(null, 303, { Location: url, ...hostedHeaders(null) });
+
+// ---------------------------------------------------------------------------------------------
+// Submitting
+
+/** The card fields of the form, as the API takes them; or the field that is wrong. */
+function readForm(form: Record<string, unknown>): { ok: true; card: Record<string, unknown>; name: string } | { ok: false; message: string; name: string } {
+  const text = (key: string) => (typeof form[key] === "string" ? (form[key] as string).trim() : "");
+  const name = text("cardholder_name").slice(0, 200);
+  const number = text("card_number");
+  const month = text("exp_month");
+  const year = text("exp_year");
+  const cvc = text("cvc");
+  if (!number) return { ok: false, message: "Enter the card number.", name };
+  if (!/^\d{1,2}$/.test(month)) return { ok: false, message: "Enter the expiry month as a number from 1 to 12.", name };
+  if (!/^\d{2}(\d{2})?$/.test(year)) return { ok: false, message: "Enter the expiry year, such as 2030.", name };
+  if (!/^\d{3,4}$/.test(cvc)) return { ok: false, message: "Enter the security code: 3 digits, or 4 on American Express.", name };
+  const fullYear = year.length === 2 ? 2000 + Number(year) : Number(year);
+  return { ok: true, name, card: { payment_method: "card", card_number: number, expiration_month: Number(month), expiration_year: fullYear, cvv: cvc } };
+}
+
+/** The live page's answer: the id of the PaymentMethod Stripe.js made (pm_…), never card fields. */
+function readToken(form: Record<string, unknown>): { ok: true; card: Record<string, unknown>; name: string } | { ok: false; message: string; name: string } {
+  const token = typeof form.processor_token === "string" ? form.processor_token.trim() : "";
+  if (!/^pm_[A-Za-z0-9_]{1,200}$/.test(token)) return { ok: false, message: "The card could not be read. Enter it again.", name: "" };
+  if (Object.keys(form).some((key) => key !== "processor_token")) return { ok: false, message: "This page takes no card number: enter the card in the form above.", name: "" };
+  return { ok: true, card: { processor_token: token }, name: "" };
+}
+
+/** An API error's message, for the payer: the API's own sentence (it never repeats a card number). */
+const errorMessage = (answer: ApiAnswer) => (answer.body?.error?.message as string | undefined) ?? "The payment could not be made.";
+
+/**
+ * Where the browser goes once the charge has answered (2xx): THE seam for 3-D Secure. A payment
+ * (or a subscription's first charge) that asks the payer to authenticate sends the browser to its
+ * next_action.url, which returns to this session's return route; anything else is paid, and the
+ * session is completed.
+ */
+export function afterCharge(mode: "payment" | "subscription", answer: any): { kind: "authenticate"; url: string } | { kind: "paid"; paymentId: string | null; subscriptionId: string | null } {
+  const payment = mode === "payment" ? answer : answer?.latest_payment;
+  if (payment?.status === "requires_action" && typeof payment.next_action?.url === "string") return { kind: "authenticate", url: payment.next_action.url };
+  if (mode === "payment") return { kind: "paid", paymentId: answer.id, subscriptionId: null };
+  return { kind: "paid", paymentId: typeof answer?.latest_payment?.id === "string" ? answer.latest_payment.id : null, subscriptionId: answer.id };
+}
+
+/** Completes the session and sends the browser to success_url; a session completed by another submit first goes there too. */
+async function finish(c: Context<AppEnv>, found: Found, made: { paymentId: string | null; subscriptionId: string | null; paymentMethodId: string }) {
+  const env = shardEnv(c.env, found.shard);
+  const db = dbOf(c.env, found.shard);
+  let paymentId = made.paymentId;
+  // A subscription's answer names no payment: its first charge, if it had one (a trial has none).
+  if (found.row.mode === "subscription" && made.subscriptionId && paymentId === null) {
+    const payments = await callApi(appOf(c), c, pageAuth(found), "GET", `/payments?subscription_id=${encodeURIComponent(made.subscriptionId)}&limit=1`);
+    paymentId = payments.status === 200 ? (payments.body?.data?.[0]?.id ?? null) : null;
+  }
+  await completeCheckoutSession({ db, queue: env.DELIVERY_QUEUE, waitUntil: (p) => c.executionCtx.waitUntil(p) }, found.row, { ...made, paymentId }, clock.now());
+  return redirectTo(c, successUrlOf(found.row));
+}
+
+/** A second submit while one is at the processor: waits for it, then goes where it went. */
+async function waitForOtherSubmit(c: Context<AppEnv>, id: string) {
+  const deadline = Date.now() + WAIT_FOR_OTHER_SUBMIT_MS;
+  while (Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, WAIT_STEP_MS));
+    const again = await findSession(c.env, id);
+    if (!again) break;
+    if (again.row.status === "complete") return redirectTo(c, successUrlOf(again.row));
+    if (!isPayable(again.row, clock.now())) return closedPage(c, again);
+    if (again.row.submitUntil === null || again.row.submitUntil <= clock.now()) return formPage(c, again, 409, "The payment in your other window did not go through. Check your card details and try again.");
+  }
+  return messagePage(c, 409, "Payment in progress", "This checkout is being paid in another window. Reload this page in a moment.");
+}
+
+const APP: unique symbol = Symbol("tender.checkoutApp");
+const appOf = (c: Context<AppEnv>) => (c as unknown as { [APP]: InProcessApp })[APP];
+
+async function submit(c: Context<AppEnv>, found: Found, form: Record<string, unknown>) {
+  const app = appOf(c);
+  const now = clock.now();
+  const db = dbOf(c.env, found.shard);
+  const input = found.row.livemode ? readToken(form) : readForm(form);
+  if (!input.ok) return formPage(c, found, 400, input.message, input.name);
+  const held = await holdForSubmit(db, found.row.id, now);
+  if (!held) {
+    const again = await findSession(c.env, found.row.id);
+    if (!again) return notFoundPage(c);
+    if (again.row.status === "complete") return redirectTo(c, successUrlOf(again.row));
+    if (!isPayable(again.row, now)) return closedPage(c, again);
+    return waitForOtherSubmit(c, found.row.id);
+  }
+  const session: Found = { ...found, row: held };
+  const auth = pageAuth(session);
+  let decided = false;
+  try {
+    // The card: the one an earlier attempt was charging when its outcome was lost (charged again
+    // under the same reference, so never twice), else the one typed now.
+    let paymentMethodId = held.attemptPaymentMethodId;
+    if (!paymentMethodId) {
+      const saved = await callApi(app, c, auth, "POST", `/api/users/${encodeURIComponent(held.userId)}/payment-methods`, input.card, submitCardKey(held, randomToken(16)));
+      if (saved.status !== 201) return formPage(c, session, saved.status === 402 ? 402 : saved.status >= 500 ? 500 : 400, errorMessage(saved), input.name);
+      paymentMethodId = saved.body.id as string;
+      if (held.mode !== "setup") await recordAttemptCard(db, held.id, held.attempt, paymentMethodId);
+    }
+    if (held.mode === "setup") {
+      decided = true;
+      return await finish(c, session, { paymentId: null, subscriptionId: null, paymentMethodId });
+    }
+    const charged =
+      held.mode === "payment"
+        ? await callApi(
+            app,
+            c,
+            auth,
+            "POST",
+            "/payments",
+            { amount: held.amount, currency: held.currency, user_id: held.userId, payment_method: paymentMethodId, metadata: { checkout_session_id: held.id }, ...returnUrlField(c, held) },
+            attemptChargeKey(held),
+          )
+        : await callApi(app, c, auth, "POST", "/subscriptions", { user_id: held.userId, plan_id: held.planId, payment_method: paymentMethodId }, attemptChargeKey(held));
+    if (charged.status === 201 || charged.status === 200) {
+      const next = afterCharge(held.mode, charged.body);
+      if (next.kind === "authenticate") return redirectTo(c, next.url);
+      decided = true;
+      return await finish(c, session, { paymentId: next.paymentId, subscriptionId: next.subscriptionId, paymentMethodId });
+    }
+    if (charged.status === 402) {
+      // Declined: the next submit is a new attempt, with a new card and a new reference.
+      await endDeclinedAttempt(db, held.id, held.attempt);
+      decided = true;
+      return formPage(c, session, 402, errorMessage(charged), input.name);
+    }
+    if (charged.status === 400 || charged.status === 404) {
+      // Refused before any charge (a detached card, an archived plan): the attempt may start again.
+      await endDeclinedAttempt(db, held.id, held.attempt);
+      decided = true;
+      return formPage(c, session, 400, errorMessage(charged), input.name);
+    }
+    // The outcome is unknown (in flight elsewhere, a server error): the next submit charges the same
+    // card under the same reference, which answers as this one would have.
+    console.error(JSON.stringify({ message: "checkout charge outcome unknown; the next submit retries it under the same reference", checkout_session: held.id, status: charged.status, code: charged.body?.error?.code ?? null }));
+    return formPage(c, session, 503, "We could not confirm the payment. Submit again in a moment: you will not be charged twice.", input.name);
+  } finally {
+    if (!decided) await releaseSubmit(db, held.id);
+  }
+}
+
+/** POST /payments's return_url: this session's return route, where the origin allows it (https, or development). */
+function returnUrlField(c: Context<AppEnv>, row: CheckoutSessionRow): { return_url?: string } {
+  const url = new URL(returnPath(row), c.req.url);
+  return url.protocol === "https:" || isDevelopment(c.env) ? { return_url: url.toString() } : {};
+}
+
+/**
+ * The return from a 3-D Secure challenge (?payment_id=…): the payment, read through the API, is
+ * this session's; completed, the session is finished as a submit finishes it; failed, the form
+ * shows why; still waiting, the form says so.
+ */
+async function returned(c: Context<AppEnv>, found: Found, paymentId: string) {
+  const { row } = found;
+  if (!hasPrefix(paymentId, "payment")) return formPage(c, found, 400, "The payment could not be confirmed. Try again.");
+  const read = await callApi(appOf(c), c, pageAuth(found), "GET", `/payments/${encodeURIComponent(paymentId)}`);
+  const payment = read.body;
+  const ours =
+    read.status === 200 &&
+    payment.user_id === row.userId &&
+    (row.mode === "payment" ? payment.metadata?.checkout_session_id === row.id && payment.amount === row.amount && payment.currency === row.currency : row.mode === "subscription" && payment.subscription_id !== null);
+  if (!ours) return formPage(c, found, 400, "The payment could not be confirmed. Try again.");
+  if (payment.status === "completed") {
+    return finish(c, found, { paymentId: payment.id, subscriptionId: row.mode === "subscription" ? payment.subscription_id : null, paymentMethodId: payment.payment_method_id ?? row.attemptPaymentMethodId ?? "" });
+  }
+  if (payment.status === "failed" || payment.status === "canceled") {
+    await endDeclinedAttempt(dbOf(c.env, found.shard), row.id, row.attempt);
+    return formPage(c, found, 402, payment.failure_message ?? "The card was not authenticated. Try again or use another card.");
+  }
+  return formPage(c, found, 409, "The payment still waits for authentication. Try again.");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routes
+
+/** The session of the URL if its secret is right (constant time), else null: one 404 for both. */
+async function sessionOfUrl(c: Context<AppEnv>): Promise<Found | null> {
+  const found = await findSession(c.env, c.req.param("id") ?? "");
+  if (!found || !pageSecretMatches(found.row.pageSecret, c.req.param("secret"))) return null;
+  return found;
+}
+
+/** A form posted from another site (it cannot know the secret, but a browser says where it came from). */
+function crossSite(c: Context<AppEnv>): boolean {
+  const origin = c.req.header("origin");
+  if (origin !== undefined && origin !== "null" && origin !== new URL(c.req.url).origin) return true;
+  const site = c.req.header("sec-fetch-site");
+  return site !== undefined && site !== "same-origin" && site !== "none";
+}
+
+/** Every page answer goes through here: an error becomes a page, never JSON, and never repeats what was typed. */
+async function asPage(c: Context<AppEnv>, work: () => Promise<Response>): Promise<Response> {
+  try {
+    return await work();
+  } catch (error) {
+    console.error(JSON.stringify({ request_id: c.get("requestId") ?? null, message: "checkout page failed", error: error instanceof Error ? error.name : "unknown" }));
+    return messagePage(c, 500, "Something went wrong", "The checkout could not be shown. Nothing was charged by this page; try again in a moment.");
+  }
+}
+
+export function registerCheckoutPage(app: OpenAPIHono<AppEnv>) {
+  const withApp = (c: Context<AppEnv>) => Object.assign(c, { [APP]: app as InProcessApp });
+
+  app.get(CHECKOUT_SCRIPT_PATH, (c) =>
+    c.body(CHECKOUT_SCRIPT, 200, { "Content-Type": "text/javascript; charset=utf-8", "Cache-Control": "public, max-age=300", "X-Content-Type-Options": "nosniff" }),
+  );
+
+  app.get("/pay/checkout/:id/:secret", (c) =>
+    asPage(c, async () => {
+      const found = await sessionOfUrl(c);
+      if (!found) return notFoundPage(c);
+      if (!isPayable(found.row, clock.now())) return closedPage(c, found);
+      return formPage(c, found, 200);
+    }),
+  );
+
+  app.post("/pay/checkout/:id/:secret", (c) =>
+    asPage(c, async () => {
+      withApp(c);
+      if (crossSite(c)) return messagePage(c, 400, "Refused", "This form was sent from another site.");
+      const found = await sessionOfUrl(c);
+      if (!found) return notFoundPage(c);
+      if (found.row.status === "complete") return redirectTo(c, successUrlOf(found.row));
+      if (!isPayable(found.row, clock.now())) return closedPage(c, found);
+      const form = (await c.req.parseBody()) as Record<string, unknown>;
+      return submit(c, found, form);
+    }),
+  );
+
+  app.get("/pay/checkout/:id/:secret/return", (c) =>
+    asPage(c, async () => {
+      withApp(c);
+      const found = await sessionOfUrl(c);
+      if (!found) return notFoundPage(c);
+      if (found.row.status === "complete") return redirectTo(c, successUrlOf(found.row));
+      if (found.row.status !== "open") return closedPage(c, found);
+      return returned(c, found, c.req.query("payment_id") ?? "");
+    }),
+  );
+}
