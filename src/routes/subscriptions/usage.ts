@@ -158,6 +158,7 @@ export function registerUsage(app: OpenAPIHono<AppEnv>) {
       action: body.action,
       timestamp: isoTime(at),
       createdAt: isoTime(realNow),
+      eventId: null,
     };
     return commitAndRespond(
       c,
