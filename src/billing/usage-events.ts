@@ -53,6 +53,7 @@ export interface Rejection {
 }
 
 export interface UsageEventsAnswer {
+  livemode: boolean;
   accepted: number;
   duplicates: number;
   rejected: Rejection[];
@@ -259,6 +260,7 @@ function answerOf(tenant: Tenant, param: string): SQL {
       CASE WHEN code IS NOT NULL THEN param WHEN reason = 'usage_too_large' THEN 'quantity' WHEN reason = 'usage_period_closed' THEN 'timestamp' ELSE 'subscription_id' END AS param
     FROM raced)
   SELECT json_object(
+      'livemode', json(${tenant.livemode ? "true" : "false"}),
       'accepted', (SELECT COUNT(*) FROM decided WHERE outcome = 'accepted'),
       'duplicates', (SELECT COUNT(*) FROM decided WHERE outcome = 'duplicate'),
       'rejected', json(COALESCE((SELECT json_group_array(json(item)) FROM (

@@ -45,12 +45,12 @@ describe("POST /usage-events", () => {
     ]);
     expect(first.status, first.text).toBe(200);
     // e1, e2, e3 in (5 + 7 + 11 = 23); the second e1 is a duplicate.
-    expect(first.body).toEqual({ accepted: 3, duplicates: 1, rejected: [] });
+    expect(first.body).toEqual({ livemode: false, accepted: 3, duplicates: 1, rejected: [] });
     const second = await send(acct, [
       { id: "e2", subscription_id: sub.id, quantity: 7, timestamp: "2026-05-02T10:00:00Z" },
       { id: "e4", subscription_id: sub.id, quantity: 100 },
     ]);
-    expect(second.body).toEqual({ accepted: 1, duplicates: 1, rejected: [] });
+    expect(second.body).toEqual({ livemode: false, accepted: 1, duplicates: 1, rejected: [] });
     expect(await rowCount(acct.id)).toEqual({ n: 4, q: 123 });
     // The usage route's records count too, once: 123 + 77 = 200 units at 1 cent.
     expect((await call(`/subscriptions/${sub.id}/usage`, { key: acct.key, body: { quantity: 77 } })).status).toBe(201);
@@ -68,6 +68,7 @@ describe("POST /usage-events", () => {
       { id: "e4", subscription_id: sub.id, quantity: 100, timestamp: "2026-05-20T00:00:00Z" },
     ]);
     expect(after.body).toEqual({
+      livemode: false,
       accepted: 1,
       duplicates: 1,
       rejected: [{ index: 0, code: "usage_period_closed", message: expect.stringContaining("2026-05-01T00:00:00.000Z"), param: "timestamp" }],
@@ -89,7 +90,7 @@ describe("POST /usage-events", () => {
       { id: "b3", subscription_id: licensed.id, quantity: 1 },
       { id: "b4", subscription_id: sub.id, quantity: -1 },
       { id: "b5", subscription_id: sub.id, quantity: 1.5 },
-      { id: "b6", subscription_id: sub.id },
+      { id: "b6", subscription_id: sub.id, quantity: "1" },
       { id: "b7", subscription_id: sub.id, quantity: 1, timestamp: "2026-05-10T00:05:01Z" },
       { id: "b8", subscription_id: sub.id, quantity: 1, timestamp: "yesterday" },
       { id: "b9", subscription_id: sub.id, quantity: 1, timestamp: "2026-04-30T00:00:00Z" },
@@ -107,7 +108,7 @@ describe("POST /usage-events", () => {
       [3, "subscription_not_metered", "subscription_id"],
       [4, "parameter_invalid", "quantity"],
       [5, "parameter_invalid", "quantity"],
-      [6, "parameter_missing", "quantity"],
+      [6, "parameter_invalid", "quantity"],
       [7, "timestamp_in_future", "timestamp"],
       [8, "parameter_invalid", "timestamp"],
       [9, "parameter_invalid", "timestamp"],
@@ -144,6 +145,8 @@ describe("POST /usage-events", () => {
       [[ok(1), { id: "x".repeat(256), subscription_id: sub.id, quantity: 1 }], "events.1.id"],
       [[ok(1), { id: "", subscription_id: sub.id, quantity: 1 }], "events.1.id"],
       [[ok(1), { id: "y", subscription_id: sub.id, quantity: 1, colour: "red" }], "events.1.colour"],
+      [[ok(1), { id: "y", subscription_id: sub.id }], "events.1.quantity"],
+      [[ok(1), { id: "y", quantity: 1 }], "events.1.subscription_id"],
     ];
     for (const [events, param] of cases) {
       const res = await send(acct, events);
@@ -154,7 +157,7 @@ describe("POST /usage-events", () => {
     expect(await rowCount(acct.id)).toEqual({ n: 0, q: 0 });
     // 100 is the most a call takes.
     const hundred = await send(acct, Array.from({ length: 100 }, (_, i) => ok(i)));
-    expect(hundred.body).toEqual({ accepted: 100, duplicates: 0, rejected: [] });
+    expect(hundred.body).toEqual({ livemode: false, accepted: 100, duplicates: 0, rejected: [] });
     expect(await rowCount(acct.id)).toEqual({ n: 100, q: 100 });
   });
 
@@ -174,7 +177,7 @@ describe("POST /usage-events", () => {
     const { acct, sub } = await metered();
     const events = [{ id: "k1", subscription_id: sub.id, quantity: 2 }, { id: "k2", subscription_id: "sub_nope", quantity: 2 }];
     const first = await send(acct, events, "batch-1");
-    expect(first.body).toEqual({ accepted: 1, duplicates: 0, rejected: [{ index: 1, code: "resource_missing", message: "No such subscription: sub_nope", param: "subscription_id" }] });
+    expect(first.body).toEqual({ livemode: false, accepted: 1, duplicates: 0, rejected: [{ index: 1, code: "resource_missing", message: "No such subscription: sub_nope", param: "subscription_id" }] });
     const replay = await send(acct, events, "batch-1");
     expect(replay.headers.get("idempotent-replayed")).toBe("true");
     expect(replay.body).toEqual(first.body);

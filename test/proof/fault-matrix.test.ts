@@ -183,6 +183,7 @@ const ROUTES: Record<string, { table?: string; consumes?: keyof Fixtures | "conn
   createCoupon: { table: "coupons" },
   deleteCoupon: { consumes: "coupon" },
   createUsageRecord: { table: "usage_records" },
+  createUsageEvents: { table: "usage_records" },
   // The processor connection (the live secret key's; Stripe is the fake): made where there is none,
   // removed where there is one.
   connectProcessor: { consumes: "no_connection" },

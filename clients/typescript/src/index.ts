@@ -231,6 +231,16 @@ export class Tender {
     get(id: string): Promise<components["schemas"]["Payment"]>;
   };
 
+  /**
+   * Metered usage at volume (POST /usage-events): `create` sends up to 100 events (your `id` for
+   * each, its `subscription_id`, `quantity`, optional `timestamp`) and answers `{ accepted,
+   * duplicates, rejected: [{ index, code, message, param? }] }`. An id already recorded in the last
+   * 35 days counts once (a duplicate), so resending a whole call after a lost reply is safe.
+   */
+  readonly usageEvents: {
+    create(events: components["schemas"]["UsageEventsRequest"]["events"], options?: WriteOptions): Promise<components["schemas"]["UsageEventsResult"]>;
+  };
+
   readonly #fetch: (request: Request) => Promise<Response>;
   readonly #maxRetries: number;
   readonly #sleep: (ms: number) => Promise<void>;
@@ -273,6 +283,9 @@ export class Tender {
       capture: (id, body = {}, options) => this.POST("/payments/{id}/capture", { params: { path: { id } }, body, ...keyed(options) }),
       cancel: (id, body = {}, options) => this.POST("/payments/{id}/cancel", { params: { path: { id } }, body, ...keyed(options) }),
       get: (id) => this.GET("/payments/{id}", { params: { path: { id } } }),
+    };
+    this.usageEvents = {
+      create: (events, options) => this.POST("/usage-events", { body: { events }, ...keyed(options) }),
     };
   }
 

@@ -7,7 +7,7 @@ import { MAX_USAGE_EVENTS, parseAnswer, prepareUsageEvents } from "../../billing
 import { clock } from "../../lib/clock";
 import { commit } from "../write-path";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
-import { bodyObject } from "../shared";
+import { bodyObject, livemodeField } from "../shared";
 
 const ID_MESSAGE = "Each event's id must be a string of 1 to 255 characters: your own id for it, unique in your account and mode for 35 days.";
 
@@ -22,8 +22,9 @@ const UsageEventInput = z
         .string({ error: "Each event's subscription_id must be a string: the metered subscription the usage is for." })
         .max(255, { error: "subscription_id must be at most 255 characters." })
         .openapi({ example: "sub_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
-      // Checked per event (a bad one is rejected, the others go in): documented with its type.
-      quantity: z.unknown().optional().openapi({ type: "integer", minimum: 0, maximum: 1_000_000_000, description: "Required. Units used, added to the period's usage: a whole number from 0 to 1,000,000,000.", example: 25 }),
+      // Required (missing: 400 for the call); its value is checked per event (a bad one is rejected,
+      // the others go in): documented with its type.
+      quantity: z.unknown().openapi({ type: "integer", minimum: 0, maximum: 1_000_000_000, description: "Units used, added to the period's usage: a whole number from 0 to 1,000,000,000.", example: 25 }),
       timestamp: z.unknown().optional().openapi({
         type: "string",
         format: "date-time",
@@ -44,6 +45,7 @@ export const UsageEventsBody = bodyObject({
 
 const UsageEventsAnswerSchema = z
   .object({
+    livemode: livemodeField,
     accepted: z.number().int().openapi({ description: "Events recorded by this call." }),
     duplicates: z.number().int().openapi({ description: "Events whose id was already recorded (in this call, an earlier one or a concurrent one): counted once, not again." }),
     rejected: z
