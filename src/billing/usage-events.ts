@@ -23,7 +23,7 @@ import { largestBillableUsage, usagePeriodAt } from "../domain/usage";
 import { newId } from "../domain/ids";
 import { isoTime } from "../lib/clock";
 import { exactPriceOf, type PlanRow } from "./pricing";
-import { isMetered } from "./usage";
+import { afterCancelAtEnd, isMetered } from "./usage";
 import type { Bindings } from "../env";
 
 /** Events one call takes at the most. */
@@ -190,17 +190,14 @@ const eventsTable = (param: string) => sql`SELECT CAST(j.key AS INTEGER) AS idx,
  * SQL: why pending event `ev` cannot go in now, against subscription `s` (null when it can), but
  * for the period's room: the subscription is canceled or changed since it was read, or the
  * period was invoiced (claimed), or comes after the end of a subscription set to cancel at its
- * period's end (as the usage route's beyondCancelAt).
+ * period's end (afterCancelAtEnd, as the usage route checks it).
  */
 const blockedReason = sql`CASE
     WHEN s.id IS NULL OR s.status = 'canceled' THEN 'subscription_canceled'
     WHEN s.plan_id != ev.plan_id OR s.billing_anchor != ev.anchor THEN 'subscription_changed'
     WHEN ev.period_index < s.periods_billed
       OR EXISTS (SELECT 1 FROM subscription_periods AS sp WHERE sp.subscription_id = ev.sub_id AND sp.period_index = ev.period_index)
-      OR (s.cancel_at_period_end = 1 AND ev.period_index > s.periods_billed + CASE
-        WHEN s.status = 'trialing' THEN -1
-        WHEN s.status = 'past_due' AND NOT EXISTS (SELECT 1 FROM subscription_periods AS cp WHERE cp.subscription_id = s.id AND cp.period_index = s.periods_billed AND cp.final = 1) THEN 1
-        ELSE 0 END)
+      OR ${afterCancelAtEnd("s", sql`ev.period_index`)}
       THEN 'usage_period_closed'
     END`;
 

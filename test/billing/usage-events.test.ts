@@ -124,6 +124,24 @@ describe("POST /usage-events", () => {
     expect(await rowCount(other.acct.id)).toEqual({ n: 0, q: 0 });
   });
 
+  it("a subscription set to cancel at its period's end: an event in the period after (5 minutes ahead) is rejected by the insert's own check, the rest go in", async () => {
+    const { acct, clock, sub } = await metered();
+    await advance(acct, clock.id, "2026-05-31T23:58:00.000Z");
+    const set = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { cancel_at_period_end: true } });
+    expect(set.status, set.text).toBe(200);
+    const res = await send(acct, [
+      { id: "last", subscription_id: sub.id, quantity: 4 },
+      { id: "after", subscription_id: sub.id, quantity: 5, timestamp: "2026-06-01T00:02:00Z" },
+    ]);
+    expect(res.body).toEqual({
+      livemode: false,
+      accepted: 1,
+      duplicates: 0,
+      rejected: [{ index: 1, code: "usage_period_closed", message: expect.stringContaining("after the subscription ends"), param: "timestamp" }],
+    });
+    expect(await rowCount(acct.id)).toEqual({ n: 1, q: 4 });
+  });
+
   it("a live key does not reach a test-mode subscription: rejected per event as missing", async () => {
     const { acct, sub } = await metered();
     const res = await send(acct, [{ id: "x", subscription_id: sub.id, quantity: 1 }], undefined, (acct as any).liveKey);
