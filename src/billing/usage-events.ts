@@ -211,8 +211,9 @@ const ownSubscription = (tenant: Tenant) => sql`s.id = ev.sub_id AND s.account_i
 function insertEvents(db: Db, tenant: Tenant, param: string, createdAt: string): Statement {
   return rawStatement(
     db,
+    // `used` is MATERIALIZED: SQLite would otherwise sum the period once per event joined to it.
     sql`WITH ev AS (${eventsTable(param)} WHERE json_extract(j.value, '$.c') IS NULL),
-  used AS (
+  used AS MATERIALIZED (
     SELECT k.sub_id, k.period_index, k.sec, (SELECT COALESCE(SUM(u.quantity), 0) FROM usage_records AS u
       WHERE u.subscription_id = k.sub_id AND u.period_index = k.period_index AND (k.sec IS NULL OR substr(u.timestamp, 1, 19) = k.sec)) AS used
     FROM (SELECT DISTINCT sub_id, period_index, sec FROM ev) AS k),
