@@ -25,10 +25,10 @@ export function freePort() {
 }
 
 /** One request to 127.0.0.1:`port`; `body` is JSON unless it is a string (sent as it is). */
-export function send(port, agent, { method = "GET", path: p, key, body, idem }) {
+export function send(port, agent, { method = "GET", path: p, key, body, idem, headers: extra = {} }) {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : Buffer.from(typeof body === "string" ? body : JSON.stringify(body));
-    const headers = {};
+    const headers = { ...extra };
     if (key) headers.authorization = `Bearer ${key}`;
     if (idem) headers["idempotency-key"] = idem;
     if (payload) Object.assign(headers, { "content-type": "application/json", "content-length": payload.length });

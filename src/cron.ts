@@ -11,6 +11,7 @@ import { expireAuthorizations } from "./payments/intents";
 import { expireCheckoutSessions } from "./payments/checkout";
 import { sweepDeliveries } from "./webhooks/sweeper";
 import { purgeExpiredEvents } from "./webhooks/retention";
+import { forgetUsageEventIds } from "./billing/usage-events";
 import { resumeStalledRecoveries } from "./webhooks/operations/recovery";
 import { reencryptConnections } from "./processor/connections";
 
@@ -33,6 +34,8 @@ const tasks: Record<string, Task> = {
   reencryptProcessorSecrets: async (env, scheduledTime) => void (await reencryptConnections(env, scheduledTime)),
   // Events, deliveries and attempts older than the account's event_retention_days, a page a run.
   purgeEvents: async (env, scheduledTime) => void (await purgeExpiredEvents(env, scheduledTime)),
+  // Usage event ids older than 35 days are forgotten (the usage stays), a page a run.
+  forgetUsageEventIds: async (env, scheduledTime) => void (await forgetUsageEventIds(env, scheduledTime)),
   // A webhook recovery whose job message was lost goes on (src/webhooks/operations/recovery.ts).
   resumeRecoveries: async (env, scheduledTime) => void (await resumeStalledRecoveries(env, scheduledTime)),
   sweepDeliveries: async (env) => {

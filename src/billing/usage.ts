@@ -60,3 +60,17 @@ export function meteredPeriod(plan: PlanRow, billingAnchor: string, n: number, u
 /** SQL: the period still has exactly the records a claim priced (none arrived since). */
 export const usageUnchanged = (subscriptionId: string, n: number, usage: PeriodUsage): SQL =>
   sql`(SELECT COUNT(*) FROM ${usageRecords} WHERE ${and(eq(usageRecords.subscriptionId, subscriptionId), eq(usageRecords.periodIndex, n))}) = ${usage.records.length}`;
+
+/**
+ * SQL: period `index` comes after the end of subscription row `s` (an alias in the statement), set
+ * to cancel at its period's end, so its usage would never be billed: an active one's last period
+ * is the open one; a past_due one's, the period after the one dunned (open, taking usage), unless
+ * the one dunned is its final invoice; a trialing one has none (its trial's end cancels it).
+ */
+export const afterCancelAtEnd = (s: string, index: SQL): SQL => {
+  const row = sql.raw(s);
+  return sql`(${row}.cancel_at_period_end = 1 AND ${index} > ${row}.periods_billed + CASE
+    WHEN ${row}.status = 'trialing' THEN -1
+    WHEN ${row}.status = 'past_due' AND NOT EXISTS (SELECT 1 FROM subscription_periods AS cp WHERE cp.subscription_id = ${row}.id AND cp.period_index = ${row}.periods_billed AND cp.final = 1) THEN 1
+    ELSE 0 END)`;
+};

@@ -768,8 +768,19 @@ export const usageRecords = sqliteTable(
     action: text("action", { enum: ["increment", "set"] }).notNull(),
     timestamp: text("timestamp").notNull(),
     createdAt: createdAt(),
+    // The caller's id of a usage event (POST /usage-events), unique per account and mode while it
+    // is remembered: set to null after 35 days (src/billing/usage-events.ts), the usage stays.
+    eventId: text("event_id"),
   },
-  (t) => [index("usage_records_period").on(t.subscriptionId, t.periodIndex, t.id), index("usage_records_account").on(t.accountId, t.id), check("usage_records_quantity", sql`${t.quantity} >= 0`)],
+  (t) => [
+    index("usage_records_period").on(t.subscriptionId, t.periodIndex, t.id),
+    index("usage_records_account").on(t.accountId, t.id),
+    check("usage_records_quantity", sql`${t.quantity} >= 0`),
+    // A repeated event id is counted once, whichever call carries it (INSERT … ON CONFLICT DO NOTHING).
+    uniqueIndex("usage_records_event").on(t.accountId, t.livemode, t.eventId),
+    // The ids still remembered, oldest first: what the forgetting reads.
+    index("usage_records_event_age").on(t.createdAt).where(sql`event_id IS NOT NULL`),
+  ],
 );
 
 // An invoice's lines, in order. Read through their invoice (whose account and mode they share).

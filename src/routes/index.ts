@@ -16,6 +16,7 @@ import { registerWebhooks } from "./webhooks";
 import { registerEvents } from "./events";
 import { registerPlans } from "./plans";
 import { registerSubscriptions } from "./subscriptions";
+import { registerUsageEvents } from "./usage-events";
 import { registerInvoices } from "./invoices";
 import { registerCoupons } from "./coupons";
 import { registerTestClocks } from "./test-clocks";
@@ -51,6 +52,7 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>) {
   registerEvents(app);
   registerPlans(app);
   registerSubscriptions(app);
+  registerUsageEvents(app);
   registerInvoices(app);
   registerCoupons(app);
   registerTestClocks(app);

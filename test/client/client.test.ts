@@ -72,6 +72,22 @@ describe("typed calls against the Worker", () => {
     expect(refused).toMatchObject({ status: 400, code: "parameter_missing", param: "amount" });
   });
 
+  it("usage events: usageEvents.create, typed; a resent call is all duplicates", async () => {
+    const acct = await signup();
+    const { tender, sent } = tenderFor(acct.key);
+    const user = await tender.POST("/api/users", { body: ada });
+    const plan = await tender.POST("/subscription-plans", { body: { name: "Calls", price: 0.01, currency: "usd", interval: "month", usage_type: "metered" } });
+    const sub = await tender.POST("/subscriptions", { body: { user_id: user.id, plan_id: plan.id, ...card() } });
+    const events = [
+      { id: "call-1", subscription_id: sub.id, quantity: 3 },
+      { id: "call-2", subscription_id: "sub_missing", quantity: 1 },
+    ];
+    const result: Schemas["UsageEventsResult"] = await tender.usageEvents.create(events, { idempotencyKey: "usage-batch-1" });
+    expect(result).toEqual({ livemode: false, accepted: 1, duplicates: 0, rejected: [{ index: 1, code: "resource_missing", message: "No such subscription: sub_missing", param: "subscription_id" }] });
+    expect(sent.at(-1)!.headers.get("idempotency-key")).toBe("usage-batch-1");
+    expect(await tender.usageEvents.create(events.slice(0, 1))).toMatchObject({ accepted: 0, duplicates: 1, rejected: [] });
+  });
+
   it("a subscription: plan, subscribe, new card details (PUT), cancel (DELETE)", async () => {
     const acct = await signup();
     const { tender, sent } = tenderFor(acct.key);

@@ -185,6 +185,9 @@ const ROUTES: Record<string, { table?: string; consumes?: keyof Fixtures | "conn
   createCoupon: { table: "coupons" },
   deleteCoupon: { consumes: "coupon" },
   createUsageRecord: { table: "usage_records" },
+  // A fresh event id each case (the case's retries resend it). No `table`: without a key a retry
+  // of the same events is a duplicate, so it writes no second row (counted once by design).
+  createUsageEvents: { body: (own) => ({ events: [{ id: `matrix-${crypto.randomUUID()}`, subscription_id: own.metered, quantity: 7 }] }) },
   // The processor connection (the live secret key's; Stripe is the fake): made where there is none,
   // removed where there is one.
   connectProcessor: { consumes: "no_connection" },

@@ -161,6 +161,7 @@ export const SCOPE_OF: Record<string, (typeof SCOPES)[number]> = {
   deleteCoupon: "coupons:write",
   createUsageRecord: "subscriptions:write",
   listUsage: "subscriptions:read",
+  createUsageEvents: "subscriptions:write",
 };
 
 /**
@@ -259,6 +260,8 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     createCoupon: () => ({ name: "Proof 20", percent_off: 20, duration: "repeating", duration_in_months: 2 }),
     deleteCoupon: () => undefined,
     createUsageRecord: () => ({ quantity: 7 }),
+    // The same body each time (a retry under one Idempotency-Key sends it): a repeated id is a duplicate, written once.
+    createUsageEvents: () => ({ events: [{ id: `proof-${fx.metered}`, subscription_id: fx.metered, quantity: 7 }] }),
     // Its path names no fixture ({account_id}, not {id}): a sweep's move finds no account (404).
     moveAccount: () => ({ to_shard: 1 }),
   };

@@ -239,6 +239,15 @@ export class Tender {
   readonly getCheckoutSession: (id: string) => Promise<components["schemas"]["CheckoutSession"]>;
   /** Expires an open session now (its page takes no card any more). */
   readonly expireCheckoutSession: (id: string, options?: WriteOptions) => Promise<components["schemas"]["CheckoutSession"]>;
+  /**
+   * Metered usage at volume (POST /usage-events): `create` sends up to 100 events (your `id` for
+   * each, its `subscription_id`, `quantity`, optional `timestamp`) and answers `{ accepted,
+   * duplicates, rejected: [{ index, code, message, param? }] }`. An id already recorded in the last
+   * 35 days counts once (a duplicate), so resending a whole call after a lost reply is safe.
+   */
+  readonly usageEvents: {
+    create(events: components["schemas"]["UsageEventsRequest"]["events"], options?: WriteOptions): Promise<components["schemas"]["UsageEventsResult"]>;
+  };
 
   readonly #fetch: (request: Request) => Promise<Response>;
   readonly #maxRetries: number;
@@ -286,6 +295,9 @@ export class Tender {
     this.createCheckoutSession = (body, options) => this.POST("/checkout/sessions", { body, ...keyed(options) });
     this.getCheckoutSession = (id) => this.GET("/checkout/sessions/{id}", { params: { path: { id } } });
     this.expireCheckoutSession = (id, options) => this.POST("/checkout/sessions/{id}/expire", { params: { path: { id } }, ...keyed(options) });
+    this.usageEvents = {
+      create: (events, options) => this.POST("/usage-events", { body: { events }, ...keyed(options) }),
+    };
   }
 
   /**

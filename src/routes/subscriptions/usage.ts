@@ -11,7 +11,7 @@ import { newId } from "../../domain/ids";
 import { MAX_AMOUNT } from "../../domain/money";
 import { aggregateUsage, type AggregateUsage, largestBillableUsage, usagePeriodAt } from "../../domain/usage";
 import { exactPriceOf } from "../../billing/pricing";
-import { isMetered, type UsageRecordRow } from "../../billing/usage";
+import { afterCancelAtEnd, isMetered, type UsageRecordRow } from "../../billing/usage";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { invalidRequest } from "../../lib/errors";
@@ -103,17 +103,8 @@ const afterEnd = (id: string, start: string) =>
     "timestamp",
   );
 
-/**
- * SQL: the period `index` comes after the end of a subscription set to cancel at its period's end,
- * so its usage would never be billed: an active one's last period is the open one; a past_due
- * one's, the period after the one dunned (open, taking usage), unless the one dunned is its final
- * invoice; a trialing one has none (its trial's end cancels it).
- */
-const beyondCancelAt = (id: string, index: number) => sql`EXISTS (SELECT 1 FROM subscriptions AS ce WHERE ce.id = ${id} AND ce.cancel_at_period_end = 1
-  AND ${index} > ce.periods_billed + CASE
-    WHEN ce.status = 'trialing' THEN -1
-    WHEN ce.status = 'past_due' AND NOT EXISTS (SELECT 1 FROM subscription_periods AS cp WHERE cp.subscription_id = ce.id AND cp.period_index = ce.periods_billed AND cp.final = 1) THEN 1
-    ELSE 0 END)`;
+/** SQL: the period `index` comes after the end of a subscription set to cancel at its period's end (never billed). */
+const beyondCancelAt = (id: string, index: number) => sql`EXISTS (SELECT 1 FROM subscriptions AS ce WHERE ce.id = ${id} AND ${afterCancelAtEnd("ce", sql`${index}`)})`;
 
 const usageTooLarge = (start: string, planId: string, maxUsage: number) =>
   invalidRequest(
@@ -158,6 +149,7 @@ export function registerUsage(app: OpenAPIHono<AppEnv>) {
       action: body.action,
       timestamp: isoTime(at),
       createdAt: isoTime(realNow),
+      eventId: null,
     };
     return commitAndRespond(
       c,
