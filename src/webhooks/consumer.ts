@@ -105,15 +105,13 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
     return "skipped";
   }
   // A message that arrives before the delivery's next attempt is due (a sweeper duplicate, or a
-  // redelivered message): make sure the scheduler holds it, and send nothing now. On a throttled
-  // endpoint a slot it already holds decides instead (a rate_limit raised since moved it earlier).
+  // redelivered message): make sure the scheduler holds it, and send nothing now. A slot the
+  // endpoint's object already holds for it decides instead (a rate_limit raised or removed since
+  // moved it earlier); with none held, asking schedules it, takes no slot, and is all an endpoint
+  // that was never throttled does.
   const throttled = endpoint.rateLimit !== null || (endpoint.slowedUntil !== null && endpoint.slowedUntil > now);
   let permit: Permit | null = null;
   if (delivery.nextAttemptAt !== null && delivery.nextAttemptAt > now) {
-    if (!throttled) {
-      await schedulerFor(env, endpoint.id).schedule(deliveryId, delivery.nextAttemptAt, env.SHARD);
-      return "scheduled";
-    }
     permit = await schedulerFor(env, endpoint.id).acquire(deliveryId, delivery.attemptCount + 1, endpoint.rateLimit, env.SHARD, delivery.nextAttemptAt);
     if (!permit.go) return "scheduled";
   }
@@ -149,7 +147,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   // Object; when it must wait, the object sends it back at its slot. Waiting is not an attempt,
   // and the window below is judged at the time the attempt fell due. Other endpoints skip this.
   let dueAt = now;
-  if (throttled) {
+  if (throttled || permit) {
     permit ??= await schedulerFor(env, endpoint.id).acquire(deliveryId, delivery.attemptCount + 1, endpoint.rateLimit, env.SHARD);
     if (!permit.go) {
       // Shown as next_attempt_at, and the sweeper leaves it alone until then (not a minute later).
