@@ -9,6 +9,7 @@ import { createUser } from "../support/fixtures";
 import { installReceiver, RECEIVER_ORIGIN } from "../support/receiver";
 import { waitFor } from "../support/wait";
 import { schedulerFor } from "../../src/webhooks/scheduler";
+import { useClock } from "../../src/lib/clock";
 
 let receiver: ReturnType<typeof installReceiver>;
 beforeEach(() => {
@@ -92,5 +93,49 @@ describe("a disabled endpoint recovered later", () => {
       .bind(endpoint, endpoint)
       .first<{ n: number }>();
     expect(own!.n).toBe(0);
+  });
+});
+
+describe("hostile recovery ranges and ids", () => {
+  it("a date that is not on the calendar (November 31, February 30, 24:00), since equal to until, or a huge string: 400 naming the field; nothing recorded", async () => {
+    const acct = await signup();
+    const endpoint = await register(acct, "/hostile", ["customer.created"]);
+    // A fixed clock: every case's dates lie inside the 30-day retention and before now.
+    const at = Date.parse("2026-12-15T12:00:00Z");
+    useClock({ now: () => at });
+    try {
+      const cases: [object, string][] = [
+        [{ since: "2026-11-31T00:00:00Z" }, "since"],
+        [{ since: "2026-12-01T00:00:00Z", until: "2026-11-31T10:00:00Z" }, "until"],
+        [{ since: "2026-11-20T00:00:00Z", until: "2026-12-01T24:00:00Z" }, "until"],
+        [{ since: "2026-11-20T00:00:00+24:00" }, "since"],
+        [{ since: "2026-11-20T00:00:00Z", until: "2026-11-20T00:00:00Z" }, "since"],
+        [{ since: "2026-11-20T00:00:00Z", until: "2026-11-20T01:00:00+01:00" }, "since"],
+        [{ since: "2".repeat(100_000) }, "since"],
+      ];
+      for (const [body, param] of cases) {
+        const res = await call(`/api/webhooks/${endpoint}/recover`, { key: acct.key, body });
+        expect(res.status, `${JSON.stringify(body).slice(0, 120)}: ${res.text.slice(0, 300)}`).toBe(400);
+        expect(res.body.error, JSON.stringify(body).slice(0, 120)).toMatchObject({ type: "invalid_request_error", param });
+        expect(res.text.length).toBeLessThan(2000);
+      }
+    } finally {
+      useClock();
+    }
+    expect(await env.DB.prepare("SELECT count(*) AS n FROM webhook_recoveries WHERE endpoint_id = ?").bind(endpoint).first<{ n: number }>()).toEqual({ n: 0 });
+  });
+
+  it("a deleted endpoint, and a recovery read through another endpoint of the same account, answer 404", async () => {
+    const acct = await signup();
+    const first = await register(acct, "/first", ["customer.created"]);
+    const second = await register(acct, "/second", ["customer.created"]);
+    const res = await call(`/api/webhooks/${first}/recover`, { key: acct.key, body: { since: iso(Date.now() - 60_000) } });
+    expect(res.status, res.text).toBe(202);
+    expect((await call(`/api/webhooks/${second}/recoveries/${res.body.id}`, { key: acct.key })).status).toBe(404);
+    expect((await call(`/api/webhooks/${second}/recoveries`, { key: acct.key })).body.data).toEqual([]);
+    expect((await call(`/api/webhooks/${second}`, { key: acct.key, method: "DELETE" })).status).toBe(200);
+    const gone = await call(`/api/webhooks/${second}/recover`, { key: acct.key, body: { since: iso(Date.now() - 60_000) } });
+    expect(gone.status, gone.text).toBe(404);
+    expect(gone.body.error).toMatchObject({ type: "not_found_error", param: "id" });
   });
 });
