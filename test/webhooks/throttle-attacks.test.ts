@@ -92,3 +92,31 @@ describe("a throttled delivery sent again by its alarm and by the sweeper", () =
     expect(permits.length).toBeLessThanOrEqual(1);
   });
 });
+
+describe("a receiver's Retry-After out of bounds", () => {
+  for (const [header, pausedFor] of [
+    ["31536000", 3600_000],
+    ["Fri, 27 Nov 2099 09:00:00 GMT", 3600_000],
+    ["-5", 0],
+    ["soon", 0],
+    ["1.5", 0],
+    ["99999999999999999999999", 3600_000],
+  ] as const) {
+    it(`Retry-After: ${header} pauses the endpoint ${pausedFor / 1000} s at most, and the delivery's next attempt stays inside its 24 hours`, async () => {
+      const acct = await signup();
+      const hook = await register(acct, { rate_limit: 10 });
+      answer(429, { "Retry-After": header });
+      await createUser(acct);
+      const [delivery] = await deliveriesOf(hook.id);
+      await waitFor(async () => expect((await deliveryRow(delivery.id))!.attempt_count).toBe(1), 8000, 25);
+      const row = (await deliveryRow(delivery.id))!;
+      expect(row.status).toBe("pending");
+      expect(row.next_attempt_at - now).toBeLessThanOrEqual(Math.max(pausedFor, 10_000));
+      expect(row.next_attempt_at).toBeLessThan(row.first_attempt_at + 24 * 3600_000);
+      const state = await runInDurableObject(schedulerFor(env, hook.id), (o: WebhookRetryScheduler) => o.throttleState());
+      expect(state.pausedUntil - now).toBeLessThanOrEqual(pausedFor);
+      const endpoint = (await env.DB.prepare("SELECT slowed_until FROM webhook_endpoints WHERE id = ?").bind(hook.id).first<{ slowed_until: number }>())!;
+      expect(endpoint.slowed_until - now).toBeLessThanOrEqual(Math.max(pausedFor, 60_000));
+    });
+  }
+});
