@@ -108,3 +108,34 @@ describe("an endpoint disabled while a delivery is in flight", () => {
     expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM delivery_attempts WHERE delivery_id = ?").bind(deliveryId).first<{ n: number }>()).toEqual({ n: 0 });
   });
 });
+
+describe("the 5-day disable under two consumers and a redelivered message", () => {
+  it("two failures of two deliveries at once, and one message twice: the endpoint is disabled once, with one webhook_endpoint.disabled and one delivery of it", async () => {
+    const acct = await signup();
+    const ops = await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/ops`, events: ["webhook_endpoint.disabled"] } });
+    expect(ops.status, ops.text).toBe(201);
+    const first = await failedOnce(acct);
+    await createUser(acct, { name: "Second User" });
+    const second = (await env.DB.prepare("SELECT id FROM webhook_deliveries WHERE endpoint_id = ? AND id <> ?").bind(first.endpoint, first.deliveryId).first<{ id: string }>())!;
+    await waitFor(async () => expect((await deliveryRow(second.id))!.attempt_count).toBe(1), 8000, 25);
+    // Five days of failing later, both fall due at once.
+    now += 5 * DAY + 1;
+    await dueNow(first.deliveryId);
+    await dueNow(second.id);
+    await Promise.all([processDelivery(env, first.deliveryId), processDelivery(env, second.id), processDelivery(env, first.deliveryId)]);
+    now += 1;
+    await processDelivery(env, second.id);
+    const endpoint = (await env.DB.prepare("SELECT status, disabled_reason FROM webhook_endpoints WHERE id = ?").bind(first.endpoint).first())!;
+    expect(endpoint).toEqual({ status: "disabled", disabled_reason: "failing" });
+    const disabled = await env.DB.prepare("SELECT id FROM events WHERE object_id = ? AND type = 'webhook_endpoint.disabled'").bind(first.endpoint).all<{ id: string }>();
+    expect(disabled.results).toHaveLength(1);
+    const toOps = await env.DB.prepare("SELECT endpoint_id FROM webhook_deliveries WHERE event_id = ?").bind(disabled.results[0].id).all<{ endpoint_id: string }>();
+    expect(toOps.results).toEqual([{ endpoint_id: ops.body.id }]);
+    // Each delivery made one more attempt at the most, and none is left pending.
+    for (const id of [first.deliveryId, second.id]) {
+      const row = (await deliveryRow(id))!;
+      expect(row.attempt_count).toBeLessThanOrEqual(2);
+      expect(row.status).toBe("failed");
+    }
+  });
+});
