@@ -4,7 +4,9 @@
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { env } from "../support/env";
-import { type Account, call, signup } from "../support/http";
+import { type Account, call, fetchWith, signup } from "../support/http";
+import { droppingQueue } from "../support/queue";
+import { recoverPage } from "../../src/webhooks/operations/recovery";
 import { createUser } from "../support/fixtures";
 import { installReceiver, RECEIVER_ORIGIN } from "../support/receiver";
 import { waitFor } from "../support/wait";
@@ -137,5 +139,55 @@ describe("hostile recovery ranges and ids", () => {
     const gone = await call(`/api/webhooks/${second}/recover`, { key: acct.key, body: { since: iso(Date.now() - 60_000) } });
     expect(gone.status, gone.text).toBe(404);
     expect(gone.body.error).toMatchObject({ type: "not_found_error", param: "id" });
+  });
+});
+
+describe("an endpoint disabled or deleted while its recovery runs", () => {
+  it("the recovery ends done with what it sent; the rest is not sent, and what it queued ends with the endpoint's other pending deliveries", async () => {
+    const acct = await signup();
+    const since = iso(Date.now() - 1000);
+    const endpoint = await register(acct, "/midway", ["customer.created"]);
+    const other = await register(acct, "/midway-deleted", ["customer.created"]);
+    // Both endpoints missed four events: they never had a delivery (disabled meanwhile).
+    for (const id of [endpoint, other]) expect((await call(`/api/webhooks/${id}`, { key: acct.key, method: "PATCH", body: { status: "disabled" } })).status).toBe(200);
+    for (const name of ["Mid One", "Mid Two", "Mid Three", "Mid Four"]) await createUser(acct, { name });
+    for (const id of [endpoint, other]) expect((await call(`/api/webhooks/${id}`, { key: acct.key, method: "PATCH", body: { status: "active" } })).status).toBe(200);
+    const held = (id: string) => fetchWith({ JOB_QUEUE: droppingQueue(), DELIVERY_QUEUE: droppingQueue() }, `/api/webhooks/${id}/recover`, { key: acct.key, json: { since } });
+    const a = await held(endpoint);
+    const b = await held(other);
+    expect([a.status, b.status]).toEqual([202, 202]);
+    // One page of two for the first (its messages held: nothing goes before the disable); then it
+    // is disabled, and the other deleted before its first page.
+    const quiet = { ...env, DELIVERY_QUEUE: droppingQueue() };
+    expect(await recoverPage(quiet, a.body.id, 2)).toEqual({ more: true });
+    expect((await call(`/api/webhooks/${endpoint}`, { key: acct.key, method: "PATCH", body: { status: "disabled" } })).status).toBe(200);
+    expect((await call(`/api/webhooks/${other}`, { key: acct.key, method: "DELETE" })).status).toBe(200);
+    expect(await recoverPage(quiet, a.body.id, 2)).toEqual({ more: false });
+    expect(await recoverPage(quiet, b.body.id, 2)).toEqual({ more: false });
+    const rows = await env.DB.prepare("SELECT id, status, total, sent FROM webhook_recoveries WHERE id IN (?, ?) ORDER BY endpoint_id = ? DESC").bind(a.body.id, b.body.id, endpoint).all();
+    expect(rows.results).toEqual([
+      { id: a.body.id, status: "done", total: 2, sent: 2 },
+      { id: b.body.id, status: "done", total: 0, sent: 0 },
+    ]);
+    // The first page's two deliveries ended with the endpoint; no delivery to the deleted one.
+    const deliveries = await env.DB.prepare("SELECT endpoint_id, status FROM webhook_deliveries WHERE endpoint_id IN (?, ?)").bind(endpoint, other).all<{ endpoint_id: string; status: string }>();
+    expect(deliveries.results).toEqual([
+      { endpoint_id: endpoint, status: "failed" },
+      { endpoint_id: endpoint, status: "failed" },
+    ]);
+    await sleep(300);
+    expect(receivedAt("/midway")).toEqual([]);
+    expect(receivedAt("/midway-deleted")).toEqual([]);
+  });
+
+  it("a recovery id of the wrong shape or length answers 400 naming rcv_id, never echoing it whole", async () => {
+    const acct = await signup();
+    const endpoint = await register(acct, "/ids", ["customer.created"]);
+    const huge = "rcv_" + "x".repeat(5000);
+    const res = await call(`/api/webhooks/${endpoint}/recoveries/${huge}`, { key: acct.key });
+    expect(res.status, res.text.slice(0, 300)).toBe(400);
+    expect(res.body.error.param).toBe("rcv_id");
+    expect(res.text).not.toContain("x".repeat(200));
+    expect((await call(`/api/webhooks/${endpoint}/recoveries/rcv_nope`, { key: acct.key })).status).toBe(404);
   });
 });
