@@ -120,3 +120,24 @@ describe("a receiver's Retry-After out of bounds", () => {
     });
   }
 });
+
+describe("a throttled endpoint disabled and enabled again", () => {
+  it("the slots of the deliveries its disabling ended are given up: a new event after enabling goes now, not behind them", async () => {
+    const acct = await signup();
+    const hook = await register(acct, { rate_limit: 1 });
+    answer(200);
+    for (let i = 0; i < 6; i++) await createUser(acct, { name: `Waiting ${i}` });
+    const stub = schedulerFor(env, hook.id);
+    await waitFor(async () => expect(await runInDurableObject(stub, (o: WebhookRetryScheduler) => o.pending().length)).toBe(5), 8000, 25);
+    const start = now;
+    expect((await call(`/api/webhooks/${hook.id}`, { key: acct.key, method: "PATCH", body: { status: "disabled" } })).status).toBe(200);
+    expect((await deliveriesOf(hook.id)).filter((d) => d.status === "pending")).toEqual([]);
+    now += 2000;
+    expect((await call(`/api/webhooks/${hook.id}`, { key: acct.key, method: "PATCH", body: { status: "active" } })).status).toBe(200);
+    const user = await createUser(acct, { name: "After Enabling" });
+    const event = (await env.DB.prepare("SELECT id FROM events WHERE object_id = ? AND type = 'customer.created'").bind(user.id).first<{ id: string }>())!;
+    const id = `dlv_${event.id.slice(4)}${hook.id.slice(4)}`;
+    await waitFor(async () => expect((await deliveryRow(id))!.status).toBe("delivered"), 8000, 25);
+    expect(sentAt).toEqual([start, start + 2000]);
+  });
+});
