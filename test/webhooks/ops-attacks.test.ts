@@ -191,3 +191,25 @@ describe("an endpoint disabled or deleted while its recovery runs", () => {
     expect((await call(`/api/webhooks/${endpoint}/recoveries/rcv_nope`, { key: acct.key })).status).toBe(404);
   });
 });
+
+describe("a health event redelivered without endpoint_id", () => {
+  it("goes to the account's other endpoints that take it, never to the endpoint it is about (enabled again)", async () => {
+    const acct = await signup();
+    const star = await register(acct, "/star-redeliver", ["*"]);
+    const ops = await register(acct, "/ops-redeliver", ["webhook_endpoint.disabled"]);
+    expect((await call(`/api/webhooks/${star}`, { key: acct.key, method: "PATCH", body: { status: "disabled" } })).status).toBe(200);
+    expect((await call(`/api/webhooks/${star}`, { key: acct.key, method: "PATCH", body: { status: "active" } })).status).toBe(200);
+    const event = (await env.DB.prepare("SELECT id FROM events WHERE object_id = ? AND type = 'webhook_endpoint.disabled'").bind(star).first<{ id: string }>())!;
+    await waitFor(async () => {
+      const row = await env.DB.prepare("SELECT status FROM webhook_deliveries WHERE id = ?").bind(deliveryOf(event.id, ops)).first<{ status: string }>();
+      expect(row?.status).toBe("delivered");
+    }, 8000, 25);
+    // The ops endpoint had it; the enabled endpoint never had it, and must not get it now.
+    const res = await call(`/api/events/${event.id}/redeliver`, { key: acct.key, body: {} });
+    expect(res.status, res.text).toBe(202);
+    expect(res.body.deliveries).toEqual([]);
+    await sleep(300);
+    expect(receivedAt("/star-redeliver")).toEqual([]);
+    expect(await env.DB.prepare("SELECT id FROM webhook_deliveries WHERE endpoint_id = ?").bind(star).first()).toBeNull();
+  });
+});
