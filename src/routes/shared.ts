@@ -121,9 +121,21 @@ export const emailField = z
 
 /** An instant sent as ISO 8601 text with its offset (`2027-01-31T23:59:59Z`): epoch ms, or a 400 naming `param`. */
 export function instantField(text: string, param: string): number {
-  const at = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/.test(text) ? Date.parse(text) : Number.NaN;
+  const at = onTheCalendar(text) ? Date.parse(text) : Number.NaN;
   if (Number.isNaN(at)) throw invalidRequest("parameter_invalid", `${param} must be a date and time in ISO 8601 with its offset, such as 2027-01-31T23:59:59Z; "${text.slice(0, 40)}" is not one.`, param);
   return at;
+}
+
+/**
+ * ISO 8601 with its offset, on the calendar: Date.parse alone rolls November 31 over to December 1
+ * and takes 24:00 as the next day's midnight; both are refused here.
+ */
+function onTheCalendar(text: string): boolean {
+  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,3})?)?(?:Z|[+-](\d{2}):(\d{2}))$/.exec(text);
+  if (!m) return false;
+  const [year, month, day, hour, minute, second, offsetHours, offsetMinutes] = m.slice(1).map((part) => (part === undefined ? 0 : Number(part)));
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  return month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth && hour <= 23 && minute <= 59 && second <= 59 && offsetHours <= 23 && offsetMinutes <= 59;
 }
 
 /** instantField, which must be after `now` (a test clock's for billing times). */

@@ -105,15 +105,13 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
     return "skipped";
   }
   // A message that arrives before the delivery's next attempt is due (a sweeper duplicate, or a
-  // redelivered message): make sure the scheduler holds it, and send nothing now. On a throttled
-  // endpoint a slot it already holds decides instead (a rate_limit raised since moved it earlier).
+  // redelivered message): make sure the scheduler holds it, and send nothing now. A slot the
+  // endpoint's object already holds for it decides instead (a rate_limit raised or removed since
+  // moved it earlier); with none held, asking schedules it, takes no slot, and is all an endpoint
+  // that was never throttled does.
   const throttled = endpoint.rateLimit !== null || (endpoint.slowedUntil !== null && endpoint.slowedUntil > now);
   let permit: Permit | null = null;
   if (delivery.nextAttemptAt !== null && delivery.nextAttemptAt > now) {
-    if (!throttled) {
-      await schedulerFor(env, endpoint.id).schedule(deliveryId, delivery.nextAttemptAt, env.SHARD);
-      return "scheduled";
-    }
     permit = await schedulerFor(env, endpoint.id).acquire(deliveryId, delivery.attemptCount + 1, endpoint.rateLimit, env.SHARD, delivery.nextAttemptAt);
     if (!permit.go) return "scheduled";
   }
@@ -149,7 +147,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   // Object; when it must wait, the object sends it back at its slot. Waiting is not an attempt,
   // and the window below is judged at the time the attempt fell due. Other endpoints skip this.
   let dueAt = now;
-  if (throttled) {
+  if (throttled || permit) {
     permit ??= await schedulerFor(env, endpoint.id).acquire(deliveryId, delivery.attemptCount + 1, endpoint.rateLimit, env.SHARD);
     if (!permit.go) {
       // Shown as next_attempt_at, and the sweeper leaves it alone until then (not a minute later).
@@ -306,7 +304,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   if (overloaded) await slowDownEndpoint(env, endpoint.id, retryAfterMs);
   // A later attempt took the delivery over (our lease ran out): it schedules what comes next.
   if ((results[1] as unknown[]).length === 0) {
-    if (!ok) await handBackToRedelivery(env, db, deliveryId, attemptNumber);
+    if (!ok) await handBackToRedelivery(env, db, deliveryId, attemptNumber, now + DELIVERY_LEASE_MS);
     return ok ? "delivered" : "skipped";
   }
   // This failure disabled the endpoint: the delivery ended with its other pending ones.
@@ -338,24 +336,19 @@ async function enqueueHealthEvents(env: Bindings, results: unknown[], offsets: n
 }
 
 /**
- * A redelivery was asked for while our attempt was in flight: its message found the delivery
- * leased and sent nothing, and our failure is not recorded (the redelivery gave the delivery a
- * fresh window). Our lease is given back and the delivery queued, so the redelivery goes out now.
+ * Our failure was not recorded: a redelivery or a recovery gave the delivery a fresh window while
+ * our attempt was in flight (its message found the delivery leased and sent nothing), or the
+ * endpoint was disabled meanwhile (the delivery ended). Our lease is given back either way, so a
+ * later redelivery or recovery is not held back by it; a delivery pending again is queued, so it
+ * goes out now.
  */
-async function handBackToRedelivery(env: Bindings, db: Db, deliveryId: string, attemptNumber: number): Promise<void> {
-  const handed = await db
+async function handBackToRedelivery(env: Bindings, db: Db, deliveryId: string, attemptNumber: number, lease: number): Promise<void> {
+  const [handed] = await db
     .update(webhookDeliveries)
     .set({ leaseUntil: null })
-    .where(
-      and(
-        eq(webhookDeliveries.id, deliveryId),
-        eq(webhookDeliveries.status, "pending"),
-        eq(webhookDeliveries.attemptCount, attemptNumber),
-        isNull(webhookDeliveries.firstAttemptAt),
-      ),
-    )
-    .returning({ id: webhookDeliveries.id });
-  if (handed.length > 0) await enqueueDeliveries(env.DELIVERY_QUEUE, [deliveryId]);
+    .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.attemptCount, attemptNumber), eq(webhookDeliveries.leaseUntil, lease)))
+    .returning({ status: webhookDeliveries.status, firstAttemptAt: webhookDeliveries.firstAttemptAt });
+  if (handed?.status === "pending" && handed.firstAttemptAt === null) await enqueueDeliveries(env.DELIVERY_QUEUE, [deliveryId]);
 }
 
 /** On a per_object endpoint: the earliest pending delivery about the same object, before this one. */

@@ -165,14 +165,16 @@ const preparedEndpointDelivery = preparedRaw(() => sql`
  * whatever the state of the event's delivery there (a new one, or the existing one back to pending
  * now, with a fresh 24-hour window). Without one, only where the event was not delivered: a failed
  * delivery to an active endpoint still subscribed to its type is sent again, and such an endpoint
- * that never had one gets one; a delivered delivery, or one still being tried, is left as it is.
+ * that never had one gets one (never the endpoint a health event is about); a delivered delivery,
+ * or one still being tried, is left as it is.
  * Of the event's account and mode either way. Its attempt count carries on, so attempt numbers stay unique.
  */
 export function redeliveriesFor(db: Db, tenant: Tenant, eventId: string, at: number, endpointId?: string): Statement {
   const targets = endpointId
     ? sql`e.id = ${endpointId}`
     : sql`EXISTS (SELECT 1 FROM json_each(e.events) WHERE value IN (ev.type, ${ALL_EVENTS}))
-        AND NOT EXISTS (SELECT 1 FROM ${webhookDeliveries} d WHERE d.event_id = ev.id AND d.endpoint_id = e.id AND d.status <> 'failed')`;
+        AND NOT EXISTS (SELECT 1 FROM ${webhookDeliveries} d WHERE d.event_id = ev.id AND d.endpoint_id = e.id AND d.status <> 'failed')
+        AND (ev.object_id IS NULL OR ev.object_id <> e.id)`;
   return rawStatement(db, sql`
     INSERT INTO ${webhookDeliveries} (id, account_id, livemode, event_id, endpoint_id, status, attempt_count, created_at, updated_at)
     SELECT ${deliveryIdSql(sql`ev.id`, sql`e.id`)}, ev.account_id, ev.livemode, ev.id, e.id, 'pending', 0, ${isoTime(at)}, ${at}

@@ -3,7 +3,9 @@
 // their deliveries and those deliveries' attempts, one page a run, in one batch. Their ids then
 // answer 404. What is never purged, whatever its age:
 // - an event with a delivery still pending (being retried inside its 24 hours, waiting for an
-//   earlier one, or sent again by a redelivery or a recovery): nothing in flight is lost;
+//   earlier one, or sent again by a redelivery or a recovery), or with an attempt in flight (its
+//   lease; the endpoint was disabled meanwhile): nothing in flight is lost, and no attempt is
+//   recorded after its delivery was deleted;
 // - the newest event of each account and mode: the next event's feed place is the account's
 //   MAX + 1 (src/webhooks/outbox.ts), so the feed's positions only grow, and `tender listen`'s
 //   cursor (the newest event it saw) stays a valid `ending_before`;
@@ -29,7 +31,7 @@ const purgeable = (now: number): SQL => sql`
   AND e.created_at < strftime('%Y-%m-%dT%H:%M:%fZ', (${now} - a.event_retention_days * ${DAY_MS}) / 1000.0, 'unixepoch')
   AND e.feed_position < (SELECT MAX(m.feed_position) FROM events AS m WHERE m.account_id = e.account_id AND m.livemode = e.livemode)
   AND (e.object_id IS NULL OR e.sequence < (SELECT MAX(o.sequence) FROM events AS o WHERE o.object_id = e.object_id))
-  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries AS p WHERE p.event_id = e.id AND +p.status = 'pending')`;
+  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries AS p WHERE p.event_id = e.id AND (+p.status = 'pending' OR p.lease_until > ${now}))`;
 
 export interface PurgeResult {
   events: number;

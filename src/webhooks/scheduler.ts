@@ -52,6 +52,11 @@ export class WebhookRetryScheduler extends DurableObject<RuntimeBindings> {
     return moved.length;
   }
 
+  /** The endpoint was enabled again: the slots its ended deliveries held are given up. */
+  releaseSlots(): void {
+    this.throttle.release(clock.now());
+  }
+
   /** A receiver answered 429, 502, 503 or 504: slow the endpoint, and pause it for a Retry-After. */
   slowDown(retryAfterMs: number | null) {
     return this.throttle.slowDown(clock.now(), retryAfterMs);

@@ -112,6 +112,16 @@ export class Throttle {
     return next;
   }
 
+  /**
+   * The endpoint was enabled again: the slots not used yet were its ended deliveries' (disabling
+   * ends every pending one), and are given up, so a new delivery does not wait behind them. A
+   * delivery that asked since keeps its place in the queue of retries and asks again when it comes.
+   */
+  release(now: number): void {
+    this.prune(now);
+    this.sql.exec("DELETE FROM throttle_permits WHERE used = 0");
+  }
+
   /** The slots given, oldest first (for tests and the operations page). */
   permits(): { key: string; at: number; used: boolean }[] {
     return this.sql
@@ -136,5 +146,18 @@ export async function rethrottle(env: Bindings, endpointId: string, rateLimit: n
     await env.WEBHOOK_SCHEDULER.get(env.WEBHOOK_SCHEDULER.idFromName(endpointId)).rethrottle(rateLimit);
   } catch (error) {
     console.error(JSON.stringify({ message: "rate_limit change not applied to waiting deliveries", endpoint: endpointId, error: String(error) }));
+  }
+}
+
+/**
+ * After an endpoint is enabled again: the slots its ended deliveries held are given up. Enabling is
+ * committed already; should the object not answer, new deliveries wait behind those slots (they
+ * still go), so the failure is logged, not answered.
+ */
+export async function releaseSlots(env: Bindings, endpointId: string): Promise<void> {
+  try {
+    await env.WEBHOOK_SCHEDULER.get(env.WEBHOOK_SCHEDULER.idFromName(endpointId)).releaseSlots();
+  } catch (error) {
+    console.error(JSON.stringify({ message: "slots of an enabled endpoint not released", endpoint: endpointId, error: String(error) }));
   }
 }

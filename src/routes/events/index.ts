@@ -135,7 +135,7 @@ const redeliver = apiRoute({
   operationId: "redeliverEvent",
   summary: "Redeliver an event",
   description:
-    "Sends the event again, with the same webhook-id, to endpoints of the event's mode only. Without a body (or without endpoint_id), only where it was not delivered: each failed delivery to an active endpoint still subscribed to its type is sent again, and each such endpoint that never had it gets it; a delivery that was delivered, or is still being tried, is left as it is, and listed under `skipped` with the reason. With endpoint_id, to that endpoint, whatever the state of its delivery there. A redelivered delivery goes out now, with a fresh 24-hour retry window. Nothing to redeliver answers 202 with `deliveries: []`.",
+    "Sends the event again, with the same webhook-id, to endpoints of the event's mode only. Without a body (or without endpoint_id), only where it was not delivered: each failed delivery to an active endpoint still subscribed to its type is sent again, and each such endpoint that never had it gets it (never the endpoint a webhook_endpoint.disabled or webhook_delivery.exhausted is about); a delivery that was delivered, or is still being tried, is left as it is, and listed under `skipped` with the reason. With endpoint_id, to that endpoint, whatever the state of its delivery there. A redelivered delivery goes out now, with a fresh 24-hour retry window. Nothing to redeliver answers 202 with `deliveries: []`.",
   scope: "events:write",
   request: {
     params: idParam("event", "evt_01jd2x4k5m6n7p8q9r0s1t2v3w"),

@@ -79,7 +79,7 @@ const recover = apiRoute({
   operationId: "recoverWebhook",
   summary: "Recover what an endpoint missed",
   description:
-    "Sends the endpoint, once more, every event of [since, until) that it takes (its event types, its mode) and has no 2xx for: events that failed, are still being retried (sent now, with a fresh 24-hour window), or never had a delivery to it. A background job goes through them oldest first, in pages; on a per_object endpoint each object's events go in their order. Poll GET /api/webhooks/{id}/recoveries/{rcv_id} for `status` and the counts. The endpoint must be active (409 endpoint_disabled: enable it first). `since` may not be before the account's event retention (400). A recovery of the endpoint still running over an overlapping range answers 409 recovery_in_progress.",
+    "Sends the endpoint, once more, every event of [since, until) that it takes (its event types, its mode; never the health events about this endpoint itself) and has no 2xx for: events that failed, are still being retried (sent now, with a fresh 24-hour window), or never had a delivery to it. A background job goes through them oldest first, in pages; on a per_object endpoint each object's events go in their order. Poll GET /api/webhooks/{id}/recoveries/{rcv_id} for `status` and the counts. The endpoint must be active (409 endpoint_disabled: enable it first). `since` may not be before the account's event retention (400). A recovery of the endpoint still running over an overlapping range answers 409 recovery_in_progress.",
   scope: "webhooks:write",
   request: { params: webhookId, ...jsonBodyOf(RecoverWebhookBody) },
   responses: { 202: json(RecoverySchema, "The recovery, running.") },

@@ -7,7 +7,7 @@ import { webhookEndpoints } from "../../db/schema";
 import { sql } from "drizzle-orm";
 import { releaseHeldDeliveries } from "../../webhooks/outbox";
 import { endpointDisabledEvent, stopPendingDeliveries } from "../../webhooks/health";
-import { rethrottle } from "../../webhooks/throttle";
+import { releaseSlots, rethrottle } from "../../webhooks/throttle";
 import { owned } from "../../db/scope";
 import { isDevelopment } from "../../env";
 import { clock, isoTime } from "../../lib/clock";
@@ -72,6 +72,8 @@ export function registerUpdateWebhook(app: OpenAPIHono<AppEnv>) {
     );
     const [updated] = returned as (typeof webhookEndpoints.$inferSelect)[];
     if (body.ordering === "none") await releaseHeldDeliveries(db, c.env.DELIVERY_QUEUE, auth, id);
+    // Enabled again: the throttle slots of the deliveries its disabling ended are given up.
+    if (body.status === "active") await releaseSlots(c.env, id);
     if (body.rate_limit !== undefined) await rethrottle(c.env, id, updated.rateLimit);
     return c.json(serializeWebhook(updated), 200);
   });

@@ -39,10 +39,12 @@ export const recoveryMessage = (recoveryId: string): RecoveryJobMessage => ({ ki
 
 /**
  * SQL: event `ev` is one the endpoint `e` takes: of its account and mode, of a type it is
- * subscribed to (a test event only when it was sent to this endpoint).
+ * subscribed to (a test event only when it was sent to this endpoint), and not about the endpoint
+ * itself (its webhook_endpoint.disabled and webhook_delivery.exhausted go to the others only).
  */
 const takenBy = (ev: SQL, e: SQL): SQL => sql`${ev}.account_id = ${e}.account_id AND ${ev}.livemode = ${e}.livemode
   AND EXISTS (SELECT 1 FROM json_each(${e}.events) WHERE value IN (${ev}.type, ${ALL_EVENTS}))
+  AND (${ev}.object_id IS NULL OR ${ev}.object_id <> ${e}.id)
   AND (${ev}.type <> ${TEST_EVENT_TYPE} OR EXISTS (SELECT 1 FROM ${webhookDeliveries} AS t WHERE t.event_id = ${ev}.id AND t.endpoint_id = ${e}.id))`;
 
 type Recovery = typeof webhookRecoveries.$inferSelect;
