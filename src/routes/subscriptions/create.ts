@@ -17,7 +17,7 @@ import { cardDeclined, invalidRequest } from "../../lib/errors";
 import { found } from "../reads";
 import { commitAndRespond, firstChargeReference, holdMoney, outcomeTracked } from "../write-path";
 import { charge } from "../../payments/charge";
-import { paymentEventData } from "../../payments/event-data";
+import { type PaymentRow, paymentEventData } from "../../payments/event-data";
 import { issueInvoice, subscriptionLine } from "../../billing/invoices";
 import { assertNoCardData, cardInBody, readCard } from "../../payments/card-input";
 import { holdSavedCard, isPaymentMethodId, savedCardFor } from "../../payments/methods";
@@ -31,6 +31,10 @@ import { idempotencyClaimLost } from "../../middleware/idempotency";
 import { answerDecline, billingNow, cardColumns, type SubscriptionRow, tags } from "./common";
 import { CreateSubscriptionBody, SubscriptionSchema, serializeSubscription } from "./schema";
 import { publicUrl } from "../../pages/public-url";
+import { newPageSecret } from "../../pages/hosted";
+import { isDevelopment } from "../../env";
+import { serializePayment } from "../../payments/serialize";
+import { readReturnUrl } from "../payments/create";
 
 const create = apiRoute({
   method: "post",
@@ -96,6 +100,8 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
       throw invalidRequest("parameter_unexpected", `${body.trial_end !== undefined ? "trial_end" : "trial_period_days"}: a metered plan is billed in arrears for its usage, and has no trial.`, body.trial_end !== undefined ? "trial_end" : "trial_period_days");
     }
     const subtotal = metered ? 0 : chargeableAmount(plan, body.quantity);
+    // Where the payer lands after 3-D Secure, when the first charge asks for it (as POST /payments).
+    const returnUrl = readReturnUrl(body.return_url, isDevelopment(c.env));
     // The card: a saved one (payment_method "pmt_…", the user's), or the card fields (checked; in
     // live mode only on a connection with raw card data access).
     const saved = isPaymentMethodId(body.payment_method) ? await savedCardFor(c, body.payment_method, user.id) : null;
@@ -176,7 +182,20 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         processorReference: reference,
         // The reference was first sent when this use of the Idempotency-Key began.
         firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : realNow,
+        // The payer is here: a card that asks for 3-D Secure makes the subscription incomplete.
+        onSession: { origin: new URL(c.req.url).origin, pageSecret: newPageSecret(), returnUrl, paymentMethodId: saved?.id ?? null },
       }));
+      // The card asks its holder for 3-D Secure: the subscription is incomplete, its first invoice
+      // open (numbered) until the payment succeeds (src/billing/incomplete.ts activates it then).
+      if (result.requiresAction) {
+        const token = result.token ?? saved?.token ?? null;
+        if (!token) throw new Error("a first charge that asks for authentication kept no card token");
+        const open = invoice({ kind: "open" }, id);
+        return commitSubscription(token, result.payment.id, result.statements, result.events, open, {
+          moneyMoved: { paymentId: result.payment.id },
+          failures: { [CHARGE_RECORDED]: idempotencyClaimLost },
+        }, result.payment);
+      }
       // A saved card's token is the one that charged it.
       const chargedToken = result.token ?? (saved && result.succeeded ? saved.token : null);
       if (!result.succeeded || !chargedToken) {
@@ -227,14 +246,16 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         chargeEvents: EmittedEvent[],
         paid: ReturnType<typeof invoice> | null,
         options: Parameters<typeof commitAndRespond>[4],
+        awaiting: PaymentRow | null = null,
       ) {
+        const incomplete = awaiting !== null;
         const row: SubscriptionRow = {
           id,
           accountId: auth.accountId,
           livemode: auth.livemode,
           userId: user.id,
           planId: plan.id,
-          status: trialEnd === null ? "active" : "trialing",
+          status: incomplete ? "incomplete" : trialEnd === null ? "active" : "trialing",
           quantity: body.quantity,
           ...cardColumns(card),
           processorToken: token,
@@ -242,10 +263,11 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
           startDate: isoTime(start),
           billingAnchor: isoTime(trialEnd ?? start),
           // A trial's or a metered subscription's first period is billed later (at the trial's end, at the period's end).
-          periodsBilled: trialEnd === null && !metered ? 1 : 0,
+          // An incomplete one has billed nothing yet and is never renewed: its payment activates it.
+          periodsBilled: trialEnd === null && !metered && !incomplete ? 1 : 0,
           currentPeriodStart: isoTime(start),
           nextBillingDate: isoTime(next),
-          dueAt: next,
+          dueAt: incomplete ? null : next,
           dunningAttempts: 0,
           cancelAtPeriodEnd: false,
           canceledAt: null,
@@ -279,7 +301,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
                 discount,
                 percentOff: discount > 0 ? (coupon?.percentOffBasisPoints ?? null) : null,
                 currency: plan.currency,
-                status: "paid",
+                status: incomplete ? "open" : "paid",
                 attempts: 1,
                 paymentId,
                 createdAt: isoTime(realNow),
@@ -289,10 +311,11 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
               ...(paid?.statements ?? []),
               ...couponStatements(true),
             ],
-            events: [...chargeEvents, emitEvent(db, auth, { type: "subscription_created", subscriptionId: id, status: row.status }, realNow), ...(paid?.events ?? [])],
+            // An incomplete subscription is created (subscription_created) when its payment succeeds.
+            events: [...chargeEvents, ...(incomplete ? [] : [emitEvent(db, auth, { type: "subscription_created", subscriptionId: id, status: row.status }, realNow)]), ...(paid?.events ?? [])],
           },
           201,
-          serializeSubscription(row),
+          incomplete ? { ...serializeSubscription(row), latest_payment: serializePayment(awaiting) } : serializeSubscription(row),
           { ...options, failures: { ...options?.failures, ...(coupon ? couponRefusals(coupon.id) : {}) } },
         );
       }
