@@ -113,9 +113,9 @@ export async function letGo(env: Bindings, db: Db, payment: PaymentRow, at: numb
       console.error(JSON.stringify({ message: "incomplete subscription not expired: the processor did not cancel its payment; looked at again next run", payment: payment.id }));
       return "skipped";
     }
-    const canceled = cancelWrites(db, payment, "abandoned", at);
-    const expired = expiryWrites(db, payment, at, status);
-    await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { statements: [...canceled.statements, ...expired.statements], events: [...canceled.events, ...expired.events] });
+    // The payment canceled, the subscription ended with it (cancelWrites adds expiryWrites).
+    const canceled = cancelWrites(db, payment, "abandoned", at, status);
+    await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { statements: canceled.statements, events: canceled.events });
     held = false;
     return "expired";
   } catch (error) {

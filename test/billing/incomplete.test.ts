@@ -197,3 +197,23 @@ describe("an incomplete subscription's other requests", () => {
     expect((await paymentRow(sub.latest_payment.id)).status).toBe("requires_action");
   });
 });
+
+describe("its payment canceled another way", () => {
+  it("POST /payments/{id}/cancel of its waiting payment expires the subscription with it (never left incomplete for good)", async () => {
+    const sub = await incomplete();
+    const res = await call(`/payments/${sub.latest_payment.id}/cancel`, { key: acct.key, body: {} });
+    expect(res.status, res.text).toBe(200);
+    expect((await call(`/subscriptions/${sub.id}`, { key: acct.key })).body.status).toBe("incomplete_expired");
+    expect((await invoiceOf(sub.id)).status).toBe("void");
+    expect(await notificationsOf(acct.id, sub.id)).toEqual(["subscription_updated:incomplete_expired"]);
+  });
+
+  it("the 7-day cancel of abandoned payments expires it too, should the 23-hour expiry not have", async () => {
+    const { AUTHORIZATION_LIFETIME_MS, expireAuthorizations } = await import("../../src/payments/intents");
+    const sub = await incomplete();
+    const created = Date.parse((await paymentRow(sub.latest_payment.id) as unknown as { created_at: string }).created_at);
+    await expireAuthorizations(env, created + AUTHORIZATION_LIFETIME_MS);
+    expect((await paymentRow(sub.latest_payment.id)).status).toBe("canceled");
+    expect((await call(`/subscriptions/${sub.id}`, { key: acct.key })).body.status).toBe("incomplete_expired");
+  });
+});
