@@ -217,3 +217,14 @@ describe("its payment canceled another way", () => {
     expect((await call(`/subscriptions/${sub.id}`, { key: acct.key })).body.status).toBe("incomplete_expired");
   });
 });
+
+describe("a DELETE retried with its Idempotency-Key", () => {
+  it("answers the same canceled subscription again", async () => {
+    const sub = await incomplete();
+    const first = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "DELETE", idempotencyKey: `cancel-${sub.id}` });
+    expect(first.status, first.text).toBe(200);
+    const again = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "DELETE", idempotencyKey: `cancel-${sub.id}` });
+    expect(again.status, again.text).toBe(200);
+    expect(again.body).toMatchObject({ id: sub.id, status: "canceled" });
+  });
+});
