@@ -9,6 +9,7 @@ import { sweepStalePayouts } from "./payments/settle-payout";
 import { sweepStaleRefunds } from "./payments/settle-refund";
 import { expireAuthorizations } from "./payments/intents";
 import { expireCheckoutSessions } from "./payments/checkout";
+import { expireIncompleteSubscriptions } from "./billing/incomplete";
 import { sweepDeliveries } from "./webhooks/sweeper";
 import { purgeExpiredEvents } from "./webhooks/retention";
 import { forgetUsageEventIds } from "./billing/usage-events";
@@ -30,6 +31,8 @@ const tasks: Record<string, Task> = {
   expireAuthorizations: async (env, scheduledTime) => void (await expireAuthorizations(env, scheduledTime)),
   // Checkout sessions unused at expires_at (24 hours) are expired (checkout.session.expired).
   expireCheckoutSessions: async (env, scheduledTime) => void (await expireCheckoutSessions(env, scheduledTime)),
+  // Incomplete subscriptions whose payer did not authenticate within 23 hours: incomplete_expired.
+  expireIncompleteSubscriptions: async (env, scheduledTime) => void (await expireIncompleteSubscriptions(env, scheduledTime)),
   // A PROCESSOR_ENCRYPTION_KEY rotation: connections sealed with an older key id are sealed again.
   reencryptProcessorSecrets: async (env, scheduledTime) => void (await reencryptConnections(env, scheduledTime)),
   // Events, deliveries and attempts older than the account's event_retention_days, a page a run.

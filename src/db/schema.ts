@@ -531,7 +531,7 @@ export const subscriptions = sqliteTable(
     livemode: livemode(),
     userId: text("user_id").notNull(),
     planId: text("plan_id").notNull(),
-    status: text("status", { enum: ["incomplete", "trialing", "active", "past_due", "canceled"] }).notNull(),
+    status: text("status", { enum: ["incomplete", "incomplete_expired", "trialing", "active", "past_due", "canceled"] }).notNull(),
     quantity: integer("quantity").notNull().default(1),
     ...cardColumns,
     // The processor's reusable token for the card, from the first charge: renewals charge it.

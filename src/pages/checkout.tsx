@@ -438,7 +438,8 @@ async function submit(c: Context<AppEnv>, found: Found, form: Record<string, unk
             { amount: held.amount, currency: held.currency, user_id: held.userId, payment_method: paymentMethodId, metadata: { checkout_session_id: held.id }, ...returnUrlField(c, held) },
             attemptChargeKey(held),
           )
-        : await callApi(app, c, auth, "POST", "/subscriptions", { user_id: held.userId, plan_id: held.planId, payment_method: paymentMethodId }, attemptChargeKey(held));
+        : // A first charge that asks for 3-D Secure makes the subscription incomplete: its challenge returns here too.
+          await callApi(app, c, auth, "POST", "/subscriptions", { user_id: held.userId, plan_id: held.planId, payment_method: paymentMethodId, ...returnUrlField(c, held) }, attemptChargeKey(held));
     if (charged.status === 201 || charged.status === 200) {
       const next = afterCharge(held.mode, charged.body);
       if (next.kind === "authenticate") return redirectTo(c, next.url);
@@ -466,7 +467,7 @@ async function submit(c: Context<AppEnv>, found: Found, form: Record<string, unk
   }
 }
 
-/** POST /payments's return_url: this session's return route, where the origin allows it (https, or development). */
+/** POST /payments's (and POST /subscriptions's) return_url: this session's return route, where the origin allows it (https, or development). */
 function returnUrlField(c: Context<AppEnv>, row: CheckoutSessionRow): { return_url?: string } {
   const url = new URL(returnPath(row), c.req.url);
   return url.protocol === "https:" || isDevelopment(c.env) ? { return_url: url.toString() } : {};

@@ -21,6 +21,7 @@ import { hasPrefix } from "../domain/ids";
 import type { Bindings, RuntimeBindings } from "../env";
 import { isoTime } from "../lib/clock";
 import { processorOf } from "../processor";
+import { activationWrites, expiryWrites } from "../billing/incomplete";
 import type { PaymentState } from "../processor/types";
 import { commitWrites, type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { type PaymentRow, paymentEventData } from "./event-data";
@@ -73,7 +74,10 @@ function outcomeWrites(db: Db, payment: PaymentRow, customer: Customer, result: 
  * the batch that records the event (src/payments/processor-settlements.ts).
  */
 export function authenticationWrites(db: Db, payment: PaymentRow, customer: Customer, result: AuthenticationResult, at: number): { row: PaymentRow; statements: Statement[]; events: EmittedEvent[] } {
-  const { row, events } = outcomeWrites(db, payment, customer, result, at);
+  const { row, events: paymentEvents } = outcomeWrites(db, payment, customer, result, at);
+  // The first charge of an incomplete subscription settles it in the same batch (src/billing/incomplete.ts).
+  const subscription = row.status === "completed" ? activationWrites(db, row, at) : row.status === "failed" || row.status === "canceled" ? expiryWrites(db, row, at) : { statements: [], events: [] };
+  const events = [...paymentEvents, ...subscription.events];
   const statements: Statement[] = [
     // Not while the account is being moved to another shard (its copy would miss this change), nor
     // once it has moved: the page answers "try again", Stripe's event is sent again.
@@ -97,6 +101,7 @@ export function authenticationWrites(db: Db, payment: PaymentRow, customer: Cust
         failureMessage: row.failureMessage,
       })
       .where(and(eq(payments.id, payment.id), eq(payments.status, "requires_action"))),
+    ...subscription.statements,
   ];
   return { row, statements, events };
 }

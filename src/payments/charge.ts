@@ -7,10 +7,12 @@ import { payments } from "../db/schema";
 import type { CardSummary } from "../domain/cards";
 import { newId } from "../domain/ids";
 import { isoTime } from "../lib/clock";
-import type { CardDetails, DeclineCode, Processor } from "../processor/types";
+import type { CardDetails, DeclineCode, Outcome, Processor } from "../processor/types";
 import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { paymentDisputedEvent } from "./disputes";
 import { type PaymentRow, paymentEventData } from "./event-data";
+import { authenticationPath } from "./intents";
+import { serializePayment } from "./serialize";
 
 
 export interface ChargeArgs {
@@ -44,11 +46,23 @@ export interface ChargeArgs {
    * fixed per period attempt, so a retried attempt can never charge twice. Defaults to the payment id.
    */
   processorReference?: string;
+  /**
+   * The payer is there (a subscription's first charge): a charge the card's bank refuses for want
+   * of 3-D Secure is made again as an on-session PaymentIntent (reference `<reference>:authenticate`),
+   * which answers requires_action: the payment is recorded `requires_action` with next_action's
+   * page (src/pages/authenticate.tsx), the card kept for later charges.
+   */
+  onSession?: { origin: string; pageSecret: string; returnUrl: string | null; paymentMethodId: string | null };
 }
+
+/** The processor reference of a first charge's on-session retry, after the card asked for 3-D Secure. */
+export const authenticateReference = (reference: string) => `${reference}:authenticate`;
 
 export interface ChargeResult {
   payment: PaymentRow;
   succeeded: boolean;
+  /** The card asked for 3-D Secure on session: the payment is requires_action (onSession only). */
+  requiresAction: boolean;
   declineCode: DeclineCode | null;
   declineMessage: string | null;
   /** The processor's reusable token for the card (first charges only). */
@@ -80,7 +94,7 @@ export async function charge(args: ChargeArgs): Promise<ChargeResult> {
   const id = newId("payment", args.at);
   const reference = args.processorReference ?? id;
   let token: string | null = null;
-  let outcome;
+  let outcome: Outcome;
   const source = args.source;
   const firstAttemptAt = args.processorReference === undefined ? args.at : args.firstAttemptAt;
   if ("card" in source) {
@@ -103,7 +117,30 @@ export async function charge(args: ChargeArgs): Promise<ChargeResult> {
       }),
     );
   }
-  const succeeded = outcome.status === "succeeded";
+  // The card asks its holder to authenticate, and the holder is there: the on-session PaymentIntent.
+  let asked: { reference: string } | null = null;
+  if (args.onSession && outcome.status === "failed" && outcome.code === "authentication_required") {
+    const onSession = await withProcessorRetries(() =>
+      args.processor.authorizeCard({
+        ...("card" in source ? { card: source.card } : { token: source.token }),
+        amount: args.amount,
+        currency: args.currency,
+        reference: authenticateReference(reference),
+        capture: "automatic",
+        customer: args.customer ? { id: args.customer.id, email: args.customer.email } : null,
+        onSession: true,
+        keepCard: true,
+        firstAttemptAt,
+      }),
+    );
+    if (onSession.status === "failed") outcome = onSession;
+    else {
+      token = onSession.token ?? ("token" in source ? source.token : token);
+      if (onSession.status === "requires_action") asked = { reference: onSession.reference };
+      else outcome = { status: "succeeded" as const, reference: onSession.reference };
+    }
+  }
+  const succeeded = !asked && outcome.status === "succeeded";
   const payment: PaymentRow = {
     id,
     accountId: args.accountId,
@@ -112,22 +149,22 @@ export async function charge(args: ChargeArgs): Promise<ChargeResult> {
     subscriptionId: args.subscriptionId,
     amount: args.amount,
     currency: args.currency,
-    status: succeeded ? "completed" : "failed",
+    status: asked ? "requires_action" : succeeded ? "completed" : "failed",
     amountRefunded: 0,
     captureMethod: "automatic",
     amountCapturable: 0,
     amountReceived: succeeded ? args.amount : 0,
-    nextAction: null,
-    pageSecret: null,
-    returnUrl: null,
-    paymentMethodId: null,
+    nextAction: asked && args.onSession ? { type: "redirect_to_url", url: `${args.onSession.origin}${authenticationPath(id, args.onSession.pageSecret)}` } : null,
+    pageSecret: asked && args.onSession ? args.onSession.pageSecret : null,
+    returnUrl: asked && args.onSession ? args.onSession.returnUrl : null,
+    paymentMethodId: asked && args.onSession ? args.onSession.paymentMethodId : null,
     description: null,
     metadata: null,
     captureBefore: null,
     canceledAt: null,
     cancellationReason: null,
-    failureCode: outcome.status === "failed" ? outcome.code : null,
-    failureMessage: outcome.status === "failed" ? outcome.message : null,
+    failureCode: !asked && outcome.status === "failed" ? outcome.code : null,
+    failureMessage: !asked && outcome.status === "failed" ? outcome.message : null,
     cardBrand: args.summary.brand,
     cardLast4: args.summary.last4,
     cardExpMonth: args.summary.exp_month,
@@ -135,29 +172,32 @@ export async function charge(args: ChargeArgs): Promise<ChargeResult> {
     cardFingerprint: args.fingerprint,
     // Live mode: the connection's Stripe account, filled in at insert (migrations/0020's trigger).
     processorAccount: null,
-    processorReference: outcome.status === "succeeded" ? outcome.reference : null,
+    processorReference: asked ? asked.reference : outcome.status === "succeeded" ? outcome.reference : null,
     chargeReference: reference,
     invoiceId: args.invoiceId,
     createdAt: isoTime(args.at),
   };
   const events = [
-    emitEvent(
-      args.db,
-      { accountId: args.accountId, livemode: args.livemode },
-      { type: succeeded ? "payment.completed" : "payment.failed", data: paymentEventData(payment, args.customer) },
-      args.at,
-    ),
+    asked
+      ? emitEvent(args.db, { accountId: args.accountId, livemode: args.livemode }, { type: "payment.requires_action", data: serializePayment(payment) }, args.at)
+      : emitEvent(
+          args.db,
+          { accountId: args.accountId, livemode: args.livemode },
+          { type: succeeded ? "payment.completed" : "payment.failed", data: paymentEventData(payment, args.customer) },
+          args.at,
+        ),
   ];
   // The sandbox's dispute card: disputed at once (live mode hears of a dispute by the processor's event).
-  if (outcome.status === "succeeded" && outcome.disputed) {
+  if (!asked && outcome.status === "succeeded" && outcome.disputed) {
     const { id, reason } = outcome.disputed;
     events.push(paymentDisputedEvent(args.db, payment, args.customer, { id, amount: payment.amount, currency: payment.currency, reason, status: "needs_response" }, args.at));
   }
   return {
     payment,
     succeeded,
-    declineCode: outcome.status === "failed" ? outcome.code : null,
-    declineMessage: outcome.status === "failed" ? outcome.message : null,
+    requiresAction: asked !== null,
+    declineCode: !asked && outcome.status === "failed" ? outcome.code : null,
+    declineMessage: !asked && outcome.status === "failed" ? outcome.message : null,
     token,
     statements: [args.db.insert(payments).values(payment)],
     events,

@@ -27,6 +27,7 @@ import { commitWrites, type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { withProcessorRetries } from "./charge";
 import { type PaymentRow, paymentEventData } from "./event-data";
 import { serializePayment } from "./serialize";
+import { expiryWrites } from "../billing/incomplete";
 
 /** An authorization not captured this long after it was made is canceled (Stripe's card authorizations last 7 days). */
 export const AUTHORIZATION_LIFETIME_MS = 7 * 24 * 60 * 60 * 1000;
@@ -164,8 +165,17 @@ export function captureWrites(db: Db, payment: PaymentRow, amount: number, custo
 }
 
 /** The writes of a cancel the processor made: canceled, nothing held; payment.canceled. */
-export function cancelWrites(db: Db, payment: PaymentRow, reason: CancellationReason | null, at: number): { row: PaymentRow; statements: Statement[]; events: EmittedEvent[] } {
+export function cancelWrites(
+  db: Db,
+  payment: PaymentRow,
+  reason: CancellationReason | null,
+  at: number,
+  subscriptionEnd: "incomplete_expired" | "canceled" = "incomplete_expired",
+): { row: PaymentRow; statements: Statement[]; events: EmittedEvent[] } {
   const row: PaymentRow = { ...payment, status: "canceled", amountCapturable: 0, captureBefore: null, nextAction: null, canceledAt: isoTime(at), cancellationReason: reason };
+  // A waiting first charge of an incomplete subscription (while it waits, the subscription is
+  // incomplete: both change in one batch): canceled, the subscription ends with it.
+  const ended = payment.status === "requires_action" ? expiryWrites(db, payment, at, subscriptionEnd) : { statements: [], events: [] };
   return {
     row,
     statements: [
@@ -175,8 +185,9 @@ export function cancelWrites(db: Db, payment: PaymentRow, reason: CancellationRe
         .set({ status: "canceled", amountCapturable: 0, captureBefore: null, nextAction: null, canceledAt: isoTime(at), cancellationReason: reason })
         .where(and(eq(payments.id, payment.id), eq(payments.status, payment.status))),
       releaseStep(db, payment.id),
+      ...ended.statements,
     ],
-    events: [emitEvent(db, payment, { type: "payment.canceled", data: serializePayment(row) }, at)],
+    events: [emitEvent(db, payment, { type: "payment.canceled", data: serializePayment(row) }, at), ...ended.events],
   };
 }
 

@@ -78,11 +78,13 @@ export const sandboxProcessor: Processor = {
     return { token: tokenFor(behaviour), outcome };
   },
   // An authorization behaves as the charge would: the card number decides whether it is declined.
-  async authorizeCard({ card, token, capture, onSession }) {
+  async authorizeCard({ card, token, capture, onSession, keepCard }) {
     const behaviour = card ? behaviourOf(card.number) : behaviourOfToken(token);
-    if (onSession && asksAuthentication(behaviour)) return { status: "requires_action", reference: `sbx_${randomToken(24)}`, clientSecret: null };
+    // A kept card's reusable token: the given one, or one vaulted from the card fields.
+    const kept = keepCard ? { token: token ?? tokenFor(behaviour) } : {};
+    if (onSession && asksAuthentication(behaviour)) return { status: "requires_action", reference: `sbx_${randomToken(24)}`, clientSecret: null, ...kept };
     if (behaviour === "succeed" || behaviour === "decline_after_first" || behaviour === "dispute") {
-      return { status: "succeeded", reference: `sbx_${randomToken(24)}`, authorized: capture === "manual" };
+      return { status: "succeeded", reference: `sbx_${randomToken(24)}`, authorized: capture === "manual", ...kept };
     }
     const code = failureOf(behaviour);
     return { status: "failed", code, message: DECLINE_MESSAGES[code] };

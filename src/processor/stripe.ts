@@ -417,16 +417,24 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
 
     // A one-off payment: a PaymentIntent on the user's Customer, confirmed at once, captured now
     // (automatic) or held (manual: Stripe's requires_capture), then captured or canceled.
-    async authorizeCard({ card, token, amount, currency, reference, capture, customer, onSession, firstAttemptAt }) {
+    async authorizeCard({ card, token, amount, currency, reference, capture, customer, onSession, keepCard, firstAttemptAt }) {
       if (!customer) throw new Error("The Stripe connector keeps cards on the Tender user's customer: authorizeCard needs the customer");
       const keys = await referenceKeys(reference);
+      // A kept card's reusable token: the saved card's, or the intent's customer and PaymentMethod.
+      const keptToken = (intent: Intent | null): { token?: string | null } => {
+        if (!keepCard) return {};
+        if (token !== undefined) return { token };
+        const owner = intent ? idOf(intent.customer) : null;
+        const pm = intent ? idOf(intent.payment_method) : null;
+        return { token: owner && pm ? cardToken(owner, pm) : null };
+      };
       const authorization = (intent: Intent | null, outcome: Outcome): AuthorizationOutcome => {
         // On session, Stripe's requires_action is the payer's to finish (the 3-D Secure page runs
         // Stripe.js handleNextAction with the client secret); off session it stays a failure.
         if (onSession && intent?.object === "payment_intent" && intent.status === "requires_action") {
-          return { status: "requires_action", reference: intent.id, clientSecret: (intent as Stripe.PaymentIntent).client_secret ?? null };
+          return { status: "requires_action", reference: intent.id, clientSecret: (intent as Stripe.PaymentIntent).client_secret ?? null, ...keptToken(intent) };
         }
-        return outcome.status === "succeeded" ? { status: "succeeded", reference: outcome.reference, authorized: intent?.status === "requires_capture" } : outcome;
+        return outcome.status === "succeeded" ? { status: "succeeded", reference: outcome.reference, authorized: intent?.status === "requires_capture", ...keptToken(intent) } : outcome;
       };
       if (mayBeLate(firstAttemptAt)) {
         const earlier = await findPaymentIntent(keys);
@@ -457,6 +465,8 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
           capture_method: capture,
           // On session the payer is sent to authenticate (3-D Secure); off session nobody could be.
           ...(onSession ? {} : { error_on_requires_action: true }),
+          // A subscription's first charge keeps the card for its renewals, made without the payer.
+          ...(keepCard ? { setup_future_usage: "off_session" as const } : {}),
           metadata: { tender_reference: keys.tag, tender_user: customer.id },
         },
         keys,

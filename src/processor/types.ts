@@ -43,9 +43,9 @@ export type CancelOutcome = { status: "succeeded"; reference: string } | { statu
  * never stored: a page asks for it again (paymentStateOf).
  */
 export type AuthorizationOutcome =
-  | { status: "succeeded"; reference: string; authorized: boolean }
+  | { status: "succeeded"; reference: string; authorized: boolean; token?: string | null }
   | { status: "failed"; code: DeclineCode; message: string }
-  | { status: "requires_action"; reference: string; clientSecret: string | null };
+  | { status: "requires_action"; reference: string; clientSecret: string | null; token?: string | null };
 
 /**
  * Where a payment that asked for authentication stands at the processor, read there (never taken
@@ -172,6 +172,11 @@ export interface Processor {
        * `requires_action` instead of failing authentication_required. Off-session work never sets it.
        */
       onSession?: boolean;
+      /**
+       * The card is kept for later off-session charges (a subscription's first charge: Stripe's
+       * setup_future_usage off_session), and an outcome of card fields carries its reusable `token`.
+       */
+      keepCard?: boolean;
     } & FirstAttempt,
   ): Promise<AuthorizationOutcome>;
   /**

@@ -222,3 +222,44 @@ describe("live 3-D Secure", () => {
     expect((await browse(`/pay/authenticate/${payment.id}/${"x".repeat(40)}`)).status).toBe(404);
   });
 });
+
+describe("live incomplete subscriptions", () => {
+  let planId: string;
+  beforeAll(async () => {
+    const plan = await call("/subscription-plans", { key: acct.liveKey, body: { name: "Live monthly", price: 12, currency: "eur", interval: "month" } });
+    expect(plan.status, plan.text).toBe(201);
+    planId = plan.body.id;
+  });
+
+  async function incomplete() {
+    skipStripeEvents(fake);
+    const res = await call("/subscriptions", { key: acct.liveKey, body: { user_id: userId, plan_id: planId, return_url: RETURN, ...card(STRIPE_CARDS.needsAuthentication) } });
+    expect(res.status, res.text).toBe(201);
+    expect(res.body).toMatchObject({ livemode: true, status: "incomplete", latest_payment: { status: "requires_action" } });
+    const row = await env.DB.prepare("SELECT processor_reference FROM payments WHERE id = ?").bind(res.body.latest_payment.id).first<{ processor_reference: string }>();
+    return { sub: res.body as { id: string; latest_payment: { id: string; next_action: { url: string } } }, intent: fake.paymentIntents.get(row!.processor_reference)! };
+  }
+  const status = async (id: string) => (await call(`/subscriptions/${id}`, { key: acct.liveKey })).body.status;
+  const notifications = async (id: string) =>
+    (await env.DB.prepare("SELECT type FROM events WHERE account_id = ? AND type LIKE 'subscription_%' AND payload LIKE ? ORDER BY id").bind(acct.id, `%${id}%`).all<{ type: string }>()).results.map((r) => r.type);
+
+  it("Stripe's payment_intent.succeeded (twice) and the return activate it once: active, subscription_created once", async () => {
+    const { sub, intent } = await incomplete();
+    fake.authenticate(intent.id, "complete");
+    await Promise.all([deliverStripeEvents(fake, connected, { twice: true }), browse(`${sub.latest_payment.next_action.url}/return`, "POST")]);
+    expect(await status(sub.id)).toBe("active");
+    expect(await notifications(sub.id)).toEqual(["subscription_created"]);
+    expect(await read(sub.latest_payment.id)).toMatchObject({ status: "completed" });
+  });
+
+  it("23 hours on, the cron cancels its PaymentIntent at Stripe and expires it; a success Stripe reports after is refunded", async () => {
+    const { sub, intent } = await incomplete();
+    const { INCOMPLETE_LIFETIME_MS, expireIncompleteSubscriptions } = await import("../../src/billing/incomplete");
+    await expireIncompleteSubscriptions(env, Date.now() + INCOMPLETE_LIFETIME_MS);
+    expect(intent.status).toBe("canceled");
+    expect(await status(sub.id)).toBe("incomplete_expired");
+    expect(await notifications(sub.id)).toEqual(["subscription_updated"]);
+    await deliverStripeEvents(fake, connected);
+    expect(await status(sub.id)).toBe("incomplete_expired");
+  });
+});

@@ -10,7 +10,7 @@ import { type Account, call, expectError, signup } from "../support/http";
 import { createPlan } from "../support/fixtures";
 import { card, nextYear } from "../support/cards";
 import { makeDue } from "../support/clock";
-import { countOf } from "../support/db";
+import { countOf, one } from "../support/db";
 import { runJobs } from "../support/queue";
 import {
   type Connected,
@@ -119,13 +119,16 @@ describe("a first charge (POST /subscriptions)", () => {
     }
   });
 
-  it("a card that needs 3D Secure answers 402 authentication_required; nothing was charged", async () => {
+  it("a card that needs 3D Secure makes the subscription incomplete: nothing charged yet, its PaymentIntent waits for the payer", async () => {
     const user = await liveUser();
     const res = await subscribe(user.id, STRIPE_CARDS.needsAuthentication);
-    const error = expectError(res, 402, "card_error", "card_declined");
-    expect(error).toMatchObject({ decline_code: "authentication_required" });
+    expect(res.status, res.text).toBe(201);
+    expect(res.body).toMatchObject({ status: "incomplete", latest_payment: { status: "requires_action" } });
     expect(intentsOf(fake).filter((i) => i.metadata?.tender_user === user.id && i.status === "succeeded")).toEqual([]);
-    expect(await countOf("SELECT count(*) AS n FROM subscriptions WHERE user_id = ?", user.id)).toBe(0);
+    expect(intentsOf(fake).filter((i) => i.metadata?.tender_user === user.id && i.status === "requires_action")).toHaveLength(1);
+    // Its card is kept on the Customer for the renewals (the token names the intent's PaymentMethod).
+    const token = (await one<{ processor_token: string }>("SELECT processor_token FROM subscriptions WHERE id = ?", res.body.id)).processor_token;
+    expect(token).toMatch(/pm_/);
   });
 });
 

@@ -111,10 +111,14 @@ describe("live payment methods", () => {
     expect(requestsOf(fake, "POST /v1/setup_intents")).toHaveLength(setups);
   });
 
-  it("a saved card that asks for authentication answers 402 authentication_required", async () => {
+  it("a saved card that asks for authentication makes the subscription incomplete: its PaymentIntent requires_action, kept for renewals", async () => {
     const method = (await save({ processor_token: fake.tokenize({ number: STRIPE_CARDS.needsAuthentication }) })).body;
     const res = await call("/subscriptions", { key: live.key, body: { user_id: userId, plan_id: planId, payment_method: method.id } });
-    expect((expectError(res, 402, "card_error") as { decline_code?: string }).decline_code).toBe("authentication_required");
+    expect(res.status, res.text).toBe(201);
+    expect(res.body).toMatchObject({ status: "incomplete", payment_method: method.id, latest_payment: { status: "requires_action", next_action: { type: "redirect_to_url" } } });
+    const [request] = requestsOf(fake, "POST /v1/payment_intents").slice(-1);
+    expect(request.params).toMatchObject({ setup_future_usage: "off_session", confirm: "true" });
+    expect(request.params.error_on_requires_action).toBeUndefined();
   });
 
   it("DELETE detaches it at Stripe once no subscription charges it", async () => {

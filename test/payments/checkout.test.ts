@@ -301,6 +301,25 @@ describe("the checkout page", () => {
     expect((await eventsOf(acct.id, "checkout.session.completed")).filter((e) => e.body.data.id === session.id)).toHaveLength(1);
   });
 
+  it("in subscription mode, a card that asks for 3-D Secure makes the subscription incomplete; Complete comes back, the subscription is active and the session complete", async () => {
+    const session = await openSession({ mode: "subscription", plan_id: plan.id });
+    const res = await pay(session, "4000002760003184");
+    expect(res.status, res.html).toBe(303);
+    const challenge = new URL(res.headers.get("location")!);
+    expect(challenge.pathname).toMatch(/^\/pay\/authenticate\/pay_/);
+    const paymentId = challenge.pathname.split("/")[3];
+    const waiting = (await call(`/payments/${paymentId}`, { key: acct.key })).body;
+    expect((await call(`/subscriptions/${waiting.subscription_id}`, { key: acct.key })).body.status).toBe("incomplete");
+    const done = await page(`${challenge.pathname}/complete`, { method: "POST" });
+    expect(done.status).toBe(303);
+    const back = new URL(done.headers.get("location")!);
+    expect(back.pathname).toBe(`${pathOf(session)}/return`);
+    const landed = await page(`${back.pathname}${back.search}`);
+    expect(landed.status, landed.html).toBe(303);
+    expect(await readSession(session.id)).toMatchObject({ status: "complete", payment_id: paymentId, subscription_id: waiting.subscription_id });
+    expect((await call(`/subscriptions/${waiting.subscription_id}`, { key: acct.key })).body.status).toBe("active");
+  });
+
   it("a failed challenge comes back to the form with the reason, and the session stays open for another card", async () => {
     const session = await openSession();
     const res = await pay(session, "4000002760003184");

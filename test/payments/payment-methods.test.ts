@@ -161,16 +161,20 @@ describe("subscriptions with payment_method: \"pmt_…\"", () => {
     expect(res.body.payment_method).toBeNull();
   });
 
-  it("behaves as the test card does: declined 402, authentication required 402, with the failed payment", async () => {
+  it("behaves as the test card does: declined 402 with the failed payment; authentication required makes it incomplete", async () => {
     for (const [token, code] of [
       ["pm_card_chargeDeclined", "card_declined"],
       ["pm_card_chargeDeclinedInsufficientFunds", "insufficient_funds"],
-      ["pm_card_authenticationRequired", "authentication_required"],
-      ["pm_card_threeDSecure2Required", "authentication_required"],
     ]) {
       const method = await saved(userId, token);
       const res = await subscribeWith(userId, method.id);
       expect((expectError(res, 402, "card_error") as { decline_code?: string }).decline_code, token).toBe(code);
+    }
+    for (const token of ["pm_card_authenticationRequired", "pm_card_threeDSecure2Required"]) {
+      const method = await saved(userId, token);
+      const res = await subscribeWith(userId, method.id);
+      expect(res.status, `${token}: ${res.text}`).toBe(201);
+      expect(res.body).toMatchObject({ status: "incomplete", latest_payment: { status: "requires_action" } });
     }
   });
 

@@ -50,7 +50,7 @@ const create = apiRoute({
 const CHARGE_RECORDED = "unique:payments.charge_reference";
 
 /** return_url: http(s) only; plain http only to localhost in development. */
-function readReturnUrl(text: string | undefined, development: boolean): string | null {
+export function readReturnUrl(text: string | undefined, development: boolean): string | null {
   if (text === undefined) return null;
   let url: URL | null = null;
   try {

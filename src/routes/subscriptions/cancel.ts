@@ -12,11 +12,14 @@ import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { commitAndAnswerRow } from "../write-path";
 import type { WriteSet } from "../../webhooks/outbox";
-import { notFound } from "../../lib/errors";
+import { conflict, invalidRequest, notFound } from "../../lib/errors";
+import type { Context } from "hono";
+import { letGo } from "../../billing/incomplete";
+import { payments } from "../../db/schema";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json } from "../openapi";
-import { alreadyCanceled, billingNowSql, chargeInProgress, subscriptionId, tags, SUBSCRIPTION_CANCELED, CHARGE_IN_FLIGHT } from "./common";
-import { CancelQuery, SubscriptionSchema, subscriptionAnswer } from "./schema";
+import { alreadyCanceled, notActivated, billingNowSql, chargeInProgress, subscriptionId, tags, SUBSCRIPTION_CANCELED, CHARGE_IN_FLIGHT } from "./common";
+import { CancelQuery, SubscriptionSchema, serializeSubscription, subscriptionAnswer } from "./schema";
 
 const cancel = apiRoute({
   method: "delete",
@@ -46,6 +49,8 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
     const guards = [
       guardExists(db, SUBSCRIPTION_MISSING, subscriptions, match),
       guard(db, SUBSCRIPTION_CANCELED, sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${id} AND s.status != 'canceled')`),
+      // An incomplete subscription is canceled by letting its payment go (below); an expired one is over.
+      guard(db, NOT_ACTIVATED, sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${id} AND s.status NOT IN ('incomplete', 'incomplete_expired'))`),
       // A charge claimed for the open period (by a renewal, or by new card details) may already be
       // at the processor. Canceling under it, now or at the period's end, would answer that a
       // period will not be charged while it is being charged: 409, retry once it settled.
@@ -55,6 +60,7 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
       [SUBSCRIPTION_MISSING]: () => notFound("subscription", id, "id"),
       [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(id),
       [CHARGE_IN_FLIGHT]: chargeInProgress,
+      [NOT_ACTIVATED]: () => notActivatedMarker,
     };
     const writes: WriteSet = atPeriodEnd
       ? {
@@ -83,6 +89,41 @@ export function registerCancelSubscription(app: OpenAPIHono<AppEnv>) {
             .returning(),
           events: [emitEvent(db, auth, { type: "subscription_canceled", subscriptionId: id, status: "canceled" }, realNow)],
         };
-    return commitAndAnswerRow(c, writes, subscriptionAnswer, eq(subscriptions.id, id), { failures });
+    try {
+      return await commitAndAnswerRow(c, writes, subscriptionAnswer, eq(subscriptions.id, id), { failures });
+    } catch (error) {
+      if (error !== notActivatedMarker) throw error;
+      return cancelIncomplete(c, id, atPeriodEnd, realNow);
+    }
   });
+}
+
+const NOT_ACTIVATED = "subscription_not_activated";
+/** The failure the batch answers for an incomplete (or expired) subscription: the route takes it to cancelIncomplete. */
+const notActivatedMarker = conflict("subscription_incomplete", "incomplete");
+
+/**
+ * DELETE of an incomplete subscription, as Stripe's: canceled (subscription_canceled), its payment
+ * canceled at the processor and its invoice voided, in the batch guarded on the payment still
+ * waiting for its payer (src/billing/incomplete.ts). A payment decided meanwhile decides it: an
+ * active one is canceled as any is, by a retry. An expired one answers 409.
+ */
+async function cancelIncomplete(c: Context<AppEnv>, id: string, atPeriodEnd: boolean, realNow: number) {
+  const { db, auth } = c.var;
+  const [row] = await db
+    .select({ sub: subscriptions, payment: payments })
+    .from(subscriptions)
+    .leftJoin(payments, and(eq(payments.subscriptionId, subscriptions.id), eq(payments.status, "requires_action")))
+    .where(owned(subscriptions, auth, eq(subscriptions.id, id)))
+    .limit(1);
+  if (!row) throw notFound("subscription", id, "id");
+  if (row.sub.status !== "incomplete" || !row.payment || atPeriodEnd) {
+    if (row.sub.status === "incomplete" && atPeriodEnd) throw invalidRequest("parameter_invalid", `at_period_end: subscription ${id} is incomplete and has no period to end; cancel it now.`, "at_period_end");
+    if (row.sub.status === "incomplete_expired" || row.sub.status === "incomplete") throw notActivated(id, row.sub.status);
+    throw conflict("subscription_changed", `Subscription ${id} changed while it was canceled; retry.`);
+  }
+  const outcome = await letGo(c.env, db, row.payment, realNow, "canceled");
+  if (outcome !== "expired") throw conflict("payment_in_progress", `Subscription ${id}'s first payment is being decided; retry in a few seconds.`);
+  const [now] = await db.select().from(subscriptions).where(owned(subscriptions, auth, eq(subscriptions.id, id))).limit(1);
+  return c.json(serializeSubscription(now!), 200);
 }

@@ -23,6 +23,14 @@ export const subscriptionId = idParam("subscription", "sub_01jd2x4k5m6n7p8q9r0s1
 export type SubscriptionRow = typeof subscriptions.$inferSelect;
 
 export const alreadyCanceled = (id: string) => conflict("subscription_canceled", `Subscription ${id} is canceled; it cannot be changed or canceled again.`);
+/** An incomplete subscription (its first payment waits for 3-D Secure) or an expired one: only a DELETE of an incomplete one is taken. */
+export const notActivated = (id: string, status: string) =>
+  conflict(
+    status === "incomplete" ? "subscription_incomplete" : "subscription_incomplete_expired",
+    status === "incomplete"
+      ? `Subscription ${id} is incomplete: its first payment waits for the payer's authentication. It cannot be changed until it is active; it can be canceled.`
+      : `Subscription ${id} is incomplete_expired: its first payment never succeeded, and it cannot be changed or canceled.`,
+  );
 /** Batch guard reasons the subscription routes share. */
 export const SUBSCRIPTION_CANCELED = "subscription_canceled";
 export const CHARGE_IN_FLIGHT = "charge_in_flight";

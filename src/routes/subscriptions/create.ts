@@ -1,7 +1,8 @@
 // POST /subscriptions: validates the user, the plan and the card, charges the first period, and
 // commits the subscription, its first (paid) period, the payment and the events in one batch.
 // The processor reference is derived from the Idempotency-Key, so a retry after a lost answer
-// reaches the processor as the same charge; a decline answers 402 and creates no subscription.
+// reaches the processor as the same charge; a decline answers 402 and creates no subscription; a
+// card that asks for 3-D Secure makes it incomplete (src/billing/incomplete.ts).
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq } from "drizzle-orm";
 import { periodStartMs } from "../../domain/billing-calendar";
@@ -17,7 +18,7 @@ import { cardDeclined, invalidRequest } from "../../lib/errors";
 import { found } from "../reads";
 import { commitAndRespond, firstChargeReference, holdMoney, outcomeTracked } from "../write-path";
 import { charge } from "../../payments/charge";
-import { paymentEventData } from "../../payments/event-data";
+import { type PaymentRow, paymentEventData } from "../../payments/event-data";
 import { issueInvoice, subscriptionLine } from "../../billing/invoices";
 import { assertNoCardData, cardInBody, readCard } from "../../payments/card-input";
 import { holdSavedCard, isPaymentMethodId, savedCardFor } from "../../payments/methods";
@@ -31,6 +32,10 @@ import { idempotencyClaimLost } from "../../middleware/idempotency";
 import { answerDecline, billingNow, cardColumns, type SubscriptionRow, tags } from "./common";
 import { CreateSubscriptionBody, SubscriptionSchema, serializeSubscription } from "./schema";
 import { publicUrl } from "../../pages/public-url";
+import { newPageSecret } from "../../pages/hosted";
+import { isDevelopment } from "../../env";
+import { serializePayment } from "../../payments/serialize";
+import { readReturnUrl } from "../payments/create";
 
 const create = apiRoute({
   method: "post",
@@ -40,10 +45,10 @@ const create = apiRoute({
   operationId: "createSubscription",
   summary: "Subscribe a user to a plan",
   description:
-    "Validates the user, the plan and the card (payment_method \"card\" with the card fields, or a saved card of the user, payment_method \"pmt_…\"; a payment method of another user, account or mode answers 404, a detached one 400 payment_method_detached; card fields in live mode need a connection with raw_card_data, else 400 raw_card_data_unavailable), then charges the first period. On success the subscription is active and next_billing_date is one interval later, anchored to the start day (Jan 31 -> Feb 28/29 -> Mar 31). With a trial (trial_end or trial_period_days, else the plan's trial_period_days) the card is vaulted, not charged: the subscription is trialing, subscription_trial_will_end is sent three days before the trial ends, and the first period is charged at trial_end, which anchors the billing day (a decline then goes to dunning). A coupon is redeemed before the card is charged, and its discount applies to the first invoice (after the trial, if any); a discount that leaves nothing to pay vaults the card and charges nothing. A decline answers 402, records the failed payment, emits payment.failed and creates no subscription. In live mode the card is charged through the account's Stripe connection (a confirmed PaymentIntent on the user's Stripe Customer, kept for renewals off-session); a card that needs 3D Secure answers 402 with decline_code authentication_required (Tender cannot ask the holder to authenticate).",
+    "Validates the user, the plan and the card (payment_method \"card\" with the card fields, or a saved card of the user, payment_method \"pmt_…\"; a payment method of another user, account or mode answers 404, a detached one 400 payment_method_detached; card fields in live mode need a connection with raw_card_data, else 400 raw_card_data_unavailable), then charges the first period. On success the subscription is active and next_billing_date is one interval later, anchored to the start day (Jan 31 -> Feb 28/29 -> Mar 31). With a trial (trial_end or trial_period_days, else the plan's trial_period_days) the card is vaulted, not charged: the subscription is trialing, subscription_trial_will_end is sent three days before the trial ends, and the first period is charged at trial_end, which anchors the billing day (a decline then goes to dunning). A coupon is redeemed before the card is charged, and its discount applies to the first invoice (after the trial, if any); a discount that leaves nothing to pay vaults the card and charges nothing. A decline answers 402, records the failed payment, emits payment.failed and creates no subscription. In live mode the card is charged through the account's Stripe connection (a confirmed PaymentIntent on the user's Stripe Customer, kept for renewals off-session); a card that needs 3D Secure makes the subscription incomplete (201): latest_payment is its first payment, requires_action, with next_action { type: redirect_to_url, url } to the 3-D Secure page (the payer lands on return_url with ?payment_id=… afterwards), and its first invoice stays open. Once the payment succeeds the subscription is active, the invoice paid and subscription_created sent; if the payer fails, or does not finish within 23 hours (the payment is then canceled), it is incomplete_expired (subscription_updated) and the invoice voided. Until then it is never renewed; PUT answers 409 subscription_incomplete and DELETE cancels it (its payment canceled, its invoice voided).",
   scope: "subscriptions:write",
   request: jsonBodyOf(CreateSubscriptionBody),
-  responses: { 201: json(SubscriptionSchema, "The active subscription.") },
+  responses: { 201: json(SubscriptionSchema, "The subscription: active, trialing, or incomplete (with latest_payment) when its first charge asks for 3-D Secure.") },
   extraErrors: [402],
 });
 
@@ -96,6 +101,8 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
       throw invalidRequest("parameter_unexpected", `${body.trial_end !== undefined ? "trial_end" : "trial_period_days"}: a metered plan is billed in arrears for its usage, and has no trial.`, body.trial_end !== undefined ? "trial_end" : "trial_period_days");
     }
     const subtotal = metered ? 0 : chargeableAmount(plan, body.quantity);
+    // Where the payer lands after 3-D Secure, when the first charge asks for it (as POST /payments).
+    const returnUrl = readReturnUrl(body.return_url, isDevelopment(c.env));
     // The card: a saved one (payment_method "pmt_…", the user's), or the card fields (checked; in
     // live mode only on a connection with raw card data access).
     const saved = isPaymentMethodId(body.payment_method) ? await savedCardFor(c, body.payment_method, user.id) : null;
@@ -176,7 +183,20 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         processorReference: reference,
         // The reference was first sent when this use of the Idempotency-Key began.
         firstAttemptAt: c.var.idempotency ? Date.parse(c.var.idempotency.since) : realNow,
+        // The payer is here: a card that asks for 3-D Secure makes the subscription incomplete.
+        onSession: { origin: new URL(c.req.url).origin, pageSecret: newPageSecret(), returnUrl, paymentMethodId: saved?.id ?? null },
       }));
+      // The card asks its holder for 3-D Secure: the subscription is incomplete, its first invoice
+      // open (numbered) until the payment succeeds (src/billing/incomplete.ts activates it then).
+      if (result.requiresAction) {
+        const token = result.token ?? saved?.token ?? null;
+        if (!token) throw new Error("a first charge that asks for authentication kept no card token");
+        const open = invoice({ kind: "open" }, id);
+        return commitSubscription(token, result.payment.id, result.statements, result.events, open, {
+          moneyMoved: { paymentId: result.payment.id },
+          failures: { [CHARGE_RECORDED]: idempotencyClaimLost },
+        }, result.payment);
+      }
       // A saved card's token is the one that charged it.
       const chargedToken = result.token ?? (saved && result.succeeded ? saved.token : null);
       if (!result.succeeded || !chargedToken) {
@@ -227,14 +247,16 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         chargeEvents: EmittedEvent[],
         paid: ReturnType<typeof invoice> | null,
         options: Parameters<typeof commitAndRespond>[4],
+        awaiting: PaymentRow | null = null,
       ) {
+        const incomplete = awaiting !== null;
         const row: SubscriptionRow = {
           id,
           accountId: auth.accountId,
           livemode: auth.livemode,
           userId: user.id,
           planId: plan.id,
-          status: trialEnd === null ? "active" : "trialing",
+          status: incomplete ? "incomplete" : trialEnd === null ? "active" : "trialing",
           quantity: body.quantity,
           ...cardColumns(card),
           processorToken: token,
@@ -242,10 +264,11 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
           startDate: isoTime(start),
           billingAnchor: isoTime(trialEnd ?? start),
           // A trial's or a metered subscription's first period is billed later (at the trial's end, at the period's end).
-          periodsBilled: trialEnd === null && !metered ? 1 : 0,
+          // An incomplete one has billed nothing yet and is never renewed: its payment activates it.
+          periodsBilled: trialEnd === null && !metered && !incomplete ? 1 : 0,
           currentPeriodStart: isoTime(start),
           nextBillingDate: isoTime(next),
-          dueAt: next,
+          dueAt: incomplete ? null : next,
           dunningAttempts: 0,
           cancelAtPeriodEnd: false,
           canceledAt: null,
@@ -279,7 +302,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
                 discount,
                 percentOff: discount > 0 ? (coupon?.percentOffBasisPoints ?? null) : null,
                 currency: plan.currency,
-                status: "paid",
+                status: incomplete ? "open" : "paid",
                 attempts: 1,
                 paymentId,
                 createdAt: isoTime(realNow),
@@ -289,10 +312,11 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
               ...(paid?.statements ?? []),
               ...couponStatements(true),
             ],
-            events: [...chargeEvents, emitEvent(db, auth, { type: "subscription_created", subscriptionId: id, status: row.status }, realNow), ...(paid?.events ?? [])],
+            // An incomplete subscription is created (subscription_created) when its payment succeeds.
+            events: [...chargeEvents, ...(incomplete ? [] : [emitEvent(db, auth, { type: "subscription_created", subscriptionId: id, status: row.status }, realNow)]), ...(paid?.events ?? [])],
           },
           201,
-          serializeSubscription(row),
+          incomplete ? { ...serializeSubscription(row), latest_payment: serializePayment(awaiting) } : serializeSubscription(row),
           { ...options, failures: { ...options?.failures, ...(coupon ? couponRefusals(coupon.id) : {}) } },
         );
       }

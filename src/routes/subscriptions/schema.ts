@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { subscriptions } from "../../db/schema";
+import { PaymentSchema } from "../payments/schema";
 import { CardFields, CardSummarySchema, OptionalCardFields } from "../../payments/card-input";
 import { MAX_TRIAL_DAYS } from "../../domain/trials";
 import { PRORATION_BEHAVIORS } from "../../domain/proration";
@@ -28,6 +29,15 @@ export const CreateSubscriptionBody = bodyObject({
   // payment_method "card" with the card fields, or a saved card's id ("pmt_…") alone.
   ...OptionalCardFields,
   payment_method: CardFields.payment_method,
+  return_url: z
+    .string()
+    .max(2048)
+    .optional()
+    .openapi({
+      description:
+        "Where the payer lands (with ?payment_id=…) after 3-D Secure, when the first charge asks for it (the subscription is then incomplete): an https URL (http://localhost in development).",
+      example: "https://shop.example/subscribed",
+    }),
 }).openapi("SubscriptionRequest");
 
 export const UpdateSubscriptionBody = bodyObject({
@@ -53,7 +63,7 @@ export const UpdateSubscriptionBody = bodyObject({
     .openapi({ description: "A coupon's id: its discount replaces any other from now, starting with the next invoice. null removes the discount." }),
 }).openapi("SubscriptionUpdateRequest");
 
-export const SUBSCRIPTION_STATUSES = ["incomplete", "trialing", "active", "past_due", "canceled"] as const;
+export const SUBSCRIPTION_STATUSES = ["incomplete", "incomplete_expired", "trialing", "active", "past_due", "canceled"] as const;
 export const SubscriptionStatus = z.enum(SUBSCRIPTION_STATUSES);
 
 export const SubscriptionSchema = z
@@ -63,7 +73,10 @@ export const SubscriptionSchema = z
     livemode: livemodeField,
     user_id: z.string(),
     plan_id: z.string(),
-    status: SubscriptionStatus.openapi({ description: "trialing until its trial ends; active; past_due while a failed charge is retried; canceled." }),
+    status: SubscriptionStatus.openapi({
+      description:
+        "incomplete while its first charge waits for the payer's 3-D Secure (latest_payment.next_action.url on the create answer), then active, or incomplete_expired when the payer failed, did not finish within 23 hours, or it was canceled meanwhile; trialing until its trial ends; active; past_due while a failed charge is retried; canceled.",
+    }),
     quantity: z.number().int(),
     card: CardSummarySchema,
     payment_method: z
@@ -95,6 +108,9 @@ export const SubscriptionSchema = z
     canceled_at: z.string().nullable(),
     created_at: timestamp("When the subscription was created."),
     updated_at: timestamp("When the subscription last changed."),
+    latest_payment: PaymentSchema.optional().openapi({
+      description: "On the create answer of an incomplete subscription only: its first payment, requires_action, whose next_action.url the payer is sent to.",
+    }),
   })
   .openapi("Subscription");
 export type SubscriptionJson = z.infer<typeof SubscriptionSchema>;

@@ -29,7 +29,7 @@ import { commitAndAnswerRow, holdMoney } from "../write-path";
 import { assertNoCardData, cardInBody, readCard } from "../../payments/card-input";
 import { holdSavedCard, isPaymentMethodId, savedCardFor } from "../../payments/methods";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
-import { alreadyCanceled, billingNow, chargeInProgress, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags, CHARGE_IN_FLIGHT, SUBSCRIPTION_CANCELED, SUBSCRIPTION_CHANGED, proratedAsRead } from "./common";
+import { alreadyCanceled, notActivated, billingNow, chargeInProgress, changedMeanwhile, loadSubscription, type SubscriptionRow, subscriptionId, tags, CHARGE_IN_FLIGHT, SUBSCRIPTION_CANCELED, SUBSCRIPTION_CHANGED, proratedAsRead } from "./common";
 import { SubscriptionSchema, subscriptionAnswer, UpdateSubscriptionBody } from "./schema";
 import { chargePastDue, newPlanFor, vaultNewCard } from "./changes";
 
@@ -75,6 +75,7 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     const current = await loadSubscription(c, id);
     const { sub } = current;
     if (sub.status === "canceled") throw alreadyCanceled(id);
+    if (sub.status === "incomplete" || sub.status === "incomplete_expired") throw notActivated(id, sub.status);
     const saved = wantsSaved ? await savedCardFor(c, body.payment_method as string, sub.userId) : null;
 
     const plan = body.plan_id !== undefined && body.plan_id !== sub.planId ? await newPlanFor(c, current.plan, sub.id, body.plan_id) : current.plan;
