@@ -18,7 +18,7 @@ export const ENVELOPE_EVENT_TYPES = {
   "invoice.finalized": "An invoice was finalized: numbered and open for payment.",
   "invoice.paid": "An invoice was paid.",
   "invoice.payment_failed": "A charge for an invoice was declined.",
-  "invoice.payment_action_required": "An invoice's off-session charge needs its payer to authenticate (3-D Secure): the invoice stays open and its payer can pay it at hosted_invoice_url; dunning goes on.",
+  "invoice.payment_action_required": "An invoice's off-session charge needs its payer to authenticate (3-D Secure): the invoice stays open (its hosted_invoice_url shows it to the payer) and dunning goes on.",
   "invoice.voided": "An invoice was voided: it will never be charged.",
   "payment_method.attached": "A card was saved as a user's payment method (from a processor token or the card fields).",
   "payment_method.detached": "A user's payment method was detached: it can be charged no more.",
