@@ -474,6 +474,73 @@ describe("the page's return from 3-D Secure (?payment_id=…)", () => {
   });
 });
 
+describe("review of issue 34: the return route under attack", () => {
+  const back = (session: { url: string }, paymentId: string) => page(`${pathOf(session)}/return?payment_id=${encodeURIComponent(paymentId)}`);
+
+  it("refuses, in subscription mode, a completed payment of another subscription of the same user, and completes nothing", async () => {
+    // The payer holds the id of an earlier subscription's payment (from an earlier return URL).
+    const card = (await call(`/api/users/${customer.id}/payment-methods`, { key: acct.key, body: { processor_token: "pm_card_visa" } })).body.id as string;
+    const earlier = await call("/subscriptions", { key: acct.key, body: { user_id: customer.id, plan_id: plan.id, payment_method: card } });
+    expect(earlier.status, earlier.text).toBe(201);
+    const paid = (await call(`/payments?subscription_id=${earlier.body.id}&limit=1`, { key: acct.key })).body.data[0];
+    expect(paid).toMatchObject({ status: "completed", user_id: customer.id, subscription_id: earlier.body.id });
+    const session = await openSession({ mode: "subscription", plan_id: plan.id });
+    const res = await back(session, paid.id);
+    expect(res.status, res.html).toBe(400);
+    expect(await readSession(session.id)).toMatchObject({ status: "open", subscription_id: null, payment_id: null });
+    expect((await eventsOf(acct.id, "checkout.session.completed")).filter((e) => e.body.data.id === session.id)).toHaveLength(0);
+  });
+
+  it("completes a subscription session with the subscription its attempt made (its plan, the card the attempt saved)", async () => {
+    // As the page's subscription attempt does: the card saved for this attempt is recorded, then charged.
+    const session = await openSession({ mode: "subscription", plan_id: plan.id });
+    const card = (await call(`/api/users/${customer.id}/payment-methods`, { key: acct.key, body: { processor_token: "pm_card_visa" } })).body.id as string;
+    await env.DB.prepare("UPDATE checkout_sessions SET attempt_payment_method_id = ? WHERE id = ?").bind(card, session.id).run();
+    const made = await call("/subscriptions", { key: acct.key, body: { user_id: customer.id, plan_id: plan.id, payment_method: card } });
+    expect(made.status, made.text).toBe(201);
+    const paid = (await call(`/payments?subscription_id=${made.body.id}&limit=1`, { key: acct.key })).body.data[0];
+    const res = await back(session, paid.id);
+    expect(res.status, res.html).toBe(303);
+    expect(await readSession(session.id)).toMatchObject({ status: "complete", payment_id: paid.id, subscription_id: made.body.id, payment_method_id: card });
+  });
+
+  it("a 3-D Secure success that lands after the session expired still completes it (the money moved), once", async () => {
+    const session = await openSession();
+    const res = await pay(session, "4000002760003184");
+    const challenge = new URL(res.headers.get("location")!);
+    // The payer takes too long: the session expires (cron) while the payment waits for authentication.
+    await env.DB.prepare("UPDATE checkout_sessions SET expires_at = ? WHERE id = ?").bind(new Date(Date.now() - 1000).toISOString(), session.id).run();
+    await expireCheckoutSessions(env, Date.now());
+    expect((await readSession(session.id)).status).toBe("expired");
+    const done = await page(`${challenge.pathname}/complete`, { method: "POST" });
+    const returnTo = new URL(done.headers.get("location")!);
+    const paymentId = returnTo.searchParams.get("payment_id")!;
+    expect((await call(`/payments/${paymentId}`, { key: acct.key })).body.status).toBe("completed");
+    const landed = await page(`${returnTo.pathname}${returnTo.search}`);
+    expect(landed.status, landed.html).toBe(303);
+    expect(landed.headers.get("location")).toContain(session.id);
+    expect(await readSession(session.id)).toMatchObject({ status: "complete", payment_id: paymentId });
+    expect((await page(`${returnTo.pathname}${returnTo.search}`)).status).toBe(303);
+    expect((await eventsOf(acct.id, "checkout.session.completed")).filter((e) => e.body.data.id === session.id)).toHaveLength(1);
+    // The expired session's page still takes no card.
+    expect((await pay(session)).status).not.toBe(200);
+  });
+
+  it("a failed challenge that lands after the session expired shows the closed page, no form", async () => {
+    const session = await openSession();
+    const res = await pay(session, "4000002760003184");
+    const challenge = new URL(res.headers.get("location")!);
+    await env.DB.prepare("UPDATE checkout_sessions SET expires_at = ? WHERE id = ?").bind(new Date(Date.now() - 1000).toISOString(), session.id).run();
+    await expireCheckoutSessions(env, Date.now());
+    const failed = await page(`${challenge.pathname}/fail`, { method: "POST" });
+    const returnTo = new URL(failed.headers.get("location")!);
+    const landed = await page(`${returnTo.pathname}${returnTo.search}`);
+    expect(landed.status).toBe(410);
+    expect(landed.html).not.toContain("<form");
+    expect((await readSession(session.id)).status).toBe("expired");
+  });
+});
+
 describe("a submit after an unknown outcome", () => {
   it("charges the card the earlier attempt was charging, under the same key, not the one typed now", async () => {
     const session = await openSession();
