@@ -476,6 +476,8 @@ describe("the page's return from 3-D Secure (?payment_id=…)", () => {
 
 describe("review of issue 34: the return route under attack", () => {
   const back = (session: { url: string }, paymentId: string) => page(`${pathOf(session)}/return?payment_id=${encodeURIComponent(paymentId)}`);
+  const expiredMeanwhile = (id: string) =>
+    env.DB.prepare("UPDATE checkout_sessions SET status = 'expired', expired_at = ?, expires_at = ? WHERE id = ?").bind(new Date().toISOString(), new Date(Date.now() - 1000).toISOString(), id).run();
 
   it("refuses, in subscription mode, a completed payment of another subscription of the same user, and completes nothing", async () => {
     // The payer holds the id of an earlier subscription's payment (from an earlier return URL).
@@ -508,9 +510,8 @@ describe("review of issue 34: the return route under attack", () => {
     const session = await openSession();
     const res = await pay(session, "4000002760003184");
     const challenge = new URL(res.headers.get("location")!);
-    // The payer takes too long: the session expires (cron) while the payment waits for authentication.
-    await env.DB.prepare("UPDATE checkout_sessions SET expires_at = ? WHERE id = ?").bind(new Date(Date.now() - 1000).toISOString(), session.id).run();
-    await expireCheckoutSessions(env, Date.now());
+    // The session was expired while the payment waited for authentication (an expiry that raced the submit).
+    await expiredMeanwhile(session.id);
     expect((await readSession(session.id)).status).toBe("expired");
     const done = await page(`${challenge.pathname}/complete`, { method: "POST" });
     const returnTo = new URL(done.headers.get("location")!);
@@ -526,12 +527,56 @@ describe("review of issue 34: the return route under attack", () => {
     expect((await pay(session)).status).not.toBe(200);
   });
 
+  it("a 3-D Secure success whose payer never comes back: the cron completes the session with it, never expires it", async () => {
+    const session = await openSession();
+    const res = await pay(session, "4000002760003184");
+    const challenge = new URL(res.headers.get("location")!);
+    const past = () => env.DB.prepare("UPDATE checkout_sessions SET expires_at = ? WHERE id = ?").bind(new Date(Date.now() - 1000).toISOString(), session.id).run();
+    await past();
+    // Still waiting for the payer: the session is left open for the payment to decide.
+    await expireCheckoutSessions(env, Date.now());
+    expect((await readSession(session.id)).status).toBe("open");
+    // The payer completes the challenge and closes the tab: the return route is never visited.
+    const done = await page(`${challenge.pathname}/complete`, { method: "POST" });
+    const paymentId = new URL(done.headers.get("location")!).searchParams.get("payment_id")!;
+    await expireCheckoutSessions(env, Date.now());
+    await expireCheckoutSessions(env, Date.now());
+    expect(await readSession(session.id)).toMatchObject({ status: "complete", payment_id: paymentId, payment_method_id: expect.stringMatching(/^pmt_/) });
+    expect((await eventsOf(acct.id, "checkout.session.completed")).filter((e) => e.body.data.id === session.id)).toHaveLength(1);
+    expect((await eventsOf(acct.id, "checkout.session.expired")).filter((e) => e.body.data.id === session.id)).toHaveLength(0);
+  });
+
+  it("a challenge abandoned past expiry: once the payment is canceled, the cron expires the session", async () => {
+    const session = await openSession();
+    const res = await pay(session, "4000002760003184");
+    const paymentId = new URL(res.headers.get("location")!).pathname.split("/")[3];
+    await env.DB.prepare("UPDATE checkout_sessions SET expires_at = ? WHERE id = ?").bind(new Date(Date.now() - 1000).toISOString(), session.id).run();
+    expect((await call(`/payments/${paymentId}/cancel`, { key: acct.key, body: {} })).status).toBe(200);
+    await expireCheckoutSessions(env, Date.now());
+    expect(await readSession(session.id)).toMatchObject({ status: "expired", payment_id: null });
+  });
+
+  it("POST /checkout/sessions/{id}/expire refuses while its payment waits for 3-D Secure (409), and completes the session whose payment succeeded", async () => {
+    const session = await openSession();
+    const res = await pay(session, "4000002760003184");
+    const challenge = new URL(res.headers.get("location")!);
+    const waiting = await call(`/checkout/sessions/${session.id}/expire`, { key: acct.key, method: "POST" });
+    expectError(waiting, 409, "invalid_request_error", "checkout_session_in_progress");
+    expect((await readSession(session.id)).status).toBe("open");
+    const done = await page(`${challenge.pathname}/complete`, { method: "POST" });
+    const paymentId = new URL(done.headers.get("location")!).searchParams.get("payment_id")!;
+    const paid = await call(`/checkout/sessions/${session.id}/expire`, { key: acct.key, method: "POST" });
+    expectError(paid, 409, "invalid_request_error", "checkout_session_not_open");
+    expect(await readSession(session.id)).toMatchObject({ status: "complete", payment_id: paymentId });
+    expect((await eventsOf(acct.id, "checkout.session.expired")).filter((e) => e.body.data.id === session.id)).toHaveLength(0);
+    expect((await eventsOf(acct.id, "checkout.session.completed")).filter((e) => e.body.data.id === session.id)).toHaveLength(1);
+  });
+
   it("a failed challenge that lands after the session expired shows the closed page, no form", async () => {
     const session = await openSession();
     const res = await pay(session, "4000002760003184");
     const challenge = new URL(res.headers.get("location")!);
-    await env.DB.prepare("UPDATE checkout_sessions SET expires_at = ? WHERE id = ?").bind(new Date(Date.now() - 1000).toISOString(), session.id).run();
-    await expireCheckoutSessions(env, Date.now());
+    await expiredMeanwhile(session.id);
     const failed = await page(`${challenge.pathname}/fail`, { method: "POST" });
     const returnTo = new URL(failed.headers.get("location")!);
     const landed = await page(`${returnTo.pathname}${returnTo.search}`);
