@@ -572,6 +572,44 @@ describe("review of issue 34: the return route under attack", () => {
     expect((await eventsOf(acct.id, "checkout.session.completed")).filter((e) => e.body.data.id === session.id)).toHaveLength(1);
   });
 
+  it("a session's id with another session's secret (same account, another account, the live mode) is 404 everywhere and writes nothing", async () => {
+    const mine = await openSession();
+    const sibling = await openSession();
+    const stranger = await createUser(other, { name: "Grace Hopper" });
+    const theirs = (await call("/checkout/sessions", { key: other.key, body: { mode: "setup", user_id: stranger.id, success_url: SUCCESS, cancel_url: CANCEL } })).body;
+    const liveUser = await createUser({ id: acct.id, key: acct.liveKey }, { name: "Live Payer", email: "live.r34@example.com" });
+    const live = (await call("/checkout/sessions", { key: acct.liveKey, body: { mode: "setup", user_id: liveUser.id, success_url: SUCCESS, cancel_url: CANCEL } })).body;
+    const secretOf = (session: { url: string }) => pathOf(session).split("/").pop()!;
+    const before = await countRows("payment_methods", "1 = 1");
+    for (const [id, secret] of [
+      [mine.id, secretOf(sibling)],
+      [mine.id, secretOf(theirs)],
+      [mine.id, secretOf(live)],
+      [live.id, secretOf(mine)],
+      [theirs.id, secretOf(mine)],
+    ]) {
+      const path = `/pay/checkout/${id}/${secret}`;
+      expect((await page(path)).status, path).toBe(404);
+      sentPans.add(CARDS.visa);
+      const submitted = await page(path, { method: "POST", body: new URLSearchParams({ card_number: CARDS.visa, exp_month: "12", exp_year: String(nextYear), cvc: "314" }), headers: { "content-type": "application/x-www-form-urlencoded", origin: BASE } });
+      expect(submitted.status, path).toBe(404);
+      expect((await page(`${path}/return?payment_id=pay_01jd2x4k5m6n7p8q9r0s1t2v3w`)).status, path).toBe(404);
+    }
+    expect(await countRows("payment_methods", "1 = 1")).toBe(before);
+    for (const session of [mine, sibling]) expect((await readSession(session.id)).status).toBe("open");
+  });
+
+  it("the return route sends the payer nowhere but the session's own pages or success_url, whatever the query says", async () => {
+    const session = await openSession();
+    for (const query of ["payment_id=https://evil.example", "payment_id=//evil.example&next=https://evil.example", "payment_id=pay_x&return_url=https://evil.example", "payment_id="]) {
+      const res = await page(`${pathOf(session)}/return?${query}`);
+      expect(res.status, query).toBe(400);
+      expect(res.headers.get("location"), query).toBeNull();
+      expect(res.html, query).not.toContain("evil.example");
+    }
+    expect((await readSession(session.id)).status).toBe("open");
+  });
+
   it("a failed challenge that lands after the session expired shows the closed page, no form", async () => {
     const session = await openSession();
     const res = await pay(session, "4000002760003184");
