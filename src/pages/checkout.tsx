@@ -474,6 +474,18 @@ function returnUrlField(c: Context<AppEnv>, row: CheckoutSessionRow): { return_u
 }
 
 /**
+ * Whether the subscription is the one this session's attempt made: of the session's plan and
+ * charging the card the attempt saved (a card saved for this submit only), so a payer cannot
+ * complete a subscription session with an earlier subscription's payment.
+ */
+async function isAttemptSubscription(c: Context<AppEnv>, found: Found, subscriptionId: string): Promise<boolean> {
+  const { row } = found;
+  if (!row.attemptPaymentMethodId || !hasPrefix(subscriptionId, "subscription")) return false;
+  const read = await callApi(appOf(c), c, pageAuth(found), "GET", `/subscriptions/${encodeURIComponent(subscriptionId)}`);
+  return read.status === 200 && read.body?.plan_id === row.planId && read.body?.user_id === row.userId && read.body?.payment_method === row.attemptPaymentMethodId;
+}
+
+/**
  * The return from a 3-D Secure challenge (?payment_id=…): the payment, read through the API, is
  * this session's; completed, the session is finished as a submit finishes it; failed, the form
  * shows why; still waiting, the form says so.
@@ -486,8 +498,13 @@ async function returned(c: Context<AppEnv>, found: Found, paymentId: string) {
   const ours =
     read.status === 200 &&
     payment.user_id === row.userId &&
-    (row.mode === "payment" ? payment.metadata?.checkout_session_id === row.id && payment.amount === row.amount && payment.currency === row.currency : row.mode === "subscription" && payment.subscription_id !== null);
-  if (!ours) return formPage(c, found, 400, "The payment could not be confirmed. Try again.");
+    (row.mode === "payment"
+      ? payment.metadata?.checkout_session_id === row.id && payment.amount === row.amount && payment.currency === row.currency
+      : row.mode === "subscription" && typeof payment.subscription_id === "string" && (await isAttemptSubscription(c, found, payment.subscription_id)));
+  if (!ours) return row.status === "open" ? formPage(c, found, 400, "The payment could not be confirmed. Try again.") : closedPage(c, found);
+  // Expired while the payer was at the challenge: a success still completes it (the money moved);
+  // anything else finds the session closed.
+  if (row.status !== "open" && payment.status !== "completed") return closedPage(c, found);
   if (payment.status === "completed") {
     return finish(c, found, { paymentId: payment.id, subscriptionId: row.mode === "subscription" ? payment.subscription_id : null, paymentMethodId: payment.payment_method_id ?? row.attemptPaymentMethodId ?? "" });
   }
@@ -561,7 +578,8 @@ export function registerCheckoutPage(app: OpenAPIHono<AppEnv>) {
       const found = await sessionOfUrl(c);
       if (!found) return notFoundPage(c);
       if (found.row.status === "complete") return redirectTo(c, successUrlOf(found.row));
-      if (found.row.status !== "open") return closedPage(c, found);
+      // An expired session still takes the return of a payment that succeeded (see returned).
+      if (found.row.status !== "open" && found.row.status !== "expired") return closedPage(c, found);
       return returned(c, found, c.req.query("payment_id") ?? "");
     }),
   );

@@ -11,7 +11,7 @@
 import { and, asc, eq, lte, sql } from "drizzle-orm";
 import { type Db, createDb } from "../db/client";
 import { failureReason, guard } from "../db/batch";
-import { checkoutSessions } from "../db/schema";
+import { checkoutSessions, payments } from "../db/schema";
 import { livesHere } from "../db/scope";
 import type { Bindings } from "../env";
 import { isoTime } from "../lib/clock";
@@ -193,6 +193,15 @@ export async function expireCheckoutSessions(env: Bindings, now: number): Promis
   for (const row of due) {
     if (row.submitUntil !== null && row.submitUntil > now) continue;
     try {
+      // An attempt whose payment went to 3-D Secure: waiting, the session is left open for it (the
+      // payer may still finish, or the payment is canceled); succeeded while the payer never came
+      // back to the page, the session is completed with it, never expired.
+      const attempt = await attemptPaymentOf(db, row);
+      if (attempt?.status === "requires_action") continue;
+      if (attempt?.status === "completed") {
+        await completeCheckoutSession({ db, queue: env.DELIVERY_QUEUE }, row, { paymentId: attempt.id, subscriptionId: null, paymentMethodId: attempt.paymentMethodId ?? row.attemptPaymentMethodId ?? "" }, now);
+        continue;
+      }
       const writes = expiryWrites(db, row, now);
       await commitWrites({ db, queue: env.DELIVERY_QUEUE }, { statements: writes.statements, events: writes.events });
       expired++;
@@ -203,6 +212,31 @@ export async function expireCheckoutSessions(env: Bindings, now: number): Promis
     }
   }
   return { expired };
+}
+
+/**
+ * The payment a payment session's attempt made that is waiting for 3-D Secure or succeeded (the
+ * page's charge carries metadata.checkout_session_id, the session's user, amount and currency), or
+ * null. Only asked of a session whose attempt charged a card (attempt_payment_method_id).
+ */
+export async function attemptPaymentOf(db: Db, row: CheckoutSessionRow): Promise<{ id: string; status: string; paymentMethodId: string | null } | null> {
+  if (row.mode !== "payment" || row.attemptPaymentMethodId === null) return null;
+  const [payment] = await db
+    .select({ id: payments.id, status: payments.status, paymentMethodId: payments.paymentMethodId })
+    .from(payments)
+    .where(
+      and(
+        eq(payments.accountId, row.accountId),
+        eq(payments.livemode, row.livemode),
+        eq(payments.userId, row.userId),
+        sql`json_extract(${payments.metadata}, '$.checkout_session_id') = ${row.id}`,
+        sql`${payments.amount} = ${row.amount} AND ${payments.currency} = ${row.currency}`,
+        sql`${payments.status} IN ('requires_action', 'completed')`,
+      ),
+    )
+    .orderBy(sql`${payments.status} = 'completed' DESC`)
+    .limit(1);
+  return payment ?? null;
 }
 
 /**

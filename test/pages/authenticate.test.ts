@@ -241,3 +241,87 @@ describe("cancel and expiry of a payment waiting for its payer", () => {
     expect((await eventsFor(acct.id, old.id)).map((e) => e.type)).toEqual(["payment.requires_action", "payment.canceled"]);
   });
 });
+
+describe("review of issue 34: attacks on the challenge", () => {
+  const outcomes = (types: string[]) => types.filter((t) => t !== "payment.requires_action");
+
+  it("Complete and Fail at once, several times each: one outcome, one event, every submit lands on return_url", async () => {
+    const payment = await asked();
+    const submits = await Promise.all([0, 1, 2, 3].map((i) => browse(`${payment.next_action.url}/${i % 2 === 0 ? "complete" : "fail"}`, "POST")));
+    for (const res of submits) {
+      expect(res.status, res.text).toBe(303);
+      expect(res.headers.get("location")).toBe(`https://shop.example.com/orders/6735?ref=a&payment_id=${payment.id}`);
+    }
+    const status = (await call(`/payments/${payment.id}`, { key: acct.key })).body.status;
+    expect(["completed", "failed"]).toContain(status);
+    expect(outcomes((await eventsFor(acct.id, payment.id)).map((e) => e.type))).toEqual([status === "completed" ? "payment.completed" : "payment.failed"]);
+  });
+
+  it("the merchant's cancel and a late Complete at once: one of them wins, with its one event, never both", async () => {
+    for (let round = 0; round < 3; round++) {
+      const payment = await asked();
+      const [cancel, complete] = await Promise.all([call(`/payments/${payment.id}/cancel`, { key: acct.key, body: {} }), browse(`${payment.next_action.url}/complete`, "POST")]);
+      expect(complete.status).toBe(303);
+      const now = (await call(`/payments/${payment.id}`, { key: acct.key })).body;
+      const types = outcomes((await eventsFor(acct.id, payment.id)).map((e) => e.type));
+      if (now.status === "canceled") {
+        expect(cancel.status, cancel.text).toBe(200);
+        expect(types).toEqual(["payment.canceled"]);
+      } else {
+        expect(now).toMatchObject({ status: "completed", canceled_at: null, amount_received: 2599 });
+        expectError(cancel, 409, "invalid_request_error", "payment_unexpected_state");
+        expect(types).toEqual(["payment.completed"]);
+      }
+    }
+  });
+
+  it("the cron's 7-day abandon and a late Complete at once: one outcome, one event", async () => {
+    const payment = await asked();
+    await env.DB.prepare("UPDATE payments SET created_at = ? WHERE id = ?").bind(new Date(Date.now() - AUTHORIZATION_LIFETIME_MS - 120_000).toISOString(), payment.id).run();
+    const [, complete] = await Promise.all([expireAuthorizations(env, Date.now()), browse(`${payment.next_action.url}/complete`, "POST")]);
+    expect(complete.status).toBe(303);
+    const now = (await call(`/payments/${payment.id}`, { key: acct.key })).body;
+    const types = outcomes((await eventsFor(acct.id, payment.id)).map((e) => e.type));
+    expect(types).toEqual([now.status === "canceled" ? "payment.canceled" : "payment.completed"]);
+    if (now.status === "canceled") expect(now).toMatchObject({ cancellation_reason: "abandoned", amount_received: 0 });
+  });
+
+  it("a retried POST /payments with the same Idempotency-Key while (and after) the payment waits: the same payment, charged once", async () => {
+    const body = { amount: 2599, currency: "eur", user_id: customer.id, return_url: "https://shop.example.com/orders/1", ...cardFields(AUTH_CARD) };
+    const [first, second] = await Promise.all([call("/payments", { key: acct.key, idempotencyKey: "r34-retry-3ds", body }), call("/payments", { key: acct.key, idempotencyKey: "r34-retry-3ds", body })]);
+    const created = [first, second].find((r) => r.status === 201)!;
+    expect(created, `${first.status} ${second.status}`).toBeDefined();
+    for (const res of [first, second]) if (res.status === 201) expect(res.body.id).toBe(created.body.id);
+    await browse(`${created.body.next_action.url}/complete`, "POST");
+    const again = await call("/payments", { key: acct.key, idempotencyKey: "r34-retry-3ds", body });
+    expect(again.status).toBe(201);
+    expect(again.body.id).toBe(created.body.id);
+    expect(await one<{ n: number }>("SELECT COUNT(*) AS n FROM payments WHERE account_id = ? AND charge_reference LIKE '%r34-retry-3ds%'", acct.id)).toEqual({ n: 1 });
+    expect(outcomes((await eventsFor(acct.id, created.body.id)).map((e) => e.type))).toEqual(["payment.completed"]);
+  });
+
+  it("a page URL whose secret has the wrong length or odd characters answers the 404 page, never a 500, and records nothing", async () => {
+    const payment = await asked();
+    const secret = pathOf(payment.next_action.url).split("/").pop()!;
+    const odd = [`${secret}a`, secret.slice(0, 39), `${secret.slice(0, 39)}%00`, `${secret.slice(0, 38)}%C3%A9`, `${secret.slice(0, 39)}%2F`, "%FF%FE", `${secret.toLowerCase() === secret ? secret.toUpperCase() : secret.toLowerCase()}`];
+    for (const bad of odd) {
+      const url = `/pay/authenticate/${payment.id}/${bad}`;
+      const page = await browse(url);
+      expect(page.status, url).toBe(404);
+      expect(page.headers.get("content-security-policy"), url).toContain("frame-ancestors 'none'");
+      expect((await browse(`${url}/complete`, "POST")).status, url).toBe(404);
+    }
+    expect((await call(`/payments/${payment.id}`, { key: acct.key })).body.status).toBe("requires_action");
+  });
+
+  it("the challenge page carries no secret but its own URL's: no API key, no card number, no client secret; the CSP is this origin only", async () => {
+    const payment = await asked();
+    const page = await browse(payment.next_action.url);
+    expect(page.text).not.toMatch(/sk_(test|live)_|pi_[A-Za-z0-9]+_secret|client_secret|4000002760003184|2760003184/);
+    expect(page.headers.get("content-security-policy")).toBe(
+      "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-src 'none'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+    );
+    expect(page.headers.get("x-frame-options")).toBe("DENY");
+    expect(page.headers.get("referrer-policy")).toBe("no-referrer");
+  });
+});

@@ -493,6 +493,156 @@ describe("the page's return from 3-D Secure (?payment_id=…)", () => {
   });
 });
 
+describe("review of issue 34: the return route under attack", () => {
+  const back = (session: { url: string }, paymentId: string) => page(`${pathOf(session)}/return?payment_id=${encodeURIComponent(paymentId)}`);
+  const expiredMeanwhile = (id: string) =>
+    env.DB.prepare("UPDATE checkout_sessions SET status = 'expired', expired_at = ?, expires_at = ? WHERE id = ?").bind(new Date().toISOString(), new Date(Date.now() - 1000).toISOString(), id).run();
+
+  it("refuses, in subscription mode, a completed payment of another subscription of the same user, and completes nothing", async () => {
+    // The payer holds the id of an earlier subscription's payment (from an earlier return URL).
+    const card = (await call(`/api/users/${customer.id}/payment-methods`, { key: acct.key, body: { processor_token: "pm_card_visa" } })).body.id as string;
+    const earlier = await call("/subscriptions", { key: acct.key, body: { user_id: customer.id, plan_id: plan.id, payment_method: card } });
+    expect(earlier.status, earlier.text).toBe(201);
+    const paid = (await call(`/payments?subscription_id=${earlier.body.id}&limit=1`, { key: acct.key })).body.data[0];
+    expect(paid).toMatchObject({ status: "completed", user_id: customer.id, subscription_id: earlier.body.id });
+    const session = await openSession({ mode: "subscription", plan_id: plan.id });
+    const res = await back(session, paid.id);
+    expect(res.status, res.html).toBe(400);
+    expect(await readSession(session.id)).toMatchObject({ status: "open", subscription_id: null, payment_id: null });
+    expect((await eventsOf(acct.id, "checkout.session.completed")).filter((e) => e.body.data.id === session.id)).toHaveLength(0);
+  });
+
+  it("completes a subscription session with the subscription its attempt made (its plan, the card the attempt saved)", async () => {
+    // As the page's subscription attempt does: the card saved for this attempt is recorded, then charged.
+    const session = await openSession({ mode: "subscription", plan_id: plan.id });
+    const card = (await call(`/api/users/${customer.id}/payment-methods`, { key: acct.key, body: { processor_token: "pm_card_visa" } })).body.id as string;
+    await env.DB.prepare("UPDATE checkout_sessions SET attempt_payment_method_id = ? WHERE id = ?").bind(card, session.id).run();
+    const made = await call("/subscriptions", { key: acct.key, body: { user_id: customer.id, plan_id: plan.id, payment_method: card } });
+    expect(made.status, made.text).toBe(201);
+    const paid = (await call(`/payments?subscription_id=${made.body.id}&limit=1`, { key: acct.key })).body.data[0];
+    const res = await back(session, paid.id);
+    expect(res.status, res.html).toBe(303);
+    expect(await readSession(session.id)).toMatchObject({ status: "complete", payment_id: paid.id, subscription_id: made.body.id, payment_method_id: card });
+  });
+
+  it("a 3-D Secure success that lands after the session expired still completes it (the money moved), once", async () => {
+    const session = await openSession();
+    const res = await pay(session, "4000002760003184");
+    const challenge = new URL(res.headers.get("location")!);
+    // The session was expired while the payment waited for authentication (an expiry that raced the submit).
+    await expiredMeanwhile(session.id);
+    expect((await readSession(session.id)).status).toBe("expired");
+    const done = await page(`${challenge.pathname}/complete`, { method: "POST" });
+    const returnTo = new URL(done.headers.get("location")!);
+    const paymentId = returnTo.searchParams.get("payment_id")!;
+    expect((await call(`/payments/${paymentId}`, { key: acct.key })).body.status).toBe("completed");
+    const landed = await page(`${returnTo.pathname}${returnTo.search}`);
+    expect(landed.status, landed.html).toBe(303);
+    expect(landed.headers.get("location")).toContain(session.id);
+    expect(await readSession(session.id)).toMatchObject({ status: "complete", payment_id: paymentId });
+    expect((await page(`${returnTo.pathname}${returnTo.search}`)).status).toBe(303);
+    expect((await eventsOf(acct.id, "checkout.session.completed")).filter((e) => e.body.data.id === session.id)).toHaveLength(1);
+    // The expired session's page still takes no card.
+    expect((await pay(session)).status).not.toBe(200);
+  });
+
+  it("a 3-D Secure success whose payer never comes back: the cron completes the session with it, never expires it", async () => {
+    const session = await openSession();
+    const res = await pay(session, "4000002760003184");
+    const challenge = new URL(res.headers.get("location")!);
+    const past = () => env.DB.prepare("UPDATE checkout_sessions SET expires_at = ? WHERE id = ?").bind(new Date(Date.now() - 1000).toISOString(), session.id).run();
+    await past();
+    // Still waiting for the payer: the session is left open for the payment to decide.
+    await expireCheckoutSessions(env, Date.now());
+    expect((await readSession(session.id)).status).toBe("open");
+    // The payer completes the challenge and closes the tab: the return route is never visited.
+    const done = await page(`${challenge.pathname}/complete`, { method: "POST" });
+    const paymentId = new URL(done.headers.get("location")!).searchParams.get("payment_id")!;
+    await expireCheckoutSessions(env, Date.now());
+    await expireCheckoutSessions(env, Date.now());
+    expect(await readSession(session.id)).toMatchObject({ status: "complete", payment_id: paymentId, payment_method_id: expect.stringMatching(/^pmt_/) });
+    expect((await eventsOf(acct.id, "checkout.session.completed")).filter((e) => e.body.data.id === session.id)).toHaveLength(1);
+    expect((await eventsOf(acct.id, "checkout.session.expired")).filter((e) => e.body.data.id === session.id)).toHaveLength(0);
+  });
+
+  it("a challenge abandoned past expiry: once the payment is canceled, the cron expires the session", async () => {
+    const session = await openSession();
+    const res = await pay(session, "4000002760003184");
+    const paymentId = new URL(res.headers.get("location")!).pathname.split("/")[3];
+    await env.DB.prepare("UPDATE checkout_sessions SET expires_at = ? WHERE id = ?").bind(new Date(Date.now() - 1000).toISOString(), session.id).run();
+    expect((await call(`/payments/${paymentId}/cancel`, { key: acct.key, body: {} })).status).toBe(200);
+    await expireCheckoutSessions(env, Date.now());
+    expect(await readSession(session.id)).toMatchObject({ status: "expired", payment_id: null });
+  });
+
+  it("POST /checkout/sessions/{id}/expire refuses while its payment waits for 3-D Secure (409), and completes the session whose payment succeeded", async () => {
+    const session = await openSession();
+    const res = await pay(session, "4000002760003184");
+    const challenge = new URL(res.headers.get("location")!);
+    const waiting = await call(`/checkout/sessions/${session.id}/expire`, { key: acct.key, method: "POST" });
+    expectError(waiting, 409, "invalid_request_error", "checkout_session_in_progress");
+    expect((await readSession(session.id)).status).toBe("open");
+    const done = await page(`${challenge.pathname}/complete`, { method: "POST" });
+    const paymentId = new URL(done.headers.get("location")!).searchParams.get("payment_id")!;
+    const paid = await call(`/checkout/sessions/${session.id}/expire`, { key: acct.key, method: "POST" });
+    expectError(paid, 409, "invalid_request_error", "checkout_session_not_open");
+    expect(await readSession(session.id)).toMatchObject({ status: "complete", payment_id: paymentId });
+    expect((await eventsOf(acct.id, "checkout.session.expired")).filter((e) => e.body.data.id === session.id)).toHaveLength(0);
+    expect((await eventsOf(acct.id, "checkout.session.completed")).filter((e) => e.body.data.id === session.id)).toHaveLength(1);
+  });
+
+  it("a session's id with another session's secret (same account, another account, the live mode) is 404 everywhere and writes nothing", async () => {
+    const mine = await openSession();
+    const sibling = await openSession();
+    const stranger = await createUser(other, { name: "Grace Hopper" });
+    const theirs = (await call("/checkout/sessions", { key: other.key, body: { mode: "setup", user_id: stranger.id, success_url: SUCCESS, cancel_url: CANCEL } })).body;
+    const liveUser = await createUser({ id: acct.id, key: acct.liveKey }, { name: "Live Payer", email: "live.r34@example.com" });
+    const live = (await call("/checkout/sessions", { key: acct.liveKey, body: { mode: "setup", user_id: liveUser.id, success_url: SUCCESS, cancel_url: CANCEL } })).body;
+    const secretOf = (session: { url: string }) => pathOf(session).split("/").pop()!;
+    const before = await countRows("payment_methods", "1 = 1");
+    for (const [id, secret] of [
+      [mine.id, secretOf(sibling)],
+      [mine.id, secretOf(theirs)],
+      [mine.id, secretOf(live)],
+      [live.id, secretOf(mine)],
+      [theirs.id, secretOf(mine)],
+    ]) {
+      const path = `/pay/checkout/${id}/${secret}`;
+      expect((await page(path)).status, path).toBe(404);
+      sentPans.add(CARDS.visa);
+      const submitted = await page(path, { method: "POST", body: new URLSearchParams({ card_number: CARDS.visa, exp_month: "12", exp_year: String(nextYear), cvc: "314" }), headers: { "content-type": "application/x-www-form-urlencoded", origin: BASE } });
+      expect(submitted.status, path).toBe(404);
+      expect((await page(`${path}/return?payment_id=pay_01jd2x4k5m6n7p8q9r0s1t2v3w`)).status, path).toBe(404);
+    }
+    expect(await countRows("payment_methods", "1 = 1")).toBe(before);
+    for (const session of [mine, sibling]) expect((await readSession(session.id)).status).toBe("open");
+  });
+
+  it("the return route sends the payer nowhere but the session's own pages or success_url, whatever the query says", async () => {
+    const session = await openSession();
+    for (const query of ["payment_id=https://evil.example", "payment_id=//evil.example&next=https://evil.example", "payment_id=pay_x&return_url=https://evil.example", "payment_id="]) {
+      const res = await page(`${pathOf(session)}/return?${query}`);
+      expect(res.status, query).toBe(400);
+      expect(res.headers.get("location"), query).toBeNull();
+      expect(res.html, query).not.toContain("evil.example");
+    }
+    expect((await readSession(session.id)).status).toBe("open");
+  });
+
+  it("a failed challenge that lands after the session expired shows the closed page, no form", async () => {
+    const session = await openSession();
+    const res = await pay(session, "4000002760003184");
+    const challenge = new URL(res.headers.get("location")!);
+    await expiredMeanwhile(session.id);
+    const failed = await page(`${challenge.pathname}/fail`, { method: "POST" });
+    const returnTo = new URL(failed.headers.get("location")!);
+    const landed = await page(`${returnTo.pathname}${returnTo.search}`);
+    expect(landed.status).toBe(410);
+    expect(landed.html).not.toContain("<form");
+    expect((await readSession(session.id)).status).toBe("expired");
+  });
+});
+
 describe("a submit after an unknown outcome", () => {
   it("charges the card the earlier attempt was charging, under the same key, not the one typed now", async () => {
     const session = await openSession();

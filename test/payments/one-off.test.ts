@@ -147,6 +147,8 @@ describe("bad input: a clear 4xx, nothing written", () => {
     ["an unknown user", { user_id: "usr_01jd2x4k5m6n7p8q9r0s1t2v3w" }, 404, "resource_missing", "user_id"],
     ["a return_url that is not http(s)", { return_url: "javascript:alert(1)" }, 400, "url_invalid", "return_url"],
     ["a plain-http return_url off localhost", { return_url: "http://shop.example.com/done" }, 400, "url_invalid", "return_url"],
+    ["a return_url with a user name and password", { return_url: "https://user:pw@shop.example.com/done" }, 400, "url_invalid", "return_url"],
+    ["a data: return_url", { return_url: "data:text/html,<script>alert(1)</script>" }, 400, "url_invalid", "return_url"],
     ["metadata with a number value", { metadata: { n: 1 } }, 400, "parameter_invalid", "metadata.n"],
     ["a saved payment method with card fields beside it", { payment_method: "pmt_01jd2x4k5m6n7p8q9r0s1t2v3w" }, 400, "parameter_unexpected", "card_number"],
     [

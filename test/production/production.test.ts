@@ -118,4 +118,25 @@ describe("production mode", () => {
     const ok = await call("https://api.tender.test/api/webhooks", json({ url: "https://[2606:4700::1111]/tender", events: ["customer.created"] }, { authorization: `Bearer ${key}` }));
     expect(ok.status).toBe(201);
   });
+  it("refuses return_url, success_url and cancel_url that are not public https (localhost, loopback, private, credentials) before anything else", async () => {
+    const key = await signup();
+    const auth = (idempotencyKey: string) => ({ authorization: `Bearer ${key}`, "idempotency-key": idempotencyKey });
+    const bad = ["https://localhost/done", "https://127.0.0.1/done", "https://10.0.0.5/done", "https://[::1]/done", "http://localhost:3000/done", "https://user:pw@shop.example.com/done", "javascript:alert(1)", "data:text/html,hi"];
+    for (const [i, url] of bad.entries()) {
+      const payment = await call(
+        "https://api.tender.test/payments",
+        json({ amount: 1000, currency: "usd", user_id: "usr_01jd2x4k5m6n7p8q9r0s1t2v3w", payment_method: "pmt_01jd2x4k5m6n7p8q9r0s1t2v3w", return_url: url }, auth(`r34-pay-${i}`)),
+      );
+      expect(payment.status, url).toBe(400);
+      expect(payment.body.error, url).toMatchObject({ code: "url_invalid", param: "return_url" });
+      for (const field of ["success_url", "cancel_url"]) {
+        const session = await call(
+          "https://api.tender.test/checkout/sessions",
+          json({ mode: "setup", user_id: "usr_01jd2x4k5m6n7p8q9r0s1t2v3w", success_url: "https://shop.example.com/ok", cancel_url: "https://shop.example.com/cart", [field]: url }, auth(`r34-cs-${field}-${i}`)),
+        );
+        expect(session.status, `${field} ${url}`).toBe(400);
+        expect(session.body.error, `${field} ${url}`).toMatchObject({ param: field });
+      }
+    }
+  });
 });

@@ -10,7 +10,7 @@ import { hasPrefix, newId } from "../../domain/ids";
 import { isDevelopment } from "../../env";
 import { clock, isoTime } from "../../lib/clock";
 import { conflict, invalidRequest, notFound } from "../../lib/errors";
-import { CHECKOUT_SESSION_LIFETIME_MS, CHECKOUT_SESSION_NOT_OPEN, type CheckoutSessionRow, checkRedirectUrl, expiryWrites, serializeCheckoutSession } from "../../payments/checkout";
+import { CHECKOUT_SESSION_LIFETIME_MS, CHECKOUT_SESSION_NOT_OPEN, type CheckoutSessionRow, attemptPaymentOf, checkRedirectUrl, completeCheckoutSession, expiryWrites, serializeCheckoutSession } from "../../payments/checkout";
 import { readCurrency } from "../../payments/money-input";
 import { newPageSecret } from "../../pages/hosted";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
@@ -66,7 +66,7 @@ const expire = apiRoute({
   operationId: "expireCheckoutSession",
   summary: "Expire a checkout session",
   description:
-    "Expires an open session now, as Stripe's expire does: its page takes no card any more, and checkout.session.expired is sent. A complete or expired session answers 409 checkout_session_not_open (naming its status); a session whose payment is being made on its page at this moment answers 409 checkout_session_in_progress.",
+    "Expires an open session now, as Stripe's expire does: its page takes no card any more, and checkout.session.expired is sent. A complete or expired session answers 409 checkout_session_not_open (naming its status); a session whose payment is being made on its page at this moment, or waits for the payer's 3-D Secure (cancel that payment first), answers 409 checkout_session_in_progress; one whose payment succeeded while its payer never came back is completed, and answers 409 checkout_session_not_open.",
   scope: "checkout_sessions:write",
   request: { params: idParam("checkout session", "cs_01jd2x4k5m6n7p8q9r0s1t2v3w") },
   responses: { 200: json(CheckoutSessionSchema, "The expired session.") },
@@ -150,6 +150,16 @@ export function registerCheckoutSessions(app: OpenAPIHono<AppEnv>) {
     if (row.status !== "open") throw conflict("checkout_session_not_open", `Checkout session ${id} is ${row.status}: only an open session can be expired.`);
     const inProgress = () => conflict("checkout_session_in_progress", `Checkout session ${id} is being paid on its page at this moment: nothing was changed. Read it again in a minute.`);
     if (row.submitUntil !== null && row.submitUntil > now) throw inProgress();
+    // Its payment waits for the payer's 3-D Secure: cancel that first. Succeeded while the payer never
+    // came back to the page: the session is paid, and is completed now.
+    const attempt = await attemptPaymentOf(db, row);
+    if (attempt?.status === "requires_action") {
+      throw conflict("checkout_session_in_progress", `Checkout session ${id}'s payment ${attempt.id} waits for the payer to authenticate (3-D Secure): cancel it (POST /payments/${attempt.id}/cancel), then expire the session.`);
+    }
+    if (attempt?.status === "completed") {
+      await completeCheckoutSession({ db, queue: c.env.DELIVERY_QUEUE, waitUntil: (p) => c.executionCtx.waitUntil(p) }, row, { paymentId: attempt.id, subscriptionId: null, paymentMethodId: attempt.paymentMethodId ?? row.attemptPaymentMethodId ?? "" }, now);
+      throw conflict("checkout_session_not_open", `Checkout session ${id} is complete: its payment ${attempt.id} succeeded.`);
+    }
     const writes = expiryWrites(db, row, now);
     return commitAndRespond(c, { statements: writes.statements, events: writes.events }, 200, serializeCheckoutSession(writes.row, null), {
       failures: { [CHECKOUT_SESSION_NOT_OPEN]: inProgress },

@@ -15,6 +15,7 @@ import { clock } from "../../lib/clock";
 import { idempotencyClaimLost } from "../../middleware/idempotency";
 import { assertNoCardData, cardInBody, readCard } from "../../payments/card-input";
 import { withProcessorRetries } from "../../payments/charge";
+import { checkRedirectUrl } from "../../payments/checkout";
 import { newPaymentEvent, paymentOfOutcome } from "../../payments/intents";
 import { newPageSecret } from "../../pages/hosted";
 import { readCurrency } from "../../payments/money-input";
@@ -49,25 +50,21 @@ const create = apiRoute({
 /** The charge's reference is already recorded: another request took this Idempotency-Key over and answers for it. */
 const CHARGE_RECORDED = "unique:payments.charge_reference";
 
-/** return_url: http(s) only; plain http only to localhost in development. */
+/**
+ * return_url: the same rule as checkout's success_url and cancel_url (checkRedirectUrl): https, no
+ * credentials; localhost, loopback and private hosts (and plain http to localhost) only in development.
+ */
 export function readReturnUrl(text: string | undefined, development: boolean): string | null {
   if (text === undefined) return null;
-  let url: URL | null = null;
-  try {
-    url = new URL(text);
-  } catch {
-    url = null;
-  }
-  const local = url !== null && (url.hostname === "localhost" || url.hostname === "127.0.0.1");
-  const allowed = url !== null && (url.protocol === "https:" || (url.protocol === "http:" && development && local));
-  if (!allowed) {
+  const checked = checkRedirectUrl(text, development);
+  if (!checked.ok) {
     throw invalidRequest(
       "url_invalid",
-      development ? "return_url must be an https URL (or http://localhost or http://127.0.0.1 in development)." : "return_url must be an https URL.",
+      development ? "return_url must be an https URL with no user name or password (or http://localhost or http://127.0.0.1 in development)." : "return_url must be a public https URL with no user name or password.",
       "return_url",
     );
   }
-  return url!.toString();
+  return new URL(checked.url).toString();
 }
 
 export function registerCreatePayment(app: OpenAPIHono<AppEnv>) {
