@@ -63,7 +63,7 @@ describe.skipIf(!chromiumPath)("docs/checkout.md's walk-through: a subscription 
   });
 
   /** Runs one mode's blocks; when the script prints the session's URL, `pay` does the payer's part in Chromium. */
-  async function walk(name: string, blocks: string[], receiverAddress: string, pay: (page: Page) => Promise<void>): Promise<Run> {
+  async function walk(name: string, blocks: string[], receiverAddress: string, pay: (page: Page, subscriptionsNow: () => Promise<any[]>) => Promise<void>): Promise<Run> {
     const receiverPort = await freePort();
     const script = blocks
       .join("\n")
@@ -105,7 +105,13 @@ describe.skipIf(!chromiumPath)("docs/checkout.md's walk-through: a subscription 
       page.on("pageerror", (e) => problems.push(`${page.url()}: page error: ${e}`));
       const opened = await page.goto(url);
       expect(opened?.status(), await page.content()).toBe(200);
-      await pay(page);
+      // The user's subscriptions as the script's key sees them (the key from its recorded sign-up).
+      const subscriptionsNow = async () => {
+        const signup = recordedCalls(traceDir).find((c) => c.method === "POST" && c.url.pathname === "/api/accounts")!;
+        const res = await fetch(`${dev.origin}/subscriptions`, { headers: { authorization: `Bearer ${name === "live" ? signup.body.live_api_key : signup.body.api_key}` } });
+        return ((await res.json()) as { data: any[] }).data;
+      };
+      await pay(page, subscriptionsNow);
       landedOn = page.url();
       await page.close();
       const code = await exited;
@@ -155,7 +161,7 @@ describe.skipIf(!chromiumPath)("docs/checkout.md's walk-through: a subscription 
   });
 
   it("test mode: types 4000 0027 6000 3184, presses Complete, lands on success_url; the subscription active, checkout.session.completed delivered", async () => {
-    const run = await walk("test", TEST_BLOCKS, "4002", async (page) => {
+    const run = await walk("test", TEST_BLOCKS, "4002", async (page, subscriptionsNow) => {
       await page.getByLabel("Name on card").fill("Ada Lovelace");
       await page.getByLabel("Card number").fill("4000 0027 6000 3184");
       await page.getByLabel("Month (MM)").fill("12");
@@ -165,13 +171,15 @@ describe.skipIf(!chromiumPath)("docs/checkout.md's walk-through: a subscription 
       // The sandbox's challenge.
       const complete = page.getByRole("button", { name: "Complete", exact: true });
       await complete.waitFor();
+      // While the payer authenticates, the subscription is incomplete.
+      expect(await subscriptionsNow()).toEqual([expect.objectContaining({ status: "incomplete", livemode: false })]);
       await Promise.all([page.waitForURL((url) => url.pathname === "/health"), complete.click()]);
     });
     expectWalkedThrough(run, false);
   });
 
   it("live mode against the fake Stripe: types the card into Stripe.js, completes its challenge, lands on success_url; the subscription active, checkout.session.completed delivered", async () => {
-    const run = await walk("live", LIVE_BLOCKS, "4003", async (page) => {
+    const run = await walk("live", LIVE_BLOCKS, "4003", async (page, subscriptionsNow) => {
       // The stand-in Stripe.js mounted its card fields into the Payment Element's place.
       await page.locator("#stripe-number").waitFor();
       await page.locator("#stripe-number").fill("4000002760003184");
@@ -182,6 +190,7 @@ describe.skipIf(!chromiumPath)("docs/checkout.md's walk-through: a subscription 
       // Stripe.js handleNextAction's stand-in challenge.
       const complete = page.getByRole("button", { name: "Complete authentication" });
       await complete.waitFor({ timeout: 60_000 });
+      expect(await subscriptionsNow()).toEqual([expect.objectContaining({ status: "incomplete", livemode: true })]);
       await Promise.all([page.waitForURL((url) => url.pathname === "/health", { timeout: 60_000 }), complete.click()]);
     });
     expectWalkedThrough(run, true);
