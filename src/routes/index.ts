@@ -17,6 +17,7 @@ import { registerPlans } from "./plans";
 import { registerSubscriptions } from "./subscriptions";
 import { registerInvoices } from "./invoices";
 import { registerCoupons } from "./coupons";
+import { registerTaxRates } from "./tax-rates";
 import { registerTestClocks } from "./test-clocks";
 import { registerProcessor } from "./processor";
 import { registerStripeWebhooks } from "./processor-webhooks/stripe";
@@ -51,6 +52,7 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>) {
   registerSubscriptions(app);
   registerInvoices(app);
   registerCoupons(app);
+  registerTaxRates(app);
   registerTestClocks(app);
   registerProcessor(app);
   registerStripeWebhooks(app);

@@ -162,6 +162,8 @@ describe("the invoice PDF", () => {
       lines,
       subtotal: 4500,
       discount: 0,
+      tax: 0,
+      total_tax_amounts: [],
       total: 4500,
       amount_paid: 0,
       amount_due: 4500,
