@@ -64,4 +64,5 @@ CREATE INDEX `invoices_user` ON `invoices` (`account_id`,`livemode`,`user_id`,`i
 CREATE INDEX `invoices_status` ON `invoices` (`account_id`,`livemode`,`status`,`id`);--> statement-breakpoint
 ALTER TABLE `invoice_lines` ADD `tax_amounts` text DEFAULT '[]' NOT NULL;--> statement-breakpoint
 ALTER TABLE `plans` ADD `default_tax_rates` text DEFAULT '[]' NOT NULL;--> statement-breakpoint
+ALTER TABLE `subscription_periods` ADD `tax` integer DEFAULT 0 NOT NULL;--> statement-breakpoint
 ALTER TABLE `subscriptions` ADD `default_tax_rates` text;

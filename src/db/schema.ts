@@ -567,6 +567,9 @@ export const subscriptionPeriods = sqliteTable(
     items: integer("items").notNull().default(0),
     itemsAmount: integer("items_amount").notNull().default(0),
     creditCarried: integer("credit_carried").notNull().default(0),
+    // The exclusive tax on the period's invoice (src/domain/tax.ts), in `amount`: computed by its
+    // claim from the lines its invoice will have, so the charge and the invoice agree.
+    tax: integer("tax").notNull().default(0),
     // The percentage (basis points) the period's discount took off, when it was a percent_off
     // coupon's: a change prorated within the period discounts its charge line alike.
     percentOff: integer("percent_off"),

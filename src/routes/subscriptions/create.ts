@@ -140,7 +140,9 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         coupon: discountAsCoupon(discount, plan.currency),
         taxRates,
       });
-      const amount = totalsOf(firstInvoice(id)).amountDue;
+      const firstTotals = totalsOf(firstInvoice(id));
+      const amount = firstTotals.amountDue;
+      const firstTax = firstTotals.exclusiveTax;
       const reference = firstChargeReference(c);
       // The coupon is redeemed before the card is charged (reserved under the charge's reference, so a
       // retry with the same Idempotency-Key reuses the reservation): one used up meanwhile is refused
@@ -285,6 +287,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
                 periodStart: isoTime(start),
                 amount,
                 discount,
+                tax: firstTax,
                 percentOff: discount > 0 ? (coupon?.percentOffBasisPoints ?? null) : null,
                 currency: plan.currency,
                 status: "paid",
