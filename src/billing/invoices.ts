@@ -39,7 +39,7 @@ import { invoiceLines, invoices, type plans } from "../db/schema";
 import type { CouponValue } from "../domain/discounts";
 import { newId } from "../domain/ids";
 import { invoiceTotals, type InvoiceTotals } from "../domain/invoice-math";
-import type { TaxAmount, TaxRateValue } from "../domain/tax";
+import { type TaxAmount, type TaxRateValue, formatPercentage } from "../domain/tax";
 import { isoTime } from "../lib/clock";
 import { HOSTED_INVOICE_PATH, newPageSecret } from "../pages/links";
 import { planUnitAmountDecimal } from "./pricing";
@@ -229,8 +229,8 @@ export interface InvoiceJson {
   discount: number;
   /** All the tax on it, inclusive and exclusive. */
   tax: number;
-  /** Each rate's tax over the lines. */
-  total_tax_amounts: TaxAmount[];
+  /** Each rate's tax over the lines, with the rate's name and percentage as the invoice was issued. */
+  total_tax_amounts: (TaxAmount & { display_name: string | null; percentage: string })[];
   /** subtotal − discount + exclusive tax. */
   total: number;
   amount_paid: number;
@@ -278,6 +278,18 @@ type InvoiceEventType = "invoice.created" | "invoice.finalized" | "invoice.paid"
 /** SQL: the account and mode's next invoice number, taken by the statement that finalizes one. */
 const nextNumber = (tenant: Tenant) =>
   sql`(SELECT COALESCE(MAX(number_sequence), 0) + 1 FROM ${invoices} WHERE account_id = ${tenant.accountId} AND livemode = ${tenant.livemode ? 1 : 0})`;
+
+/**
+ * SQL: the invoice's tax per rate as it is issued, each with the rate's name and percentage then
+ * (the name read from the rate in the batch that writes the invoice), so what the invoice, its PDF
+ * and its page say never changes after, even when the rate is renamed.
+ */
+function issuedTaxAmounts(totals: InvoiceTotals, rates: readonly TaxRateValue[]): SQL {
+  const amounts = totals.totalTaxAmounts.map((a) => ({ ...a, percentage: formatPercentage(rates.find((r) => r.id === a.tax_rate)?.percentage ?? 0) }));
+  if (amounts.length === 0) return sql`'[]'`;
+  return sql`(SELECT json_group_array(json(json_set(a.value, '$.display_name', (SELECT t.display_name FROM tax_rates AS t WHERE t.id = a.value ->> '$.tax_rate'))))
+    FROM json_each(${JSON.stringify(amounts)}) AS a)`;
+}
 
 /** Lines per INSERT: 14 parameters each, within D1's 100 per statement. */
 const LINES_PER_INSERT = 7;
@@ -331,7 +343,7 @@ export function issueInvoice(db: Db, input: InvoiceInput, outcome: InvoiceOutcom
         hosted_invoice_url, ${sql.raw(ISSUED_PARTY_COLUMNS.join(", "))})
       VALUES (${input.id}, ${tenant.accountId}, ${tenant.livemode ? 1 : 0}, ${finalized ? nextNumber(tenant) : sql`NULL`}, ${status},
         ${input.subscriptionId}, ${input.periodIndex}, ${input.userId}, ${totals.currency}, ${input.periodStart}, ${input.periodEnd},
-        ${totals.subtotal}, ${totals.discount}, ${totals.tax}, ${totals.exclusiveTax}, ${JSON.stringify(totals.totalTaxAmounts)}, ${totals.total}, ${status === "paid" ? totals.amountDue : 0}, ${totals.amountDue}, ${paymentId},
+        ${totals.subtotal}, ${totals.discount}, ${totals.tax}, ${totals.exclusiveTax}, ${issuedTaxAmounts(totals, input.taxRates ?? [])}, ${totals.total}, ${status === "paid" ? totals.amountDue : 0}, ${totals.amountDue}, ${paymentId},
         ${now}, ${finalized ? now : null}, ${status === "paid" ? now : null}, ${status === "void" ? now : null}, ${updated},
         ${hostedInvoiceUrl(pageBase, input.id)}, ${sql.join(ISSUED_PARTY_COLUMNS.map((column) => (finalized ? parties[column] : sql`NULL`)), sql.raw(", "))})`,
   );

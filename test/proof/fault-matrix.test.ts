@@ -182,6 +182,8 @@ const ROUTES: Record<string, { table?: string; consumes?: keyof Fixtures | "conn
   payInvoice: { consumes: "invoice" },
   createCoupon: { table: "coupons" },
   deleteCoupon: { consumes: "coupon" },
+  createTaxRate: { table: "tax_rates" },
+  updateTaxRate: {},
   createUsageRecord: { table: "usage_records" },
   // The processor connection (the live secret key's; Stripe is the fake): made where there is none,
   // removed where there is one.

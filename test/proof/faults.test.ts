@@ -229,6 +229,7 @@ describe("20 concurrent requests with one Idempotency-Key", () => {
     createSubscription: "subscriptions",
     createTestClock: "test_clocks",
     createCoupon: "coupons",
+    createTaxRate: "tax_rates",
   };
   /** Idempotency does not apply to these (README: sign-up has no account, tokens are not replayed, a move is repeated as it is). */
   const NOT_IDEMPOTENT = new Set(["createAccount", "createAccessToken", "moveAccount"]);

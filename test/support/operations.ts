@@ -155,6 +155,10 @@ export const SCOPE_OF: Record<string, (typeof SCOPES)[number]> = {
   listCoupons: "coupons:read",
   getCoupon: "coupons:read",
   deleteCoupon: "coupons:write",
+  createTaxRate: "tax_rates:write",
+  listTaxRates: "tax_rates:read",
+  getTaxRate: "tax_rates:read",
+  updateTaxRate: "tax_rates:write",
   createUsageRecord: "subscriptions:write",
   listUsage: "subscriptions:read",
 };
@@ -187,6 +191,7 @@ const ID_OF_PATH: [string, keyof Fixtures][] = [
   ["/api/test-clocks/", "clock"],
   ["/invoices/", "invoice"],
   ["/coupons/", "coupon"],
+  ["/tax-rates/", "taxRate"],
 ];
 
 /** Operations whose {id} is a particular fixture of its kind: usage is reported to a metered subscription, an authorization is captured or canceled. */
@@ -251,6 +256,8 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     payInvoice: () => undefined,
     createCoupon: () => ({ name: "Proof 20", percent_off: 20, duration: "repeating", duration_in_months: 2 }),
     deleteCoupon: () => undefined,
+    createTaxRate: () => ({ display_name: "VAT", percentage: "20", inclusive: false }),
+    updateTaxRate: () => ({ display_name: "VAT (standard)" }),
     createUsageRecord: () => ({ quantity: 7 }),
     // Its path names no fixture ({account_id}, not {id}): a sweep's move finds no account (404).
     moveAccount: () => ({ to_shard: 1 }),

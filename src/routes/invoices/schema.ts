@@ -63,7 +63,14 @@ export const InvoiceSchema = z
     subtotal: amount("The sum of the lines.", 1999),
     discount: amount("Taken off the subtotal, never below zero.", 0),
     tax: amount("All the tax on it, inclusive and exclusive: the sum of total_tax_amounts.", 0),
-    total_tax_amounts: z.array(TaxAmountSchema).openapi({ description: "Each rate's tax over the lines." }),
+    total_tax_amounts: z
+      .array(
+        TaxAmountSchema.extend({
+          display_name: z.string().nullable().openapi({ description: "The rate's display_name when the invoice was made.", example: "VAT" }),
+          percentage: z.string().openapi({ description: "The rate's percentage.", example: "20" }),
+        }).openapi("InvoiceTaxAmount"),
+      )
+      .openapi({ description: "Each rate's tax over the lines, with the rate's name and percentage as the invoice was made (what the PDF and the hosted page show)." }),
     total: amount("subtotal - discount + the exclusive tax (inclusive tax is already part of the lines).", 1999),
     amount_paid: amount("What has been paid.", 1999),
     amount_due: amount("What is charged for it.", 1999),
