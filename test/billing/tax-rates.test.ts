@@ -7,6 +7,7 @@ import { type Account, call, expectError, signup } from "../support/http";
 import { createPlan, createUser, subscribe, subscribed } from "../support/fixtures";
 import { advance, createClock } from "../support/clock";
 import { countRows } from "../support/db";
+import { invoicePdfText } from "../support/pdf";
 
 async function createRate(acct: Account, body: Record<string, unknown>, key = acct.key) {
   const res = await call("/tax-rates", { key, body: { display_name: "VAT", inclusive: false, ...body } });
@@ -223,5 +224,33 @@ describe("tax on invoices", () => {
     expect(retaxed.body.default_tax_rates).toEqual([]);
     const [after] = await invoicesOf(acct, sub.id);
     expect(after).toEqual(before);
+  });
+
+  it("the invoice's PDF and hosted page show a row per rate, with its name and percentage as issued", async () => {
+    const acct = await signup("Taxed Co");
+    const vat = await createRate(acct, { display_name: "VAT", percentage: "20" });
+    const levy = await createRate(acct, { display_name: "Levy", percentage: "2.5", inclusive: true });
+    const plan = await createPlan(acct, { price: 10, default_tax_rates: [vat.id, levy.id] });
+    const user = await createUser(acct);
+    const sub = await subscribed(acct, user.id, plan.id);
+    const [invoice] = await invoicesOf(acct, sub.id);
+    // 10.00 holds 2.5% inclusive: 1000 × 2.5 / 102.5 = 24.39 -> 0.24; VAT on the price net of it: 1000 × 20 / 102.5 = 195.12 -> 1.95.
+    expect(invoice.total_tax_amounts).toEqual([
+      { tax_rate: vat.id, amount: 195, inclusive: false, display_name: "VAT", percentage: "20" },
+      { tax_rate: levy.id, amount: 24, inclusive: true, display_name: "Levy", percentage: "2.5" },
+    ]);
+    expect(invoice).toMatchObject({ subtotal: 1000, tax: 219, total: 1195 });
+    // A rename later never alters the issued invoice.
+    await call(`/tax-rates/${vat.id}`, { key: acct.key, method: "PATCH", body: { display_name: "Renamed" } });
+    const text = await invoicePdfText(acct.key, invoice.id);
+    expect(text).toContain("VAT 20%");
+    expect(text).toContain("1.95");
+    expect(text).toContain("Levy 2.5% (included)");
+    expect(text).not.toContain("Renamed");
+    const page = await call(new URL(invoice.hosted_invoice_url).pathname);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain("VAT 20%");
+    expect(page.text).toContain("Levy 2.5% (included)");
+    expect(page.text).toContain("11.95");
   });
 });
