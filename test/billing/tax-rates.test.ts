@@ -284,3 +284,34 @@ describe("a subscription's own tax rates", () => {
     expect((await paymentsOf(acct, sub.id)).map((p) => p.amount)).toEqual([1200, 1050, 1200]);
   });
 });
+
+describe("a change invoiced at once carries its tax", () => {
+  it("an upgrade's invoice charges its lines' tax; a downgrade's credit, tax included, is carried to the next invoice", async () => {
+    const acct = await signup();
+    const clock = await createClock(acct, "2026-01-01T00:00:00.000Z");
+    const user = await createUser(acct, { testClock: clock.id });
+    const vat = await createRate(acct, { percentage: "20" });
+    const small = await createPlan(acct, { price: 10, default_tax_rates: [vat.id] });
+    const big = await createPlan(acct, { price: 30, default_tax_rates: [vat.id] });
+    const sub = await subscribed(acct, user.id, small.id);
+    await advance(acct, clock.id, "2026-01-16T12:00:00.000Z");
+    // Up, half-way: −5.00 (tax −1.00) and +15.00 (tax 3.00): 12.00 charged now.
+    const up = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { plan_id: big.id, proration_behavior: "always_invoice" } });
+    expect(up.status, up.text).toBe(200);
+    let invoices = await invoicesOf(acct, sub.id);
+    expect(invoices[1]).toMatchObject({ subtotal: 1000, tax: 200, total: 1200, amount_paid: 1200, status: "paid" });
+    // Back down at the same moment: −15.00 (tax −3.00) and +5.00 (tax 1.00): −12.00, carried on as a credit.
+    const down = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { plan_id: small.id, proration_behavior: "always_invoice" } });
+    expect(down.status, down.text).toBe(200);
+    invoices = await invoicesOf(acct, sub.id);
+    expect(invoices[2]).toMatchObject({ tax: -200, total: 0, amount_due: 0, status: "paid" });
+    expect(invoices[2].lines.find((l: any) => l.type === "credit")).toMatchObject({ amount: 1200, tax_amounts: [] });
+    // February: 10.00 + 2.00 tax, less the 12.00 carried: nothing to charge.
+    await advance(acct, clock.id, "2026-02-01T00:01:00.000Z");
+    invoices = await invoicesOf(acct, sub.id);
+    expect(invoices[3]).toMatchObject({ subtotal: -200, tax: 200, total: 0 });
+    expect(invoices[3].lines.find((l: any) => l.type === "credit")).toMatchObject({ amount: -1200, tax_amounts: [] });
+    expect(invoices[3]).toMatchObject({ amount_due: 0, status: "paid" });
+    expect((await paymentsOf(acct, sub.id)).map((p) => p.amount)).toEqual([1200, 1200]);
+  });
+});
