@@ -75,6 +75,7 @@ export const ACCOUNT_TABLES = [
   "refunds",
   "plans",
   "coupons",
+  "tax_rates",
   "subscriptions",
   "subscription_periods",
   "coupon_redemptions",

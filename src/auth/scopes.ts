@@ -24,6 +24,8 @@ export const SCOPES = [
   "invoices:write",
   "coupons:read",
   "coupons:write",
+  "tax_rates:read",
+  "tax_rates:write",
   "webhooks:read",
   "webhooks:write",
   "events:read",

@@ -141,6 +141,8 @@ export async function renderInvoicePdf({ invoice }: InvoicePdfInput): Promise<Ui
   const totals: [string, string, boolean][] = [
     ["Subtotal", money(invoice.subtotal), false],
     ["Discount", invoice.discount === 0 ? money(0) : `-${money(invoice.discount)}`, false],
+    // A row per tax rate: an exclusive rate's is added to the total, an inclusive rate's is part of the lines.
+    ...invoice.total_tax_amounts.map((t): [string, string, boolean] => [taxLabel(t), money(t.amount), false]),
     ["Total", money(invoice.total), true],
     ["Amount due", money(invoice.amount_due), false],
     ["Amount paid", money(invoice.amount_paid), false],
@@ -157,6 +159,9 @@ export async function renderInvoicePdf({ invoice }: InvoicePdfInput): Promise<Ui
   for (const p of doc.getPages()) await text(p, `${invoice.id}  ·  ${invoice.currency.toUpperCase()}`, MARGIN, MARGIN - 20, { size: 8, color: MUTED });
   return doc.save({ useObjectStreams: false });
 }
+
+/** A tax row's label: "VAT 20%", "MwSt 19% (included)". */
+export const taxLabel = (t: InvoiceJson["total_tax_amounts"][number]) => `${t.display_name ?? "Tax"} ${t.percentage}%${t.inclusive ? " (included)" : ""}`;
 
 /** Document metadata is stored as PDF text strings (UTF-16 capable): only control characters go. */
 const drawableTitle = (value: string) => value.replace(/[\u0000-\u001f]/g, " ");

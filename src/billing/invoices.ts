@@ -14,7 +14,9 @@
 // MAX(number_sequence) + 1 itself. D1 runs one write at a time, so numbers are taken in commit
 // order, and the unique index (account_id, livemode, number_sequence) refuses a second taker.
 // Totals come from the lines (src/domain/invoice-math.ts): subtotal = the sum of the lines,
-// total = subtotal - discount, never re-rounded.
+// total = subtotal - discount + exclusive tax, never re-rounded. The tax (each line's per rate,
+// src/domain/tax.ts) is computed here, when the invoice is made, and stored on it and its lines:
+// never recomputed, so a rate archived or a plan re-taxed later never alters an issued invoice.
 //
 // What an invoice says about its parties (the buyer: the user's name and email; the seller: the
 // account's) is copied onto it by the statement that finalizes it (`issuedParties`), in the same
@@ -37,6 +39,7 @@ import { invoiceLines, invoices, type plans } from "../db/schema";
 import type { CouponValue } from "../domain/discounts";
 import { newId } from "../domain/ids";
 import { invoiceTotals, type InvoiceTotals } from "../domain/invoice-math";
+import { type TaxAmount, type TaxRateValue, formatPercentage } from "../domain/tax";
 import { isoTime } from "../lib/clock";
 import { HOSTED_INVOICE_PATH, newPageSecret } from "../pages/links";
 import { planUnitAmountDecimal } from "./pricing";
@@ -78,6 +81,11 @@ export interface InvoiceInput {
   lines: InvoiceLineInput[];
   /** The coupon that applies (phase B/C); none by default, so the discount is 0. */
   coupon?: CouponValue | null;
+  /**
+   * The tax rates on its lines (the subscription's, else its plan's: src/billing/tax.ts); none by
+   * default. A carried credit (type credit) moves a balance, sells nothing, and carries no tax.
+   */
+  taxRates?: readonly TaxRateValue[];
 }
 
 /**
@@ -96,8 +104,13 @@ export type InvoiceOutcome =
   | { kind: "failed"; paymentId: string; status: "open" | "uncollectible" | "void" };
 
 /** The totals of an invoice from its lines (and coupon). */
-export function totalsOf(input: Pick<InvoiceInput, "currency" | "lines" | "coupon">): InvoiceTotals {
-  return invoiceTotals({ currency: input.currency, lines: input.lines.map((l) => ({ amount: l.amount, proration: l.proration, discountable: l.discountable })), coupon: input.coupon ?? null });
+export function totalsOf(input: Pick<InvoiceInput, "currency" | "lines" | "coupon" | "taxRates">): InvoiceTotals {
+  const rates = input.taxRates ?? [];
+  return invoiceTotals({
+    currency: input.currency,
+    lines: input.lines.map((l) => ({ amount: l.amount, proration: l.proration, discountable: l.discountable, taxRates: l.type === "credit" ? [] : rates })),
+    coupon: input.coupon ?? null,
+  });
 }
 
 /** The one line of a subscription's billing period: `<quantity> × <plan name>`. */
@@ -175,9 +188,9 @@ export const INVOICE_JSON = sql`json_object(
   'lines', (SELECT json_group_array(json(line)) FROM (
     SELECT json_object('id', l.id, 'type', l.type, 'description', l.description, 'quantity', l.quantity,
       'unit_amount_decimal', l.unit_amount_decimal, 'amount', l.amount, 'proration', ${sql.raw(bool("l.proration"))},
-      'period_start', l.period_start, 'period_end', l.period_end) AS line
+      'tax_amounts', json(l.tax_amounts), 'period_start', l.period_start, 'period_end', l.period_end) AS line
     FROM invoice_lines AS l WHERE l.invoice_id = invoices.id ORDER BY l.position)),
-  'subtotal', invoices.subtotal, 'discount', invoices.discount, 'total', invoices.total,
+  'subtotal', invoices.subtotal, 'discount', invoices.discount, 'tax', invoices.tax, 'total_tax_amounts', json(invoices.total_tax_amounts), 'total', invoices.total,
   'amount_paid', invoices.amount_paid, 'amount_due', invoices.amount_due, 'payment_id', invoices.payment_id,
   'hosted_invoice_url', CASE WHEN invoices.status IN ('open', 'paid') THEN invoices.hosted_invoice_url END,
   'created_at', invoices.created_at, 'finalized_at', invoices.finalized_at, 'paid_at', invoices.paid_at)`;
@@ -207,11 +220,18 @@ export interface InvoiceJson {
     unit_amount_decimal: string | null;
     amount: number;
     proration: boolean;
+    /** Its tax per rate, rounded once when it was invoiced. */
+    tax_amounts: TaxAmount[];
     period_start: string;
     period_end: string;
   }[];
   subtotal: number;
   discount: number;
+  /** All the tax on it, inclusive and exclusive. */
+  tax: number;
+  /** Each rate's tax over the lines, with the rate's name and percentage as the invoice was issued. */
+  total_tax_amounts: (TaxAmount & { display_name: string | null; percentage: string })[];
+  /** subtotal − discount + exclusive tax. */
   total: number;
   amount_paid: number;
   amount_due: number;
@@ -259,7 +279,19 @@ type InvoiceEventType = "invoice.created" | "invoice.finalized" | "invoice.paid"
 const nextNumber = (tenant: Tenant) =>
   sql`(SELECT COALESCE(MAX(number_sequence), 0) + 1 FROM ${invoices} WHERE account_id = ${tenant.accountId} AND livemode = ${tenant.livemode ? 1 : 0})`;
 
-/** Lines per INSERT: 13 parameters each, within D1's 100 per statement. */
+/**
+ * SQL: the invoice's tax per rate as it is issued, each with the rate's name and percentage then
+ * (the name read from the rate in the batch that writes the invoice), so what the invoice, its PDF
+ * and its page say never changes after, even when the rate is renamed.
+ */
+function issuedTaxAmounts(totals: InvoiceTotals, rates: readonly TaxRateValue[]): SQL {
+  const amounts = totals.totalTaxAmounts.map((a) => ({ ...a, percentage: formatPercentage(rates.find((r) => r.id === a.tax_rate)?.percentage ?? 0) }));
+  if (amounts.length === 0) return sql`'[]'`;
+  return sql`(SELECT json_group_array(json(json_set(a.value, '$.display_name', (SELECT t.display_name FROM tax_rates AS t WHERE t.id = a.value ->> '$.tax_rate'))))
+    FROM json_each(${JSON.stringify(amounts)}) AS a)`;
+}
+
+/** Lines per INSERT: 14 parameters each, within D1's 100 per statement. */
 const LINES_PER_INSERT = 7;
 
 /**
@@ -307,11 +339,11 @@ export function issueInvoice(db: Db, input: InvoiceInput, outcome: InvoiceOutcom
   const insert = rawStatement(
     db,
     sql`INSERT INTO ${invoices} (id, account_id, livemode, number_sequence, status, subscription_id, period_index, user_id, currency,
-        period_start, period_end, subtotal, discount, total, amount_paid, amount_due, payment_id, created_at, finalized_at, paid_at, voided_at, updated_at,
+        period_start, period_end, subtotal, discount, tax, exclusive_tax, total_tax_amounts, total, amount_paid, amount_due, payment_id, created_at, finalized_at, paid_at, voided_at, updated_at,
         hosted_invoice_url, ${sql.raw(ISSUED_PARTY_COLUMNS.join(", "))})
       VALUES (${input.id}, ${tenant.accountId}, ${tenant.livemode ? 1 : 0}, ${finalized ? nextNumber(tenant) : sql`NULL`}, ${status},
         ${input.subscriptionId}, ${input.periodIndex}, ${input.userId}, ${totals.currency}, ${input.periodStart}, ${input.periodEnd},
-        ${totals.subtotal}, ${totals.discount}, ${totals.total}, ${status === "paid" ? totals.amountDue : 0}, ${totals.amountDue}, ${paymentId},
+        ${totals.subtotal}, ${totals.discount}, ${totals.tax}, ${totals.exclusiveTax}, ${issuedTaxAmounts(totals, input.taxRates ?? [])}, ${totals.total}, ${status === "paid" ? totals.amountDue : 0}, ${totals.amountDue}, ${paymentId},
         ${now}, ${finalized ? now : null}, ${status === "paid" ? now : null}, ${status === "void" ? now : null}, ${updated},
         ${hostedInvoiceUrl(pageBase, input.id)}, ${sql.join(ISSUED_PARTY_COLUMNS.map((column) => (finalized ? parties[column] : sql`NULL`)), sql.raw(", "))})`,
   );
@@ -327,6 +359,7 @@ export function issueInvoice(db: Db, input: InvoiceInput, outcome: InvoiceOutcom
     unitAmountDecimal: line.unitAmountDecimal,
     amount: line.amount,
     proration: line.proration,
+    taxAmounts: totals.lineTaxes[position],
     periodStart: line.periodStart,
     periodEnd: line.periodEnd,
   }));

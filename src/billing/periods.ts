@@ -35,6 +35,8 @@ import { type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { nextRetryAt, periodStartMs } from "../domain/billing-calendar";
 import { type PlanRow, periodAmount } from "./pricing";
 import { type InvoiceOutcome, invoiceActionRequiredEvent, issueInvoice, settleInvoice, subscriptionLine, totalsOf, uncollectibleInvoicesOf, usageLine } from "./invoices";
+import { exclusiveTax, lineTax } from "../domain/tax";
+import { taxRatesOf } from "./tax";
 import { type InvoiceItemRow, carriedCreditItem, carriedCreditLine, itemLine, pendingItemsOf } from "./prorations";
 import { type DiscountCoupon, discountAsCoupon, periodDiscount } from "./coupons";
 import { type PeriodUsage, isMetered, meteredPeriod, usageUnchanged } from "./usage";
@@ -167,7 +169,8 @@ const pricedAsRead = (sub: SubscriptionRow) => sql`EXISTS (SELECT 1 FROM subscri
   WHERE priced.id = ${sub.id} AND priced.plan_id = ${sub.planId} AND priced.quantity = ${sub.quantity}
     AND priced.coupon_id IS ${sub.couponId} AND priced.discount_start IS ${sub.discountStart} AND priced.discount_uses = ${sub.discountUses}
     AND priced.pending_items = ${sub.pendingItems} AND priced.pending_items_amount = ${sub.pendingItemsAmount}
-    AND priced.pending_plan_id IS ${sub.pendingPlanId} AND priced.pending_quantity IS ${sub.pendingQuantity}) AND NOT ${prorationChargeInFlight(sub.id)}`;
+    AND priced.pending_plan_id IS ${sub.pendingPlanId} AND priced.pending_quantity IS ${sub.pendingQuantity}
+    AND priced.default_tax_rates IS ${sub.defaultTaxRates === null ? null : JSON.stringify(sub.defaultTaxRates)}) AND NOT ${prorationChargeInFlight(sub.id)}`;
 
 /**
  * SQL: a charge claimed for the subscription's open period has not settled, so it may be at the
@@ -237,6 +240,8 @@ export interface PeriodClaim {
   items: number;
   itemsAmount: number;
   creditCarried: number;
+  /** The exclusive tax of the period's invoice, in `amount`. */
+  tax: number;
   currency: string;
   /** The card the attempt charges when it is not the subscription's: a past-due card update's. */
   card: ClaimCard | null;
@@ -257,12 +262,13 @@ const periodInvoiceId = sql.raw(
 );
 
 /** What a claim statement returns. */
-const CLAIM_RETURNING = sql`RETURNING attempts, amount, discount, usage_quantity, items, items_amount, credit_carried, currency, claim_card, created_at, final, ${periodInvoiceId} AS invoice_id`;
+const CLAIM_RETURNING = sql`RETURNING attempts, amount, discount, usage_quantity, items, items_amount, credit_carried, tax, currency, claim_card, created_at, final, ${periodInvoiceId} AS invoice_id`;
 
 export function claimOf(result: unknown): PeriodClaim | null {
   const row = (
     result as {
-      results?: (Omit<PeriodClaim, "card" | "periodCreatedAt" | "invoiceId" | "usageQuantity" | "itemsAmount" | "creditCarried" | "final"> & {
+      results?: (Omit<PeriodClaim, "card" | "periodCreatedAt" | "invoiceId" | "usageQuantity" | "itemsAmount" | "creditCarried" | "final" | "tax"> & {
+        tax: number | null;
         final: number | boolean;
         usage_quantity: number | null;
         items_amount: number;
@@ -282,6 +288,7 @@ export function claimOf(result: unknown): PeriodClaim | null {
     items: row.items,
     itemsAmount: row.items_amount,
     creditCarried: row.credit_carried,
+    tax: row.tax ?? 0,
     currency: row.currency,
     card: row.claim_card === null ? null : (JSON.parse(row.claim_card) as ClaimCard),
     periodCreatedAt: Date.parse(row.created_at),
@@ -300,7 +307,7 @@ export function claimOf(result: unknown): PeriodClaim | null {
  */
 export function claimPeriod(
   db: Db,
-  row: Pick<BillableRow, "sub" | "plan"> & { coupon?: DiscountCoupon | null; usage?: PeriodUsage },
+  row: Pick<BillableRow, "sub" | "plan"> & { coupon?: DiscountCoupon | null; usage?: PeriodUsage; items?: InvoiceItemRow[] },
   kind: "renewal" | "card_update" | "pay" | "takeover",
   at: number,
   realNow: number,
@@ -355,14 +362,17 @@ export function claimPeriod(
     const discount = periodDiscount(discountFrom, row.coupon ?? null, subtotal, plan.currency, startMs);
     // The pending proration items come on top; a total they take below zero charges nothing and
     // carries the rest on as a credit (src/billing/prorations.ts).
-    const net = subtotal - discount + sub.pendingItemsAmount;
+    // The exclusive tax of the invoice the period's settlement issues (its lines: the period's,
+    // after its discount, and each pending item), rounded per line as that invoice rounds it.
+    const tax = periodTax(priced, final && !isMetered(priced.plan) ? null : subtotal - discount, sub.pendingItems, row.items);
+    const net = subtotal - discount + sub.pendingItemsAmount + tax;
     const amount = Math.max(0, net);
     const carried = Math.max(0, -net);
     if (subtotal > MAX_AMOUNT || amount > MAX_AMOUNT) throw new RangeError(`period ${n} of ${sub.id} prices at ${subtotal} (${amount} due), beyond the largest chargeable amount`);
     return rawStatement(
       db,
-      sql`INSERT INTO subscription_periods (id, account_id, livemode, subscription_id, period_index, period_start, amount, discount, usage_quantity, items, items_amount, credit_carried, percent_off, final, currency, status, attempts, created_at, updated_at)
-        SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.livemode ? 1 : 0}, ${sub.id}, ${n}, ${start}, ${amount}, ${discount}, ${usageQuantity}, ${sub.pendingItems}, ${sub.pendingItemsAmount}, ${carried}, ${discount > 0 ? (row.coupon?.percentOffBasisPoints ?? null) : null}, ${final ? 1 : 0}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
+      sql`INSERT INTO subscription_periods (id, account_id, livemode, subscription_id, period_index, period_start, amount, discount, usage_quantity, items, items_amount, credit_carried, tax, percent_off, final, currency, status, attempts, created_at, updated_at)
+        SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.livemode ? 1 : 0}, ${sub.id}, ${n}, ${start}, ${amount}, ${discount}, ${usageQuantity}, ${sub.pendingItems}, ${sub.pendingItemsAmount}, ${carried}, ${tax}, ${discount > 0 ? (row.coupon?.percentOffBasisPoints ?? null) : null}, ${final ? 1 : 0}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
         WHERE ${asRead} AND ${pricedAsRead(sub)} AND ${usageHolds}
         ON CONFLICT (subscription_id, period_index) DO UPDATE SET updated_at = excluded.updated_at
           WHERE subscription_periods.status = 'open' AND subscription_periods.attempts = 1 AND subscription_periods.updated_at < ${staleIso}
@@ -398,6 +408,7 @@ export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard
       items: subscriptionPeriods.items,
       itemsAmount: subscriptionPeriods.itemsAmount,
       creditCarried: subscriptionPeriods.creditCarried,
+      tax: subscriptionPeriods.tax,
       currency: subscriptionPeriods.currency,
       card: subscriptionPeriods.claimCard,
       createdAt: subscriptionPeriods.createdAt,
@@ -414,7 +425,7 @@ export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard
       ),
     );
   return row
-    ? { attempts: row.attempts, amount: row.amount, discount: row.discount, usageQuantity: row.usageQuantity ?? null, items: row.items, itemsAmount: row.itemsAmount, creditCarried: row.creditCarried, currency: row.currency, card: row.card ?? null, periodCreatedAt: Date.parse(row.createdAt), invoiceId: row.invoiceId ?? null, final: row.final }
+    ? { attempts: row.attempts, amount: row.amount, discount: row.discount, usageQuantity: row.usageQuantity ?? null, items: row.items, itemsAmount: row.itemsAmount, creditCarried: row.creditCarried, tax: row.tax, currency: row.currency, card: row.card ?? null, periodCreatedAt: Date.parse(row.createdAt), invoiceId: row.invoiceId ?? null, final: row.final }
     : null;
 }
 
@@ -676,7 +687,7 @@ export function periodInvoice(
   row: Pick<BillableRow, "sub" | "plan">,
   n: number,
   id: string,
-  charged: Pick<PeriodClaim, "amount" | "discount" | "currency" | "usageQuantity" | "itemsAmount" | "creditCarried"> & { final?: boolean },
+  charged: Pick<PeriodClaim, "amount" | "discount" | "currency" | "usageQuantity" | "itemsAmount" | "creditCarried" | "tax"> & { final?: boolean },
   items: InvoiceItemRow[] = [],
 ) {
   const { sub, plan } = row;
@@ -687,7 +698,7 @@ export function periodInvoice(
   const periodStart = isoTime(periodStartMs(sub.billingAnchor, plan.interval, first));
   const periodEnd = isoTime(periodStartMs(sub.billingAnchor, plan.interval, first + 1));
   // The period's own price: what the claim charges, plus its discount, less the items and the credit carried on.
-  const price = charged.amount + charged.discount - charged.itemsAmount - charged.creditCarried;
+  const price = charged.amount + charged.discount - charged.itemsAmount - charged.creditCarried - charged.tax;
   return {
     id,
     tenant: sub,
@@ -709,7 +720,21 @@ export function periodInvoice(
       ...(charged.creditCarried > 0 ? [carriedCreditLine(charged.creditCarried, periodStart, periodEnd)] : []),
     ],
     coupon: discountAsCoupon(charged.discount, charged.currency),
+    taxRates: taxRatesOf(sub, plan),
   };
+}
+
+/**
+ * The exclusive tax a period's invoice will carry: the period line's (`periodNet`, its price after
+ * its discount; null when the invoice has no period line) and each pending item's, per rate,
+ * rounded once per line (src/domain/tax.ts), as issueInvoice computes it from the same lines.
+ */
+function periodTax(row: Pick<BillableRow, "sub" | "plan">, periodNet: number | null, pendingItems: number, items: InvoiceItemRow[] | undefined): number {
+  const rates = taxRatesOf(row.sub, row.plan);
+  if (rates.length === 0) return 0;
+  if (pendingItems > 0 && items?.length !== pendingItems) throw new Error(`the claim of ${row.sub.id} needs its ${pendingItems} pending items to price their tax`);
+  const nets = [...(periodNet === null ? [] : [periodNet]), ...(items ?? []).filter((item) => item.type !== "credit").map((item) => item.amount)];
+  return nets.reduce((sum, net) => sum + exclusiveTax(lineTax(net, rates)), 0);
 }
 
 /**

@@ -31,6 +31,7 @@ import { cardOf } from "../payments/serialize";
 import { processorResolver } from "../processor";
 import type { Processor } from "../processor/types";
 import { commitWrites, type EmittedEvent } from "../webhooks/outbox";
+import { taxRatesOf } from "./tax";
 import { invoiceVoidedEvent, issueInvoice, settleInvoice, totalsOf } from "./invoices";
 import { CLAIM_STALE_MS, subscriptionUpdatedEvent } from "./periods";
 import { type InvoiceItemRow, carriedCreditItem, carriedCreditLine, itemLine } from "./prorations";
@@ -85,7 +86,9 @@ export function invoiceChangeNow(
   const items = [...pending, ...newItems];
   const periodStart = isoTime(input.next.coversFrom);
   const periodEnd = isoTime(input.next.periodEnd);
-  const total = items.reduce((sum, item) => sum + item.amount, 0);
+  // The items and their tax (a credit's is negative); a total below zero is carried on as a credit.
+  const taxRates = taxRatesOf(sub, plan);
+  const total = totalsOf({ currency: plan.currency, lines: items.map(itemLine), taxRates }).total;
   const carried = Math.max(0, -total);
   const invoice = {
     id: invoiceId,
@@ -97,6 +100,7 @@ export function invoiceChangeNow(
     periodStart,
     periodEnd,
     lines: [...items.map(itemLine), ...(carried > 0 ? [carriedCreditLine(carried, periodStart, periodEnd)] : [])],
+    taxRates,
   };
   const due = totalsOf(invoice).amountDue;
   const issued = issueInvoice(db, invoice, due > 0 ? { kind: "open" } : { kind: "paid", paymentId: null }, { at, realNow, pageBase });

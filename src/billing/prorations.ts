@@ -44,7 +44,7 @@ export function currentPeriod(sub: Pick<SubscriptionRow, "billingAnchor" | "peri
 export function currentOpenCharge(
   sub: SubscriptionRow,
   plan: PlanRow,
-  paid: Pick<PeriodRow, "amount" | "status" | "itemsAmount" | "creditCarried" | "discount" | "percentOff"> | null,
+  paid: Pick<PeriodRow, "amount" | "status" | "itemsAmount" | "creditCarried" | "discount" | "percentOff" | "tax"> | null,
 ): OpenCharge {
   const period = currentPeriod(sub, plan);
   if (sub.openCharge && sub.openCharge.periodStart === period.start && sub.openCharge.periodEnd === period.end) return sub.openCharge;
@@ -57,7 +57,8 @@ export function currentOpenCharge(
     // credit): not the items its invoice also took, nor the credit it carried on. An amount_off
     // discount is not prorated (Stripe's rule): it came off the invoice, so the unused time is
     // credited at the price before it, as a proration line is never discounted by amount.
-    amountCharged: paid?.status === "paid" ? Math.max(0, paid.amount - paid.itemsAmount - paid.creditCarried + (paid.percentOff === null ? paid.discount : 0)) : 0,
+    // Nor its exclusive tax: a proration line is taxed in its own right.
+    amountCharged: paid?.status === "paid" ? Math.max(0, paid.amount - paid.itemsAmount - paid.creditCarried - (paid.tax ?? 0) + (paid.percentOff === null ? paid.discount : 0)) : 0,
   });
 }
 

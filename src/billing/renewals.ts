@@ -2,6 +2,7 @@
 // subscriptions are claimed, charged and settled through src/billing/periods.ts, the one home of
 // charging a period. A chunk's settlements share one batch (one D1 round trip); should it fail,
 // each is committed alone, and one that another worker already recorded is skipped.
+import { pendingItemsOf } from "./prorations";
 import { type SQL, and, asc, eq, gt, gte, inArray, isNull, lte, or, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { createDb } from "../db/client";
@@ -149,13 +150,17 @@ export async function renewSubscriptions(
   // A metered period is priced by its usage, read before its claim (which checks it still holds).
   const metered = toCharge.filter((i) => isMetered(rows[i].plan) && rows[i].sub.status === "active").map((i) => rows[i].sub);
   const usage = await usageOfOpenPeriods(db, metered);
+  // A period's tax is priced line by line, its pending proration items included: they are read before its claim
+  // (which holds only if they are still the ones read).
+  const withItems = toCharge.filter((i) => rows[i].sub.pendingItems > 0 && !(rows[i].sub.cancelAtPeriodEnd && hasUnsettledClaim(rows[i])));
+  const pendingItems = new Map(await Promise.all(withItems.map(async (i) => [rows[i].sub.id, await pendingItemsOf(db, rows[i].sub.id)] as const)));
   // A period that cannot be priced (beyond the largest chargeable amount, which the usage endpoint
   // and plan changes refuse to reach) is left unclaimed and logged; the rest of the chunk goes on.
   const claimable: number[] = [];
   const statements = toCharge.flatMap((i) => {
     try {
       const kind = rows[i].sub.cancelAtPeriodEnd && hasUnsettledClaim(rows[i]) ? "takeover" : "renewal";
-      const statement = claimPeriod(db, { ...rows[i], usage: usage.get(rows[i].sub.id) }, kind, atOf(rows[i]), realNow);
+      const statement = claimPeriod(db, { ...rows[i], usage: usage.get(rows[i].sub.id), items: pendingItems.get(rows[i].sub.id) }, kind, atOf(rows[i]), realNow);
       claimable.push(i);
       return [statement];
     } catch (error) {

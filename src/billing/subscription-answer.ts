@@ -23,6 +23,7 @@ export function serializeSubscription(row: typeof subscriptions.$inferSelect) {
     trial_end: row.trialEnd,
     next_billing_date: row.status === "canceled" ? null : row.nextBillingDate,
     discount: discountOf(row),
+    default_tax_rates: row.defaultTaxRates === null || row.defaultTaxRates === undefined ? null : row.defaultTaxRates.map((r) => r.id),
     pending_update:
       // (none once canceled, or while set to cancel at period end: no next period takes it)
       row.pendingPlanId === null || row.status === "canceled" || row.cancelAtPeriodEnd

@@ -25,6 +25,7 @@ import { registerPaymentPages } from "./pages/payments";
 import { registerPayoutPages } from "./pages/payouts";
 import { registerPlanPages } from "./pages/plans";
 import { registerCouponPages } from "./pages/coupons";
+import { registerTaxRatePages } from "./pages/tax-rates";
 import { registerProcessorPages } from "./pages/processor";
 import { registerSignInPages } from "./pages/sign-in";
 import { registerSubscriptionPages } from "./pages/subscriptions";
@@ -135,6 +136,7 @@ export function registerDashboard(app: OpenAPIHono<AppEnv>) {
   registerInvoicePages(dash);
   registerPlanPages(dash);
   registerCouponPages(dash);
+  registerTaxRatePages(dash);
   registerUserPages(dash);
   registerKeyPages(dash);
   registerTestClockPages(dash);

@@ -35,6 +35,7 @@ export const NAV: NavItem[] = [
   { path: "/dashboard/invoices", label: "Invoices", scope: "invoices:read" },
   { path: "/dashboard/plans", label: "Plans", scope: "plans:read" },
   { path: "/dashboard/coupons", label: "Coupons", scope: "coupons:read" },
+  { path: "/dashboard/tax-rates", label: "Tax rates", scope: "tax_rates:read" },
   { path: "/dashboard/users", label: "Users", scope: "users:read" },
   { path: "/dashboard/keys", label: "API keys", scope: "keys:read" },
   { path: "/dashboard/test-clocks", label: "Test clocks", scope: "test_clocks:read", mode: "test" },

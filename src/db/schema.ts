@@ -3,6 +3,7 @@
 import { sql } from "drizzle-orm";
 import { check, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 import type { OpenCharge } from "../domain/proration";
+import type { TaxAmount, TaxRateValue } from "../domain/tax";
 
 const createdAt = () => text("created_at").notNull();
 // Test or live: every object belongs to one account AND one mode. Each mode's queries filter on
@@ -517,6 +518,10 @@ export const plans = sqliteTable(
     // (aggregated by aggregate_usage) priced through the plan, invoiced at the period's end.
     usageType: text("usage_type", { enum: ["licensed", "metered"] }).notNull().default("licensed"),
     aggregateUsage: text("aggregate_usage", { enum: ["sum", "max", "last_during_period"] }),
+    // The tax rates its subscriptions' invoices carry unless a subscription gives its own: each
+    // rate's id and what its tax needs (a rate's percentage and inclusive never change, so the copy
+    // stays true; src/billing/tax.ts).
+    defaultTaxRates: text("default_tax_rates", { mode: "json" }).$type<TaxRateValue[]>().notNull().default(sql`'[]'`),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -574,6 +579,8 @@ export const subscriptions = sqliteTable(
     // prices and its settlement makes the subscription's.
     pendingPlanId: text("pending_plan_id"),
     pendingQuantity: integer("pending_quantity"),
+    // Its own tax rates (as plans.default_tax_rates), which win over the plan's; null: the plan's.
+    defaultTaxRates: text("default_tax_rates", { mode: "json" }).$type<TaxRateValue[]>(),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -610,6 +617,9 @@ export const subscriptionPeriods = sqliteTable(
     items: integer("items").notNull().default(0),
     itemsAmount: integer("items_amount").notNull().default(0),
     creditCarried: integer("credit_carried").notNull().default(0),
+    // The exclusive tax on the period's invoice (src/domain/tax.ts), in `amount`: computed by its
+    // claim from the lines its invoice will have, so the charge and the invoice agree.
+    tax: integer("tax").notNull().default(0),
     // The percentage (basis points) the period's discount took off, when it was a percent_off
     // coupon's: a change prorated within the period discounts its charge line alike.
     percentOff: integer("percent_off"),
@@ -668,6 +678,11 @@ export const invoices = sqliteTable(
     subtotal: integer("subtotal").notNull(),
     discount: integer("discount").notNull().default(0),
     total: integer("total").notNull(),
+    // The tax on it (src/domain/tax.ts), computed when it is made and never again: all of it, the
+    // exclusive part (added to the total), and each rate's sum as the API answers it.
+    tax: integer("tax").notNull().default(0),
+    exclusiveTax: integer("exclusive_tax").notNull().default(0),
+    totalTaxAmounts: text("total_tax_amounts", { mode: "json" }).$type<TaxAmount[]>().notNull().default(sql`'[]'`),
     amountPaid: integer("amount_paid").notNull().default(0),
     amountDue: integer("amount_due").notNull(),
     // The last payment attempted for it (the one that paid it, once paid).
@@ -697,8 +712,31 @@ export const invoices = sqliteTable(
     index("invoices_subscription").on(t.accountId, t.livemode, t.subscriptionId, t.id),
     index("invoices_user").on(t.accountId, t.livemode, t.userId, t.id),
     index("invoices_status").on(t.accountId, t.livemode, t.status, t.id),
-    check("invoices_total", sql`${t.total} = ${t.subtotal} - ${t.discount} AND ${t.discount} >= 0 AND ${t.amountDue} >= 0 AND ${t.amountPaid} >= 0`),
+    check("invoices_total", sql`${t.total} = ${t.subtotal} - ${t.discount} + ${t.exclusiveTax} AND ${t.discount} >= 0 AND ${t.amountDue} >= 0 AND ${t.amountPaid} >= 0`),
   ],
+);
+
+// Tax rates (src/routes/tax-rates): a percentage (ten-thousandths of a percent, 20% = 200000),
+// inclusive or exclusive, that plans and subscriptions put on their invoices. Its percentage and
+// inclusive never change (plans and subscriptions copy them); PATCH changes only its names and
+// `active` (an inactive rate is refused on new plans and subscriptions; those holding it keep it).
+export const taxRates = sqliteTable(
+  "tax_rates",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    livemode: livemode(),
+    displayName: text("display_name").notNull(),
+    percentage: integer("percentage").notNull(),
+    inclusive: integer("inclusive", { mode: "boolean" }).notNull(),
+    country: text("country"),
+    state: text("state"),
+    description: text("description"),
+    active: integer("active", { mode: "boolean" }).notNull().default(true),
+    createdAt: createdAt(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [index("tax_rates_account").on(t.accountId, t.livemode, t.id), check("tax_rates_percentage", sql`${t.percentage} BETWEEN 0 AND 1000000`)],
 );
 
 // Coupons (src/billing/coupons.ts): a discount a subscription can redeem. The API id is the
@@ -800,6 +838,8 @@ export const invoiceLines = sqliteTable(
     // Integer minor units, rounded once (README: Decisions); negative for a credit.
     amount: integer("amount").notNull(),
     proration: integer("proration", { mode: "boolean" }).notNull().default(false),
+    // Its tax per rate, [{ tax_rate, amount, inclusive }], rounded once when it was invoiced.
+    taxAmounts: text("tax_amounts", { mode: "json" }).$type<TaxAmount[]>().notNull().default(sql`'[]'`),
     periodStart: text("period_start").notNull(),
     periodEnd: text("period_end").notNull(),
   },

@@ -28,6 +28,7 @@ export const ID_PREFIXES = {
   invoiceItem: "ii",
   prorationCharge: "prc",
   coupon: "co",
+  taxRate: "txr",
   couponRedemption: "cr",
   usageRecord: "mbur",
 } as const;

@@ -2,7 +2,9 @@
  * An invoice's totals from its lines: subtotal, discount, total, and what is due after the
  * customer's carried credit balance. Pure: no I/O; integer minor units only.
  *
- * - subtotal = the sum of the lines; total = subtotal − discount, always.
+ * - subtotal = the sum of the lines; total = subtotal − discount + exclusive tax, always.
+ * - Each line's tax (src/domain/tax.ts) is taken on the line less its share of the discount, per
+ *   rate, rounded once; inclusive tax is part of the line's amount, exclusive tax is added.
  * - The discount is taken on the discountable lines (by default every line that is not a
  *   proration: a proration already carries the discount of its period, see proration.ts), never
  *   more than the subtotal, so a discount never takes a total below zero.
@@ -12,6 +14,7 @@
  */
 import { discountAmount, type CouponValue } from "./discounts";
 import { MAX_AMOUNT, normalizeCurrency } from "./money";
+import { type TaxAmount, type TaxRateValue, allTax, exclusiveTax, lineTax, totalTaxAmounts } from "./tax";
 
 export interface InvoiceLineInput {
   /** Integer minor units; negative for a credit. */
@@ -21,6 +24,8 @@ export interface InvoiceLineInput {
   discountable?: boolean;
   /** When given, must be the invoice's currency. */
   currency?: string;
+  /** The tax rates on this line (none by default). */
+  taxRates?: readonly TaxRateValue[];
 }
 
 export interface InvoiceTotalsInput {
@@ -42,7 +47,15 @@ export interface InvoiceTotals {
   discount: number;
   /** Each line's share of the discount (same order as the lines; sums to `discount`). */
   lineDiscounts: number[];
-  /** subtotal − discount; negative when credits exceed charges. */
+  /** Each line's tax, one amount per rate (same order as the lines). */
+  lineTaxes: TaxAmount[][];
+  /** Every line's tax summed per rate. */
+  totalTaxAmounts: TaxAmount[];
+  /** All the tax, inclusive and exclusive. */
+  tax: number;
+  /** The tax added on top of the lines (the exclusive rates'). */
+  exclusiveTax: number;
+  /** subtotal − discount + exclusiveTax; negative when credits exceed charges. */
   total: number;
   startingCreditBalance: number;
   /** Credit balance used to pay this invoice (0 when the total is not positive). */
@@ -91,7 +104,11 @@ export function invoiceTotals(input: InvoiceTotalsInput): InvoiceTotals {
     input.lines.map((l, i) => (discountable[i] ? l.amount : 0)),
     discount,
   );
-  const total = subtotal - discount;
+  const lineTaxes = input.lines.map((line, i) => lineTax(line.amount - lineDiscounts[i], line.taxRates ?? []));
+  const totalTax = totalTaxAmounts(lineTaxes);
+  const added = exclusiveTax(totalTax);
+  const total = subtotal - discount + added;
+  assertAmount(total, "the total");
   const creditApplied = total > 0 ? Math.min(starting, total) : 0;
   const amountDue = total > 0 ? total - creditApplied : 0;
   const endingCreditBalance = starting - creditApplied + (total < 0 ? -total : 0);
@@ -102,6 +119,10 @@ export function invoiceTotals(input: InvoiceTotalsInput): InvoiceTotals {
     discountableSubtotal,
     discount,
     lineDiscounts,
+    lineTaxes,
+    totalTaxAmounts: totalTax,
+    tax: allTax(totalTax),
+    exclusiveTax: added,
     total,
     startingCreditBalance: starting,
     creditApplied,

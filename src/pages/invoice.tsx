@@ -11,7 +11,7 @@ import type { Context } from "hono";
 import type { AppEnv } from "../context";
 import { sql } from "drizzle-orm";
 import { INVOICE_JSON, type InvoiceJson } from "../billing/invoices";
-import { renderInvoicePdf } from "../billing/invoice-pdf";
+import { renderInvoicePdf, taxLabel } from "../billing/invoice-pdf";
 import { createDb } from "../db/client";
 import { invoices } from "../db/schema";
 import { shardEnv, shardNumbers } from "../db/shards";
@@ -95,6 +95,12 @@ function InvoiceView({ invoice, pdf }: { invoice: InvoiceJson; pdf: string }) {
               <td class="num">−{money(invoice.discount)}</td>
             </tr>
           ) : null}
+          {invoice.total_tax_amounts.map((t) => (
+            <tr data-tax-rate={t.tax_rate}>
+              <td>{taxLabel(t)}</td>
+              <td class="num">{money(t.amount)}</td>
+            </tr>
+          ))}
           <tr>
             <th>Total</th>
             <th class="num">{money(invoice.total)}</th>

@@ -19,6 +19,7 @@ import { registerSubscriptions } from "./subscriptions";
 import { registerUsageEvents } from "./usage-events";
 import { registerInvoices } from "./invoices";
 import { registerCoupons } from "./coupons";
+import { registerTaxRates } from "./tax-rates";
 import { registerTestClocks } from "./test-clocks";
 import { registerProcessor } from "./processor";
 import { registerStripeWebhooks } from "./processor-webhooks/stripe";
@@ -55,6 +56,7 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>) {
   registerUsageEvents(app);
   registerInvoices(app);
   registerCoupons(app);
+  registerTaxRates(app);
   registerTestClocks(app);
   registerProcessor(app);
   registerStripeWebhooks(app);

@@ -141,6 +141,7 @@ describe("the invoice PDF", () => {
       unit_amount_decimal: null,
       amount: i % 2 ? -100 : 250,
       proration: i % 2 === 1,
+      tax_amounts: [],
       period_start: "2026-01-01T00:00:00.000Z",
       period_end: "2026-02-01T00:00:00.000Z",
     }));
@@ -162,6 +163,8 @@ describe("the invoice PDF", () => {
       lines,
       subtotal: 4500,
       discount: 0,
+      tax: 0,
+      total_tax_amounts: [],
       total: 4500,
       amount_paid: 0,
       amount_due: 4500,

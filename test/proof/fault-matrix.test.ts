@@ -184,6 +184,8 @@ const ROUTES: Record<string, { table?: string; consumes?: keyof Fixtures | "conn
   payInvoice: { consumes: "invoice" },
   createCoupon: { table: "coupons" },
   deleteCoupon: { consumes: "coupon" },
+  createTaxRate: { table: "tax_rates" },
+  updateTaxRate: {},
   createUsageRecord: { table: "usage_records" },
   // A fresh event id each case (the case's retries resend it). No `table`: without a key a retry
   // of the same events is a duplicate, so it writes no second row (counted once by design).

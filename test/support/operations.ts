@@ -159,6 +159,10 @@ export const SCOPE_OF: Record<string, (typeof SCOPES)[number]> = {
   listCoupons: "coupons:read",
   getCoupon: "coupons:read",
   deleteCoupon: "coupons:write",
+  createTaxRate: "tax_rates:write",
+  listTaxRates: "tax_rates:read",
+  getTaxRate: "tax_rates:read",
+  updateTaxRate: "tax_rates:write",
   createUsageRecord: "subscriptions:write",
   listUsage: "subscriptions:read",
   createUsageEvents: "subscriptions:write",
@@ -193,6 +197,7 @@ const ID_OF_PATH: [string, keyof Fixtures][] = [
   ["/api/test-clocks/", "clock"],
   ["/invoices/", "invoice"],
   ["/coupons/", "coupon"],
+  ["/tax-rates/", "taxRate"],
 ];
 
 /** Operations whose {id} is a particular fixture of its kind: usage is reported to a metered subscription, an authorization is captured or canceled. */
@@ -259,6 +264,8 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     payInvoice: () => undefined,
     createCoupon: () => ({ name: "Proof 20", percent_off: 20, duration: "repeating", duration_in_months: 2 }),
     deleteCoupon: () => undefined,
+    createTaxRate: () => ({ display_name: "VAT", percentage: "20", inclusive: false }),
+    updateTaxRate: () => ({ display_name: "VAT (standard)" }),
     createUsageRecord: () => ({ quantity: 7 }),
     // The same body each time (a retry under one Idempotency-Key sends it): a repeated id is a duplicate, written once.
     createUsageEvents: () => ({ events: [{ id: `proof-${fx.metered}`, subscription_id: fx.metered, quantity: 7 }] }),

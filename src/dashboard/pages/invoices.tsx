@@ -36,6 +36,8 @@ interface Invoice {
   lines: InvoiceLine[];
   subtotal: number;
   discount: number;
+  tax: number;
+  total_tax_amounts: { tax_rate: string; amount: number; inclusive: boolean; display_name: string | null; percentage: string }[];
   total: number;
   amount_paid: number;
   amount_due: number;
@@ -168,10 +170,12 @@ async function invoicePage(c: Context<DashEnv>) {
                   [
                     ["Subtotal", invoice.subtotal],
                     ["Discount", -invoice.discount],
+                    // A row per tax rate, as issued.
+                    ...invoice.total_tax_amounts.map((t) => [`${t.display_name ?? "Tax"} ${t.percentage}%${t.inclusive ? " (included)" : ""}`, t.amount] as const),
                     ["Total", invoice.total],
                     ["Paid", invoice.amount_paid],
                     ["Due", invoice.amount_due],
-                  ] as const
+                  ] as (readonly [string, number])[]
                 ).map(([label, minor]) => (
                   <tr>
                     <th colspan={3}>{label}</th>

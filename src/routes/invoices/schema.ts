@@ -5,6 +5,14 @@ import { closedSetFilter, idField, livemodeField, timestamp } from "../shared";
 
 const amount = (description: string, example: number) => z.number().int().openapi({ description: `${description} In the currency's smallest unit.`, example });
 
+export const TaxAmountSchema = z
+  .object({
+    tax_rate: z.string().openapi({ description: "The tax rate (GET /tax-rates/{id}).", example: "txr_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
+    amount: amount("This rate's tax, rounded once per line (half away from zero) after the line's discount; negative on a credit.", 200),
+    inclusive: z.boolean().openapi({ description: "true: part of the line's amount; false: added to the total." }),
+  })
+  .openapi("TaxAmount");
+
 export const InvoiceLineSchema = z
   .object({
     id: z.string().openapi({ example: "il_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
@@ -19,6 +27,7 @@ export const InvoiceLineSchema = z
       .openapi({ description: "The unit price in the currency's smallest unit, exact (up to 12 decimals), when the line has one; null for a tiered price.", example: "1999" }),
     amount: amount("The line's amount, rounded once; negative for a credit.", 1999),
     proration: z.boolean(),
+    tax_amounts: z.array(TaxAmountSchema).openapi({ description: "The line's tax, one amount per rate, computed when the invoice was made and never again." }),
     period_start: timestamp("Start of the time this line bills."),
     period_end: timestamp("End of the time this line bills."),
   })
@@ -53,7 +62,16 @@ export const InvoiceSchema = z
     lines: z.array(InvoiceLineSchema),
     subtotal: amount("The sum of the lines.", 1999),
     discount: amount("Taken off the subtotal, never below zero.", 0),
-    total: amount("subtotal - discount.", 1999),
+    tax: amount("All the tax on it, inclusive and exclusive: the sum of total_tax_amounts.", 0),
+    total_tax_amounts: z
+      .array(
+        TaxAmountSchema.extend({
+          display_name: z.string().nullable().openapi({ description: "The rate's display_name when the invoice was made.", example: "VAT" }),
+          percentage: z.string().openapi({ description: "The rate's percentage.", example: "20" }),
+        }).openapi("InvoiceTaxAmount"),
+      )
+      .openapi({ description: "Each rate's tax over the lines, with the rate's name and percentage as the invoice was made (what the PDF and the hosted page show)." }),
+    total: amount("subtotal - discount + the exclusive tax (inclusive tax is already part of the lines).", 1999),
     amount_paid: amount("What has been paid.", 1999),
     amount_due: amount("What is charged for it.", 1999),
     payment_id: z.string().nullable().openapi({ description: "The last payment attempted for it (the one that paid it, once paid)." }),

@@ -19,6 +19,7 @@ import { listQuery, listSchema } from "../pagination";
 import { listOwned, readById } from "../reads";
 import { commitAndAnswerRow, commitAndRespond } from "../write-path";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
+import { resolveTaxRates } from "../../billing/tax";
 import { CreatePlanBody, PlanSchema, planAnswer, serializePlan, UpdatePlanBody } from "./schema";
 
 const tags = ["Subscription plans"];
@@ -64,7 +65,7 @@ const update = apiRoute({
   path: "/subscription-plans/{id}",
   tags,
   operationId: "updatePlan",
-  summary: "Rename, describe or archive a plan",
+  summary: "Rename, describe, archive or re-tax a plan",
   description: "`active: false` archives the plan: it accepts no new subscriptions, and existing ones keep renewing. Prices are immutable.",
   scope: "plans:write",
   request: { params: planId, ...jsonBodyOf(UpdatePlanBody) },
@@ -200,6 +201,7 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
       trialPeriodDays: body.trial_period_days ? body.trial_period_days : null,
       usageType: body.usage_type,
       aggregateUsage: body.usage_type === "metered" ? (body.aggregate_usage ?? "sum") : null,
+      defaultTaxRates: await resolveTaxRates(c, body.default_tax_rates ?? []),
       createdAt: isoTime(now),
       updatedAt: isoTime(now),
     };
@@ -233,6 +235,7 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
     if (body.name !== undefined) changes.name = body.name;
     if (body.description !== undefined) changes.description = body.description;
     if (body.active !== undefined) changes.active = body.active;
+    if (body.default_tax_rates !== undefined) changes.defaultTaxRates = await resolveTaxRates(c, body.default_tax_rates);
     const match = owned(plans, auth, eq(plans.id, id));
     return commitAndAnswerRow(
       c,

@@ -7,6 +7,7 @@ import { bodyObject, booleanField, closedSet, livemodeField, textField, timestam
 import { MAX_TRIAL_DAYS } from "../../domain/trials";
 import { rowAnswer } from "../../middleware/stored-answers";
 import { planUnitAmountDecimal, tierUnitAmountDecimal } from "../../billing/pricing";
+import { DefaultTaxRatesField } from "../../billing/tax";
 
 /** A price in major units; its decimals are checked against the currency by the handler. */
 const majorUnits = (field: string, description: string, example: number) =>
@@ -74,12 +75,14 @@ export const CreatePlanBody = bodyObject({
   aggregate_usage: closedSet("aggregate_usage", ["sum", "max", "last_during_period"])
     .optional()
     .openapi({ description: "How a metered period's usage adds up: sum (default), max (the largest usage at one time) or last_during_period. Metered plans only." }),
+  default_tax_rates: DefaultTaxRatesField.optional(),
 }).openapi("PlanRequest");
 
 export const UpdatePlanBody = bodyObject({
   name: textField("name", 200, { min: 1, trim: true }).optional(),
   description: description.optional(),
   active: booleanField("active").optional().openapi({ description: "false archives the plan: no new subscriptions; existing ones keep renewing." }),
+  default_tax_rates: DefaultTaxRatesField.optional().openapi({ description: "Replaces the plan's tax rates (an empty list removes them), for invoices made from now on; issued invoices keep theirs." }),
 }).openapi("PlanUpdateRequest");
 
 export const TierSchema = z
@@ -114,6 +117,7 @@ export const PlanSchema = z
     trial_period_days: z.number().int().nullable().openapi({ description: "Days of free trial a new subscription gets, or null for none." }),
     usage_type: z.enum(["licensed", "metered"]),
     aggregate_usage: z.enum(["sum", "max", "last_during_period"]).nullable().openapi({ description: "How a metered period's usage adds up; null for a licensed plan." }),
+    default_tax_rates: z.array(z.string()).openapi({ description: "The tax rates (txr_…) its subscriptions' invoices carry, unless a subscription gives its own.", example: [] }),
     created_at: timestamp("When the plan was created."),
     updated_at: timestamp("When the plan was last changed."),
   })
@@ -150,6 +154,7 @@ export function serializePlan(row: typeof plans.$inferSelect): PlanJson {
     trial_period_days: row.trialPeriodDays,
     usage_type: row.usageType,
     aggregate_usage: row.aggregateUsage,
+    default_tax_rates: (row.defaultTaxRates ?? []).map((r) => r.id),
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };

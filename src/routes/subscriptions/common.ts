@@ -75,6 +75,7 @@ export async function loadSubscription(c: Context<AppEnv>, id: string) {
         discount: paidPeriods.discount,
         itemsAmount: paidPeriods.itemsAmount,
         creditCarried: paidPeriods.creditCarried,
+        tax: paidPeriods.tax,
         percentOff: paidPeriods.percentOff,
       },
     })

@@ -19,7 +19,8 @@ import { found } from "../reads";
 import { commitAndRespond, firstChargeReference, holdMoney, outcomeTracked } from "../write-path";
 import { charge } from "../../payments/charge";
 import { type PaymentRow, paymentEventData } from "../../payments/event-data";
-import { issueInvoice, subscriptionLine } from "../../billing/invoices";
+import { type InvoiceInput, issueInvoice, subscriptionLine, totalsOf } from "../../billing/invoices";
+import { resolveTaxRates, taxRatesOf } from "../../billing/tax";
 import { assertNoCardData, cardInBody, readCard } from "../../payments/card-input";
 import { holdSavedCard, isPaymentMethodId, savedCardFor } from "../../payments/methods";
 import { type EmittedEvent, emitEvent } from "../../webhooks/outbox";
@@ -93,6 +94,9 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
     const plan = await found(c, planRows[0], "plan", body.plan_id, "plan_id");
     if (!plan.active) throw invalidRequest("plan_inactive", `Plan ${plan.id} is archived and accepts no new subscriptions.`, "plan_id");
     const coupon = body.coupon === undefined ? null : await found(c, couponRows[0], "coupon", body.coupon, "coupon");
+    // Its own tax rates (which win over the plan's), or null: the plan's apply.
+    const ownTaxRates = body.default_tax_rates === undefined ? null : await resolveTaxRates(c, body.default_tax_rates);
+    const taxRates = taxRatesOf({ defaultTaxRates: ownTaxRates }, plan);
     if (coupon) assertCouponCurrency(coupon, plan.currency);
     // A metered plan is billed in arrears for its usage: nothing is charged now, and it has no quantity.
     const metered = isMetered(plan);
@@ -129,7 +133,23 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
       // invoice comes at its end, priced by the renewal that makes it.
       const discountColumnsOf = coupon ? discountColumns(coupon, start) : NO_DISCOUNT;
       const discount = coupon && trialEnd === null && !metered ? periodDiscount(discountColumnsOf, coupon, subtotal, plan.currency, start) : 0;
-      const amount = subtotal - discount;
+      // The first invoice: the period's line, its discount, and its tax (exclusive tax is charged on top).
+      const firstInvoice = (subscriptionId: string | null): InvoiceInput => ({
+        id: invoiceId,
+        tenant: auth,
+        subscriptionId,
+        periodIndex: subscriptionId === null ? null : 0,
+        userId: user.id,
+        currency: plan.currency,
+        periodStart: isoTime(start),
+        periodEnd: isoTime(next),
+        lines: [subscriptionLine(plan, body.quantity, subtotal, isoTime(start), isoTime(next))],
+        coupon: discountAsCoupon(discount, plan.currency),
+        taxRates,
+      });
+      const firstTotals = totalsOf(firstInvoice(id));
+      const amount = firstTotals.amountDue;
+      const firstTax = firstTotals.exclusiveTax;
       const reference = firstChargeReference(c);
       // The coupon is redeemed before the card is charged (reserved under the charge's reference, so a
       // retry with the same Idempotency-Key reuses the reservation): one used up meanwhile is refused
@@ -145,18 +165,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
       const invoice = (outcome: Parameters<typeof issueInvoice>[2], subscriptionId: string | null) =>
         issueInvoice(
           db,
-          {
-            id: invoiceId,
-            tenant: auth,
-            subscriptionId,
-            periodIndex: subscriptionId === null ? null : 0,
-            userId: user.id,
-            currency: plan.currency,
-            periodStart: isoTime(start),
-            periodEnd: isoTime(next),
-            lines: [subscriptionLine(plan, body.quantity, subtotal, isoTime(start), isoTime(next))],
-            coupon: discountAsCoupon(discount, plan.currency),
-          },
+          firstInvoice(subscriptionId),
           outcome,
           { at: start, realNow, pageBase: publicUrl(c.env) },
         );
@@ -283,6 +292,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
           pendingItemsAmount: 0,
           pendingPlanId: null,
           pendingQuantity: null,
+          defaultTaxRates: ownTaxRates,
           createdAt: isoTime(realNow),
           updatedAt: isoTime(realNow),
         };
@@ -300,6 +310,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
                 periodStart: isoTime(start),
                 amount,
                 discount,
+                tax: firstTax,
                 percentOff: discount > 0 ? (coupon?.percentOffBasisPoints ?? null) : null,
                 currency: plan.currency,
                 status: incomplete ? "open" : "paid",

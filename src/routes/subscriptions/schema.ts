@@ -1,3 +1,4 @@
+import { DefaultTaxRatesField } from "../../billing/tax";
 import { z } from "@hono/zod-openapi";
 import { subscriptions } from "../../db/schema";
 import { PaymentSchema } from "../payments/schema";
@@ -18,6 +19,7 @@ export const CreateSubscriptionBody = bodyObject({
   plan_id: planId,
   quantity: quantity.default(1),
   coupon: couponField.optional(),
+  default_tax_rates: DefaultTaxRatesField.optional().openapi({ description: "Tax rates (txr_…) its invoices carry instead of the plan's default_tax_rates (an empty list: none). Each line's tax is taken after its discount and rounded once." }),
   trial_period_days: wholeNumber("trial_period_days", 0, MAX_TRIAL_DAYS)
     .optional()
     .openapi({ description: "Days of free trial (0 for none), instead of the plan's trial_period_days. The card is vaulted, not charged; the first period is charged when the trial ends.", example: 14 }),
@@ -61,6 +63,9 @@ export const UpdateSubscriptionBody = bodyObject({
     .nullable()
     .optional()
     .openapi({ description: "A coupon's id: its discount replaces any other from now, starting with the next invoice. null removes the discount." }),
+  default_tax_rates: DefaultTaxRatesField.nullable()
+    .optional()
+    .openapi({ description: "Replaces the subscription's tax rates from the next invoice (an empty list: none); null goes back to the plan's. Issued invoices keep theirs." }),
 }).openapi("SubscriptionUpdateRequest");
 
 export const SUBSCRIPTION_STATUSES = ["incomplete", "incomplete_expired", "trialing", "active", "past_due", "canceled"] as const;
@@ -96,6 +101,10 @@ export const SubscriptionSchema = z
       })
       .nullable()
       .openapi({ description: "The coupon whose discount applies to the subscription's invoices, or null." }),
+    default_tax_rates: z
+      .array(z.string())
+      .nullable()
+      .openapi({ description: "The subscription's own tax rates (txr_…), which its invoices carry instead of the plan's; null: the plan's default_tax_rates apply." }),
     pending_update: z
       .object({
         plan_id: z.string(),

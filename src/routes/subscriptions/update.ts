@@ -19,6 +19,7 @@ import { guard } from "../../db/batch";
 import { type ClaimCard, coupons, invoiceItems, subscriptions } from "../../db/schema";
 import { currentOpenCharge, currentPeriod, prorationItems } from "../../billing/prorations";
 import { changeAndInvoiceNow } from "./invoice-now";
+import { resolveTaxRates } from "../../billing/tax";
 import { type CouponRow, NO_DISCOUNT, assertCouponCurrency, couponRefusals, discountColumns, discountRunsAt, redeemCoupon } from "../../billing/coupons";
 import { owned } from "../../db/scope";
 import { clock, isoTime } from "../../lib/clock";
@@ -41,7 +42,7 @@ const update = apiRoute({
   operationId: "updateSubscription",
   summary: "Replace payment details, or change plan or quantity",
   description:
-    "New card details (the card fields, or payment_method \"pmt_…\": a saved card of the subscription's user, used as it is) replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity apply now: on an active subscription, proration_behavior create_prorations (the default) credits the unused time of what the current period was charged and charges the time left at the new price, as lines of the next invoice (a credit that takes that invoice below zero is carried on, never refunded); always_invoice invoices those lines (and any pending) at once and charges the invoice: the change is made only once it is paid (a decline answers 402 and changes nothing; an invoice of nothing or a credit is paid at once, the credit carried on); none prorates nothing. at_period_end true schedules the plan_id and quantity for the next period instead, unprorated (pending_update). A subscription set to cancel at period end is sent a final invoice at its end for the prorations still pending. A metered subscription's plan does not change (400 plan_incompatible). coupon redeems a coupon whose discount applies from the next invoice (replacing any other); null removes the discount. Answers the subscription as the change committed it. While a charge of the period (or of a change invoiced at once) is at the processor with its outcome not yet known, new card details, cancel_at_period_end true, coupon, plan_id and quantity answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
+    "New card details (the card fields, or payment_method \"pmt_…\": a saved card of the subscription's user, used as it is) replace the stored ones (the card is vaulted, not charged; in live mode Stripe checks it with a SetupIntent, and a card it declines, or one that needs 3D Secure, answers 402 and changes nothing). On a past_due subscription the new card is charged at once for the unpaid period: success makes it active again, a decline answers 402 and leaves it past_due; should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes (recorded once, or released on a decline). plan_id and quantity apply now: on an active subscription, proration_behavior create_prorations (the default) credits the unused time of what the current period was charged and charges the time left at the new price, as lines of the next invoice (a credit that takes that invoice below zero is carried on, never refunded); always_invoice invoices those lines (and any pending) at once and charges the invoice: the change is made only once it is paid (a decline answers 402 and changes nothing; an invoice of nothing or a credit is paid at once, the credit carried on); none prorates nothing. at_period_end true schedules the plan_id and quantity for the next period instead, unprorated (pending_update). A subscription set to cancel at period end is sent a final invoice at its end for the prorations still pending. A metered subscription's plan does not change (400 plan_incompatible). coupon redeems a coupon whose discount applies from the next invoice (replacing any other); null removes the discount. default_tax_rates replaces its tax rates from the next invoice (null goes back to the plan's). Answers the subscription as the change committed it. While a charge of the period (or of a change invoiced at once) is at the processor with its outcome not yet known, new card details, cancel_at_period_end true, coupon, plan_id and quantity answer 409 charge_in_progress (retry in a few seconds): the charge is settled with the card it was sent with. Emits subscription_updated.",
   scope: "subscriptions:write",
   request: { params: subscriptionId, ...jsonBodyOf(UpdateSubscriptionBody) },
   responses: { 200: json(SubscriptionSchema, "The updated subscription.") },
@@ -69,8 +70,8 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
     if (body.at_period_end === true && body.proration_behavior !== undefined && body.proration_behavior !== "none") {
       throw invalidRequest("parameter_unexpected", "proration_behavior: a change scheduled at period end is not prorated; send none, or leave it out.", "proration_behavior");
     }
-    if (!paymentChange && body.plan_id === undefined && body.quantity === undefined && body.cancel_at_period_end === undefined && body.coupon === undefined) {
-      throw invalidRequest("parameter_missing", "Send new payment details, plan_id, quantity, cancel_at_period_end or coupon.");
+    if (!paymentChange && body.plan_id === undefined && body.quantity === undefined && body.cancel_at_period_end === undefined && body.coupon === undefined && body.default_tax_rates === undefined) {
+      throw invalidRequest("parameter_missing", "Send new payment details, plan_id, quantity, cancel_at_period_end, coupon or default_tax_rates.");
     }
     const current = await loadSubscription(c, id);
     const { sub } = current;
@@ -156,6 +157,8 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
       });
     }
     if (body.cancel_at_period_end !== undefined) changes.cancelAtPeriodEnd = body.cancel_at_period_end;
+    // Its own tax rates from the next invoice (null: its plan's again); issued invoices keep theirs.
+    if (body.default_tax_rates !== undefined) changes.defaultTaxRates = body.default_tax_rates === null ? null : await resolveTaxRates(c, body.default_tax_rates);
     // A coupon's discount starts now (the subscription's clock) and applies from the next invoice;
     // it is redeemed in the batch that writes it. null removes the discount.
     let redeem: { coupon: CouponRow; reference: string } | null = null;
@@ -215,7 +218,8 @@ export function registerUpdateSubscription(app: OpenAPIHono<AppEnv>) {
           // the scheduled change its settlement takes. Any other change of price (or of a scheduled
           // one) waits for a new period's first charge, which is invoiced from the subscription as
           // its settlement reads it, and for the charge of a change invoiced at once.
-          ...(body.cancel_at_period_end === true || vaulted || body.coupon !== undefined || proration || scheduled
+          // Nor are its tax rates: the claim priced the charge's tax.
+          ...(body.cancel_at_period_end === true || vaulted || body.coupon !== undefined || body.default_tax_rates !== undefined || proration || scheduled
             ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${chargeInFlight(sub.id, realNow)}`)]
             : priceChanges || sub.pendingPlanId !== null
               ? [guard(db, CHARGE_IN_FLIGHT, sql`NOT ${priceChargeInFlight(sub.id)}`)]
