@@ -6,7 +6,7 @@
 // got it; a failure is recorded only by the attempt that still holds the delivery.
 import { and, asc, eq, gt, isNull, lt, lte, ne, or, sql } from "drizzle-orm";
 import { type Db, createDb } from "../db/client";
-import { runBatch } from "../db/batch";
+import { rawStatement, runBatch } from "../db/batch";
 import { deliveryAttempts, events, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { newId } from "../domain/ids";
 import { DELIVERY_WINDOW_MS, nextAttemptAt, parseRetryAfter } from "../domain/webhook-retry-schedule";
@@ -254,21 +254,15 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   const disabledAt = disabling ? 3 : -1;
   const healthDeliveries = [...(disabling ? [3 + disabling.statements.length + 1] : []), ...(exhausted ? [2 + health.length - 1] : [])];
   const results = await runBatch(db, [
-    db
-      .insert(deliveryAttempts)
-      .values({
-        id: newId("attempt", now),
-        deliveryId,
-        accountId: delivery.accountId,
-        livemode: delivery.livemode,
-        attemptNumber,
-        attemptedAt: isoTime(now),
-        statusCode: status,
-        durationMs,
-        responseExcerpt,
-        error,
-      })
-      .onConflictDoNothing(),
+    // The attempt, recorded only where its delivery still is: an account moved to another shard
+    // while the request was out leaves no attempt behind on the shard it left.
+    rawStatement(
+      db,
+      sql`INSERT INTO ${deliveryAttempts} (id, delivery_id, account_id, livemode, attempt_number, attempted_at, status_code, duration_ms, response_excerpt, error)
+        SELECT ${newId("attempt", now)}, ${deliveryId}, ${delivery.accountId}, ${delivery.livemode ? 1 : 0}, ${attemptNumber}, ${isoTime(now)}, ${status}, ${durationMs}, ${responseExcerpt}, ${error}
+        WHERE EXISTS (SELECT 1 FROM ${webhookDeliveries} WHERE ${webhookDeliveries.id} = ${deliveryId})
+        ON CONFLICT DO NOTHING`,
+    ),
     ok
       ? db
           .update(webhookDeliveries)

@@ -117,6 +117,7 @@ function fullBody(op: Operation): unknown {
   if (op.operationId === "createPlan") {
     return {
       name: "Seats",
+      default_tax_rates: [fx.taxRate],
       price: 5,
       unit_amount: 500,
       unit_amount_decimal: "0.35",
@@ -133,8 +134,10 @@ function fullBody(op: Operation): unknown {
       ],
     };
   }
-  if (op.operationId === "updateSubscription") return { quantity: 2, plan_id: fx.plan, proration_behavior: "none", at_period_end: false, cancel_at_period_end: false, coupon: fx.coupon, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) };
-  if (op.operationId === "updatePlan") return { name: "Basic+", description: null, active: true };
+  if (op.operationId === "updateSubscription") return { quantity: 2, plan_id: fx.plan, proration_behavior: "none", at_period_end: false, cancel_at_period_end: false, coupon: fx.coupon, default_tax_rates: [fx.taxRate], ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) };
+  if (op.operationId === "updatePlan") return { name: "Basic+", description: null, active: true, default_tax_rates: [fx.taxRate] };
+  if (op.operationId === "createTaxRate") return { display_name: "VAT", percentage: "20", inclusive: false, country: "FR", state: "IDF", description: "French VAT" };
+  if (op.operationId === "updateTaxRate") return { display_name: "VAT (FR)", description: "French VAT", active: true };
   if (op.operationId === "updateWebhook") return { url: "https://receiver.example.com/x", events: ["payout.paid"], status: "active", ordering: "none", rate_limit: 10 };
   if (op.operationId === "redeliverEvent") return { endpoint_id: fx.webhook };
   if (op.operationId === "recoverWebhook") return { since: new Date(Date.now() - 60_000).toISOString(), until: new Date().toISOString() };
@@ -146,7 +149,7 @@ function fullBody(op: Operation): unknown {
   if (op.operationId === "createRefund") return { payment_id: fx.payment, amount: 1, reason: "duplicate" };
   if (op.operationId === "createAccessToken") return { grant_type: "client_credentials", scope: "users:read", client_id: "x", client_secret: "sk_test_x" };
   if (op.operationId === "createWebhook") return { ...(validBody(op, fx) as object), ordering: "per_object", rate_limit: 10 };
-  if (op.operationId === "createSubscription") return { ...(validBody(op, fx) as object), quantity: 1, coupon: fx.coupon, trial_period_days: 7, trial_end: "2099-01-01T00:00:00Z" };
+  if (op.operationId === "createSubscription") return { ...(validBody(op, fx) as object), quantity: 1, coupon: fx.coupon, trial_period_days: 7, trial_end: "2099-01-01T00:00:00Z", default_tax_rates: [fx.taxRate], return_url: "https://shop.example.com/done" };
   if (op.operationId === "createUsageRecord") return { quantity: 3, timestamp: "2020-01-01T00:00:00Z", action: "set" };
   if (op.operationId === "createUsageEvents") return { events: [{ id: "proof-1", subscription_id: fx.metered, quantity: 3, timestamp: "2020-01-01T00:00:00Z" }] };
   if (op.operationId === "moveAccount") return { to_shard: 1, drain_seconds: 0 };

@@ -128,7 +128,7 @@ describe("unknown body fields", () => {
       "parameter_unknown",
     );
     expect(subscription.param).toBe("descripton");
-    expect(subscription.message).toMatch(/^Unknown field descripton\. This request takes user_id, plan_id, quantity, coupon, trial_period_days, trial_end, payment_method, card_number, /);
+    expect(subscription.message).toMatch(/^Unknown field descripton\. This request takes user_id, plan_id, quantity, coupon, default_tax_rates, trial_period_days, trial_end, payment_method, card_number, /);
     // No charge was made for a request that was refused.
     expect(await countRows("payments", "account_id = ?", acct.id)).toBe(payments);
     expect(await countRows("subscriptions", "account_id = ?", acct.id)).toBe(subscriptions);

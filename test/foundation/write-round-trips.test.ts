@@ -49,6 +49,9 @@ const EXPECTED_ABOVE_ONE: Record<string, number> = {
   expireCheckoutSession: 2,
   // Usage reads the subscription (its plan, period and clock) before its one batch.
   createUsageRecord: 2,
+  // A batch of usage events: the subscriptions it names are read (to answer each event), then one
+  // batch holds its one INSERT … SELECT (which checks them again as it runs) and its answer.
+  createUsageEvents: 2,
 };
 
 describe("round trips of idempotent writes", () => {

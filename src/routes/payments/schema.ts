@@ -63,7 +63,7 @@ export const PaymentListQuery = listQuery.extend({
   user_id: idField("user_id", "a user", "usr_01jd2x4k5m6n7p8q9r0s1t2v3w").optional().openapi({ description: "Only payments by this user." }),
 });
 
-const RETURN_URL = "return_url must be an https URL of at most 2048 characters, with no user name or password (localhost, and http to it, only in development).";
+export const RETURN_URL = "return_url must be an https URL of at most 2048 characters, with no user name or password (localhost, and http to it, only in development).";
 
 export const CreatePaymentBody = bodyObject({
   amount: AmountField,

@@ -6,6 +6,7 @@ import { CardFields, CardSummarySchema, OptionalCardFields } from "../../payment
 import { MAX_TRIAL_DAYS } from "../../domain/trials";
 import { PRORATION_BEHAVIORS } from "../../domain/proration";
 import { bodyObject, booleanField, closedSet, closedSetFilter, idField, livemodeField, queryObject, timestamp, wholeNumber } from "../shared";
+import { RETURN_URL } from "../payments/schema";
 
 const quantity = wholeNumber("quantity", 1, 1_000_000).openapi({ description: "Units subscribed to: tiered plans price by it; a fixed plan charges its price times the quantity.", example: 1 });
 const userId = idField("user_id", "a user", "usr_01jd2x4k5m6n7p8q9r0s1t2v3w");
@@ -32,8 +33,8 @@ export const CreateSubscriptionBody = bodyObject({
   ...OptionalCardFields,
   payment_method: CardFields.payment_method,
   return_url: z
-    .string()
-    .max(2048)
+    .string({ error: RETURN_URL })
+    .max(2048, { error: RETURN_URL })
     .optional()
     .openapi({
       description:
