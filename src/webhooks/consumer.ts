@@ -254,6 +254,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
     ...(exhausted?.statements ?? []),
   ];
   const disabledAt = disabling ? 3 : -1;
+  const waiting = waitingFor(db, delivery, event);
   const healthDeliveries = [...(disabling ? [3 + disabling.statements.length + 1] : []), ...(exhausted ? [2 + health.length - 1] : [])];
   const results = await runBatch(db, [
     db
@@ -301,7 +302,11 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
             .where(eq(webhookEndpoints.id, endpoint.id)),
         ]
       : []),
+    // Last: the deliveries waiting for this one, read after its end is written (in the same batch,
+    // rather than a round trip of its own), for the wake-up below when the attempt ended it.
+    ...(waiting ? [waiting] : []),
   ]);
+  const woken = waiting ? (results.at(-1) as { id: string }[]) : [];
   await enqueueHealthEvents(env, results, healthDeliveries);
   if (overloaded) await slowDownEndpoint(env, endpoint.id, retryAfterMs);
   // A later attempt took the delivery over (our lease ran out): it schedules what comes next.
@@ -311,11 +316,11 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   }
   // This failure disabled the endpoint: the delivery ended with its other pending ones.
   if (disabledAt >= 0 && (results[disabledAt] as unknown[]).length > 0 && outcome === "scheduled") {
-    await wakeWaiting(env, db, delivery, event);
+    await wake(env, woken);
     return "endpoint_disabled";
   }
   if (next !== null) await schedulerFor(env, endpoint.id).schedule(deliveryId, next, env.SHARD);
-  else await wakeWaiting(env, db, delivery, event);
+  else await wake(env, woken);
   return outcome;
 }
 
@@ -396,8 +401,19 @@ async function wakeWaiting(
   delivery: { id: string; endpointId: string },
   event: { objectId: string | null; sequence: number | null },
 ): Promise<void> {
-  if (event.objectId === null || event.sequence === null) return;
-  const waiting = await db
+  const query = waitingFor(db, delivery, event);
+  if (query) await wake(env, await query);
+}
+
+/** Queues the deliveries that waited for one that ended. */
+async function wake(env: Bindings, waiting: { id: string }[]): Promise<void> {
+  if (waiting.length > 0) await enqueueDeliveries(env.DELIVERY_QUEUE, waiting.map((w) => w.id));
+}
+
+/** The query for the pending deliveries waiting for `delivery` (none can when its event has no object). */
+function waitingFor(db: Db, delivery: { id: string; endpointId: string }, event: { objectId: string | null; sequence: number | null }) {
+  if (event.objectId === null || event.sequence === null) return null;
+  return db
     .select({ id: webhookDeliveries.id })
     .from(events)
     .innerJoin(webhookDeliveries, and(eq(webhookDeliveries.eventId, events.id), eq(webhookDeliveries.endpointId, delivery.endpointId)))
@@ -409,7 +425,6 @@ async function wakeWaiting(
         eq(webhookDeliveries.status, "pending"),
       ),
     );
-  if (waiting.length > 0) await enqueueDeliveries(env.DELIVERY_QUEUE, waiting.map((w) => w.id));
 }
 
 export async function handleDeliveryBatch(batch: MessageBatch<DeliveryMessage>, env: RuntimeBindings): Promise<void> {
