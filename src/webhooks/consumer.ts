@@ -4,7 +4,7 @@
 // signatures, record the attempt, then either finish the delivery or hand the next attempt to
 // the endpoint's retry scheduler. A 2xx always marks the delivery delivered, whichever attempt
 // got it; a failure is recorded only by the attempt that still holds the delivery.
-import { and, asc, eq, gt, isNull, lt, lte, ne, or, sql } from "drizzle-orm";
+import { and, asc, eq, gt, inArray, isNull, lt, lte, ne, or, sql } from "drizzle-orm";
 import { type Db, createDb } from "../db/client";
 import { runBatch } from "../db/batch";
 import { deliveryAttempts, events, webhookDeliveries, webhookEndpoints } from "../db/schema";
@@ -63,20 +63,51 @@ async function excerpt(response: Response): Promise<string> {
   return new TextDecoder().decode(bytes);
 }
 
-async function load(db: Db, deliveryId: string) {
-  const [row] = await db
+const loaded = (db: Db) =>
+  db
     .select({ delivery: webhookDeliveries, event: events, endpoint: webhookEndpoints })
     .from(webhookDeliveries)
     .innerJoin(events, eq(events.id, webhookDeliveries.eventId))
-    .innerJoin(webhookEndpoints, eq(webhookEndpoints.id, webhookDeliveries.endpointId))
-    .where(eq(webhookDeliveries.id, deliveryId))
-    .limit(1);
+    .innerJoin(webhookEndpoints, eq(webhookEndpoints.id, webhookDeliveries.endpointId));
+
+/** A delivery as the consumer reads it: with its event and its endpoint. */
+export type LoadedDelivery = Awaited<ReturnType<typeof load>>;
+
+async function load(db: Db, deliveryId: string) {
+  const [row] = await loaded(db).where(eq(webhookDeliveries.id, deliveryId)).limit(1);
   return row;
 }
 
-export async function processDelivery(env: Bindings, deliveryId: string, random: () => number = randomUnit): Promise<DeliveryOutcome> {
+/** Bound parameters per statement stay under D1's 100. */
+const LOAD_CHUNK = 90;
+
+/**
+ * The deliveries of a queue batch, read in one statement (a chunk of LOAD_CHUNK ids each) rather
+ * than one read per message. What each message does next is decided from this read exactly as from
+ * its own: every write after it is conditional on the row still being as read (the claim's status,
+ * attempt count and lease), so a row that changed meanwhile sends nothing twice.
+ */
+export async function loadDeliveries(db: Db, deliveryIds: string[]): Promise<Map<string, NonNullable<LoadedDelivery>>> {
+  const ids = [...new Set(deliveryIds)];
+  const rows = new Map<string, NonNullable<LoadedDelivery>>();
+  for (let i = 0; i < ids.length; i += LOAD_CHUNK) {
+    for (const row of await loaded(db).where(inArray(webhookDeliveries.id, ids.slice(i, i + LOAD_CHUNK)))) rows.set(row.delivery.id, row);
+  }
+  return rows;
+}
+
+/**
+ * One attempt of one delivery. `preloaded` is the delivery as its queue batch read it
+ * (`loadDeliveries`; null: no such delivery); absent, it is read here.
+ */
+export async function processDelivery(
+  env: Bindings,
+  deliveryId: string,
+  random: () => number = randomUnit,
+  preloaded?: LoadedDelivery | null,
+): Promise<DeliveryOutcome> {
   const db = createDb(env.DB);
-  const row = await load(db, deliveryId);
+  const row = preloaded === undefined ? await load(db, deliveryId) : preloaded;
   if (!row) return "skipped";
   const { delivery, event, endpoint } = row;
   if (delivery.status !== "pending") {
@@ -428,11 +459,32 @@ function waitingFor(db: Db, delivery: { id: string; endpointId: string }, event:
 }
 
 export async function handleDeliveryBatch(batch: MessageBatch<DeliveryMessage>, env: RuntimeBindings): Promise<void> {
+  // One read per shard for the whole batch (loadDeliveries), started once its messages are known;
+  // a message whose read fails is retried by the queue like any other failure.
+  const byShard = new Map<number, { env: Bindings; ids: string[]; rows?: Promise<Map<string, NonNullable<LoadedDelivery>>> }>();
+  const envOf = (message: Message<DeliveryMessage>) => {
+    // A message names its shard (src/db/shards.ts); an unbound shard throws, and the queue retries.
+    const shardEnv = messageEnv(env, message.body);
+    let group = byShard.get(shardEnv.SHARD);
+    if (!group) byShard.set(shardEnv.SHARD, (group = { env: shardEnv, ids: [] }));
+    group.ids.push(message.body.deliveryId);
+    return group;
+  };
+  const groups = batch.messages.map((message) => {
+    try {
+      return envOf(message);
+    } catch (error) {
+      return error as Error;
+    }
+  });
   await Promise.all(
-    batch.messages.map(async (message) => {
+    batch.messages.map(async (message, i) => {
       try {
-        // A message names its shard (src/db/shards.ts); an unbound shard throws, and the queue retries.
-        await processDelivery(messageEnv(env, message.body), message.body.deliveryId);
+        const group = groups[i];
+        if (group instanceof Error) throw group;
+        group.rows ??= loadDeliveries(createDb(group.env.DB), group.ids);
+        const rows = await group.rows;
+        await processDelivery(group.env, message.body.deliveryId, randomUnit, rows.get(message.body.deliveryId) ?? null);
         message.ack();
       } catch (error) {
         console.error(JSON.stringify({ message: "delivery processing failed; the queue will retry", delivery: message.body?.deliveryId, error: String(error) }));

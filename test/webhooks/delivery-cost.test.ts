@@ -1,8 +1,11 @@
 // What one delivery costs in round trips to D1 (issue 35's delivery speed): counted on the real
 // local D1 through the recording wrapper of test/support/faults.ts (nothing is faked but the
 // receiver). No timing: the number of round trips is what the consumer controls.
+import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
+import { env as runtime } from "cloudflare:workers";
 import { afterEach, beforeEach, expect, it } from "vitest";
-import { env } from "../support/env";
+import { TEST_SHARD, env } from "../support/env";
+import worker from "../../src/index";
 import { processDelivery } from "../../src/webhooks/consumer";
 import { call, signup } from "../support/http";
 import { createUser } from "../support/fixtures";
@@ -52,3 +55,26 @@ it.each([
   expect(db.ops.at(-1)!.sql.at(-1)).toMatch(/^select .*"waiting_for"/i);
 });
 
+it("a queue batch reads its deliveries in one statement, then each is claimed and recorded on its own", async () => {
+  const ids = [await pendingDelivery(), await pendingDelivery("per_object"), await pendingDelivery()];
+  const db = faultyD1(env.DB);
+  // The runtime's bindings with this shard's database recorded: the consumer opens each message's shard.
+  const recorded = { ...(runtime as unknown as Record<string, unknown>), [`DB_${TEST_SHARD}`]: db };
+  const before = receiver.received.length;
+  const batch = createMessageBatch(
+    "tender-webhook-deliveries",
+    // The first delivery twice: the second message finds it claimed, or delivered, and sends nothing.
+    [...ids, ids[0]].map((deliveryId, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body: { deliveryId, shard: TEST_SHARD } })),
+  );
+  const ctx = createExecutionContext();
+  await worker.queue(batch, recorded as never, ctx);
+  const result = await getQueueResult(batch, ctx);
+  expect(result.explicitAcks.sort()).toEqual(["m0", "m1", "m2", "m3"]);
+  expect(receiver.received.length).toBe(before + 3);
+  for (const id of ids) expect((await deliveryRow(id))!.status).toBe("delivered");
+  const reads = db.ops.filter((op) => op.kind === "statement" && /^select .* from "webhook_deliveries" inner join "events"/i.test(op.sql[0]) && !/"sequence" </.test(op.sql[0]));
+  expect(reads).toHaveLength(1);
+  // Then per delivery sent: its claim and its batch (and the ordered endpoint's look for an earlier one).
+  expect(db.ops.filter((op) => op.kind === "batch")).toHaveLength(3);
+  expect(db.ops.filter((op) => /^update "webhook_deliveries" set "attempt_count"/i.test(op.sql[0]))).toHaveLength(4);
+});
