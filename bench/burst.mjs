@@ -62,6 +62,7 @@ async function healthRate(port) {
 }
 
 async function main() {
+  const load = os.loadavg().map((x) => x.toFixed(2)).join(" ");
   fs.rmSync(TMP, { recursive: true, force: true });
   fs.mkdirSync(TMP, { recursive: true });
   const state = path.join(TMP, "state");
@@ -110,6 +111,7 @@ async function main() {
     const times = sink.received.map((r) => r.t).sort((a, b) => a - b);
     const last = times.at(-1) ?? start;
     const result = {
+      load,
       health,
       created,
       statuses,
@@ -138,7 +140,7 @@ function report(r) {
     "<!-- burst -->",
     `## A burst of ${EVENTS} events for one endpoint (issue 35)`,
     "",
-    `Command: \`npm run bench:burst\` (bench/burst.mjs; also part of \`npm run bench\`), run ${new Date().toISOString()} at commit ${commit}, on ${os.cpus().length} CPUs. Tender under \`wrangler dev\` on a fresh local D1; GET /health for ${HEALTH_SECONDS} s (${CONCURRENCY} connections) is the ceiling; then ${EVENTS} POST /api/users (${CONCURRENCY} connections, one account), each emitting customer.created to one endpoint with no rate_limit, whose receiver in the bench process answers 200 at once.`,
+    `Command: \`npm run bench:burst\` (bench/burst.mjs; also part of \`npm run bench\`), run ${new Date().toISOString()} at commit ${commit}, on ${os.cpus().length} CPUs, load average ${r.load} at the start. Tender under \`wrangler dev\` on a fresh local D1; GET /health for ${HEALTH_SECONDS} s (${CONCURRENCY} connections) is the ceiling; then ${EVENTS} POST /api/users (${CONCURRENCY} connections, one account), each emitting customer.created to one endpoint with no rate_limit, whose receiver in the bench process answers 200 at once.`,
     "",
     "| Figure | Value | Goal |",
     "|---|---|---|",

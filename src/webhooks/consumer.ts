@@ -4,7 +4,7 @@
 // signatures, record the attempt, then either finish the delivery or hand the next attempt to
 // the endpoint's retry scheduler. A 2xx always marks the delivery delivered, whichever attempt
 // got it; a failure is recorded only by the attempt that still holds the delivery.
-import { and, asc, eq, gt, isNull, lt, lte, ne, or, sql } from "drizzle-orm";
+import { and, asc, eq, gt, inArray, isNull, lt, lte, ne, or, sql } from "drizzle-orm";
 import { type Db, createDb } from "../db/client";
 import { rawStatement, runBatch } from "../db/batch";
 import { deliveryAttempts, events, webhookDeliveries, webhookEndpoints } from "../db/schema";
@@ -63,20 +63,51 @@ async function excerpt(response: Response): Promise<string> {
   return new TextDecoder().decode(bytes);
 }
 
-async function load(db: Db, deliveryId: string) {
-  const [row] = await db
+const loaded = (db: Db) =>
+  db
     .select({ delivery: webhookDeliveries, event: events, endpoint: webhookEndpoints })
     .from(webhookDeliveries)
     .innerJoin(events, eq(events.id, webhookDeliveries.eventId))
-    .innerJoin(webhookEndpoints, eq(webhookEndpoints.id, webhookDeliveries.endpointId))
-    .where(eq(webhookDeliveries.id, deliveryId))
-    .limit(1);
+    .innerJoin(webhookEndpoints, eq(webhookEndpoints.id, webhookDeliveries.endpointId));
+
+/** A delivery as the consumer reads it: with its event and its endpoint. */
+export type LoadedDelivery = Awaited<ReturnType<typeof load>>;
+
+async function load(db: Db, deliveryId: string) {
+  const [row] = await loaded(db).where(eq(webhookDeliveries.id, deliveryId)).limit(1);
   return row;
 }
 
-export async function processDelivery(env: Bindings, deliveryId: string, random: () => number = randomUnit): Promise<DeliveryOutcome> {
+/** Bound parameters per statement stay under D1's 100. */
+const LOAD_CHUNK = 90;
+
+/**
+ * The deliveries of a queue batch, read in one statement (a chunk of LOAD_CHUNK ids each) rather
+ * than one read per message. What each message does next is decided from this read exactly as from
+ * its own: every write after it is conditional on the row still being as read (the claim's status,
+ * attempt count and lease), so a row that changed meanwhile sends nothing twice.
+ */
+export async function loadDeliveries(db: Db, deliveryIds: string[]): Promise<Map<string, NonNullable<LoadedDelivery>>> {
+  const ids = [...new Set(deliveryIds)];
+  const rows = new Map<string, NonNullable<LoadedDelivery>>();
+  for (let i = 0; i < ids.length; i += LOAD_CHUNK) {
+    for (const row of await loaded(db).where(inArray(webhookDeliveries.id, ids.slice(i, i + LOAD_CHUNK)))) rows.set(row.delivery.id, row);
+  }
+  return rows;
+}
+
+/**
+ * One attempt of one delivery. `preloaded` is the delivery as its queue batch read it
+ * (`loadDeliveries`; null: no such delivery); absent, it is read here.
+ */
+export async function processDelivery(
+  env: Bindings,
+  deliveryId: string,
+  random: () => number = randomUnit,
+  preloaded?: LoadedDelivery | null,
+): Promise<DeliveryOutcome> {
   const db = createDb(env.DB);
-  const row = await load(db, deliveryId);
+  const row = preloaded === undefined ? await load(db, deliveryId) : preloaded;
   if (!row) return "skipped";
   const { delivery, event, endpoint } = row;
   if (delivery.status !== "pending") {
@@ -252,6 +283,7 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
     ...(exhausted?.statements ?? []),
   ];
   const disabledAt = disabling ? 3 : -1;
+  const waiting = waitingFor(db, delivery, event);
   const healthDeliveries = [...(disabling ? [3 + disabling.statements.length + 1] : []), ...(exhausted ? [2 + health.length - 1] : [])];
   const results = await runBatch(db, [
     // The attempt, recorded only where its delivery still is: an account moved to another shard
@@ -293,7 +325,11 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
             .where(eq(webhookEndpoints.id, endpoint.id)),
         ]
       : []),
+    // Last: the deliveries waiting for this one, read after its end is written (in the same batch,
+    // rather than a round trip of its own), for the wake-up below when the attempt ended it.
+    ...(waiting ? [waiting] : []),
   ]);
+  const woken = waiting ? (results.at(-1) as { id: string }[]) : [];
   await enqueueHealthEvents(env, results, healthDeliveries);
   if (overloaded) await slowDownEndpoint(env, endpoint.id, retryAfterMs);
   // A later attempt took the delivery over (our lease ran out): it schedules what comes next.
@@ -303,11 +339,11 @@ export async function processDelivery(env: Bindings, deliveryId: string, random:
   }
   // This failure disabled the endpoint: the delivery ended with its other pending ones.
   if (disabledAt >= 0 && (results[disabledAt] as unknown[]).length > 0 && outcome === "scheduled") {
-    await wakeWaiting(env, db, delivery, event);
+    await wake(env, woken);
     return "endpoint_disabled";
   }
   if (next !== null) await schedulerFor(env, endpoint.id).schedule(deliveryId, next, env.SHARD);
-  else await wakeWaiting(env, db, delivery, event);
+  else await wake(env, woken);
   return outcome;
 }
 
@@ -383,8 +419,19 @@ async function wakeWaiting(
   delivery: { id: string; endpointId: string },
   event: { objectId: string | null; sequence: number | null },
 ): Promise<void> {
-  if (event.objectId === null || event.sequence === null) return;
-  const waiting = await db
+  const query = waitingFor(db, delivery, event);
+  if (query) await wake(env, await query);
+}
+
+/** Queues the deliveries that waited for one that ended. */
+async function wake(env: Bindings, waiting: { id: string }[]): Promise<void> {
+  if (waiting.length > 0) await enqueueDeliveries(env.DELIVERY_QUEUE, waiting.map((w) => w.id));
+}
+
+/** The query for the pending deliveries waiting for `delivery` (none can when its event has no object). */
+function waitingFor(db: Db, delivery: { id: string; endpointId: string }, event: { objectId: string | null; sequence: number | null }) {
+  if (event.objectId === null || event.sequence === null) return null;
+  return db
     .select({ id: webhookDeliveries.id })
     .from(events)
     .innerJoin(webhookDeliveries, and(eq(webhookDeliveries.eventId, events.id), eq(webhookDeliveries.endpointId, delivery.endpointId)))
@@ -396,15 +443,35 @@ async function wakeWaiting(
         eq(webhookDeliveries.status, "pending"),
       ),
     );
-  if (waiting.length > 0) await enqueueDeliveries(env.DELIVERY_QUEUE, waiting.map((w) => w.id));
 }
 
 export async function handleDeliveryBatch(batch: MessageBatch<DeliveryMessage>, env: RuntimeBindings): Promise<void> {
+  // One read per shard for the whole batch (loadDeliveries), started once its messages are known;
+  // a message whose read fails is retried by the queue like any other failure.
+  const byShard = new Map<number, { env: Bindings; ids: string[]; rows?: Promise<Map<string, NonNullable<LoadedDelivery>>> }>();
+  const envOf = (message: Message<DeliveryMessage>) => {
+    // A message names its shard (src/db/shards.ts); an unbound shard throws, and the queue retries.
+    const shardEnv = messageEnv(env, message.body);
+    let group = byShard.get(shardEnv.SHARD);
+    if (!group) byShard.set(shardEnv.SHARD, (group = { env: shardEnv, ids: [] }));
+    group.ids.push(message.body.deliveryId);
+    return group;
+  };
+  const groups = batch.messages.map((message) => {
+    try {
+      return envOf(message);
+    } catch (error) {
+      return error as Error;
+    }
+  });
   await Promise.all(
-    batch.messages.map(async (message) => {
+    batch.messages.map(async (message, i) => {
       try {
-        // A message names its shard (src/db/shards.ts); an unbound shard throws, and the queue retries.
-        await processDelivery(messageEnv(env, message.body), message.body.deliveryId);
+        const group = groups[i];
+        if (group instanceof Error) throw group;
+        group.rows ??= loadDeliveries(createDb(group.env.DB), group.ids);
+        const rows = await group.rows;
+        await processDelivery(group.env, message.body.deliveryId, randomUnit, rows.get(message.body.deliveryId) ?? null);
         message.ack();
       } catch (error) {
         console.error(JSON.stringify({ message: "delivery processing failed; the queue will retry", delivery: message.body?.deliveryId, error: String(error) }));
