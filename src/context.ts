@@ -15,6 +15,12 @@ export interface Auth {
   credential: "secret_key" | "restricted_key" | "access_token";
   /** The API version the account is pinned to; a request's Tender-Version header may ask for another. */
   apiVersion: string;
+  /**
+   * In process only (the hosted checkout page in payment or subscription mode): the card this
+   * request saves is charged at once, and that charge sets it up for later, so saving it in live
+   * mode confirms no SetupIntent of its own.
+   */
+  chargesSavedCardNow?: true;
 }
 
 export interface IdempotencyClaim {

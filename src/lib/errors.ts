@@ -90,5 +90,20 @@ export const cardDeclined = (declineCode: string, message: string) =>
     { decline_code: declineCode },
   );
 
+/**
+ * A card whose bank asks its holder to authenticate (3-D Secure) before it can be saved: an API
+ * request has no holder to ask, so 402, naming the hosted checkout page (mode setup) as the way.
+ */
+export const authenticationRequiredToSave = (setupIntent: string) =>
+  new ApiError(
+    402,
+    "card_error",
+    "authentication_required",
+    `The card's bank asks its holder to authenticate (3-D Secure) before the card can be saved for later charges (Stripe SetupIntent ${setupIntent}), and an API request has no holder to ask. Save it on a hosted checkout page instead (POST /checkout/sessions with mode "setup"), where the holder authenticates; nothing was saved.`,
+    "processor_token",
+    {},
+    { decline_code: "authentication_required" },
+  );
+
 /** A card that fails validation (number, expiry, CVV): 400, with the field in `param`. */
 export const invalidCard = (code: string, message: string, param: string) => new ApiError(400, "card_error", code, message, param);

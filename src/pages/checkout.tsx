@@ -110,6 +110,8 @@ function pageAuth(found: Found): Auth {
     scopes: ["payment_methods:write", "payments:write", "subscriptions:write"],
     credential: "restricted_key",
     apiVersion: CURRENT_API_VERSION,
+    // A payment or subscription session charges the card it saves at once (that charge sets it up); a setup session sets it up (a SetupIntent in live mode).
+    ...(row.mode === "setup" ? {} : { chargesSavedCardNow: true as const }),
   };
 }
 

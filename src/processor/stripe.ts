@@ -341,7 +341,7 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
       }
     },
 
-    async attachPaymentMethod({ processorToken, customer, reference }): Promise<AttachOutcome> {
+    async attachPaymentMethod({ processorToken, customer, reference, setup }): Promise<AttachOutcome> {
       if (!/^pm_[A-Za-z0-9]{1,200}$/.test(processorToken)) {
         return { status: "invalid", message: "Live mode takes a Stripe PaymentMethod id (pm_…), made by Stripe.js (or the Payment Element) with the connection's publishable key." };
       }
@@ -362,11 +362,38 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
         return { status: "invalid", message: `Stripe PaymentMethod ${processorToken} is a ${method.type}, not a card: Tender takes cards only.` };
       }
       const card = method.card;
-      return {
-        status: "attached",
+      const saved = {
         token: cardToken(stripeCustomer, method.id),
         card: { brand: card.brand, last4: card.last4, expMonth: card.exp_month, expYear: card.exp_year, fingerprintSource: `stripe:${card.fingerprint ?? method.id}` },
       };
+      if (!setup) return { status: "attached", ...saved };
+      // Set up for charges made without the holder (Stripe's recommended way to save a card): a
+      // SetupIntent confirmed at once, under the same reference. Its bank may decline it, or ask
+      // the holder to authenticate (requires_action: the holder's to finish, with Stripe.js).
+      let intent: Stripe.SetupIntent;
+      try {
+        intent = await request("POST /v1/setup_intents", () =>
+          stripe.setupIntents.create(
+            {
+              customer: stripeCustomer,
+              payment_method: method.id,
+              automatic_payment_methods: { enabled: true, allow_redirects: "never" },
+              confirm: true,
+              usage: "off_session",
+              metadata: { tender_reference: keys.tag, tender_user: customer.id },
+            },
+            { idempotencyKey: keys.key("setup_intent") },
+          ),
+        );
+      } catch (error) {
+        if (isCardError(error)) return declined(error);
+        throw refusedOrRethrown("POST /v1/setup_intents", error);
+      }
+      if (intent.status === "requires_action") return { status: "requires_action", reference: intent.id, clientSecret: intent.client_secret ?? null, ...saved };
+      const outcome = intentOutcome(intent);
+      if (outcome === "processing") throw new Error(`Stripe ${intent.id} is still processing; the outcome is not known yet`);
+      if (outcome.status === "failed") return outcome;
+      return { status: "attached", ...saved };
     },
 
     async detachPaymentMethod({ token, reference }) {

@@ -84,6 +84,23 @@ describe("the live checkout page", () => {
     expect(requestsOf(fake, "POST /v1/payment_intents").length - before).toBe(1);
   });
 
+  it("a setup session sets the card up with a SetupIntent (usage off_session) and completes; a payment session's charge sets it up, so it makes none", async () => {
+    const session = await openSession({ mode: "setup" });
+    const pm = fake.tokenize({ number: STRIPE_CARDS.succeeds });
+    const res = await submit(session, { processor_token: pm });
+    expect(res.status, res.html).toBe(303);
+    expect(await readSession(session.id)).toMatchObject({ status: "complete", payment_id: null, payment_method_id: expect.stringMatching(/^pmt_/) });
+    const [setup] = requestsOf(fake, "POST /v1/setup_intents").filter((r) => r.params.payment_method === pm);
+    expect(setup.params).toMatchObject({ confirm: "true", usage: "off_session", customer: fake.paymentMethods.get(pm)!.customer });
+    expect(setup.idempotencyKey).toMatch(/:setup_intent$/);
+    expect([...fake.setupIntents.values()].find((i) => i.payment_method === pm)!.status).toBe("succeeded");
+
+    const paying = await openSession({ mode: "payment", amount: 1500, currency: "usd" });
+    const card = fake.tokenize({ number: STRIPE_CARDS.succeeds });
+    expect((await submit(paying, { processor_token: card })).status).toBe(303);
+    expect(requestsOf(fake, "POST /v1/setup_intents").filter((r) => r.params.payment_method === card)).toHaveLength(0);
+  });
+
   it("subscribes with it in subscription mode", async () => {
     const session = await openSession({ mode: "subscription", plan_id: planId });
     const res = await submit(session, { processor_token: fake.tokenize({ number: STRIPE_CARDS.succeeds }) });

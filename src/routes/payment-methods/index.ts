@@ -12,7 +12,7 @@ import { owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
 import { cardFingerprintSecret } from "../../env";
 import { clock, isoTime } from "../../lib/clock";
-import { cardDeclined, conflict, invalidRequest, notFound } from "../../lib/errors";
+import { authenticationRequiredToSave, cardDeclined, conflict, invalidRequest, notFound } from "../../lib/errors";
 import { idempotencyClaimLost } from "../../middleware/idempotency";
 import { rowAnswer } from "../../middleware/stored-answers";
 import { cardInBody, readCard } from "../../payments/card-input";
@@ -147,9 +147,12 @@ export function registerPaymentMethods(app: OpenAPIHono<AppEnv>) {
     } else {
       const processor = await processorForRequest(c);
       // A call whose answer was lost is made again with the same reference: the processor answers it as the first.
-      const attached = await outcomeTracked(c, () => withProcessorRetries(() => processor.attachPaymentMethod({ processorToken: token as string, customer, reference })));
+      // Set up for off-session charges (a Stripe SetupIntent) unless the caller charges it at once.
+      const setup = auth.chargesSavedCardNow !== true;
+      const attached = await outcomeTracked(c, () => withProcessorRetries(() => processor.attachPaymentMethod({ processorToken: token as string, customer, reference, setup })));
       if (attached.status === "invalid") throw invalidRequest("processor_token_invalid", `processor_token names no card the processor can save for this user. ${attached.message}`, "processor_token");
       if (attached.status === "failed") throw cardDeclined(attached.code, attached.message);
+      if (attached.status === "requires_action") throw authenticationRequiredToSave(attached.reference);
       saved = { token: attached.token, card: attached.card, fingerprint: await tokenizedCardFingerprint(attached.card.fingerprintSource, cardFingerprintSecret(c.env)) };
     }
 
