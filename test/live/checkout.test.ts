@@ -101,6 +101,45 @@ describe("the live checkout page", () => {
     expect(requestsOf(fake, "POST /v1/setup_intents").filter((r) => r.params.payment_method === card)).toHaveLength(0);
   });
 
+  it("a setup session whose card asks to authenticate runs Stripe.js handleNextAction with the SetupIntent's client secret; the return saves the card once and completes", async () => {
+    const session = await openSession({ mode: "setup" });
+    const pm = fake.tokenize({ number: STRIPE_CARDS.needsAuthentication });
+    const res = await submit(session, { processor_token: pm });
+    expect(res.status, res.html).toBe(200);
+    const intent = [...fake.setupIntents.values()].find((i) => i.payment_method === pm)!;
+    expect(intent.status).toBe("requires_action");
+    expect(res.html).toContain(`data-client-secret="${intent.client_secret}"`);
+    const returnUrl = `${new URL(session.url).pathname}/return`;
+    expect(res.html).toContain(`data-return-url="${returnUrl}"`);
+    expect((await readSession(session.id)).status).toBe("open");
+    // Before the payer finished: nothing saved, the page says so.
+    expect((await page(`${returnUrl}?setup_intent=${intent.id}`)).status).toBe(409);
+    // What the stand-in's handleNextAction does when the payer completes the challenge.
+    fake.authenticateSetup(intent.id, "complete");
+    const back = await page(`${returnUrl}?setup_intent=${intent.id}`);
+    expect(back.status, back.html).toBe(303);
+    expect(back.headers.get("location")).toBe(`https://shop.example.com/thanks?session=${session.id}`);
+    const done = await readSession(session.id);
+    expect(done).toMatchObject({ status: "complete", payment_method_id: expect.stringMatching(/^pmt_/) });
+    const method = (await call(`/api/users/${userId}/payment-methods`, { key: live.key })).body.data.filter((m: any) => m.id === done.payment_method_id);
+    expect(method).toHaveLength(1);
+    expect((await page(`${returnUrl}?setup_intent=${intent.id}`)).status).toBe(303);
+    const [read] = requestsOf(fake, "GET /v1/setup_intents/{intent}").filter((r) => r.path === `/v1/setup_intents/${intent.id}`);
+    expect(read.params).toMatchObject({ expand: ["payment_method"] });
+  });
+
+  it("a setup session whose payer fails the bank's check stays open and saves nothing; another SetupIntent's id is refused", async () => {
+    const session = await openSession({ mode: "setup" });
+    const pm = fake.tokenize({ number: STRIPE_CARDS.needsAuthentication });
+    expect((await submit(session, { processor_token: pm })).status).toBe(200);
+    const intent = [...fake.setupIntents.values()].find((i) => i.payment_method === pm)!;
+    fake.authenticateSetup(intent.id, "fail");
+    const returnUrl = `${new URL(session.url).pathname}/return`;
+    expect((await page(`${returnUrl}?setup_intent=${intent.id}`)).status).toBe(402);
+    expect((await page(`${returnUrl}?setup_intent=seti_NotThere000`)).status).toBe(400);
+    expect(await readSession(session.id)).toMatchObject({ status: "open", payment_method_id: null });
+  });
+
   it("subscribes with it in subscription mode", async () => {
     const session = await openSession({ mode: "subscription", plan_id: planId });
     const res = await submit(session, { processor_token: fake.tokenize({ number: STRIPE_CARDS.succeeds }) });
