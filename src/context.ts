@@ -21,6 +21,8 @@ export interface Auth {
    * mode confirms no SetupIntent of its own.
    */
   chargesSavedCardNow?: true;
+  /** In process only (a setup checkout session's page): the session the saved card's SetupIntent is for (its metadata, for setup_intent.succeeded). */
+  setupForCheckoutSession?: string;
 }
 
 export interface IdempotencyClaim {

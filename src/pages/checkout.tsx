@@ -113,7 +113,7 @@ function pageAuth(found: Found): Auth {
     credential: "restricted_key",
     apiVersion: CURRENT_API_VERSION,
     // A payment or subscription session charges the card it saves at once (that charge sets it up); a setup session sets it up (a SetupIntent in live mode).
-    ...(row.mode === "setup" ? {} : { chargesSavedCardNow: true as const }),
+    ...(row.mode === "setup" ? { setupForCheckoutSession: row.id } : { chargesSavedCardNow: true as const }),
   };
 }
 
@@ -549,6 +549,30 @@ async function returnedFromSetup(c: Context<AppEnv>, found: Found, setupIntent: 
   if (saved.status === 201) return finish(c, found, { paymentId: null, subscriptionId: null, paymentMethodId: saved.body.id as string });
   if (saved.body?.error?.code === "authentication_required") return formPage(c, found, 409, "Your bank's check is not finished. Try again.");
   return formPage(c, found, saved.status === 402 ? 402 : saved.status >= 500 ? 500 : 400, errorMessage(saved));
+}
+
+/**
+ * Stripe's setup_intent.succeeded for a setup session's SetupIntent (the payer authenticated and
+ * never came back to the page): the card is saved and the session completed, exactly as the
+ * return does, under the same Idempotency-Key, so whichever comes first applies and the other
+ * finds it done. The session must be this account's, live, in setup mode and the event's user's;
+ * the SetupIntent is read back at Stripe by the save (the user's Customer's, succeeded), so an
+ * event about anything else saves nothing. Answers what became of it.
+ */
+export async function settleSetupIntentEvent(app: InProcessApp, c: Context<AppEnv>, accountId: string, event: { checkoutSession: string; user: string; processorObject: string }): Promise<"applied" | "unchanged" | "ignored"> {
+  const found = await findSession(c.env, event.checkoutSession);
+  if (!found || found.row.accountId !== accountId || !found.row.livemode || found.row.mode !== "setup" || found.row.userId !== event.user) return "ignored";
+  if (found.row.status !== "open") return "unchanged";
+  const { row } = found;
+  const saved = await callApi(app, c, pageAuth(found), "POST", `/api/users/${encodeURIComponent(row.userId)}/payment-methods`, { processor_token: event.processorObject }, setupReturnKey(row, event.processorObject));
+  if (saved.status !== 201) {
+    // Not this user's Customer's, or not succeeded at Stripe: nothing saved. A server error is thrown, so Stripe sends it again.
+    if (saved.status >= 500) throw new Error(`saving the card of SetupIntent ${event.processorObject} failed (${saved.status})`);
+    return "ignored";
+  }
+  const env = shardEnv(c.env, found.shard);
+  const completed = await completeCheckoutSession({ db: dbOf(c.env, found.shard), queue: env.DELIVERY_QUEUE, waitUntil: (p) => c.executionCtx.waitUntil(p) }, row, { paymentId: null, subscriptionId: null, paymentMethodId: saved.body.id as string }, clock.now());
+  return completed ? "applied" : "unchanged";
 }
 
 // ---------------------------------------------------------------------------------------------

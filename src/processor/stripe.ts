@@ -378,7 +378,7 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
       }
     },
 
-    async attachPaymentMethod({ processorToken, customer, reference, setup }): Promise<AttachOutcome> {
+    async attachPaymentMethod({ processorToken, customer, reference, setup, checkoutSession }): Promise<AttachOutcome> {
       if (/^seti_[A-Za-z0-9]{1,200}$/.test(processorToken)) return setUpAlready(processorToken, customer);
       if (!/^pm_[A-Za-z0-9]{1,200}$/.test(processorToken)) {
         return { status: "invalid", message: "Live mode takes a Stripe PaymentMethod id (pm_…), made by Stripe.js (or the Payment Element) with the connection's publishable key." };
@@ -412,7 +412,7 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
               automatic_payment_methods: { enabled: true, allow_redirects: "never" },
               confirm: true,
               usage: "off_session",
-              metadata: { tender_reference: keys.tag, tender_user: customer.id },
+              metadata: { tender_reference: keys.tag, tender_user: customer.id, ...(checkoutSession ? { tender_checkout_session: checkoutSession } : {}) },
             },
             { idempotencyKey: keys.key("setup_intent") },
           ),

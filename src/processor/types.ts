@@ -211,6 +211,8 @@ export interface Processor {
     reference: string;
     /** Also set the card up for charges made without its holder (Stripe: a SetupIntent, usage off_session). */
     setup?: boolean;
+    /** The setup checkout session it is saved for: kept on the SetupIntent (metadata tender_checkout_session). */
+    checkoutSession?: string;
   }): Promise<AttachOutcome>;
   /** Takes a saved card off its customer: it can be charged no more. Idempotent (detaching a detached card is done). */
   detachPaymentMethod(args: { token: string; reference: string }): Promise<void>;
@@ -268,6 +270,13 @@ export type ProcessorSettlement =
       currency: string;
       reason: string;
       status: string;
+    })
+  | (SettlementEvent & {
+      kind: "setup_intent";
+      /** The SetupIntent (`seti_…`) that succeeded, and the setup checkout session and Tender user its metadata names. */
+      processorObject: string;
+      checkoutSession: string;
+      user: string;
     })
   | (SettlementEvent & {
       kind: "payment_intent";

@@ -7,7 +7,8 @@ import { exports } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Account, BASE, call, signup } from "../support/http";
 import { createPlan } from "../support/fixtures";
-import { type LiveAccount, STRIPE_CARDS, connectStripe, expectSpecClean, installFakeStripe, requestsOf } from "../support/live";
+import { countRows, eventsOf } from "../support/db";
+import { type Connected, type LiveAccount, STRIPE_CARDS, connectStripe, deliverStripeEvents, expectSpecClean, installFakeStripe, requestsOf } from "../support/live";
 
 const stripe = installFakeStripe();
 const { fake } = stripe;
@@ -21,11 +22,12 @@ let acct: LiveAccount;
 let live: Account;
 let userId: string;
 let planId: string;
+let connected: Connected;
 
 beforeAll(async () => {
   acct = await signup("Live checkout");
   live = { id: acct.id, key: acct.liveKey };
-  await connectStripe(acct, { rawCardData: false, publishableKey: PUBLISHABLE_KEY });
+  connected = await connectStripe(acct, { rawCardData: false, publishableKey: PUBLISHABLE_KEY });
   planId = (await createPlan(live, { price: 20, currency: "usd" })).id;
   userId = (await call("/api/users", { key: live.key, body: { name: "Grace Hopper", email: "grace@example.com" } })).body.id;
 });
@@ -139,6 +141,33 @@ describe("the live checkout page", () => {
     expect((await page(`${returnUrl}?setup_intent=seti_NotThere000`)).status).toBe(400);
     expect(await readSession(session.id)).toMatchObject({ status: "open", payment_method_id: null });
   });
+
+  for (const order of ["event first", "return first"] as const) {
+    it(`Stripe's setup_intent.succeeded and the payer's return save the card and complete the session once, ${order}`, async () => {
+      const session = await openSession({ mode: "setup" });
+      const pm = fake.tokenize({ number: STRIPE_CARDS.needsAuthentication });
+      expect((await submit(session, { processor_token: pm })).status).toBe(200);
+      const intent = [...fake.setupIntents.values()].find((i) => i.payment_method === pm)!;
+      expect(intent.metadata.tender_checkout_session).toBe(session.id);
+      const event = fake.authenticateSetup(intent.id, "complete")!;
+      expect(event.type).toBe("setup_intent.succeeded");
+      const returnUrl = `${new URL(session.url).pathname}/return?setup_intent=${intent.id}`;
+      const deliver = async () => (await deliverStripeEvents(fake, connected, { events: [event] }))[0].status;
+      if (order === "event first") {
+        expect(await deliver()).toBe(200);
+        expect((await readSession(session.id)).status).toBe("complete");
+        expect((await page(returnUrl)).status).toBe(303);
+      } else {
+        expect((await page(returnUrl)).status).toBe(303);
+        expect(await deliver()).toBe(200);
+      }
+      expect(await deliver()).toBe(200);
+      const done = await readSession(session.id);
+      expect(done).toMatchObject({ status: "complete", payment_method_id: expect.stringMatching(/^pmt_/) });
+      expect((await eventsOf(acct.id, "checkout.session.completed")).filter((e) => e.body.data.id === session.id)).toHaveLength(1);
+      expect(await countRows("payment_methods", "processor_token LIKE ?", `%${pm}`)).toBe(1);
+    });
+  }
 
   it("subscribes with it in subscription mode", async () => {
     const session = await openSession({ mode: "subscription", plan_id: planId });

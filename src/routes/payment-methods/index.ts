@@ -149,7 +149,7 @@ export function registerPaymentMethods(app: OpenAPIHono<AppEnv>) {
       // A call whose answer was lost is made again with the same reference: the processor answers it as the first.
       // Set up for off-session charges (a Stripe SetupIntent) unless the caller charges it at once.
       const setup = auth.chargesSavedCardNow !== true;
-      const attached = await outcomeTracked(c, () => withProcessorRetries(() => processor.attachPaymentMethod({ processorToken: token as string, customer, reference, setup })));
+      const attached = await outcomeTracked(c, () => withProcessorRetries(() => processor.attachPaymentMethod({ processorToken: token as string, customer, reference, setup, checkoutSession: auth.setupForCheckoutSession })));
       if (attached.status === "invalid") throw invalidRequest("processor_token_invalid", `processor_token names no card the processor can save for this user. ${attached.message}`, "processor_token");
       if (attached.status === "failed") throw cardDeclined(attached.code, attached.message);
       if (attached.status === "requires_action") throw authenticationRequiredToSave(attached.reference, attached.clientSecret);
