@@ -566,8 +566,9 @@ export async function settleSetupIntentEvent(app: InProcessApp, c: Context<AppEn
   const { row } = found;
   const saved = await callApi(app, c, pageAuth(found), "POST", `/api/users/${encodeURIComponent(row.userId)}/payment-methods`, { processor_token: event.processorObject }, setupReturnKey(row, event.processorObject));
   if (saved.status !== 201) {
-    // Not this user's Customer's, or not succeeded at Stripe: nothing saved. A server error is thrown, so Stripe sends it again.
-    if (saved.status >= 500) throw new Error(`saving the card of SetupIntent ${event.processorObject} failed (${saved.status})`);
+    // Not this user's Customer's, or not succeeded at Stripe: nothing saved. A server error, or the
+    // page's return saving it at this moment (409 under the same key), is thrown: Stripe sends it again.
+    if (saved.status >= 500 || saved.status === 409) throw new Error(`saving the card of SetupIntent ${event.processorObject} failed (${saved.status})`);
     return "ignored";
   }
   const env = shardEnv(c.env, found.shard);

@@ -169,6 +169,26 @@ describe("the live checkout page", () => {
     });
   }
 
+  it("a setup_intent.succeeded naming another user than the session's, or a session of no setup, saves nothing and leaves the session open", async () => {
+    const session = await openSession({ mode: "setup" });
+    const pm = fake.tokenize({ number: STRIPE_CARDS.needsAuthentication });
+    expect((await submit(session, { processor_token: pm })).status).toBe(200);
+    const intent = [...fake.setupIntents.values()].find((i) => i.payment_method === pm)!;
+    const event = fake.authenticateSetup(intent.id, "complete")!;
+    const forged = structuredClone(event);
+    forged.id = `${event.id}x`;
+    forged.data.object.metadata.tender_user = "usr_01someoneelse00000000000000";
+    const paying = await openSession({ mode: "payment", amount: 1500, currency: "usd" });
+    const other = structuredClone(event);
+    other.id = `${event.id}y`;
+    other.data.object.metadata.tender_checkout_session = paying.id;
+    const answers = await deliverStripeEvents(fake, connected, { events: [forged, other] });
+    expect(answers.map((a) => a.status)).toEqual([200, 200]);
+    expect(await readSession(session.id)).toMatchObject({ status: "open", payment_method_id: null });
+    expect((await readSession(paying.id)).status).toBe("open");
+    expect(await countRows("payment_methods", "processor_token LIKE ?", `%${pm}`)).toBe(0);
+  });
+
   it("subscribes with it in subscription mode", async () => {
     const session = await openSession({ mode: "subscription", plan_id: planId });
     const res = await submit(session, { processor_token: fake.tokenize({ number: STRIPE_CARDS.succeeds }) });
