@@ -36,6 +36,7 @@ export const OPERATIONS = [
   ["post", "/v1/payment_intents/{intent}/cancel"],
   ["post", "/v1/setup_intents"],
   ["get", "/v1/setup_intents"],
+  ["get", "/v1/setup_intents/{intent}"],
   ["post", "/v1/refunds"],
   ["get", "/v1/refunds"],
   ["get", "/v1/accounts/{account}"],

@@ -15,6 +15,14 @@ export interface Auth {
   credential: "secret_key" | "restricted_key" | "access_token";
   /** The API version the account is pinned to; a request's Tender-Version header may ask for another. */
   apiVersion: string;
+  /**
+   * In process only (the hosted checkout page in payment or subscription mode): the card this
+   * request saves is charged at once, and that charge sets it up for later, so saving it in live
+   * mode confirms no SetupIntent of its own.
+   */
+  chargesSavedCardNow?: true;
+  /** In process only (a setup checkout session's page): the session the saved card's SetupIntent is for (its metadata, for setup_intent.succeeded). */
+  setupForCheckoutSession?: string;
 }
 
 export interface IdempotencyClaim {

@@ -90,5 +90,21 @@ export const cardDeclined = (declineCode: string, message: string) =>
     { decline_code: declineCode },
   );
 
+/**
+ * A card whose bank asks its holder to authenticate (3-D Secure) before it can be saved: an API
+ * request has no holder to ask, so 402, naming the hosted checkout page (mode setup) as the way.
+ */
+export const authenticationRequiredToSave = (setupIntent: string, clientSecret: string | null) =>
+  new ApiError(
+    402,
+    "card_error",
+    "authentication_required",
+    `The card's bank asks its holder to authenticate (3-D Secure) before the card can be saved for later charges (Stripe SetupIntent ${setupIntent}), and an API request has no holder to ask. Save it on a hosted checkout page instead (POST /checkout/sessions with mode "setup"), where the holder authenticates, or finish setup_intent with Stripe.js handleNextAction and send its id (seti_…) as processor_token; nothing was saved.`,
+    "processor_token",
+    {},
+    // As Stripe's own card errors carry their intent: its client secret is for Stripe.js (handleNextAction), not a key.
+    { decline_code: "authentication_required", setup_intent: { id: setupIntent, client_secret: clientSecret } },
+  );
+
 /** A card that fails validation (number, expiry, CVV): 400, with the field in `param`. */
 export const invalidCard = (code: string, message: string, param: string) => new ApiError(400, "card_error", code, message, param);

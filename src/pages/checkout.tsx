@@ -11,8 +11,9 @@
 // stored or logged here. Live mode shows Stripe's Payment Element (deferred-intent mode, the
 // connection's publishable key): Stripe.js makes the PaymentMethod in the browser and the page
 // posts only its id, which is attached to the user's Stripe Customer (the live path of POST
-// /api/users/{id}/payment-methods) and charged through the live paths. A live setup session only
-// attaches the card (no SetupIntent yet).
+// /api/users/{id}/payment-methods) and charged through the live paths. A live setup session sets
+// the card up with a SetupIntent; one whose bank asks to authenticate goes through Stripe.js
+// handleNextAction and the return route (?setup_intent=…) saves it.
 //
 // 3-D Secure: `afterCharge` is the one place that decides where the browser goes once the charge
 // has answered. A payment (or a subscription's first charge) that asks for authentication sends
@@ -43,6 +44,7 @@ import {
   isPayable,
   recordAttemptCard,
   releaseSubmit,
+  setupReturnKey,
   submitCardKey,
   successUrlOf,
 } from "../payments/checkout";
@@ -110,6 +112,8 @@ function pageAuth(found: Found): Auth {
     scopes: ["payment_methods:write", "payments:write", "subscriptions:write"],
     credential: "restricted_key",
     apiVersion: CURRENT_API_VERSION,
+    // A payment or subscription session charges the card it saves at once (that charge sets it up); a setup session sets it up (a SetupIntent in live mode).
+    ...(row.mode === "setup" ? { setupForCheckoutSession: row.id } : { chargesSavedCardNow: true as const }),
   };
 }
 
@@ -227,7 +231,7 @@ export const CHECKOUT_SCRIPT_PATH = "/pay/assets/checkout.js";
  * The script makes a PaymentMethod with Stripe.js in the browser and posts only its id
  * (`processor_token`): the card never reaches Tender.
  */
-function LiveCheckoutForm({ found, message, stripeJs }: FormProps & { stripeJs: string }) {
+function LiveCheckoutForm({ found, message, stripeJs, setupSecret }: FormProps & { stripeJs: string; setupSecret?: string }) {
   const { row } = found;
   const elementsMode = row.mode === "setup" ? "setup" : row.mode === "subscription" ? "subscription" : "payment";
   const amount = row.mode === "payment" ? row.amount : row.mode === "subscription" && found.plan && found.plan.usageType !== "metered" ? chargeableAmount(found.plan, 1) : null;
@@ -246,6 +250,8 @@ function LiveCheckoutForm({ found, message, stripeJs }: FormProps & { stripeJs: 
         data-mode={elementsMode}
         data-amount={amount === null ? "" : String(amount)}
         data-currency={row.currency ?? ""}
+        data-client-secret={setupSecret ?? ""}
+        data-return-url={returnPath(row)}
       >
         <div id="payment-element"></div>
         <input type="hidden" name="processor_token" id="processor_token" value="" />
@@ -267,6 +273,15 @@ export const CHECKOUT_SCRIPT = `(function () {
   var options = { mode: form.dataset.mode, paymentMethodCreation: "manual" };
   if (form.dataset.amount) options.amount = Number(form.dataset.amount);
   if (form.dataset.currency) options.currency = form.dataset.currency;
+  // A setup session's card asked its holder to authenticate (a SetupIntent in requires_action):
+  // Stripe.js runs the bank's check, then the page's return route saves the card.
+  var secret = form.dataset.clientSecret;
+  if (secret) {
+    stripe.handleNextAction({ clientSecret: secret }).then(function () {
+      window.location.assign(form.dataset.returnUrl + "?setup_intent=" + encodeURIComponent(secret.split("_secret_")[0]));
+    });
+    return;
+  }
   var elements = stripe.elements(options);
   elements.create("payment").mount("#payment-element");
   var sending = false;
@@ -291,11 +306,11 @@ export const CHECKOUT_SCRIPT = `(function () {
 
 type PageStatus = 200 | 400 | 402 | 404 | 409 | 410 | 500 | 503;
 
-function formPage(c: Context<AppEnv>, found: Found, status: PageStatus, message?: string, name?: string) {
+function formPage(c: Context<AppEnv>, found: Found, status: PageStatus, message?: string, name?: string, setupSecret?: string) {
   if (found.row.livemode) {
     if (!found.publishableKey) return messagePage(c, 503, "Checkout unavailable", "This seller's live payments are not set up yet (no publishable key on its Stripe connection).", true);
     const stripeJs = stripeJsUrl(c.env);
-    return c.html(<LiveCheckoutForm found={found} message={message} stripeJs={stripeJs} />, status, hostedHeaders(stripeJs));
+    return c.html(<LiveCheckoutForm found={found} message={message} stripeJs={stripeJs} setupSecret={setupSecret} />, status, hostedHeaders(stripeJs));
   }
   return c.html(<CheckoutForm found={found} message={message} name={name} />, status, hostedHeaders(null));
 }
@@ -419,6 +434,12 @@ async function submit(c: Context<AppEnv>, found: Found, form: Record<string, unk
     let paymentMethodId = held.attemptPaymentMethodId;
     if (!paymentMethodId) {
       const saved = await callApi(app, c, auth, "POST", `/api/users/${encodeURIComponent(held.userId)}/payment-methods`, input.card, submitCardKey(held, randomToken(16)));
+      // A setup session's card whose bank asks its holder to authenticate: the page runs Stripe.js
+      // handleNextAction with the SetupIntent's client secret, then returns (returnedFromSetup).
+      const setupSecret = saved.body?.error?.code === "authentication_required" ? saved.body.error.setup_intent?.client_secret : undefined;
+      if (saved.status === 402 && held.mode === "setup" && typeof setupSecret === "string") {
+        return formPage(c, session, 200, "Your bank asks you to confirm this card.", input.name, setupSecret);
+      }
       if (saved.status !== 201) return formPage(c, session, saved.status === 402 ? 402 : saved.status >= 500 ? 500 : 400, errorMessage(saved), input.name);
       paymentMethodId = saved.body.id as string;
       if (held.mode !== "setup") await recordAttemptCard(db, held.id, held.attempt, paymentMethodId);
@@ -515,6 +536,46 @@ async function returned(c: Context<AppEnv>, found: Found, paymentId: string) {
   return formPage(c, found, 409, "The payment still waits for authentication. Try again.");
 }
 
+/**
+ * The return from a setup session's 3-D Secure (?setup_intent=seti_…): the card is saved from the
+ * SetupIntent (the API checks it is this user's Customer's and succeeded), under one key per
+ * SetupIntent, so a reload or Stripe's event saves it once; then the session is finished.
+ */
+async function returnedFromSetup(c: Context<AppEnv>, found: Found, setupIntent: string) {
+  const { row } = found;
+  if (row.mode !== "setup" || !/^seti_[A-Za-z0-9]{1,200}$/.test(setupIntent)) return formPage(c, found, 400, "The card could not be confirmed. Try again.");
+  if (row.status !== "open") return closedPage(c, found);
+  const saved = await callApi(appOf(c), c, pageAuth(found), "POST", `/api/users/${encodeURIComponent(row.userId)}/payment-methods`, { processor_token: setupIntent }, setupReturnKey(row, setupIntent));
+  if (saved.status === 201) return finish(c, found, { paymentId: null, subscriptionId: null, paymentMethodId: saved.body.id as string });
+  if (saved.body?.error?.code === "authentication_required") return formPage(c, found, 409, "Your bank's check is not finished. Try again.");
+  return formPage(c, found, saved.status === 402 ? 402 : saved.status >= 500 ? 500 : 400, errorMessage(saved));
+}
+
+/**
+ * Stripe's setup_intent.succeeded for a setup session's SetupIntent (the payer authenticated and
+ * never came back to the page): the card is saved and the session completed, exactly as the
+ * return does, under the same Idempotency-Key, so whichever comes first applies and the other
+ * finds it done. The session must be this account's, live, in setup mode and the event's user's;
+ * the SetupIntent is read back at Stripe by the save (the user's Customer's, succeeded), so an
+ * event about anything else saves nothing. Answers what became of it.
+ */
+export async function settleSetupIntentEvent(app: InProcessApp, c: Context<AppEnv>, accountId: string, event: { checkoutSession: string; user: string; processorObject: string }): Promise<"applied" | "unchanged" | "ignored"> {
+  const found = await findSession(c.env, event.checkoutSession);
+  if (!found || found.row.accountId !== accountId || !found.row.livemode || found.row.mode !== "setup" || found.row.userId !== event.user) return "ignored";
+  if (found.row.status !== "open") return "unchanged";
+  const { row } = found;
+  const saved = await callApi(app, c, pageAuth(found), "POST", `/api/users/${encodeURIComponent(row.userId)}/payment-methods`, { processor_token: event.processorObject }, setupReturnKey(row, event.processorObject));
+  if (saved.status !== 201) {
+    // Not this user's Customer's, or not succeeded at Stripe: nothing saved. A server error, or the
+    // page's return saving it at this moment (409 under the same key), is thrown: Stripe sends it again.
+    if (saved.status >= 500 || saved.status === 409) throw new Error(`saving the card of SetupIntent ${event.processorObject} failed (${saved.status})`);
+    return "ignored";
+  }
+  const env = shardEnv(c.env, found.shard);
+  const completed = await completeCheckoutSession({ db: dbOf(c.env, found.shard), queue: env.DELIVERY_QUEUE, waitUntil: (p) => c.executionCtx.waitUntil(p) }, row, { paymentId: null, subscriptionId: null, paymentMethodId: saved.body.id as string }, clock.now());
+  return completed ? "applied" : "unchanged";
+}
+
 // ---------------------------------------------------------------------------------------------
 // Routes
 
@@ -580,6 +641,8 @@ export function registerCheckoutPage(app: OpenAPIHono<AppEnv>) {
       if (found.row.status === "complete") return redirectTo(c, successUrlOf(found.row));
       // An expired session still takes the return of a payment that succeeded (see returned).
       if (found.row.status !== "open" && found.row.status !== "expired") return closedPage(c, found);
+      const setupIntent = c.req.query("setup_intent");
+      if (setupIntent !== undefined) return returnedFromSetup(c, found, setupIntent);
       return returned(c, found, c.req.query("payment_id") ?? "");
     }),
   );

@@ -113,6 +113,9 @@ export const attemptChargeKey = (row: Pick<CheckoutSessionRow, "id" | "attempt">
 /** The Idempotency-Key of a submit's saved card (it moves no money: one per submit). */
 export const submitCardKey = (row: Pick<CheckoutSessionRow, "id" | "attempt">, nonce: string) => `checkout_session:${row.id}:${row.attempt}:card:${nonce}`;
 
+/** The Idempotency-Key of saving a setup session's card from its SetupIntent (the page's return, or Stripe's setup_intent.succeeded): one per SetupIntent. */
+export const setupReturnKey = (row: Pick<CheckoutSessionRow, "id">, setupIntent: string) => `checkout_session:${row.id}:setup_intent:${setupIntent}`;
+
 /** Guard reason: the session was completed (or expired unpaid) before this completion. */
 export const CHECKOUT_SESSION_NOT_OPEN = "checkout_session_not_open";
 

@@ -191,6 +191,9 @@ async function planOf(ctx: SettlementContext, settlement: ProcessorSettlement): 
       return planDispute(ctx, settlement);
     case "payment_intent":
       return planPaymentIntent(ctx, settlement);
+    case "setup_intent":
+      // Applied by the webhook route through the checkout page (settleSetupIntentEvent), never here.
+      return nothing("ignored");
   }
 }
 

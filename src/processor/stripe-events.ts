@@ -11,6 +11,8 @@
 //   payment_intent.succeeded, .payment_failed,
 //   .amount_capturable_updated, .canceled  -> how a payment's 3-D Secure ended (the PaymentIntent's
 //                                             state), for the payment whose processor reference it is
+//   setup_intent.succeeded                 -> the setup checkout session its metadata names saves the card and
+//                                             completes, if the payer never came back to the page
 //   anything else, or an object without Tender's reference -> ignore
 import Stripe from "stripe";
 import { stripeCrypto } from "./stripe-client";
@@ -161,6 +163,14 @@ export function settlementOf(event: Stripe.Event): ProcessorSettlement {
       if (state.status === "requires_action" || state.status === "processing") return ignore(`PaymentIntent ${id} is ${state.status}: nothing decided yet`);
       // The event's copy of the intent carries its client secret: never kept, never logged.
       return { ...base, kind: "payment_intent", chargeReference: id, processorObject: id, state };
+    }
+    case "setup_intent.succeeded": {
+      if (object.object !== "setup_intent") return ignore(`${event.type} about a ${object.object ?? "nothing"}, not a SetupIntent`);
+      const session = object.metadata?.tender_checkout_session;
+      const user = object.metadata?.tender_user;
+      // Only a setup checkout session's SetupIntent waits for this event: an API save answered already.
+      if (!session || !user) return ignore(`SetupIntent ${id} is for no setup checkout session`);
+      return { ...base, kind: "setup_intent", processorObject: id, checkoutSession: session, user };
     }
     default:
       return ignore(`Tender does not act on ${event.type}`);

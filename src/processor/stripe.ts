@@ -36,7 +36,7 @@ import {
   referenceKeys,
 } from "./stripe-keys";
 import { declined, intentOutcome, paymentStateOfIntent, payoutOutcome, refundOutcome, refused } from "./stripe-outcomes";
-import type { AttachOutcome, AuthorizationOutcome, CardDetails, NotPayableReason, Outcome, PayoutDestination, Processor, ProcessorCustomer, SettlementOutcome } from "./types";
+import type { AttachOutcome, AuthorizationOutcome, CardDetails, NotPayableReason, Outcome, PayoutDestination, Processor, ProcessorCustomer, SavedCardDetails, SettlementOutcome } from "./types";
 
 /** Within this age an operation's Idempotency-Keys are surely still known to Stripe (24 h, less an hour). */
 export const KEY_TRUSTED_MS = 23 * 60 * 60 * 1000;
@@ -216,6 +216,43 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
     }
   }
 
+  /** A saved card's token and what a response may show of it, or why it is no card. */
+  function savedCardOf(stripeCustomer: string, method: Stripe.PaymentMethod): { token: string; card: SavedCardDetails } | { invalid: string } {
+    if (method.type !== "card" || !method.card) return { invalid: `Stripe PaymentMethod ${method.id} is a ${method.type}, not a card: Tender takes cards only.` };
+    const card = method.card;
+    return {
+      token: cardToken(stripeCustomer, method.id),
+      card: { brand: card.brand, last4: card.last4, expMonth: card.exp_month, expYear: card.exp_year, fingerprintSource: `stripe:${card.fingerprint ?? method.id}` },
+    };
+  }
+
+  /**
+   * A SetupIntent (`seti_…`) the holder confirmed with Stripe.js on the user's Customer (a setup
+   * checkout session's 3-D Secure, or a merchant's own page): its card is saved once it succeeded.
+   * Nothing is sent: it is read (`GET /v1/setup_intents/{intent}`, its PaymentMethod expanded).
+   */
+  async function setUpAlready(setupIntent: string, customer: ProcessorCustomer): Promise<AttachOutcome> {
+    const stripeCustomer = await customerOf(customer);
+    let intent: Stripe.SetupIntent;
+    try {
+      intent = await request("GET /v1/setup_intents/{intent}", () => stripe.setupIntents.retrieve(setupIntent, { expand: ["payment_method"] }));
+    } catch (error) {
+      if (isRefusal(error)) return { status: "invalid", message: `Stripe has no SetupIntent ${setupIntent}.` };
+      throw error;
+    }
+    const method = intent.payment_method;
+    if (idOf(intent.customer) !== stripeCustomer || !method || typeof method === "string") {
+      return { status: "invalid", message: `Stripe SetupIntent ${setupIntent} sets up no card for this user's Customer.` };
+    }
+    const saved = savedCardOf(stripeCustomer, method);
+    if ("invalid" in saved) return { status: "invalid", message: saved.invalid };
+    if (intent.status === "requires_action") return { status: "requires_action", reference: intent.id, clientSecret: intent.client_secret ?? null, ...saved };
+    const outcome = intentOutcome(intent);
+    if (outcome === "processing") throw new Error(`Stripe ${intent.id} is still processing; the outcome is not known yet`);
+    if (outcome.status === "failed") return outcome;
+    return { status: "attached", ...saved };
+  }
+
   function notPayable(reason: NotPayableReason, message: string): PayoutDestination {
     return { payable: false, code: "recipient_not_payable", reason, message };
   }
@@ -341,7 +378,8 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
       }
     },
 
-    async attachPaymentMethod({ processorToken, customer, reference }): Promise<AttachOutcome> {
+    async attachPaymentMethod({ processorToken, customer, reference, setup, checkoutSession }): Promise<AttachOutcome> {
+      if (/^seti_[A-Za-z0-9]{1,200}$/.test(processorToken)) return setUpAlready(processorToken, customer);
       if (!/^pm_[A-Za-z0-9]{1,200}$/.test(processorToken)) {
         return { status: "invalid", message: "Live mode takes a Stripe PaymentMethod id (pm_…), made by Stripe.js (or the Payment Element) with the connection's publishable key." };
       }
@@ -358,15 +396,36 @@ export function createStripeProcessor(connection: StripeConnection, options: Str
         if (isRefusal(error)) return { status: "invalid", message: `Stripe refused PaymentMethod ${processorToken}: ${error.message}` };
         throw refusedOrRethrown("POST /v1/payment_methods/{payment_method}/attach", error);
       }
-      if (method.type !== "card" || !method.card) {
-        return { status: "invalid", message: `Stripe PaymentMethod ${processorToken} is a ${method.type}, not a card: Tender takes cards only.` };
+      const saved = savedCardOf(stripeCustomer, method);
+      if ("invalid" in saved) return { status: "invalid", message: saved.invalid };
+      if (!setup) return { status: "attached", ...saved };
+      // Set up for charges made without the holder (Stripe's recommended way to save a card): a
+      // SetupIntent confirmed at once, under the same reference. Its bank may decline it, or ask
+      // the holder to authenticate (requires_action: the holder's to finish, with Stripe.js).
+      let intent: Stripe.SetupIntent;
+      try {
+        intent = await request("POST /v1/setup_intents", () =>
+          stripe.setupIntents.create(
+            {
+              customer: stripeCustomer,
+              payment_method: method.id,
+              automatic_payment_methods: { enabled: true, allow_redirects: "never" },
+              confirm: true,
+              usage: "off_session",
+              metadata: { tender_reference: keys.tag, tender_user: customer.id, ...(checkoutSession ? { tender_checkout_session: checkoutSession } : {}) },
+            },
+            { idempotencyKey: keys.key("setup_intent") },
+          ),
+        );
+      } catch (error) {
+        if (isCardError(error)) return declined(error);
+        throw refusedOrRethrown("POST /v1/setup_intents", error);
       }
-      const card = method.card;
-      return {
-        status: "attached",
-        token: cardToken(stripeCustomer, method.id),
-        card: { brand: card.brand, last4: card.last4, expMonth: card.exp_month, expYear: card.exp_year, fingerprintSource: `stripe:${card.fingerprint ?? method.id}` },
-      };
+      if (intent.status === "requires_action") return { status: "requires_action", reference: intent.id, clientSecret: intent.client_secret ?? null, ...saved };
+      const outcome = intentOutcome(intent);
+      if (outcome === "processing") throw new Error(`Stripe ${intent.id} is still processing; the outcome is not known yet`);
+      if (outcome.status === "failed") return outcome;
+      return { status: "attached", ...saved };
     },
 
     async detachPaymentMethod({ token, reference }) {

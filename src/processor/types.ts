@@ -94,6 +94,8 @@ export interface SavedCardDetails {
  */
 export type AttachOutcome =
   | { status: "attached"; token: string; card: SavedCardDetails }
+  /** Set up asked for: the card's bank asks its holder to authenticate (3-D Secure) first; `reference` is the SetupIntent. */
+  | { status: "requires_action"; reference: string; clientSecret: string | null; token: string; card: SavedCardDetails }
   | { status: "invalid"; message: string }
   | { status: "failed"; code: DeclineCode; message: string };
 
@@ -203,7 +205,15 @@ export interface Processor {
    * test PaymentMethod names such as `pm_card_visa`) the customer's, for later charges. Idempotent
    * by reference. Moves no money.
    */
-  attachPaymentMethod(args: { processorToken: string; customer: ProcessorCustomer; reference: string }): Promise<AttachOutcome>;
+  attachPaymentMethod(args: {
+    processorToken: string;
+    customer: ProcessorCustomer;
+    reference: string;
+    /** Also set the card up for charges made without its holder (Stripe: a SetupIntent, usage off_session). */
+    setup?: boolean;
+    /** The setup checkout session it is saved for: kept on the SetupIntent (metadata tender_checkout_session). */
+    checkoutSession?: string;
+  }): Promise<AttachOutcome>;
   /** Takes a saved card off its customer: it can be charged no more. Idempotent (detaching a detached card is done). */
   detachPaymentMethod(args: { token: string; reference: string }): Promise<void>;
   /**
@@ -260,6 +270,13 @@ export type ProcessorSettlement =
       currency: string;
       reason: string;
       status: string;
+    })
+  | (SettlementEvent & {
+      kind: "setup_intent";
+      /** The SetupIntent (`seti_…`) that succeeded, and the setup checkout session and Tender user its metadata names. */
+      processorObject: string;
+      checkoutSession: string;
+      user: string;
     })
   | (SettlementEvent & {
       kind: "payment_intent";

@@ -109,6 +109,34 @@ describe.skipIf(!chromiumPath)("live hosted checkout in Chromium, against the fa
     });
   }
 
+  it("saves a card that asks for 3-D Secure on setup in a live setup session: Stripe.js handleNextAction, Complete, then success_url", async () => {
+    const made = await api(worker.origin, "/checkout/sessions", liveKey, {
+      mode: "setup",
+      user_id: userId,
+      success_url: `${worker.origin}/health?session={CHECKOUT_SESSION_ID}`,
+      cancel_url: `${worker.origin}/health?canceled=1`,
+    });
+    expect(made.status, made.text).toBe(201);
+    const page = await newPage(VIEWPORTS.phone);
+    await page.goto(made.body.url);
+    await page.locator("#stripe-number").waitFor();
+    await page.locator("#stripe-number").fill("4000002760003184");
+    await page.locator("#stripe-exp_month").fill("12");
+    await page.locator("#stripe-exp_year").fill(String(new Date().getUTCFullYear() + 3));
+    await page.locator("#stripe-cvc").fill("123");
+    await page.locator("button[type=submit]").click();
+    // The page came back asking for the bank's check: the stand-in's challenge over it.
+    const challenge = page.locator("[data-fake-stripe-challenge^=seti_]");
+    await challenge.waitFor();
+    const { scrollWidth, clientWidth } = (await page.evaluate("({ scrollWidth: document.documentElement.scrollWidth, clientWidth: document.documentElement.clientWidth })")) as { scrollWidth: number; clientWidth: number };
+    expect(scrollWidth).toBeLessThanOrEqual(clientWidth);
+    await Promise.all([page.waitForURL(/\/health\?session=/), challenge.getByText("Complete authentication").click()]);
+    expect(page.url()).toBe(`${worker.origin}/health?session=${made.body.id}`);
+    const read = await api(worker.origin, `/checkout/sessions/${made.body.id}`, liveKey);
+    expect(read.body).toMatchObject({ status: "complete", livemode: true, payment_method_id: expect.stringMatching(/^pmt_/) });
+    await page.close();
+  });
+
   it("logged no console error or warning", () => {
     expect(problems).toEqual([]);
   });

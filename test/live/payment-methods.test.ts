@@ -53,6 +53,39 @@ describe("live payment methods", () => {
     expect(requestsOf(fake, "POST /v1/payment_methods/{payment_method}/attach")).toHaveLength(1);
   });
 
+  it("sets the saved card up for off-session charges: a SetupIntent confirmed with usage off_session, the reference as its Idempotency-Key", async () => {
+    const pm = fake.tokenize({ number: STRIPE_CARDS.succeeds });
+    const before = requestsOf(fake, "POST /v1/setup_intents").length;
+    const res = await save({ processor_token: pm }, userId, "setup-1");
+    expect(res.status, res.text).toBe(201);
+    const sent = requestsOf(fake, "POST /v1/setup_intents").slice(before);
+    expect(sent).toHaveLength(1);
+    const customer = fake.paymentMethods.get(pm)!.customer;
+    expect(sent[0].params).toMatchObject({ customer, payment_method: pm, confirm: "true", usage: "off_session" });
+    expect(sent[0].idempotencyKey).toMatch(new RegExp(`^${acct.id}:live:idempotency:setup-1:\\d{4}-\\d{2}-\\d{2}T[0-9:.]+Z:payment_method:setup_intent$`));
+    const intent = [...fake.setupIntents.values()].find((i) => i.payment_method === pm)!;
+    expect(intent).toMatchObject({ status: "succeeded", customer, usage: "off_session" });
+  });
+
+  it("a card that asks its holder to authenticate on setup answers 402 authentication_required naming the checkout page; nothing saved", async () => {
+    const pm = fake.tokenize({ number: STRIPE_CARDS.needsAuthentication });
+    const res = await save({ processor_token: pm });
+    expect(expectError(res, 402, "card_error", "authentication_required").param).toBe("processor_token");
+    expect(res.body.error.decline_code).toBe("authentication_required");
+    expect(res.body.error.message).toContain('mode "setup"');
+    expect([...fake.setupIntents.values()].find((i) => i.payment_method === pm)!.status).toBe("requires_action");
+    expect(await countRows("payment_methods", "processor_token LIKE ?", `%${pm}`)).toBe(0);
+  });
+
+  it("a card its bank declines on setup answers 402 card_declined; nothing saved", async () => {
+    const pm = fake.tokenize({ number: STRIPE_CARDS.succeeds });
+    fake.inject({ kind: "card", behaviour: "insufficient_funds", operation: "POST /v1/setup_intents" });
+    const res = await save({ processor_token: pm });
+    expectError(res, 402, "card_error", "card_declined");
+    expect(res.body.error.decline_code).toBe("insufficient_funds");
+    expect(await countRows("payment_methods", "processor_token LIKE ?", `%${pm}`)).toBe(0);
+  });
+
   it("an attach whose answer was lost is sent again with its key: one attach at Stripe, one payment method", async () => {
     const pm = fake.tokenize({ number: STRIPE_CARDS.succeeds });
     const before = requestsOf(fake, "POST /v1/payment_methods/{payment_method}/attach").length;
@@ -112,7 +145,9 @@ describe("live payment methods", () => {
   });
 
   it("a saved card that asks for authentication makes the subscription incomplete: its PaymentIntent requires_action, kept for renewals", async () => {
-    const method = (await save({ processor_token: fake.tokenize({ number: STRIPE_CARDS.needsAuthentication }) })).body;
+    // Set up without authentication, then its bank asks for it on the first charge (both of its PaymentIntents).
+    const method = (await save({ processor_token: fake.tokenize({ number: STRIPE_CARDS.succeeds }) })).body;
+    fake.inject({ kind: "card", behaviour: "authentication_required", operation: "POST /v1/payment_intents", times: 2 });
     const res = await call("/subscriptions", { key: live.key, body: { user_id: userId, plan_id: planId, payment_method: method.id } });
     expect(res.status, res.text).toBe(201);
     expect(res.body).toMatchObject({ status: "incomplete", payment_method: method.id, latest_payment: { status: "requires_action", next_action: { type: "redirect_to_url" } } });

@@ -45,6 +45,7 @@ describe("the cut of Stripe's OpenAPI document", () => {
         "GET /v1/payouts",
         "GET /v1/refunds",
         "GET /v1/setup_intents",
+        "GET /v1/setup_intents/{intent}",
         "GET /v1/transfers",
         "POST /v1/customers",
         "POST /v1/payment_intents",
@@ -207,6 +208,11 @@ describe("the connector against the whole cut", () => {
     const attached = await stripe.attachPaymentMethod({ processorToken: fake.tokenize({ number: STRIPE_CARDS.succeeds }), customer, reference: "all-7b" });
     expect(attached.status).toBe("attached");
     if (attached.status === "attached") await stripe.detachPaymentMethod({ token: attached.token, reference: "all-8b" });
+    // Saved with a SetupIntent that asks to authenticate; the holder finishes it; it is read back.
+    const asked = await stripe.attachPaymentMethod({ processorToken: fake.tokenize({ number: STRIPE_CARDS.needsAuthentication }), customer, reference: "all-9", setup: true });
+    expect(asked).toMatchObject({ status: "requires_action", clientSecret: expect.stringMatching(/^seti_\w+_secret_/) });
+    if (asked.status === "requires_action") fake.authenticateSetup(asked.reference, "complete");
+    expect(await stripe.attachPaymentMethod({ processorToken: asked.status === "requires_action" ? asked.reference : "", customer, reference: "all-10" })).toMatchObject({ status: "attached" });
 
     const sent = new Set(fake.requests.map((r) => r.operation));
     const documented = Object.entries(stripeSpec.paths).flatMap(([path, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${path}`));

@@ -21,7 +21,7 @@ export const FAKE_STRIPE_JS = `(function () {
   }
 
   function intentIdOf(clientSecret) {
-    var match = /^(pi_[A-Za-z0-9]+)_secret_/.exec(String(clientSecret || ""));
+    var match = /^((?:pi|seti)_[A-Za-z0-9]+)_secret_/.exec(String(clientSecret || ""));
     return match ? match[1] : null;
   }
 
@@ -81,13 +81,14 @@ export const FAKE_STRIPE_JS = `(function () {
       });
     };
 
-    // handleNextAction (3-D Secure)
+    // handleNextAction (3-D Secure), for a PaymentIntent or a SetupIntent (seti_…_secret_…)
     // Shows the fake bank's challenge over the page, with Complete and Fail, as Stripe's test
     // challenge does; the choice is sent to the fake (POST /_fake/payment_intents/{id}/authenticate,
     // which emits Stripe's event), then the promise resolves with the PaymentIntent as the fake has it.
     stripe.handleNextAction = function (options) {
       var id = intentIdOf(options && options.clientSecret);
-      if (!id) return Promise.resolve({ error: { type: "invalid_request_error", message: "handleNextAction needs a PaymentIntent client secret." } });
+      if (!id) return Promise.resolve({ error: { type: "invalid_request_error", message: "handleNextAction needs a PaymentIntent or SetupIntent client secret." } });
+      var setup = id.indexOf("seti_") === 0;
       return new Promise(function (resolve) {
         var frame = document.createElement("section");
         frame.className = "card";
@@ -105,9 +106,9 @@ export const FAKE_STRIPE_JS = `(function () {
           if (outcome === "fail") button.className = "secondary";
           button.addEventListener("click", function () {
             frame.querySelectorAll("button").forEach(function (b) { b.disabled = true; });
-            control("/payment_intents/" + id + "/authenticate", { outcome: outcome }).then(function (answer) {
+            control((setup ? "/setup_intents/" : "/payment_intents/") + id + "/authenticate", { outcome: outcome }).then(function (answer) {
               frame.remove();
-              resolve({ paymentIntent: answer.payment_intent });
+              resolve(setup ? { setupIntent: answer.setup_intent } : { paymentIntent: answer.payment_intent });
             }, function (error) {
               frame.remove();
               resolve({ error: { type: "api_connection_error", message: String(error) } });

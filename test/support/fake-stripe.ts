@@ -378,6 +378,32 @@ export class FakeStripe {
     return this.emit("payment_intent.succeeded", intent);
   }
 
+  /**
+   * The payer finishes (or fails) the 3-D Secure challenge Stripe.js opened for a SetupIntent in
+   * requires_action: `complete` sets the card up (on its customer; `setup_intent.succeeded`);
+   * `fail` leaves it requires_payment_method with last_setup_error
+   * (`setup_intent.setup_failed`). Answers the event, or null when the intent was not waiting.
+   */
+  authenticateSetup(setupIntentId: string, outcome: "complete" | "fail"): Obj | null {
+    const intent = this.setupIntents.get(setupIntentId);
+    if (!intent) throw new Error(`no SetupIntent ${setupIntentId}`);
+    if (intent.status !== "requires_action") return null;
+    intent.next_action = null;
+    if (outcome === "fail") {
+      intent.status = "requires_payment_method";
+      intent.last_setup_error = {
+        type: "invalid_request_error",
+        code: "setup_intent_authentication_failure",
+        message: "The latest attempt to set up the payment method has failed because authentication failed.",
+      };
+      return this.emit("setup_intent.setup_failed", intent);
+    }
+    intent.status = "succeeded";
+    const method = intent.payment_method ? this.paymentMethods.get(intent.payment_method) : undefined;
+    if (method && intent.customer) method.customer = intent.customer;
+    return this.emit("setup_intent.succeeded", intent);
+  }
+
   /** The holder disputes a payment: `charge.dispute.created`. */
   openDispute(paymentIntentId: string, reason = "fraudulent"): Obj {
     const intent = this.paymentIntents.get(paymentIntentId);
@@ -629,6 +655,14 @@ export class FakeStripe {
       }
       case "POST /v1/setup_intents":
         return this.createSetupIntent(p);
+      case "GET /v1/setup_intents/{intent}": {
+        const intent = this.setupIntents.get(pathParams.intent);
+        if (!intent) return missing("setup_intent", pathParams.intent, "intent");
+        // expand[]=payment_method: the PaymentMethod whole, as Stripe expands it.
+        const expand = Array.isArray(p.expand) ? p.expand : [];
+        if (expand.includes("payment_method") && intent.payment_method) return { status: 200, body: { ...intent, payment_method: this.paymentMethods.get(intent.payment_method) ?? intent.payment_method } };
+        return { status: 200, body: intent };
+      }
       case "GET /v1/setup_intents":
         return this.list("/v1/setup_intents", [...this.setupIntents.values()].filter((s) => !p.customer || s.customer === p.customer), p);
       case "POST /v1/refunds":
@@ -861,11 +895,12 @@ export class FakeStripe {
       status: "requires_payment_method",
       last_setup_error: null,
       next_action: null,
-      client_secret: null,
+      client_secret: null as string | null,
       latest_attempt: null,
       automatic_payment_methods: { enabled: true, allow_redirects: "never" },
       payment_method_types: ["card"],
     });
+    intent.client_secret = `${intent.id}_secret_${randomId("", 24).slice(1)}`;
     this.setupIntents.set(intent.id, intent);
     if (!bool(p.confirm) || !methodId) return { status: 200, body: intent };
     const behaviour = this.behaviourOf(methodId, "POST /v1/setup_intents");
@@ -1118,6 +1153,11 @@ export class FakeStripe {
       if (request.method === "POST" && authenticate) {
         const event = this.authenticate(authenticate[1], input.outcome === "fail" ? "fail" : "complete");
         return json({ event: event ? { id: event.id, type: event.type } : null, payment_intent: strip(this.paymentIntents.get(authenticate[1])!) });
+      }
+      const authenticateSetup = /^\/setup_intents\/([^/]+)\/authenticate$/.exec(path);
+      if (request.method === "POST" && authenticateSetup) {
+        const event = this.authenticateSetup(authenticateSetup[1], input.outcome === "fail" ? "fail" : "complete");
+        return json({ event: event ? { id: event.id, type: event.type } : null, setup_intent: strip(this.setupIntents.get(authenticateSetup[1])!) });
       }
       if (request.method === "POST" && path === "/disputes") {
         const event = this.openDispute(String(input.payment_intent), input.reason);

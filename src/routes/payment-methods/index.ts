@@ -12,7 +12,7 @@ import { owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
 import { cardFingerprintSecret } from "../../env";
 import { clock, isoTime } from "../../lib/clock";
-import { cardDeclined, conflict, invalidRequest, notFound } from "../../lib/errors";
+import { authenticationRequiredToSave, cardDeclined, conflict, invalidRequest, notFound } from "../../lib/errors";
 import { idempotencyClaimLost } from "../../middleware/idempotency";
 import { rowAnswer } from "../../middleware/stored-answers";
 import { cardInBody, readCard } from "../../payments/card-input";
@@ -48,7 +48,7 @@ const create = apiRoute({
   summary: "Save a card for a user",
   description:
     "Saves a card as the user's payment method (pmt_…), to charge later with payment_method: \"pmt_…\" (subscriptions) instead of the card fields, and emits payment_method.attached. " +
-    "Send processor_token, the card as the processor tokenized it: in live mode a Stripe PaymentMethod (pm_…) made by Stripe.js with the connection's publishable key, which is attached to the user's Stripe Customer; in test mode Stripe's test PaymentMethod names (pm_card_visa, pm_card_chargeDeclined, …), each behaving as its test card. A token the processor does not know answers 400 processor_token_invalid. " +
+    "Send processor_token, the card as the processor tokenized it: in live mode a Stripe PaymentMethod (pm_…) made by Stripe.js with the connection's publishable key, which is attached to the user's Stripe Customer and set up for off-session charges with a SetupIntent (a card whose bank asks its holder to authenticate on setup answers 402 authentication_required, with setup_intent { id, client_secret } for Stripe.js handleNextAction: nothing is saved), or a SetupIntent (seti_…) of the user's Customer that succeeded; in test mode Stripe's test PaymentMethod names (pm_card_visa, pm_card_chargeDeclined, …), each behaving as its test card. A token the processor does not know answers 400 processor_token_invalid. " +
     "Or send the card fields (checked as everywhere, the CVV never stored): in live mode only on a connection made with raw_card_data true, else 400 raw_card_data_unavailable. A card its bank refuses answers 402. Moves no money.",
   scope: "payment_methods:write",
   request: { params: userParams, ...jsonBodyOf(CreatePaymentMethodBody) },
@@ -147,9 +147,12 @@ export function registerPaymentMethods(app: OpenAPIHono<AppEnv>) {
     } else {
       const processor = await processorForRequest(c);
       // A call whose answer was lost is made again with the same reference: the processor answers it as the first.
-      const attached = await outcomeTracked(c, () => withProcessorRetries(() => processor.attachPaymentMethod({ processorToken: token as string, customer, reference })));
+      // Set up for off-session charges (a Stripe SetupIntent) unless the caller charges it at once.
+      const setup = auth.chargesSavedCardNow !== true;
+      const attached = await outcomeTracked(c, () => withProcessorRetries(() => processor.attachPaymentMethod({ processorToken: token as string, customer, reference, setup, checkoutSession: auth.setupForCheckoutSession })));
       if (attached.status === "invalid") throw invalidRequest("processor_token_invalid", `processor_token names no card the processor can save for this user. ${attached.message}`, "processor_token");
       if (attached.status === "failed") throw cardDeclined(attached.code, attached.message);
+      if (attached.status === "requires_action") throw authenticationRequiredToSave(attached.reference, attached.clientSecret);
       saved = { token: attached.token, card: attached.card, fingerprint: await tokenizedCardFingerprint(attached.card.fingerprintSource, cardFingerprintSecret(c.env)) };
     }
 

@@ -27,6 +27,7 @@ import { parsePayoutToken } from "../../processor/stripe-keys";
 import { ERRORS, json } from "../openapi";
 import { type Place, whereIs } from "../../accounts/move";
 import { openShard } from "../../middleware/auth";
+import { settleSetupIntentEvent } from "../../pages/checkout";
 
 const PATH = "/processor-webhooks/stripe/{account_id}";
 
@@ -57,7 +58,7 @@ const route = createRoute({
   description:
     "Where Stripe sends its events for this account: the webhook_url of PUT /api/processor. Not called by you: point your Stripe webhook endpoint, and a Connect endpoint for payouts, here. " +
     "Stripe-Signature is verified against the connection's webhook secrets, and those of connections it replaced or that were removed (kept for this only), with Stripe's 300-second tolerance; a missing or bad signature, or an account that never had a connection, answers 400 and changes nothing. A body over 256 KiB answers 413. " +
-    "Each event is applied once, in any order: payout.paid / payout.failed settle live payouts, refund.updated settles live refunds (refund.completed, or the amount refundable again), charge.dispute.created emits payment.disputed, payment_intent.succeeded / amount_capturable_updated / payment_failed / canceled record how a payment's 3-D Secure ended (once, whichever of the event and the payer's return comes first). " +
+    "Each event is applied once, in any order: payout.paid / payout.failed settle live payouts, refund.updated settles live refunds (refund.completed, or the amount refundable again), charge.dispute.created emits payment.disputed, payment_intent.succeeded / amount_capturable_updated / payment_failed / canceled record how a payment's 3-D Secure ended (once, whichever of the event and the payer's return comes first); setup_intent.succeeded saves the card of a live setup checkout session whose payer authenticated and completes it (once, whichever of the event and the payer's return comes first). " +
     "An event settles an object only if it comes from the Stripe account (and connected account) the object was made through, in that key's mode, naming the Stripe id Tender recorded; one that does not is answered 200 ignored and not recorded, so the same event from there still applies. " +
     "Anything else, or an event about an object Tender does not know, answers 200 and changes nothing. " +
     "While the account is moving to another database, and for an event whose account moved while it was being applied, answers 503: Stripe sends it again.",
@@ -178,6 +179,13 @@ async function receive(c: Context<AppEnv>) {
     await stillLivesHere(c, tenant.accountId);
     return answer("duplicate");
   }
+  // A setup checkout session's SetupIntent: saved and completed as the page's return does (once, whichever comes first).
+  if (settlement.kind === "setup_intent") {
+    if (settlement.account !== null || !settlement.livemode || !verified.livemode) return answer("ignored");
+    const settled = await settleSetupIntentEvent(appOf(c), c, accountId, settlement);
+    await stillLivesHere(c, tenant.accountId);
+    return answer(settled);
+  }
   // A batch refused because the account moved meanwhile (SETTLED_ON_A_SHARD_LEFT) answers 503 below.
   const outcome = await applySettlement(
     {
@@ -213,9 +221,12 @@ async function receive(c: Context<AppEnv>) {
   return answer(outcome);
 }
 
+const APP: unique symbol = Symbol("tender.stripeWebhooksApp");
+const appOf = (c: Context<AppEnv>) => (c as unknown as { [APP]: Parameters<typeof settleSetupIntentEvent>[0] })[APP];
+
 export function registerStripeWebhooks(app: OpenAPIHono<AppEnv>) {
   // Documented from the route above; handled without its body validator, which would read the
   // body as JSON before the raw bytes are verified.
   app.openAPIRegistry.registerPath(route);
-  app.post(PATH.replace("{account_id}", ":account_id"), receive);
+  app.post(PATH.replace("{account_id}", ":account_id"), (c) => receive(Object.assign(c, { [APP]: app as unknown as Parameters<typeof settleSetupIntentEvent>[0] })));
 }
