@@ -34,6 +34,8 @@ export interface IdempotencyClaim {
    * completed, and a duplicate meets the (account, key) primary key there.
    */
   mode: "claimed" | "in_batch";
+  /** Reads made in the claim's own batch, for the ids they were made for (src/middleware/idempotency.ts, ClaimReads). */
+  preread?: { ids: unknown; rows: unknown };
   requestHash: string;
   /**
    * `completed` once the record is completed inside the route's own write batch; `unknown` when

@@ -215,7 +215,7 @@ function replay(status: number, body: string, requestId: string, replayed = true
  * advance) claim the key with an INSERT before they run. Every other route writes its record in
  * its own batch: one round trip, and a duplicate meets the key there (see completeIdempotency).
  */
-export const idempotency = (options: { claimFirst: boolean }) =>
+export const idempotency = (options: { claimFirst: boolean; claimReads?: ClaimReads }) =>
   createMiddleware<AppEnv>(async (c, next) => {
     const key = c.req.header("idempotency-key");
     if (key === undefined || !MUTATING.has(c.req.method)) return next();
@@ -238,10 +238,19 @@ export const idempotency = (options: { claimFirst: boolean }) =>
     const requestHash = await sha256Hex(
       `${c.req.method} ${url.pathname}${url.search}\n${await canonical(c.var.jsonBody ?? null, cardFingerprintSecret(c.env))}`,
     );
-    return options.claimFirst ? claimFirst(c, next, key, requestHash, now) : recordInBatch(c, next, key, requestHash, now);
+    return options.claimFirst ? claimFirst(c, next, key, requestHash, now, options.claimReads) : recordInBatch(c, next, key, requestHash, now);
   });
 
 type Next = () => Promise<void>;
+
+/**
+ * Reads a claim-first route makes in the same batch as its key's claim (one round trip for both),
+ * built from the request's JSON body as sent (not yet validated: it must build nothing from a value
+ * of the wrong type, answering undefined then). Reads change nothing, so they are sound whether the
+ * claim is won or not, and they run after the claim's INSERT in the batch. The route finds them as
+ * `c.var.idempotency.preread` ({ ids, rows }), and must use them only for the same `ids`.
+ */
+export type ClaimReads = (c: Context<AppEnv>, body: unknown) => { ids: unknown; statement: Statement } | undefined;
 
 /** The record is written by the route's own batch; nothing is read or written before the route runs. */
 async function recordInBatch(c: Context<AppEnv>, next: Next, key: string, requestHash: string, now: number) {
@@ -324,10 +333,10 @@ async function earlierUse(c: Context<AppEnv>, key: string, requestHash: string, 
 }
 
 /** The key is claimed (`in_flight`) before the route runs, and the route's batch completes it. */
-async function claimFirst(c: Context<AppEnv>, next: Next, key: string, requestHash: string, now: number) {
+async function claimFirst(c: Context<AppEnv>, next: Next, key: string, requestHash: string, now: number, claimReads?: ClaimReads) {
   const { db, auth } = c.var;
   const claimToken = randomToken(24);
-  const claimed = await db
+  const claimInsert = db
     .insert(idempotencyKeys)
     .values({
       accountId: auth.accountId,
@@ -359,6 +368,16 @@ async function claimFirst(c: Context<AppEnv>, next: Next, key: string, requestHa
       setWhere: replaceable(now, now - IDEMPOTENCY_LOCK_MS, requestHash),
     })
     .returning({ claimToken: idempotencyKeys.claimToken, createdAt: idempotencyKeys.createdAt });
+  const reads = claimReads?.(c, c.var.jsonBody);
+  let claimed: Awaited<typeof claimInsert>;
+  let preread: IdempotencyClaim["preread"];
+  if (reads) {
+    const [inserted, rows] = (await db.batch([claimInsert, reads.statement] as unknown as [typeof claimInsert, Statement])) as [Awaited<typeof claimInsert>, unknown];
+    claimed = inserted;
+    preread = { ids: reads.ids, rows };
+  } else {
+    claimed = await claimInsert;
+  }
 
   if (claimed[0]?.claimToken !== claimToken) {
     const earlier = await earlierUse(c, key, requestHash, now);
@@ -368,7 +387,7 @@ async function claimFirst(c: Context<AppEnv>, next: Next, key: string, requestHa
 
   // A claim that kept an earlier claim time took over a stale claim of this same request.
   const since = claimed[0].createdAt;
-  const claim: IdempotencyClaim = { key, claimToken, mode: "claimed", requestHash, state: "open", since, takeover: since !== new Date(now).toISOString() };
+  const claim: IdempotencyClaim = { key, claimToken, mode: "claimed", requestHash, state: "open", since, takeover: since !== new Date(now).toISOString(), preread };
   c.set("idempotency", claim);
   await next();
   if (claim.state === "completed") return;

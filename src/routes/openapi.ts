@@ -9,7 +9,7 @@ import { invalidRequest } from "../lib/errors";
 import { dropMoneyClaim } from "../processor/in-flight";
 import { containsCardNumber } from "../domain/cards";
 import { authenticated, requireScope } from "../middleware/auth";
-import { idempotency } from "../middleware/idempotency";
+import { type ClaimReads, idempotency } from "../middleware/idempotency";
 import { apiVersion } from "../middleware/version";
 import { documentedCardFields, jsonBody } from "../middleware/body";
 import type { Scope } from "../auth/scopes";
@@ -98,6 +98,8 @@ type Options = Omit<RouteConfig, "security"> & {
    * claimed before it runs. Other routes record the key in their own batch (one round trip).
    */
   claimFirst?: boolean;
+  /** With claimFirst: reads made in the same batch as the key's claim (ClaimReads, src/middleware/idempotency.ts). */
+  claimReads?: ClaimReads;
   /**
    * Unknown parameters are ignored instead of refused: the OAuth token endpoint only, as RFC 6749
    * §3.2 requires. Every other route refuses an unknown body field or query parameter.
@@ -167,7 +169,7 @@ const releaseMoneyClaim = createMiddleware<AppEnv>(async (c, next) => {
 
 /** A documented route: bearer security, the shared error answers, and its scope check. */
 export function apiRoute<R extends Options>(options: R) {
-  const { scope, extraErrors = [], public: isPublic, acceptForm, claimFirst = false, ignoreUnknownParameters = false, ...config } = options;
+  const { scope, extraErrors = [], public: isPublic, acceptForm, claimFirst = false, claimReads, ignoreUnknownParameters = false, ...config } = options;
   const write = config.method !== "get";
   const statuses = new Set<Status>([...(write ? WRITE_ERRORS : READ_ERRORS), ...extraErrors]);
   if (isPublic) {
@@ -186,7 +188,7 @@ export function apiRoute<R extends Options>(options: R) {
     ...(scope ? [requireScope(scope)] : []),
     ...(write ? [jsonBody({ allowForm: acceptForm, cardFields: documentedCardFields(config.request?.body) })] : []),
     ...(write && !config.request?.body && !ignoreUnknownParameters ? [noBody] : []),
-    ...(write && !isPublic ? [idempotency({ claimFirst })] : []),
+    ...(write && !isPublic ? [idempotency({ claimFirst, claimReads })] : []),
     ...(claimFirst ? [releaseMoneyClaim] : []),
     ...((config.middleware as MiddlewareHandler[] | undefined) ?? []),
   ];

@@ -34,8 +34,10 @@ const EXPECTED_ABOVE_ONE: Record<string, number> = {
   // Paying an invoice charges its period at once, as a past-due card update does: the key's claim,
   // the invoice and subscription read, the period's claim, the charge, then the batch.
   payInvoice: 5,
-  // A one-off payment: the key's claim, the user's read, then the batch (the card is charged between).
-  createPayment: 3,
+  // A one-off payment: the key's claim with the user's and saved card's read in its batch
+  // (src/payments/payer.ts), then the batch (the card is charged between). A saved card too: see
+  // test/payments/one-off.test.ts.
+  createPayment: 2,
   // A capture or cancel of a one-off payment: the key's claim, the payment's read, its step lease
   // (so two steps never reach the processor at once), then the batch.
   capturePayment: 4,

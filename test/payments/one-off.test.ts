@@ -3,7 +3,7 @@
 // another account's or mode's objects, and retries or races that capture once.
 import { env } from "../support/env";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Account, ISO_MS, call, expectError, signup } from "../support/http";
+import { type Account, ISO_MS, call, expectError, roundTrips, signup } from "../support/http";
 import { createUser } from "../support/fixtures";
 import { CARDS, captureLogs, cardFields, expectNoCardData } from "../support/cards";
 import { countRows, eventsFor, eventsOf } from "../support/db";
@@ -423,4 +423,57 @@ describe("a saved card (payment_method pmt_…)", () => {
     expect(expectError(await payWith(detached.id), 400, "invalid_request_error", "payment_method_detached").param).toBe("payment_method");
     expect(await countRows("payments", "account_id = ?", acct.id)).toBe(before);
   });
+  // With an Idempotency-Key the user and the card are read in one statement, in the key's claim's
+  // own batch (src/payments/payer.ts): each answer is still the one the separate reads gave.
+  it("with an Idempotency-Key: the user and card read with the claim answer each error as before, and free the key", async () => {
+    const before = await countRows("payments", "account_id = ?", acct.id);
+    const visa = await save("pm_card_visa");
+    const otto = await createUser(acct, { name: "Otto K", email: "otto-k@example.com" });
+    const ottos = await save("pm_card_visa", otto.id);
+    const strangers = await createUser(other, { name: "Eve K", email: "eve-k@example.com" });
+    const eves = await save("pm_card_visa", strangers.id, other.key);
+    const detached = await save("pm_card_mastercard");
+    expect((await call(`/api/users/${customer.id}/payment-methods/${detached.id}`, { key: acct.key, method: "DELETE" })).status).toBe(200);
+    const missingUser = "user_01jd2x4k5m6n7p8q9r0s1t2v3w";
+    const missingCard = "pmt_01jd2x4k5m6n7p8q9r0s1t2v3w";
+    const keyed = (body: Record<string, unknown>, key: string, apiKey = acct.key) =>
+      call("/payments", { key: apiKey, idempotencyKey: key, body: { amount: 1500, currency: "usd", user_id: customer.id, ...body } });
+    const cases: [string, Record<string, unknown>, number, string, string][] = [
+      ["unknown-user-good-card", { user_id: missingUser, payment_method: visa.id }, 404, "resource_missing", "user_id"],
+      ["other-account-user", { user_id: strangers.id, payment_method: visa.id }, 404, "resource_missing", "user_id"],
+      ["other-account-user-own-card", { user_id: strangers.id, payment_method: eves.id }, 404, "resource_missing", "user_id"],
+      ["unknown-user-card-fields", { user_id: missingUser, ...cardFields(CARDS.visa) }, 404, "resource_missing", "user_id"],
+      ["unknown-card", { payment_method: missingCard }, 404, "resource_missing", "payment_method"],
+      ["other-user-card", { payment_method: ottos.id }, 404, "resource_missing", "payment_method"],
+      ["other-account-card", { payment_method: eves.id }, 404, "resource_missing", "payment_method"],
+      ["detached-card", { payment_method: detached.id }, 400, "payment_method_detached", "payment_method"],
+    ];
+    for (const [name, body, status, code, param] of cases) {
+      const key = `payer-${name}`;
+      const res = await keyed(body, key);
+      expect(res.status, `${name}: ${res.text}`).toBe(status);
+      expect(res.body.error, name).toMatchObject({ code, param });
+      // The answer changed nothing: the key is free for a corrected request.
+      const corrected = await keyed({ payment_method: visa.id }, key);
+      expect(corrected.status, `${name}, corrected: ${corrected.text}`).toBe(201);
+      expect(corrected.body).toMatchObject({ status: "completed", payment_method_id: visa.id, user_id: customer.id });
+    }
+    // Another account's key naming this account's user and card: 404, as without a key.
+    const theirs = await keyed({ payment_method: visa.id }, "payer-other-account", other.key);
+    expect(theirs.status, theirs.text).toBe(404);
+    expect(theirs.body.error).toMatchObject({ code: "resource_missing", param: "user_id" });
+    expect(await countRows("payments", "account_id = ?", acct.id)).toBe(before + cases.length);
+  });
+
+  it("with an Idempotency-Key, a saved card's payment costs two round trips: the claim with the user and card, then the batch", async () => {
+    const visa = await save("pm_card_visa");
+    const body = { amount: 1500, currency: "usd", user_id: customer.id, payment_method: visa.id };
+    const res = await call("/payments", { key: acct.key, idempotencyKey: "payer-round-trips", body });
+    expect(res.status, res.text).toBe(201);
+    expect(roundTrips(res)).toBe(2);
+    const replay = await call("/payments", { key: acct.key, idempotencyKey: "payer-round-trips", body });
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(replay.body).toEqual(res.body);
+  });
 });
+

@@ -4,9 +4,7 @@
 // records the payment and its event in one batch. A decline answers 402 with the failed payment's
 // id; the failed payment is kept.
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { eq } from "drizzle-orm";
-import { payments as paymentsTable, users } from "../../db/schema";
-import { owned } from "../../db/scope";
+import { payments as paymentsTable } from "../../db/schema";
 import { hasPrefix, newId } from "../../domain/ids";
 import type { AppEnv } from "../../context";
 import { isDevelopment } from "../../env";
@@ -21,9 +19,8 @@ import { newPageSecret } from "../../pages/hosted";
 import { readCurrency } from "../../payments/money-input";
 import { serializePayment } from "../../payments/serialize";
 import { processorForCardFields, processorForRequest } from "../../processor";
-import { savedCardFor } from "../../payments/methods";
+import { type PayerIds, type PayerPreread, payerStatement, readPayer } from "../../payments/payer";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
-import { found } from "../reads";
 import { commit, firstChargeReference, holdMoney, outcomeTracked } from "../write-path";
 import { CreatePaymentBody, PaymentSchema } from "./schema";
 
@@ -31,6 +28,11 @@ const create = apiRoute({
   method: "post",
   path: "/payments",
   claimFirst: true,
+  // The user and the saved card are read in the claim's own batch: one round trip for both.
+  claimReads: (c, body) => {
+    const ids = payerIdsOf(body);
+    return ids ? { ids, statement: payerStatement(c, ids) } : undefined;
+  },
   tags: ["Payments"],
   operationId: "createPayment",
   summary: "Take a one-off payment",
@@ -46,6 +48,14 @@ const create = apiRoute({
   responses: { 201: json(PaymentSchema, "The payment: completed, requires_capture for a manual capture, or requires_action when the card asks for 3-D Secure.") },
   extraErrors: [402],
 });
+
+/** The payer a body names, as sent (not yet validated): undefined for a body that names none readable. */
+function payerIdsOf(body: unknown): PayerIds | undefined {
+  if (typeof body !== "object" || body === null) return undefined;
+  const { user_id: userId, payment_method: method } = body as Record<string, unknown>;
+  if (typeof userId !== "string" || !hasPrefix(userId, "user")) return undefined;
+  return typeof method === "string" && method.startsWith("pmt_") ? { userId, cardId: method } : { userId };
+}
 
 /** The charge's reference is already recorded: another request took this Idempotency-Key over and answers for it. */
 const CHARGE_RECORDED = "unique:payments.charge_reference";
@@ -83,10 +93,8 @@ export function registerCreatePayment(app: OpenAPIHono<AppEnv>) {
       throw invalidRequest("parameter_missing", "payment_method is required: a saved payment method \"pmt_…\", or \"card\" with card_number, expiration_month, expiration_year and cvv.", "payment_method");
     }
     const card = cardFields ? await readCard(c.env, cardFields, now) : undefined;
-    if (!hasPrefix(body.user_id, "user")) throw notFound("user", body.user_id, "user_id");
-    const [userRow] = await db.select({ id: users.id, email: users.email }).from(users).where(owned(users, auth, eq(users.id, body.user_id))).limit(1);
-    const user = await found(c, userRow, "user", body.user_id, "user_id");
-    const saved = savedId ? await savedCardFor(c, savedId, user.id) : undefined;
+    // One statement (read with the key's claim when there is one): 404 user_id, then 404 or 400 payment_method.
+    const { user, saved } = await readPayer(c, { userId: body.user_id, ...(savedId ? { cardId: savedId } : {}) }, c.var.idempotency?.preread as PayerPreread | undefined);
     // Live money goes out through the connection only under a claim of it (src/processor/in-flight.ts).
     await holdMoney(c, "one_off_payment");
     const processor = saved ? await processorForRequest(c) : await processorForCardFields(c);
