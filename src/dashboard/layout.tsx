@@ -313,8 +313,8 @@ export function FormFields({ session }: { session: DashboardSession }) {
 export function StatusBadge({ status }: { status: string }) {
   const tone =
     ["active", "delivered", "paid", "completed", "succeeded", "ready", "valid", "done"].includes(status) ? "ok"
-    : ["pending", "past_due", "partially_refunded", "advancing", "incomplete", "running"].includes(status) ? "warn"
-    : ["failed", "disabled", "canceled", "revoked", "deleted"].includes(status) ? "bad"
+    : ["pending", "past_due", "partially_refunded", "advancing", "incomplete", "running", "requires_action", "requires_capture"].includes(status) ? "warn"
+    : ["failed", "disabled", "canceled", "revoked", "deleted", "incomplete_expired"].includes(status) ? "bad"
     : "";
   return <span class={`badge ${tone}`}>{status}</span>;
 }
