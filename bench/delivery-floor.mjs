@@ -27,7 +27,7 @@ import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { CHILD_ENV, ROOT, WRANGLER, freePort, replaceResultsSection, runScript, send, sleep } from "./harness.mjs";
+import { CHILD_ENV, ROOT, WRANGLER, freePort, quiet, replaceResultsSection, runScript, send, sleep, workerdCpu } from "./harness.mjs";
 
 const TMP = path.join(ROOT, "bench/.tmp/delivery-floor");
 const EVENTS = Number(process.env.DF_EVENTS ?? 600);
@@ -35,48 +35,8 @@ const ROUNDS = Number(process.env.DF_ROUNDS ?? 5);
 const GOAL_SHARE = 0.6;
 const MARKER = process.env.DF_MARKER ?? "delivery-floor";
 const DELIVERY_TIMEOUT_MS = 120_000;
-const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
 const log = (...args) => console.log(`[delivery-floor ${((performance.now() / 1000) | 0).toString().padStart(4)}s]`, ...args);
 const load1 = () => os.loadavg()[0];
-
-/** The pids of `root`'s process tree, from /proc. */
-function tree(root) {
-  const children = new Map();
-  for (const entry of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (!children.has(ppid)) children.set(ppid, []);
-      children.get(ppid).push(Number(entry));
-    } catch {
-      // gone
-    }
-  }
-  const out = [];
-  const walk = (pid) => {
-    out.push(pid);
-    for (const child of children.get(pid) ?? []) walk(child);
-  };
-  walk(root);
-  return out;
-}
-
-/** CPU seconds (utime + stime) of the workerd processes of a wrangler dev tree. */
-function workerdCpu(root) {
-  let ticks = 0;
-  for (const pid of tree(root)) {
-    try {
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-      if (!stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")).startsWith("workerd")) continue;
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      ticks += Number(fields[11]) + Number(fields[12]);
-    } catch {
-      // gone
-    }
-  }
-  return ticks / CLK_TCK;
-}
 
 /** The receiver: per path (one per round), each delivery's webhook-id and when it came. */
 async function receiver() {
@@ -121,18 +81,6 @@ async function must(side, request) {
   const res = await send(side.port, side.agent, request);
   if (res.status >= 300) throw new Error(`${side.name} ${request.method ?? "GET"} ${request.path}: ${res.status} ${res.text.slice(0, 300)}`);
   return JSON.parse(res.text);
-}
-
-/** Waits until the side's workerd processes use under 5% of a CPU for a second (its queued work drained). */
-async function quiet(side, maxMs = 60_000) {
-  const deadline = Date.now() + maxMs;
-  let last = workerdCpu(side.child.pid);
-  while (Date.now() < deadline) {
-    await sleep(1000);
-    const now = workerdCpu(side.child.pid);
-    if (now - last < 0.05) return;
-    last = now;
-  }
 }
 
 /** Creates the events on a Tender side (no endpoint yet): returns what a round needs. */

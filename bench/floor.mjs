@@ -13,14 +13,13 @@ import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { CARD, CHILD_ENV, ROOT, WRANGLER, freePort, replaceResultsSection, runScript, send, sleep } from "./harness.mjs";
+import { CARD, CHILD_ENV, ROOT, WRANGLER, freePort, quiet, replaceResultsSection, runScript, send, sleep, workerdCpu, workerdStats } from "./harness.mjs";
 
 const TMP = path.join(ROOT, "bench/.tmp/floor");
 const ROUNDS = Number(process.env.FLOOR_ROUNDS ?? 5);
 const SECONDS = Number(process.env.FLOOR_SECONDS ?? 5);
 const CONCURRENCY = Number(process.env.FLOOR_CONCURRENCY ?? 16);
 const ACCOUNTS = 20; // Tender's per-key limit is 1000 requests / 10 s: the load is spread over keys
-const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
 // A one-off payment with a saved card (issue 34) must keep at least the payout's share: the same
 // kind of write (one batch: the payment, its idempotency record, its event), measured against the
 // same floor in the same run.
@@ -28,49 +27,6 @@ const TARGETS = { health: 0.9, read: 0.7, write: 0.6, payment: "write" };
 /** A row's target: a number, or the share another row of the same run measured. */
 const targetOf = (r, rows) => (typeof TARGETS[r.key] === "number" ? TARGETS[r.key] : (rows.find((x) => x.key === TARGETS[r.key])?.share ?? NaN));
 const log = (...args) => console.log(`[floor ${((performance.now() / 1000) | 0).toString().padStart(4)}s]`, ...args);
-
-/** The pids of `root`'s process tree, from /proc. */
-function tree(root) {
-  const children = new Map();
-  for (const entry of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (!children.has(ppid)) children.set(ppid, []);
-      children.get(ppid).push(Number(entry));
-    } catch {
-      // gone
-    }
-  }
-  const out = [];
-  const walk = (pid) => {
-    out.push(pid);
-    for (const child of children.get(pid) ?? []) walk(child);
-  };
-  walk(root);
-  return out;
-}
-
-/** The `/proc/<pid>/stat` fields of the workerd processes of a wrangler dev tree (after the command's name). */
-function workerdStats(root) {
-  const stats = [];
-  for (const pid of tree(root)) {
-    try {
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-      const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      if (name.startsWith("workerd")) stats.push({ pid, fields: stat.slice(stat.lastIndexOf(")") + 2).split(" ") });
-    } catch {
-      // gone
-    }
-  }
-  return stats;
-}
-
-/** CPU seconds (utime + stime) of the workerd processes of a wrangler dev tree. */
-function workerdCpu(root) {
-  return workerdStats(root).reduce((ticks, { fields }) => ticks + Number(fields[11]) + Number(fields[12]), 0) / CLK_TCK;
-}
 
 async function startWorker(name, configArgs, devArgs, persist, databases) {
   fs.rmSync(persist, { recursive: true, force: true });
@@ -175,18 +131,6 @@ async function closedLoop(side, make, perfName = null) {
     profile = new Map([...samples].map(([symbol, n]) => [symbol, (n * 1000) / 999 / ok]));
   }
   return { rps: ok / seconds, cpuMs: ok ? (cpu * 1000) / ok : NaN, bad: [...bad].map(([s, c]) => `${s}×${c}`).join(", "), profile };
-}
-
-/** Waits until the side's workerd processes use under 5% of a CPU for a second (queued work drained). */
-async function quiet(side, maxMs = 60_000) {
-  const deadline = Date.now() + maxMs;
-  let last = workerdCpu(side.child.pid);
-  while (Date.now() < deadline) {
-    await sleep(1000);
-    const now = workerdCpu(side.child.pid);
-    if (now - last < 0.05) return;
-    last = now;
-  }
 }
 
 const median = (xs) => {

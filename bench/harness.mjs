@@ -1,5 +1,7 @@
-// What bench/floor.mjs and bench/heap.mjs share: a free port, an HTTP request to 127.0.0.1, a
-// section of bench/RESULTS.md replaced between its markers, and the script's run with a watchdog.
+// What the benches share: a free port, an HTTP request to 127.0.0.1, a section of
+// bench/RESULTS.md replaced between its markers, the script's run with a watchdog, and the CPU a
+// wrangler dev tree's workerd processes used (from /proc), with a wait until they are quiet.
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import net from "node:net";
@@ -69,4 +71,61 @@ export function runScript(name, main, minutes) {
       process.exit(1);
     },
   );
+}
+
+const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+
+/** The pids of `root`'s process tree, from /proc. */
+function tree(root) {
+  const children = new Map();
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (!children.has(ppid)) children.set(ppid, []);
+      children.get(ppid).push(Number(entry));
+    } catch {
+      // gone
+    }
+  }
+  const out = [];
+  const walk = (pid) => {
+    out.push(pid);
+    for (const child of children.get(pid) ?? []) walk(child);
+  };
+  walk(root);
+  return out;
+}
+
+/** The `/proc/<pid>/stat` fields of the workerd processes of a wrangler dev tree (after the command's name). */
+export function workerdStats(root) {
+  const stats = [];
+  for (const pid of tree(root)) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+      const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      if (name.startsWith("workerd")) stats.push({ pid, fields: stat.slice(stat.lastIndexOf(")") + 2).split(" ") });
+    } catch {
+      // gone
+    }
+  }
+  return stats;
+}
+
+/** CPU seconds (utime + stime) of the workerd processes of a wrangler dev tree. */
+export function workerdCpu(root) {
+  return workerdStats(root).reduce((ticks, { fields }) => ticks + Number(fields[11]) + Number(fields[12]), 0) / CLK_TCK;
+}
+
+/** Waits until the side's workerd processes use under 5% of a CPU for a second (queued work drained). */
+export async function quiet(side, maxMs = 60_000) {
+  const deadline = Date.now() + maxMs;
+  let last = workerdCpu(side.child.pid);
+  while (Date.now() < deadline) {
+    await sleep(1000);
+    const now = workerdCpu(side.child.pid);
+    if (now - last < 0.05) return;
+    last = now;
+  }
 }
