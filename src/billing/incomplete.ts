@@ -15,7 +15,7 @@
 import { and, asc, eq, lte, sql } from "drizzle-orm";
 import { failureReason, rawStatement, type Statement } from "../db/batch";
 import { createDb, type Db } from "../db/client";
-import { invoices, payments, subscriptionPeriods, subscriptions } from "../db/schema";
+import { invoices, payments, subscriptionPeriods, subscriptions, testClocks, users } from "../db/schema";
 import { livesHere } from "../db/scope";
 import type { Bindings } from "../env";
 import { isoTime } from "../lib/clock";
@@ -130,7 +130,9 @@ export async function letGo(env: Bindings, db: Db, payment: PaymentRow, at: numb
  * The cron: every incomplete subscription of this shard created 23 hours ago or more whose payment
  * still waits is expired (its payment canceled at the processor). At-least-once and safe to
  * overlap: the batch is guarded on the payment still being requires_action, so a second run, or a
- * run racing the payer's success, changes nothing.
+ * run racing the payer's success, changes nothing. A subscription of a user on a test clock counts
+ * its 23 hours on the clock, from its start_date (as Stripe's test clocks expire it), never on the
+ * wall clock.
  */
 export async function expireIncompleteSubscriptions(env: Bindings, now: number): Promise<{ expired: number; skipped: number }> {
   const db = createDb(env.DB);
@@ -138,7 +140,16 @@ export async function expireIncompleteSubscriptions(env: Bindings, now: number):
     .select({ payment: payments })
     .from(subscriptions)
     .innerJoin(payments, and(eq(payments.subscriptionId, subscriptions.id), eq(payments.status, "requires_action")))
-    .where(and(eq(subscriptions.status, "incomplete"), lte(subscriptions.createdAt, isoTime(now - INCOMPLETE_LIFETIME_MS)), livesHere(subscriptions.accountId)))
+    .innerJoin(users, eq(users.id, subscriptions.userId))
+    .leftJoin(testClocks, eq(testClocks.id, users.testClockId))
+    .where(
+      and(
+        eq(subscriptions.status, "incomplete"),
+        sql`CASE WHEN ${testClocks.id} IS NULL THEN ${lte(subscriptions.createdAt, isoTime(now - INCOMPLETE_LIFETIME_MS))}
+          ELSE unixepoch(${subscriptions.startDate}, 'subsec') * 1000 + ${INCOMPLETE_LIFETIME_MS} <= unixepoch(${testClocks.frozenTime}, 'subsec') * 1000 END`,
+        livesHere(subscriptions.accountId),
+      ),
+    )
     .orderBy(asc(subscriptions.createdAt))
     .limit(INCOMPLETE_EXPIRY_BATCH);
   const processorOf = processorResolver(env, db);

@@ -12,6 +12,7 @@ import { createPlan, createUser } from "../support/fixtures";
 import { cardFields } from "../support/cards";
 import { countOf, notificationsOf, one } from "../support/db";
 import { runCron } from "../support/queue";
+import { advance, createClock } from "../support/clock";
 import { INCOMPLETE_LIFETIME_MS, expireIncompleteSubscriptions } from "../../src/billing/incomplete";
 import { isoTime, useClock } from "../../src/lib/clock";
 
@@ -165,6 +166,25 @@ describe("the cron meeting an incomplete subscription", () => {
     // 23 hours on, the whole cron (renewals, sweeps and the expiry together) ends it once.
     await runCron((await createdAt(sub.id)) + INCOMPLETE_LIFETIME_MS + 60_000);
     await runCron((await createdAt(sub.id)) + INCOMPLETE_LIFETIME_MS + 120_000);
+    expect(await oneOutcome(sub, "incomplete_expired")).toBe("incomplete_expired");
+  });
+});
+
+describe("an incomplete subscription on a test clock", () => {
+  it("expires when its clock passes 23 hours from its start (as Stripe's test clocks do), not before, and not by the wall clock", async () => {
+    const clock = await createClock(acct, "2027-03-01T10:00:00.000Z");
+    const clocked = await createUser(acct, { name: "Clocked Payer", email: "clocked@example.com", testClock: clock.id });
+    const res = await call("/subscriptions", { key: acct.key, body: { ...createBody(), user_id: clocked.id } });
+    expect(res.status, res.text).toBe(201);
+    const sub = res.body as Incomplete;
+    expect(sub.status).toBe("incomplete");
+    // 22 hours on the clock (and the wall clock a day on): still waiting for its payer.
+    await advance(acct, clock.id, "2027-03-02T08:00:00.000Z");
+    await expireIncompleteSubscriptions(env, Date.now() + 24 * 60 * 60 * 1000);
+    expect((await call(`/subscriptions/${sub.id}`, { key: acct.key })).body.status).toBe("incomplete");
+    // 23 hours on the clock: the cron's next run expires it.
+    await advance(acct, clock.id, "2027-03-02T09:00:00.000Z");
+    await expireIncompleteSubscriptions(env, Date.now());
     expect(await oneOutcome(sub, "incomplete_expired")).toBe("incomplete_expired");
   });
 });
