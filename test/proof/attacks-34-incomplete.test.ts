@@ -13,8 +13,10 @@ import { cardFields } from "../support/cards";
 import { countOf, notificationsOf, one } from "../support/db";
 import { runCron } from "../support/queue";
 import { advance, createClock } from "../support/clock";
-import { INCOMPLETE_LIFETIME_MS, expireIncompleteSubscriptions } from "../../src/billing/incomplete";
+import { INCOMPLETE_EXPIRY_BATCH, INCOMPLETE_LIFETIME_MS, expireIncompleteSubscriptions } from "../../src/billing/incomplete";
 import { isoTime, useClock } from "../../src/lib/clock";
+import { takePaymentStep } from "../../src/payments/intents";
+import { createDb } from "../../src/db/client";
 
 const AUTH_CARD = "4000002760003184";
 
@@ -186,5 +188,36 @@ describe("an incomplete subscription on a test clock", () => {
     await advance(acct, clock.id, "2027-03-02T09:00:00.000Z");
     await expireIncompleteSubscriptions(env, Date.now());
     expect(await oneOutcome(sub, "incomplete_expired")).toBe("incomplete_expired");
+  });
+});
+
+describe("the expiry run's page", () => {
+  it("subscriptions it must skip (their payment held elsewhere, or a live one it cannot cancel) do not keep the ones behind them from expiring", async () => {
+    // A page's worth (INCOMPLETE_EXPIRY_BATCH) of older incomplete subscriptions the run must skip:
+    // one made through the API and its copies, each payment's step held by another worker (a
+    // capture or cancel at the processor), as a live account whose connection is gone, or whose
+    // intent Stripe will not cancel, holds them for good.
+    const original = await incomplete();
+    const columns = async (table: string) => (await env.DB.prepare(`PRAGMA table_info(${table})`).all<{ name: string }>()).results.map((c) => c.name);
+    const subColumns = await columns("subscriptions");
+    const payColumns = await columns("payments");
+    const copies = Array.from({ length: INCOMPLETE_EXPIRY_BATCH - 1 }, (_, i) => ({ sub: `${original.id}c${i}`, payment: `${original.latest_payment.id}c${i}` }));
+    await env.DB.batch(
+      copies.flatMap((copy) => [
+        env.DB.prepare(`INSERT INTO subscriptions (${subColumns.join(", ")}) SELECT ${subColumns.map((c) => (c === "id" ? "?1" : c)).join(", ")} FROM subscriptions WHERE id = ?2`).bind(copy.sub, original.id),
+        env.DB.prepare(
+          `INSERT INTO payments (${payColumns.join(", ")}) SELECT ${payColumns.map((c) => (c === "id" ? "?1" : c === "subscription_id" ? "?2" : c === "charge_reference" ? "charge_reference || ?1" : c)).join(", ")} FROM payments WHERE id = ?3`,
+        ).bind(copy.payment, copy.sub, original.latest_payment.id),
+      ]),
+    );
+    const behind = await incomplete();
+    // The run, a minute past everyone's 23 hours; the steps held at that moment.
+    const due = (await createdAt(behind.id)) + INCOMPLETE_LIFETIME_MS + 60_000;
+    const db = createDb(env.DB);
+    for (const payment of [original.latest_payment.id, ...copies.map((c) => c.payment)]) expect(await takePaymentStep(db, payment, due)).toBe(true);
+    const run = await expireIncompleteSubscriptions(env, due);
+    expect(run).toEqual({ expired: 1, skipped: INCOMPLETE_EXPIRY_BATCH });
+    expect(await oneOutcome(behind, "incomplete_expired")).toBe("incomplete_expired");
+    expect((await call(`/subscriptions/${original.id}`, { key: acct.key })).body.status).toBe("incomplete");
   });
 });
