@@ -184,16 +184,17 @@ const planTaxRatesAsRead = (priced: { sub: Pick<SubscriptionRow, "defaultTaxRate
     : sql`EXISTS (SELECT 1 FROM plans AS taxed WHERE taxed.id = ${priced.plan.id} AND json(taxed.default_tax_rates) = json(${JSON.stringify(priced.plan.defaultTaxRates)}))`;
 
 /**
- * SQL: a new period's first attempt priced with plan `planId`'s tax rates (a subscription on it, or
- * moving to it at that period, with no rates of its own) is claimed and its invoice not issued yet:
- * that invoice is issued by its settlement, from the plan as it then reads it (a claim taken over
- * after its worker died included), so the plan's rates must not change until it settles, or the
- * invoice would not come to what was charged. The plan's PATCH of default_tax_rates waits for it.
+ * SQL: a new period's first attempt priced with plan `planId`'s tax rates (by a subscription with
+ * no rates of its own, on the plan or moving to it at that period: the scheduled plan prices it, not
+ * the one it leaves) is claimed and its invoice not issued yet. That invoice is issued by its
+ * settlement, from the plan as it then reads it (a claim taken over after its worker died
+ * included), so the plan's rates must not change until it settles, or the invoice would not come
+ * to what was charged. The plan's PATCH of default_tax_rates waits for it.
  */
 export const planTaxChargeInFlight = (planId: string) => sql`EXISTS (SELECT 1 FROM subscription_periods AS p
   JOIN subscriptions AS s ON s.id = p.subscription_id
   WHERE p.status = 'open' AND p.period_index = s.periods_billed AND p.attempts > s.dunning_attempts
-    AND (s.plan_id = ${planId} OR s.pending_plan_id = ${planId}) AND s.default_tax_rates IS NULL
+    AND COALESCE(s.pending_plan_id, s.plan_id) = ${planId} AND s.default_tax_rates IS NULL
     AND NOT EXISTS (SELECT 1 FROM invoices AS i WHERE i.subscription_id = p.subscription_id AND i.period_index = p.period_index))`;
 
 /**

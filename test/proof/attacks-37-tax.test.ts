@@ -10,7 +10,7 @@ import { makeDue } from "../support/clock";
 import { countRows } from "../support/db";
 import { env } from "../support/env";
 import { readBillableRows, renewRows } from "../support/renewal-rows";
-import { CLAIM_STALE_MS, claimOf, claimPeriod } from "../../src/billing/periods";
+import { CLAIM_STALE_MS, attachPendingPlans, claimOf, claimPeriod } from "../../src/billing/periods";
 import { settleStaleClaims } from "../../src/billing/claims";
 import { runBatch } from "../../src/db/batch";
 import { createDb } from "../../src/db/client";
@@ -102,6 +102,30 @@ describe("a plan re-taxed while a renewal is being charged", () => {
     expect(claimOf(claimed)).toBeNull();
     const { invoices } = await chargesEqualInvoices(acct, sub.id);
     expect(invoices.map((i) => i.total)).toEqual([1200, 1000]);
+  });
+});
+
+describe("a scheduled plan re-taxed while the renewal that moves to it is being charged", () => {
+  it("the plan the period is priced with (the scheduled one) is held, not the one the subscription leaves", async () => {
+    const acct = await signup("Scheduled Co");
+    const vat = await createRate(acct, { percentage: "20" });
+    const small = await createPlan(acct, { price: 10 });
+    const big = await createPlan(acct, { price: 30, default_tax_rates: [vat.id] });
+    const sub = await subscribed(acct, (await createUser(acct)).id, small.id);
+    const scheduled = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { plan_id: big.id, at_period_end: true } });
+    expect(scheduled.status, scheduled.text).toBe(200);
+    await makeDue(sub.id);
+    const db = createDb(env.DB);
+    const rows = await readBillableRows(sub.id);
+    await attachPendingPlans(db, rows);
+    const [claimed] = await runBatch(db, [claimPeriod(db, rows[0], "renewal", Date.now(), Date.now())]);
+    expect(claimOf(claimed)).toMatchObject({ amount: 3600, tax: 600 });
+    expectError(await call(`/subscription-plans/${big.id}`, { key: acct.key, method: "PATCH", body: { default_tax_rates: [] } }), 409, "invalid_request_error", "charge_in_progress");
+    // The plan it leaves prices nothing of this period: it may be re-taxed.
+    expect((await call(`/subscription-plans/${small.id}`, { key: acct.key, method: "PATCH", body: { default_tax_rates: [vat.id] } })).status).toBe(200);
+    await staleClaim(sub.id);
+    expect(await settleStaleClaims(env)).toEqual(["renewed"]);
+    expect((await chargesEqualInvoices(acct, sub.id)).invoices.map((i) => i.total)).toEqual([1000, 3600]);
   });
 });
 
