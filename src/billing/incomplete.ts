@@ -15,7 +15,7 @@
 import { and, asc, eq, lte, sql } from "drizzle-orm";
 import { failureReason, rawStatement, type Statement } from "../db/batch";
 import { createDb, type Db } from "../db/client";
-import { invoices, payments, subscriptionPeriods, subscriptions } from "../db/schema";
+import { invoices, payments, subscriptionPeriods, subscriptions, testClocks, users } from "../db/schema";
 import { livesHere } from "../db/scope";
 import type { Bindings } from "../env";
 import { isoTime } from "../lib/clock";
@@ -27,8 +27,10 @@ import { invoiceVoidedEvent, settleInvoice } from "./invoices";
 
 /** An incomplete subscription whose payment has not succeeded this long after its creation expires (Stripe: 23 hours). */
 export const INCOMPLETE_LIFETIME_MS = 23 * 60 * 60 * 1000;
-/** Incomplete subscriptions one cron run expires per shard at the most. */
+/** Incomplete subscriptions a page of the cron's expiry reads. */
 export const INCOMPLETE_EXPIRY_BATCH = 50;
+/** Pages one cron run goes through per shard at the most (the rest, in the next run). */
+export const INCOMPLETE_EXPIRY_PAGES = 10;
 
 const tenantOf = (payment: PaymentRow) => ({ accountId: payment.accountId, livemode: payment.livemode });
 
@@ -130,28 +132,49 @@ export async function letGo(env: Bindings, db: Db, payment: PaymentRow, at: numb
  * The cron: every incomplete subscription of this shard created 23 hours ago or more whose payment
  * still waits is expired (its payment canceled at the processor). At-least-once and safe to
  * overlap: the batch is guarded on the payment still being requires_action, so a second run, or a
- * run racing the payer's success, changes nothing.
+ * run racing the payer's success, changes nothing. A subscription of a user on a test clock counts
+ * its 23 hours on the clock, from its start_date (as Stripe's test clocks expire it), never on the
+ * wall clock.
  */
 export async function expireIncompleteSubscriptions(env: Bindings, now: number): Promise<{ expired: number; skipped: number }> {
   const db = createDb(env.DB);
-  const due = await db
-    .select({ payment: payments })
-    .from(subscriptions)
-    .innerJoin(payments, and(eq(payments.subscriptionId, subscriptions.id), eq(payments.status, "requires_action")))
-    .where(and(eq(subscriptions.status, "incomplete"), lte(subscriptions.createdAt, isoTime(now - INCOMPLETE_LIFETIME_MS)), livesHere(subscriptions.accountId)))
-    .orderBy(asc(subscriptions.createdAt))
-    .limit(INCOMPLETE_EXPIRY_BATCH);
   const processorOf = processorResolver(env, db);
   let expired = 0;
   let skipped = 0;
-  for (const { payment } of due) {
-    try {
-      if ((await letGo(env, db, payment, now, "incomplete_expired", processorOf)) === "expired") expired++;
-      else skipped++;
-    } catch (error) {
-      console.error(JSON.stringify({ message: "incomplete subscription expiry failed; retried next run", payment: payment.id, error: String(error) }));
-      skipped++;
+  // Page by page, oldest first, each page after the last one's final row: one that is skipped (its
+  // payment held by a capture or cancel, or a live one whose processor cannot cancel it now) stays
+  // incomplete, and must not hold back the ones behind it run after run.
+  let after: { createdAt: string; id: string } | null = null;
+  for (let page = 0; page < INCOMPLETE_EXPIRY_PAGES; page++) {
+    const due: { payment: PaymentRow; createdAt: string; id: string }[] = await db
+      .select({ payment: payments, createdAt: subscriptions.createdAt, id: subscriptions.id })
+      .from(subscriptions)
+      .innerJoin(payments, and(eq(payments.subscriptionId, subscriptions.id), eq(payments.status, "requires_action")))
+      .innerJoin(users, eq(users.id, subscriptions.userId))
+      .leftJoin(testClocks, eq(testClocks.id, users.testClockId))
+      .where(
+        and(
+          eq(subscriptions.status, "incomplete"),
+          sql`CASE WHEN ${testClocks.id} IS NULL THEN ${lte(subscriptions.createdAt, isoTime(now - INCOMPLETE_LIFETIME_MS))}
+            ELSE unixepoch(${subscriptions.startDate}, 'subsec') * 1000 + ${INCOMPLETE_LIFETIME_MS} <= unixepoch(${testClocks.frozenTime}, 'subsec') * 1000 END`,
+          livesHere(subscriptions.accountId),
+          after ? sql`(${subscriptions.createdAt}, ${subscriptions.id}) > (${after.createdAt}, ${after.id})` : undefined,
+        ),
+      )
+      .orderBy(asc(subscriptions.createdAt), asc(subscriptions.id))
+      .limit(INCOMPLETE_EXPIRY_BATCH);
+    for (const { payment } of due) {
+      try {
+        if ((await letGo(env, db, payment, now, "incomplete_expired", processorOf)) === "expired") expired++;
+        else skipped++;
+      } catch (error) {
+        console.error(JSON.stringify({ message: "incomplete subscription expiry failed; retried next run", payment: payment.id, error: String(error) }));
+        skipped++;
+      }
     }
+    if (due.length < INCOMPLETE_EXPIRY_BATCH) break;
+    const last = due[due.length - 1];
+    after = { createdAt: last.createdAt, id: last.id };
   }
   return { expired, skipped };
 }

@@ -173,6 +173,31 @@ const pricedAsRead = (sub: SubscriptionRow) => sql`EXISTS (SELECT 1 FROM subscri
     AND priced.default_tax_rates IS ${sub.defaultTaxRates === null ? null : JSON.stringify(sub.defaultTaxRates)}) AND NOT ${prorationChargeInFlight(sub.id)}`;
 
 /**
+ * SQL: a new period's price without the subscription's own tax rates was computed with its plan's
+ * (`priced.plan`, the scheduled change's when there is one) as read: a plan re-taxed since makes
+ * the claim lose, and the next run prices it with the new rates (planTaxChargeInFlight keeps them
+ * from changing under a claim that holds).
+ */
+const planTaxRatesAsRead = (priced: { sub: Pick<SubscriptionRow, "defaultTaxRates">; plan: Pick<PlanRow, "id" | "defaultTaxRates"> }) =>
+  priced.sub.defaultTaxRates !== null
+    ? sql`1`
+    : sql`EXISTS (SELECT 1 FROM plans AS taxed WHERE taxed.id = ${priced.plan.id} AND json(taxed.default_tax_rates) = json(${JSON.stringify(priced.plan.defaultTaxRates)}))`;
+
+/**
+ * SQL: a new period's first attempt priced with plan `planId`'s tax rates (by a subscription with
+ * no rates of its own, on the plan or moving to it at that period: the scheduled plan prices it, not
+ * the one it leaves) is claimed and its invoice not issued yet. That invoice is issued by its
+ * settlement, from the plan as it then reads it (a claim taken over after its worker died
+ * included), so the plan's rates must not change until it settles, or the invoice would not come
+ * to what was charged. The plan's PATCH of default_tax_rates waits for it.
+ */
+export const planTaxChargeInFlight = (planId: string) => sql`EXISTS (SELECT 1 FROM subscription_periods AS p
+  JOIN subscriptions AS s ON s.id = p.subscription_id
+  WHERE p.status = 'open' AND p.period_index = s.periods_billed AND p.attempts > s.dunning_attempts
+    AND COALESCE(s.pending_plan_id, s.plan_id) = ${planId} AND s.default_tax_rates IS NULL
+    AND NOT EXISTS (SELECT 1 FROM invoices AS i WHERE i.subscription_id = p.subscription_id AND i.period_index = p.period_index))`;
+
+/**
  * SQL: a charge claimed for the subscription's open period has not settled, so it may be at the
  * processor now, or may have moved money whose outcome is not known yet (a claim older than
  * CLAIM_STALE_MS is taken over by the cron, src/billing/claims.ts, which sends the same reference
@@ -373,7 +398,7 @@ export function claimPeriod(
       db,
       sql`INSERT INTO subscription_periods (id, account_id, livemode, subscription_id, period_index, period_start, amount, discount, usage_quantity, items, items_amount, credit_carried, tax, percent_off, final, currency, status, attempts, created_at, updated_at)
         SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.livemode ? 1 : 0}, ${sub.id}, ${n}, ${start}, ${amount}, ${discount}, ${usageQuantity}, ${sub.pendingItems}, ${sub.pendingItemsAmount}, ${carried}, ${tax}, ${discount > 0 ? (row.coupon?.percentOffBasisPoints ?? null) : null}, ${final ? 1 : 0}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
-        WHERE ${asRead} AND ${pricedAsRead(sub)} AND ${usageHolds}
+        WHERE ${asRead} AND ${pricedAsRead(sub)} AND ${planTaxRatesAsRead(priced)} AND ${usageHolds}
         ON CONFLICT (subscription_id, period_index) DO UPDATE SET updated_at = excluded.updated_at
           WHERE subscription_periods.status = 'open' AND subscription_periods.attempts = 1 AND subscription_periods.updated_at < ${staleIso}
         ${CLAIM_RETURNING}`,

@@ -13,7 +13,10 @@
 // here, and an Idempotency-Key replay sends that same answer (it is stored by the same SQL).
 //
 // The cron forgets ids older than 35 days, a page a run (forgetUsageEventIds): their event_id is
-// set to null, the usage stays.
+// set to null, the usage stays. A busy account can send ids faster than that, so a call first
+// forgets its own ids' records older than 35 days, in its batch (forgetExpiredIds): an id counts
+// once for 35 days, and again after, whatever the cron's pace. A duplicate (an id recorded
+// already, or earlier in the call) takes none of its period's room.
 import { type SQL, and, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { rawStatement, runBatch, type Statement } from "../db/batch";
@@ -212,7 +215,12 @@ function insertEvents(db: Db, tenant: Tenant, param: string, createdAt: string):
   return rawStatement(
     db,
     // `used` is MATERIALIZED: SQLite would otherwise sum the period once per event joined to it.
-    sql`WITH ev AS (${eventsTable(param)} WHERE json_extract(j.value, '$.c') IS NULL),
+    // An event whose id is recorded already, or came earlier in the call, is a duplicate: it is
+    // left out before the period's room is counted, so a retried call's events take none of it.
+    sql`WITH called AS (${eventsTable(param)} WHERE json_extract(j.value, '$.c') IS NULL),
+  ev AS (SELECT * FROM (SELECT called.*, ROW_NUMBER() OVER (PARTITION BY called.event_id ORDER BY called.idx) AS nth FROM called) AS numbered
+    WHERE numbered.nth = 1 AND NOT EXISTS (SELECT 1 FROM usage_records AS d
+      WHERE d.account_id = ${tenant.accountId} AND d.livemode = ${tenant.livemode ? 1 : 0} AND d.event_id = numbered.event_id)),
   used AS MATERIALIZED (
     SELECT k.sub_id, k.period_index, k.sec, (SELECT COALESCE(SUM(u.quantity), 0) FROM usage_records AS u
       WHERE u.subscription_id = k.sub_id AND u.period_index = k.period_index AND (k.sec IS NULL OR substr(u.timestamp, 1, 19) = k.sec)) AS used
@@ -230,17 +238,31 @@ ON CONFLICT DO NOTHING`,
 }
 
 /**
+ * The ids of the call recorded more than 35 days ago are forgotten (as the cron forgets them, a
+ * page a run, which a busy account can outpace) before its insert, in its batch: such an event is
+ * new, never a duplicate. Found through the unique index, one statement a call.
+ */
+function forgetExpiredIds(db: Db, tenant: Tenant, param: string, cutoff: string): Statement {
+  return rawStatement(
+    db,
+    sql`UPDATE usage_records SET event_id = NULL
+      WHERE account_id = ${tenant.accountId} AND livemode = ${tenant.livemode ? 1 : 0} AND created_at < ${cutoff}
+        AND event_id IN (SELECT json_extract(j.value, '$.e') FROM json_each(${param}) AS j WHERE json_extract(j.value, '$.c') IS NULL)`,
+  );
+}
+
+/**
  * SQL: the call's answer as JSON text, read after its insert in the same batch: an event whose row
  * is in is accepted; else one whose id is in (from this call, an earlier one or a concurrent one)
  * is a duplicate; else it is rejected, with the Worker's reason, or the reason it was not inserted.
  */
-function answerOf(tenant: Tenant, param: string): SQL {
+function answerOf(tenant: Tenant, param: string, cutoff: string): SQL {
   return sql`WITH ev AS (${eventsTable(param)}),
   decided AS (
     SELECT ev.idx, ev.sub_id, ev.code, ev.msg, ev.param,
       CASE
         WHEN ev.row_id IS NOT NULL AND EXISTS (SELECT 1 FROM usage_records AS a WHERE a.id = ev.row_id) THEN 'accepted'
-        WHEN EXISTS (SELECT 1 FROM usage_records AS d WHERE d.account_id = ${tenant.accountId} AND d.livemode = ${tenant.livemode ? 1 : 0} AND d.event_id = ev.event_id) THEN 'duplicate'
+        WHEN EXISTS (SELECT 1 FROM usage_records AS d WHERE d.account_id = ${tenant.accountId} AND d.livemode = ${tenant.livemode ? 1 : 0} AND d.event_id = ev.event_id AND d.created_at >= ${cutoff}) THEN 'duplicate'
         ELSE 'rejected' END AS outcome
     FROM ev),
   raced AS (
@@ -279,9 +301,11 @@ export interface UsageEventsWrite {
 export async function prepareUsageEvents(db: Db, tenant: Tenant, events: UsageEventInput[], realNow: number): Promise<UsageEventsWrite> {
   const subs = await readSubscriptions(db, tenant, [...new Set(events.map((e) => e.subscription_id))]);
   const param = JSON.stringify(checkEvents(events, subs, realNow));
-  const answer = answerOf(tenant, param);
+  // An id recorded before this is remembered no more (USAGE_EVENT_ID_DAYS).
+  const cutoff = isoTime(realNow - USAGE_EVENT_ID_DAYS * DAY_MS);
+  const answer = answerOf(tenant, param, cutoff);
   return {
-    statements: param.includes('"r":') ? [insertEvents(db, tenant, param, isoTime(realNow))] : [],
+    statements: param.includes('"r":') ? [forgetExpiredIds(db, tenant, param, cutoff), insertEvents(db, tenant, param, isoTime(realNow))] : [],
     answer: rawStatement(db, answer),
     storedAnswer: sql`(${answer})`,
   };

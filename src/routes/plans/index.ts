@@ -1,8 +1,8 @@
 // Subscription plans: fixed or tiered (volume, graduated), priced in major units and shown in minor
 // units too; create, list, read and update (name, description, active).
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { eq } from "drizzle-orm";
-import { guardExists } from "../../db/batch";
+import { eq, sql } from "drizzle-orm";
+import { guard, guardExists } from "../../db/batch";
 import { plans } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
@@ -13,7 +13,8 @@ import { formatMinorDecimal, parseMinorDecimal } from "../../domain/decimal";
 import type { StoredTier } from "../../billing/pricing";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
-import { invalidRequest, notFound } from "../../lib/errors";
+import { conflict, invalidRequest, notFound } from "../../lib/errors";
+import { planTaxChargeInFlight } from "../../billing/periods";
 import { numberSource } from "../../lib/json";
 import { listQuery, listSchema } from "../pagination";
 import { listOwned, readById } from "../reads";
@@ -66,13 +67,15 @@ const update = apiRoute({
   tags,
   operationId: "updatePlan",
   summary: "Rename, describe, archive or re-tax a plan",
-  description: "`active: false` archives the plan: it accepts no new subscriptions, and existing ones keep renewing. Prices are immutable.",
+  description:
+    "`active: false` archives the plan: it accepts no new subscriptions, and existing ones keep renewing. Prices are immutable. `default_tax_rates` applies to invoices made from now on; while a renewal of a subscription taxed by the plan is being charged, changing it answers 409 charge_in_progress (retry in a few seconds).",
   scope: "plans:write",
   request: { params: planId, ...jsonBodyOf(UpdatePlanBody) },
   responses: { 200: json(PlanSchema, "The updated plan.") },
 });
 
 const PLAN_MISSING = "plan_missing";
+const PLAN_TAX_CHARGE_IN_FLIGHT = "plan_tax_charge_in_flight";
 
 /** A decimal in major units, read from the exact JSON source text, as integer minor units. */
 function minorUnits(holder: unknown, key: string, param: string, currency: string): number {
@@ -240,12 +243,25 @@ export function registerPlans(app: OpenAPIHono<AppEnv>) {
     return commitAndAnswerRow(
       c,
       {
-        statements: [guardExists(db, PLAN_MISSING, plans, match)],
+        statements: [
+          guardExists(db, PLAN_MISSING, plans, match),
+          // A renewal claimed with the plan's rates is invoiced with them when it settles.
+          ...(body.default_tax_rates !== undefined ? [guard(db, PLAN_TAX_CHARGE_IN_FLIGHT, sql`NOT ${planTaxChargeInFlight(id)}`)] : []),
+        ],
         returning: db.update(plans).set(changes).where(match).returning(),
       },
       planAnswer,
       eq(plans.id, id),
-      { failures: { [PLAN_MISSING]: () => notFound("plan", id, "id") } },
+      {
+        failures: {
+          [PLAN_MISSING]: () => notFound("plan", id, "id"),
+          [PLAN_TAX_CHARGE_IN_FLIGHT]: () =>
+            conflict(
+              "charge_in_progress",
+              `A renewal of a subscription on plan ${id} is being charged with its current tax rates (one whose outcome is unknown is settled within 10 minutes); default_tax_rates can change once it settles. Retry in a few seconds.`,
+            ),
+        },
+      },
     );
   });
 }
