@@ -53,8 +53,8 @@ describe("the Settings page", () => {
   });
 });
 
-describe("an invoice's page", () => {
-  it("shows the seller and the buyer as the invoice names them, with the coupon's name on the discount", { timeout: 30_000 }, async () => {
+describe("an invoice's page and a user's", () => {
+  it("show the seller and the buyer (the invoice as it names them, with the coupon's name on the discount; the user as now)", { timeout: 30_000 }, async () => {
     const acct = await signup("Parties Co");
     await call("/api/account", { key: acct.key, method: "PATCH", body: { address: { line1: "1 Main Street", city: "London", country: "GB" }, tax_id: "GB123456789", invoice_footer: "Thank you." } });
     const user = (await call("/api/users", { key: acct.key, body: { name: "Ivy Invoice", email: "ivy@example.com", address: { city: "Berlin", country: "DE" }, tax_ids: [{ type: "eu_vat", value: "DE123456789" }] } })).body;
@@ -68,5 +68,9 @@ describe("an invoice's page", () => {
     for (const shown of ["From Parties Co 1 Main Street London GB Tax ID GB123456789", "Bill to Ivy Invoice ivy@example.com Berlin DE EU VAT DE123456789", "Thank you.", "Discount (Ten off)"]) {
       expect(text, shown).toContain(shown);
     }
+    // The user's page shows the buyer's details as they are now.
+    const userPage = textOf((await dashboardFetch(`/dashboard/users/${user.id}`, { cookie })).html);
+    expect(userPage).toContain("Address Berlin, DE");
+    expect(userPage).toContain("Tax ids EU VAT DE123456789");
   });
 });
