@@ -18,11 +18,12 @@
 // src/domain/tax.ts) is computed here, when the invoice is made, and stored on it and its lines:
 // never recomputed, so a rate archived or a plan re-taxed later never alters an issued invoice.
 //
-// What an invoice says about its parties (the buyer: the user's name and email; the seller: the
-// account's) is copied onto it by the statement that finalizes it (`issuedParties`), in the same
-// batch, and never changes after: a rename later never alters an issued invoice, its JSON or its
-// PDF. A draft shows the live values until then (as Stripe's `customer_name` does). The address
-// and tax ids of "Books that close" (DESIGN.md) join `issuedParties` as further columns.
+// What an invoice says about its parties (the buyer: the user's name, email, address and tax ids;
+// the seller: the account's business name or name, email, address, tax id and invoice footer) is
+// copied onto it by the statement that finalizes it (`issuedParties`), in the same batch, and never
+// changes after: a change later never alters an issued invoice, its JSON, its PDF or its hosted
+// page. A draft shows the live values until then (as Stripe's `customer_name` does). The coupon's
+// name and the user's test clock are copied when the invoice is made.
 //
 // An invoice's own times (created_at, finalized_at, paid_at) are billing time: the user's test
 // clock's when it has one (the moment the clock's renewal fell due), else the wall clock, as
@@ -39,6 +40,7 @@ import { invoiceLines, invoices, type plans } from "../db/schema";
 import type { CouponValue } from "../domain/discounts";
 import { newId } from "../domain/ids";
 import { invoiceTotals, type InvoiceTotals } from "../domain/invoice-math";
+import type { PostalAddress, TaxIdValue } from "../domain/parties";
 import { type TaxAmount, type TaxRateValue, formatPercentage } from "../domain/tax";
 import { isoTime } from "../lib/clock";
 import { HOSTED_INVOICE_PATH, newPageSecret } from "../pages/links";
@@ -81,6 +83,8 @@ export interface InvoiceInput {
   lines: InvoiceLineInput[];
   /** The coupon that applies (phase B/C); none by default, so the discount is 0. */
   coupon?: CouponValue | null;
+  /** The id of the coupon the discount comes from: the invoice names it (and copies its name) when it has a discount. */
+  couponId?: string | null;
   /**
    * The tax rates on its lines (the subscription's, else its plan's: src/billing/tax.ts); none by
    * default. A carried credit (type credit) moves a balance, sells nothing, and carries no tax.
@@ -150,9 +154,24 @@ export function usageLine(
 
 const bool = (column: string) => `json(CASE WHEN ${column} THEN 'true' ELSE 'false' END)`;
 
-/** The invoice columns that hold what it says about its parties, frozen at finalization. */
-export const ISSUED_PARTY_COLUMNS = ["customer_name", "customer_email", "account_name", "account_email"] as const;
+/**
+ * The invoice columns that hold what it says about its parties, frozen at finalization: the buyer
+ * (the user's name, email, address and tax ids) and the seller (the account's business name or
+ * name, email, address, tax id and invoice footer). `json`: the column holds JSON, answered as such.
+ */
+export const ISSUED_PARTY_COLUMNS = [
+  "customer_name",
+  "customer_email",
+  "customer_address",
+  "customer_tax_ids",
+  "account_name",
+  "account_email",
+  "account_address",
+  "account_tax_ids",
+  "footer",
+] as const;
 type IssuedPartyColumn = (typeof ISSUED_PARTY_COLUMNS)[number];
+const JSON_PARTY_COLUMNS: ReadonlySet<IssuedPartyColumn> = new Set(["customer_address", "customer_tax_ids", "account_address", "account_tax_ids"]);
 
 /**
  * The parties' current values, as SQL for each column of ISSUED_PARTY_COLUMNS: the user
@@ -160,10 +179,23 @@ type IssuedPartyColumn = (typeof ISSUED_PARTY_COLUMNS)[number];
  * that finalizes an invoice, which copies them, and by a draft's answer.
  */
 export function issuedParties(userId: SQL, accountId: SQL): Record<IssuedPartyColumn, SQL> {
-  const user = (column: string) => sql`(SELECT ${sql.raw(`users.${column}`)} FROM users WHERE users.id = ${userId} AND users.account_id = ${accountId})`;
-  const account = (column: string) => sql`(SELECT ${sql.raw(`accounts.${column}`)} FROM accounts WHERE accounts.id = ${accountId})`;
-  return { customer_name: user("name"), customer_email: user("email"), account_name: account("name"), account_email: account("email") };
+  const user = (expression: string) => sql`(SELECT ${sql.raw(expression)} FROM users WHERE users.id = ${userId} AND users.account_id = ${accountId})`;
+  const account = (expression: string) => sql`(SELECT ${sql.raw(expression)} FROM accounts WHERE accounts.id = ${accountId})`;
+  return {
+    customer_name: user("users.name"),
+    customer_email: user("users.email"),
+    customer_address: user("users.address"),
+    customer_tax_ids: sql`COALESCE(${user("users.tax_ids")}, '[]')`,
+    account_name: account("COALESCE(accounts.business_name, accounts.name)"),
+    account_email: account("accounts.email"),
+    account_address: account("accounts.address"),
+    account_tax_ids: sql`COALESCE(${account("CASE WHEN accounts.tax_id IS NULL THEN '[]' ELSE json_array(accounts.tax_id) END")}, '[]')`,
+    footer: account("accounts.invoice_footer"),
+  };
 }
+
+/** What a draft holds in a party column until it is finalized (its answer shows the live values). */
+const unissued = (column: IssuedPartyColumn) => (column === "customer_tax_ids" || column === "account_tax_ids" ? sql`'[]'` : sql`NULL`);
 
 /** issuedParties of the row of `invoices` a statement is on. */
 const partiesOfRow = () => issuedParties(sql.raw("invoices.user_id"), sql.raw("invoices.account_id"));
@@ -172,10 +204,16 @@ const partiesOfRow = () => issuedParties(sql.raw("invoices.user_id"), sql.raw("i
 const partiesJson = (() => {
   const live = partiesOfRow();
   return sql.join(
-    ISSUED_PARTY_COLUMNS.map((column) => sql`${sql.raw(`'${column}'`)}, CASE WHEN invoices.status = 'draft' THEN ${live[column]} ELSE ${sql.raw(`invoices.${column}`)} END`),
+    ISSUED_PARTY_COLUMNS.map((column) => {
+      const value = sql`CASE WHEN invoices.status = 'draft' THEN ${live[column]} ELSE ${sql.raw(`invoices.${column}`)} END`;
+      return sql`${sql.raw(`'${column}'`)}, ${JSON_PARTY_COLUMNS.has(column) ? sql`json(${value})` : value}`;
+    }),
     sql.raw(", "),
   );
 })();
+
+/** The coupon whose discount the invoice carries, as it was named when the invoice was made. */
+const COUPON_JSON = sql.raw("CASE WHEN invoices.coupon_id IS NULL THEN NULL ELSE json_object('id', invoices.coupon_id, 'name', invoices.coupon_name) END");
 
 /**
  * The invoice as the API answers it, as SQL over a row of `invoices` (unaliased): the one
@@ -190,10 +228,17 @@ export const INVOICE_JSON = sql`json_object(
       'unit_amount_decimal', l.unit_amount_decimal, 'amount', l.amount, 'proration', ${sql.raw(bool("l.proration"))},
       'tax_amounts', json(l.tax_amounts), 'period_start', l.period_start, 'period_end', l.period_end) AS line
     FROM invoice_lines AS l WHERE l.invoice_id = invoices.id ORDER BY l.position)),
-  'subtotal', invoices.subtotal, 'discount', invoices.discount, 'tax', invoices.tax, 'total_tax_amounts', json(invoices.total_tax_amounts), 'total', invoices.total,
+  'subtotal', invoices.subtotal, 'discount', invoices.discount, 'coupon', json(${COUPON_JSON}), 'tax', invoices.tax, 'total_tax_amounts', json(invoices.total_tax_amounts), 'total', invoices.total,
   'amount_paid', invoices.amount_paid, 'amount_due', invoices.amount_due, 'payment_id', invoices.payment_id,
   'hosted_invoice_url', CASE WHEN invoices.status IN ('open', 'paid') THEN invoices.hosted_invoice_url END,
-  'created_at', invoices.created_at, 'finalized_at', invoices.finalized_at, 'paid_at', invoices.paid_at)`;
+  'test_clock', invoices.test_clock_id, 'created_at', invoices.created_at, 'finalized_at', invoices.finalized_at, 'paid_at', invoices.paid_at)`;
+
+/**
+ * The card of the payment that paid the invoice, `{ brand, last4 }` as JSON text (null unless it is
+ * paid by a payment), as SQL over a row of `invoices`: what its PDF and hosted page say paid it.
+ */
+export const INVOICE_PAID_WITH = sql`(SELECT json_object('brand', p.card_brand, 'last4', p.card_last4) FROM payments AS p
+  WHERE p.id = invoices.payment_id AND p.account_id = invoices.account_id AND invoices.status = 'paid')`;
 
 /** The invoice as JSON, as the API answers it. */
 export interface InvoiceJson {
@@ -207,8 +252,15 @@ export interface InvoiceJson {
   /** The buyer and the seller as the invoice names them (frozen at finalization; live on a draft). */
   customer_name: string | null;
   customer_email: string | null;
+  customer_address: PostalAddress | null;
+  customer_tax_ids: TaxIdValue[];
+  /** The account's business_name, else its name. */
   account_name: string | null;
   account_email: string | null;
+  account_address: PostalAddress | null;
+  account_tax_ids: string[];
+  /** The account's invoice_footer. */
+  footer: string | null;
   currency: string;
   period_start: string;
   period_end: string;
@@ -227,6 +279,8 @@ export interface InvoiceJson {
   }[];
   subtotal: number;
   discount: number;
+  /** The coupon of the discount (null without one), named as it was when the invoice was made. */
+  coupon: { id: string; name: string | null } | null;
   /** All the tax on it, inclusive and exclusive. */
   tax: number;
   /** Each rate's tax over the lines, with the rate's name and percentage as the invoice was issued. */
@@ -238,6 +292,8 @@ export interface InvoiceJson {
   payment_id: string | null;
   /** The payer's page of the invoice, while it is open or paid (null without PUBLIC_URL). */
   hosted_invoice_url: string | null;
+  /** The test clock its dates follow (its user's when it was made), or null. */
+  test_clock: string | null;
   created_at: string;
   finalized_at: string | null;
   paid_at: string | null;
@@ -336,16 +392,18 @@ export function issueInvoice(db: Db, input: InvoiceInput, outcome: InvoiceOutcom
   const paymentId = outcome.kind === "paid" || outcome.kind === "failed" ? outcome.paymentId : null;
   // A finalized invoice copies its parties in the statement that numbers it.
   const parties = issuedParties(sql`${input.userId}`, sql`${tenant.accountId}`);
+  const couponId = totals.discount > 0 ? (input.couponId ?? null) : null;
   const insert = rawStatement(
     db,
     sql`INSERT INTO ${invoices} (id, account_id, livemode, number_sequence, status, subscription_id, period_index, user_id, currency,
         period_start, period_end, subtotal, discount, tax, exclusive_tax, total_tax_amounts, total, amount_paid, amount_due, payment_id, created_at, finalized_at, paid_at, voided_at, updated_at,
-        hosted_invoice_url, ${sql.raw(ISSUED_PARTY_COLUMNS.join(", "))})
+        hosted_invoice_url, coupon_id, coupon_name, test_clock_id, ${sql.raw(ISSUED_PARTY_COLUMNS.join(", "))})
       VALUES (${input.id}, ${tenant.accountId}, ${tenant.livemode ? 1 : 0}, ${finalized ? nextNumber(tenant) : sql`NULL`}, ${status},
         ${input.subscriptionId}, ${input.periodIndex}, ${input.userId}, ${totals.currency}, ${input.periodStart}, ${input.periodEnd},
         ${totals.subtotal}, ${totals.discount}, ${totals.tax}, ${totals.exclusiveTax}, ${issuedTaxAmounts(totals, input.taxRates ?? [])}, ${totals.total}, ${status === "paid" ? totals.amountDue : 0}, ${totals.amountDue}, ${paymentId},
         ${now}, ${finalized ? now : null}, ${status === "paid" ? now : null}, ${status === "void" ? now : null}, ${updated},
-        ${hostedInvoiceUrl(pageBase, input.id)}, ${sql.join(ISSUED_PARTY_COLUMNS.map((column) => (finalized ? parties[column] : sql`NULL`)), sql.raw(", "))})`,
+        ${hostedInvoiceUrl(pageBase, input.id)}, ${couponId}, ${couponId === null ? null : sql`(SELECT name FROM coupons WHERE account_id = ${tenant.accountId} AND livemode = ${tenant.livemode ? 1 : 0} AND id = ${couponId})`},
+        ${input.userId === null ? null : sql`(SELECT test_clock_id FROM users WHERE id = ${input.userId} AND account_id = ${tenant.accountId})`}, ${sql.join(ISSUED_PARTY_COLUMNS.map((column) => (finalized ? parties[column] : unissued(column))), sql.raw(", "))})`,
   );
   const rows = input.lines.map((line, position) => ({
     id: newId("invoiceLine", realNow),

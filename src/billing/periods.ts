@@ -745,6 +745,7 @@ export function periodInvoice(
       ...(charged.creditCarried > 0 ? [carriedCreditLine(charged.creditCarried, periodStart, periodEnd)] : []),
     ],
     coupon: discountAsCoupon(charged.discount, charged.currency),
+    couponId: sub.couponId,
     taxRates: taxRatesOf(sub, plan),
   };
 }

@@ -27,6 +27,7 @@ import { registerPlanPages } from "./pages/plans";
 import { registerCouponPages } from "./pages/coupons";
 import { registerTaxRatePages } from "./pages/tax-rates";
 import { registerProcessorPages } from "./pages/processor";
+import { registerSettingsPages } from "./pages/settings";
 import { registerSignInPages } from "./pages/sign-in";
 import { registerSubscriptionPages } from "./pages/subscriptions";
 import { registerTestClockPages } from "./pages/test-clocks";
@@ -141,6 +142,7 @@ export function registerDashboard(app: OpenAPIHono<AppEnv>) {
   registerKeyPages(dash);
   registerTestClockPages(dash);
   registerProcessorPages(dash);
+  registerSettingsPages(dash);
   dash.all("*", (c) => refuse(c, 404, `There is no dashboard page at ${new URL(c.req.url).pathname}.`, "/dashboard", "page_not_found"));
 
   dash.onError((error, c) => {

@@ -40,6 +40,7 @@ export const NAV: NavItem[] = [
   { path: "/dashboard/keys", label: "API keys", scope: "keys:read" },
   { path: "/dashboard/test-clocks", label: "Test clocks", scope: "test_clocks:read", mode: "test" },
   { path: "/dashboard/processor", label: "Processor", mode: "live", secretKeyOnly: true },
+  { path: "/dashboard/settings", label: "Settings", secretKeyOnly: true },
 ];
 
 /** Where the mode switch may send the browser back to: a page of the menu (an object's page may not exist in the other mode). */
@@ -71,6 +72,7 @@ export const NOTICES: Record<string, (id: string) => string> = {
   invoice_voided: (id) => `Invoice ${id} voided: its period will not be charged.`,
   processor_connected: (id) => `Stripe account ${id} connected: live mode charges, refunds and pays out through it.`,
   processor_disconnected: (id) => `Stripe account ${id} disconnected.`,
+  settings_saved: () => "Settings saved: invoices finalized from now on print them.",
   test_key_added: (id) => `Test key ${id} added to this session: you are viewing test data.`,
 };
 

@@ -3,6 +3,7 @@
 import { sql } from "drizzle-orm";
 import { check, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 import type { OpenCharge } from "../domain/proration";
+import type { PostalAddress, TaxIdValue } from "../domain/parties";
 import type { TaxAmount, TaxRateValue } from "../domain/tax";
 
 const createdAt = () => text("created_at").notNull();
@@ -28,6 +29,13 @@ export const accounts = sqliteTable("accounts", {
   moveUntil: integer("move_until"),
   /** Days an event, its deliveries and their attempts are kept (src/webhooks/retention.ts): 1 to 365. */
   eventRetentionDays: integer("event_retention_days").notNull().default(30),
+  // The seller as its invoices name it (PATCH /api/account; src/domain/parties.ts), copied onto an
+  // invoice when it is finalized: the business name (else `name`), its postal address, its tax id
+  // and the footer its invoices print. Null until set.
+  businessName: text("business_name"),
+  address: text("address", { mode: "json" }).$type<PostalAddress>(),
+  taxId: text("tax_id"),
+  invoiceFooter: text("invoice_footer"),
 });
 
 export const apiKeys = sqliteTable(
@@ -131,6 +139,9 @@ export const users = sqliteTable(
     // Live mode only: the Stripe connected account (acct_…) this user is paid out to (see
     // src/processor/types.ts PayoutRecipient). Null in test mode, where any card can be paid.
     stripeAccount: text("stripe_account"),
+    // The buyer's postal address and tax ids (src/domain/parties.ts), which an invoice copies when it is finalized.
+    address: text("address", { mode: "json" }).$type<PostalAddress>(),
+    taxIds: text("tax_ids", { mode: "json" }).$type<TaxIdValue[]>().notNull().default(sql`'[]'`),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -695,6 +706,19 @@ export const invoices = sqliteTable(
     customerEmail: text("customer_email"),
     accountName: text("account_name"),
     accountEmail: text("account_email"),
+    // The rest of the parties (DESIGN.md "Books that close"), copied by the same statement: the
+    // buyer's address and tax ids, the seller's address, tax id (as a list, Stripe's
+    // account_tax_ids) and the footer its invoices print.
+    customerAddress: text("customer_address", { mode: "json" }).$type<PostalAddress>(),
+    customerTaxIds: text("customer_tax_ids", { mode: "json" }).$type<TaxIdValue[]>().notNull().default(sql`'[]'`),
+    accountAddress: text("account_address", { mode: "json" }).$type<PostalAddress>(),
+    accountTaxIds: text("account_tax_ids", { mode: "json" }).$type<string[]>().notNull().default(sql`'[]'`),
+    footer: text("footer"),
+    // The coupon whose discount it carries, its name as it was when the invoice was made (null without a discount).
+    couponId: text("coupon_id"),
+    couponName: text("coupon_name"),
+    // The test clock of its user when it was made (test mode only): its dates are that clock's.
+    testClockId: text("test_clock_id"),
     // The hosted invoice page (src/pages/invoice.tsx): PUBLIC_URL, the invoice id and an unguessable
     // secret, written when the invoice is made; null when no PUBLIC_URL was set. The API shows it
     // while the invoice is open or paid.

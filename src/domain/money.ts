@@ -170,6 +170,27 @@ export function formatMoney(minor: number, currency: string): string {
 }
 
 /**
+ * A unit price given in minor units with up to 12 decimals (an invoice line's
+ * `unit_amount_decimal`, decimal text) in major units with its currency, exact, as an invoice
+ * prints it: at least the currency's exponent of decimals, more only where the price has them.
+ * ("1999", "usd") -> "19.99 USD", ("0.35", "usd") -> "0.0035 USD", ("1500", "jpy") ->
+ * "1,500 JPY". Text that is not plain decimal digits is returned as sent, with the currency.
+ */
+export function formatUnitAmount(unitAmountDecimal: string, currency: string): string {
+  const code = normalizeCurrency(currency);
+  const m = /^([0-9]+)(?:\.([0-9]+))?$/.exec(unitAmountDecimal);
+  if (code === undefined || !m) return `${unitAmountDecimal} ${String(currency).toUpperCase()} (minor units)`;
+  const exponent = CURRENCY_EXPONENTS[code];
+  const fraction = m[2] ?? "";
+  const scale = fraction.length + exponent;
+  const digits = (BigInt(m[1] + fraction)).toString().padStart(scale + 1, "0");
+  const whole = digits.slice(0, digits.length - scale);
+  let decimals = digits.slice(digits.length - scale);
+  while (decimals.length > exponent && decimals.endsWith("0")) decimals = decimals.slice(0, -1);
+  return `${groupThousands(decimals === "" ? whole : `${whole}.${decimals}`)} ${code.toUpperCase()}`;
+}
+
+/**
  * A client sent a non-integer literal (the exact JSON source text) where an
  * integer amount in minor units was required. Returns the integer it probably
  * meant, or undefined when there is no exact, in-range answer.

@@ -19,6 +19,7 @@ import { hasPrefix } from "../domain/ids";
 import { formatMoney } from "../domain/money";
 import type { Bindings } from "../env";
 import { HostedLayout, hostedHeaders, messagePage } from "./hosted";
+import { InvoiceFooter, InvoiceParties, paidWithOf } from "./invoice-parties";
 import { HOSTED_INVOICE_PATH, pageSecretMatches } from "./links";
 
 const SECRET = /^[0-9A-Za-z]{40}$/;
@@ -66,6 +67,7 @@ function InvoiceView({ invoice, pdf }: { invoice: InvoiceJson; pdf: string }) {
         {paid ? `Paid ${date(invoice.paid_at)}` : `Issued ${date(invoice.finalized_at)}`}
         {invoice.customer_name || invoice.customer_email ? ` · To ${[invoice.customer_name, invoice.customer_email].filter(Boolean).join(", ")}` : ""}
       </p>
+      <InvoiceParties invoice={invoice} />
       <table>
         <thead>
           <tr>
@@ -107,6 +109,7 @@ function InvoiceView({ invoice, pdf }: { invoice: InvoiceJson; pdf: string }) {
           </tr>
         </tbody>
       </table>
+      <InvoiceFooter invoice={invoice} />
       <a class="button secondary" href={pdf} download={`${invoice.number}.pdf`}>
         Download PDF
       </a>
@@ -129,7 +132,7 @@ export function registerInvoicePage(app: OpenAPIHono<AppEnv>) {
   app.get(`${path}/pdf`, async (c) => {
     const invoice = await load(c);
     if (invoice instanceof Response) return invoice;
-    const bytes = await renderInvoicePdf({ invoice });
+    const bytes = await renderInvoicePdf({ invoice, paidWith: await paidWithOf(c.env, invoice.id) });
     return c.body(bytes as unknown as ArrayBuffer, 200, {
       ...hostedHeaders(null),
       "Content-Type": "application/pdf",

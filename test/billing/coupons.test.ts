@@ -158,13 +158,16 @@ describe("a discount on a subscription's invoices, driven by a test clock", () =
       [3000, 0, 3000, 3000, "paid"],
     ]);
     expect((await paymentsOf(acct, sub.id)).map((p) => p.amount)).toEqual([2400, 2400, 3000, 3000]);
+    // A discounted invoice names its coupon (the first's by the subscription's creation, the second's by the renewal); the others none.
+    const twenty = { id: "TWENTY", name: "Sale" };
+    expect(invoices.map((i) => i.coupon)).toEqual([twenty, twenty, null, null]);
     expect((await call("/coupons/TWENTY", { key: acct.key })).body.times_redeemed).toBe(1);
 
     // Each discounted invoice's PDF shows its number, discount and total.
     for (const invoice of invoices.slice(0, 2)) {
       const text = await invoicePdfText(acct.key, invoice.id);
       expect(text).toContain(invoice.number);
-      expect(text).toContain("Discount -6.00 USD");
+      expect(text).toContain("Discount (Sale) -6.00 USD");
       expect(text).toContain("Total 24.00 USD");
     }
   });

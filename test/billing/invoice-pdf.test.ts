@@ -49,8 +49,8 @@ describe("the invoice PDF", () => {
       `Date of issue ${invoice.finalized_at.slice(0, 10)}`,
       `Period ${sub.start_date.slice(0, 10)} to ${sub.next_billing_date.slice(0, 10)}`,
       `Paid ${invoice.paid_at.slice(0, 10)}`,
-      // The line: its description, its period, quantity and amount.
-      `3 × Team ${sub.start_date.slice(0, 10)} to ${sub.next_billing_date.slice(0, 10)} 3 3,703.50 USD`,
+      // The line: its description, its period, quantity, unit price and amount.
+      `3 × Team ${sub.start_date.slice(0, 10)} to ${sub.next_billing_date.slice(0, 10)} 3 1,234.50 USD 3,703.50 USD`,
       "Subtotal 3,703.50 USD",
       "Discount 0.00 USD",
       "Total 3,703.50 USD",
@@ -155,14 +155,20 @@ describe("the invoice PDF", () => {
       user_id: null,
       customer_name: null,
       customer_email: null,
+      customer_address: null,
+      customer_tax_ids: [],
       account_name: "Acme",
       account_email: "billing@acme.example",
+      account_address: null,
+      account_tax_ids: [],
+      footer: null,
       currency: "eur",
       period_start: "2026-01-01T00:00:00.000Z",
       period_end: "2026-02-01T00:00:00.000Z",
       lines,
       subtotal: 4500,
       discount: 0,
+      coupon: null,
       tax: 0,
       total_tax_amounts: [],
       total: 4500,
@@ -170,6 +176,7 @@ describe("the invoice PDF", () => {
       amount_due: 4500,
       payment_id: null,
       hosted_invoice_url: null,
+      test_clock: null,
       created_at: "2026-01-01T00:00:00.000Z",
       finalized_at: null,
       paid_at: null,
@@ -182,7 +189,7 @@ describe("the invoice PDF", () => {
     // A long description wraps: every word of it is there.
     expect(text).toContain(`Line 1 ${"with a very long description ".repeat(6).trim()}`);
     expect(text).toContain("Line 60 (proration)");
-    expect(text.match(/Description Period Qty Amount/g)).toHaveLength(totalPages);
+    expect(text.match(/Description Period Qty Unit price Amount/g)).toHaveLength(totalPages);
     expect(text).toContain("-1.00 EUR");
     expect(text).toContain("Total 45.00 EUR");
   });

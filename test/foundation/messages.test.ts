@@ -142,8 +142,9 @@ function fullBody(op: Operation): unknown {
   if (op.operationId === "redeliverEvent") return { endpoint_id: fx.webhook };
   if (op.operationId === "recoverWebhook") return { since: new Date(Date.now() - 60_000).toISOString(), until: new Date().toISOString() };
   if (op.operationId === "testWebhook") return { exhaust: false };
-  if (op.operationId === "createUser") return { name: "Grace Hopper", email: "grace@example.com", test_clock: fx.clock, stripe_account: "acct_1Nv0FGQ9RKHgCVdK" };
-  if (op.operationId === "updateUser") return { name: "Grace B. Hopper", email: "grace@example.com", stripe_account: "acct_1Nv0FGQ9RKHgCVdK" };
+  if (op.operationId === "createUser") return { name: "Grace Hopper", email: "grace@example.com", test_clock: fx.clock, stripe_account: "acct_1Nv0FGQ9RKHgCVdK", ...BUYER };
+  if (op.operationId === "updateUser") return { name: "Grace B. Hopper", email: "grace@example.com", stripe_account: "acct_1Nv0FGQ9RKHgCVdK", ...BUYER };
+  if (op.operationId === "updateAccount") return { event_retention_days: 30, business_name: "Messages Ltd", address: ADDRESS, tax_id: "GB123456789", invoice_footer: "Thank you." };
   if (op.operationId === "createPayout") return { ...(validBody(op, fx) as object), recipient_id: fx.user };
   if (op.operationId === "createPayment") return { ...(validBody(op, fx) as object), description: "Order 6735", metadata: { order_id: "6735" }, return_url: "https://shop.example.com/done" };
   if (op.operationId === "createRefund") return { payment_id: fx.payment, amount: 1, reason: "duplicate" };
@@ -161,6 +162,9 @@ function fullBody(op: Operation): unknown {
   }
   return validBody(op, fx);
 }
+
+const ADDRESS = { line1: "1 Main Street", line2: "Suite 4", city: "London", postal_code: "EC1A 1BB", state: "Greater London", country: "GB" };
+const BUYER = { address: ADDRESS, tax_ids: [{ type: "gb_vat", value: "GB123456789" }] };
 
 async function send(op: Operation, body: unknown, query = "", id?: string) {
   const path = (op.hasId ? pathWith(op, id ?? fixtureId(op, fx)) : op.path) + query;

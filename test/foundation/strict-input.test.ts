@@ -105,7 +105,7 @@ describe("unknown body fields", () => {
       "invalid_request_error",
       "parameter_unknown",
     );
-    expect(phone).toMatchObject({ param: "phone", message: "Unknown field phone. This request takes name, email and stripe_account." });
+    expect(phone).toMatchObject({ param: "phone", message: "Unknown field phone. This request takes name, email, stripe_account, address and tax_ids." });
     expect((await call(`/api/users/${user.id}`, { key: acct.key })).body).toMatchObject({ name: "Ada", email: "ada@example.com" });
     expect(await countRows("events", "account_id = ? AND type = 'customer.updated'", acct.id)).toBe(updates);
 

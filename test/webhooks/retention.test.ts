@@ -54,7 +54,7 @@ describe("GET and PATCH /api/account", () => {
     expect(res.status, res.text).toBe(200);
     expect(res.body).toMatchObject({ id: acct.id, object: "account", name: "Retention reader", event_retention_days: 30 });
     expect(res.text).not.toContain("sk_");
-    expect(Object.keys(res.body).sort()).toEqual(["created_at", "email", "event_retention_days", "id", "name", "object"]);
+    expect(Object.keys(res.body).sort()).toEqual(["address", "business_name", "created_at", "email", "event_retention_days", "id", "invoice_footer", "name", "object", "tax_id"]);
   });
 
   it("sets event_retention_days from 1 to 365; either mode's secret key sees it", async () => {

@@ -11,6 +11,40 @@ import type { DashEnv } from "../context";
 import { Id, Money, Time } from "../format";
 import { Empty, FormFields, Pager, StatusBadge, StatusFilter, TableWrap, can, render } from "../layout";
 import { apiQuery, listQuery } from "../lists";
+import { Fact } from "../details";
+import { type PostalAddress, type TaxIdValue, addressLines, taxIdLabel } from "../../domain/parties";
+
+/** A party's lines (address, tax ids), one per line. */
+function Lines({ lines }: { lines: string[] }) {
+  return (
+    <>
+      {lines.map((line) => (
+        <div class="muted wrap">{line}</div>
+      ))}
+    </>
+  );
+}
+
+/** The seller and the buyer as the invoice names them (copied when it was finalized; live on a draft). */
+function Parties({ invoice }: { invoice: Invoice }) {
+  return (
+    <dl class="facts" data-parties>
+      <Fact term="From" data-seller>
+        <span class="wrap">{invoice.account_name}</span>
+        <Lines lines={[...addressLines(invoice.account_address), ...invoice.account_tax_ids.map((id) => `Tax ID ${id}`), ...(invoice.account_email ? [invoice.account_email] : [])]} />
+      </Fact>
+      <Fact term="Bill to" data-buyer>
+        <span class="wrap">{invoice.customer_name ?? "—"}</span>
+        <Lines lines={[...(invoice.customer_email ? [invoice.customer_email] : []), ...addressLines(invoice.customer_address), ...invoice.customer_tax_ids.map(taxIdLabel)]} />
+      </Fact>
+      {invoice.footer ? (
+        <Fact term="Footer" data-footer>
+          <span class="wrap">{invoice.footer}</span>
+        </Fact>
+      ) : null}
+    </dl>
+  );
+}
 
 interface InvoiceLine {
   id: string;
@@ -24,12 +58,22 @@ interface InvoiceLine {
 
 interface Invoice {
   id: string;
+  livemode: boolean;
   number: string | null;
   status: string;
   subscription_id: string | null;
   user_id: string | null;
   customer_name: string | null;
   customer_email: string | null;
+  customer_address: PostalAddress | null;
+  customer_tax_ids: TaxIdValue[];
+  account_name: string | null;
+  account_email: string | null;
+  account_address: PostalAddress | null;
+  account_tax_ids: string[];
+  footer: string | null;
+  coupon: { id: string; name: string | null } | null;
+  test_clock: string | null;
   currency: string;
   period_start: string;
   period_end: string;
@@ -141,6 +185,7 @@ async function invoicePage(c: Context<DashEnv>) {
           <p>
             <StatusBadge status={invoice.status} /> <BilledTo invoice={invoice} /> · <a href={`${pageOf(invoice.id)}/pdf`}>PDF</a>
           </p>
+          <Parties invoice={invoice} />
           <TableWrap>
             <table>
               <thead>
@@ -169,7 +214,7 @@ async function invoicePage(c: Context<DashEnv>) {
                 {(
                   [
                     ["Subtotal", invoice.subtotal],
-                    ["Discount", -invoice.discount],
+                    [invoice.coupon ? `Discount (${invoice.coupon.name ?? invoice.coupon.id})` : "Discount", -invoice.discount],
                     // A row per tax rate, as issued.
                     ...invoice.total_tax_amounts.map((t) => [`${t.display_name ?? "Tax"} ${t.percentage}%${t.inclusive ? " (included)" : ""}`, t.amount] as const),
                     ["Total", invoice.total],
@@ -179,7 +224,7 @@ async function invoicePage(c: Context<DashEnv>) {
                 ).map(([label, minor]) => (
                   <tr>
                     <th colspan={3}>{label}</th>
-                    <td class="num" data-total={label.toLowerCase()}>
+                    <td class="num" data-total={label.startsWith("Discount") ? "discount" : label.toLowerCase()}>
                       <Money minor={minor} currency={invoice.currency} />
                     </td>
                   </tr>

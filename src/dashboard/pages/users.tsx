@@ -4,6 +4,7 @@
 // payouts made to them. Each part is read through the API as
 // the session's key and shown only when the key may read it.
 import type { Context, Hono } from "hono";
+import { type PostalAddress, type TaxIdValue, addressLines, taxIdLabel } from "../../domain/parties";
 import { apiErrorPage } from "../actions";
 import type { ApiAnswer, Page } from "../api";
 import type { DashEnv } from "../context";
@@ -18,6 +19,8 @@ interface User {
   name: string;
   email: string;
   test_clock: string | null;
+  address?: PostalAddress | null;
+  tax_ids?: TaxIdValue[];
   created_at: string;
   updated_at: string;
 }
@@ -161,6 +164,16 @@ async function userDetail(c: Context<DashEnv>) {
             <Fact term="User">
               <Id id={user.id} />
             </Fact>
+            {user.address ? (
+              <Fact term="Address" data-address>
+                {addressLines(user.address).join(", ")}
+              </Fact>
+            ) : null}
+            {user.tax_ids?.length ? (
+              <Fact term="Tax ids" data-tax-ids>
+                {user.tax_ids.map(taxIdLabel).join(", ")}
+              </Fact>
+            ) : null}
             {user.test_clock ? (
               <Fact term="Test clock">
                 <Id id={user.test_clock} href="/dashboard/test-clocks" />

@@ -8,6 +8,7 @@ import { ensureLive } from "../../auth/credentials";
 import type { AppEnv } from "../../context";
 import { accounts, apiKeys } from "../../db/schema";
 import { rowAnswer } from "../../middleware/stored-answers";
+import { storedAddress } from "../../domain/parties";
 import { ApiError, notFound } from "../../lib/errors";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
 import { commitAndAnswerRow } from "../write-path";
@@ -42,7 +43,7 @@ const update = apiRoute({
   tags,
   operationId: "updateAccount",
   summary: "Change your account's settings",
-  description: `Sets event_retention_days (a whole number from 1 to 365; else 400 naming the field). A shorter retention takes effect at the cron's next runs, a page at a time. ${AUTH_NOTE}`,
+  description: `Sets event_retention_days (a whole number from 1 to 365; else 400 naming the field; a shorter retention takes effect at the cron's next runs, a page at a time) and the seller's details its invoices print: business_name, address, tax_id and invoice_footer (each null removes it; an omitted field is kept; address is replaced whole). An invoice copies them when it is finalized, so a change never alters an issued invoice. ${AUTH_NOTE}`,
   middleware: [secretKeyOnly] as const,
   request: jsonBodyOf(UpdateAccountBody),
   responses: { 200: json(AccountSettingsSchema, "The account, as changed.") },
@@ -56,6 +57,10 @@ const serialize = (row: AccountRow) => ({
   email: row.email,
   created_at: row.createdAt,
   event_retention_days: row.eventRetentionDays,
+  business_name: row.businessName ?? null,
+  address: row.address ?? null,
+  tax_id: row.taxId ?? null,
+  invoice_footer: row.invoiceFooter ?? null,
 });
 /** PATCH's answer: the row as its batch commits it (stored so, without the move's bookkeeping). */
 const accountAnswer = rowAnswer("account", accounts, serialize, ["movedTo", "moveToken", "moveUntil", "apiVersion"]);
@@ -83,7 +88,21 @@ export function registerAccount(app: OpenAPIHono<AppEnv>) {
     const where = eq(accounts.id, auth.accountId);
     return commitAndAnswerRow(
       c,
-      { statements: [], returning: db.update(accounts).set({ eventRetentionDays: body.event_retention_days ?? sql`${accounts.eventRetentionDays}` }).where(where).returning() },
+      {
+        statements: [],
+        returning: db
+          .update(accounts)
+          .set({
+            eventRetentionDays: body.event_retention_days ?? sql`${accounts.eventRetentionDays}`,
+            // Omitted: kept; null: removed.
+            ...(body.business_name === undefined ? {} : { businessName: body.business_name }),
+            ...(body.address === undefined ? {} : { address: storedAddress(body.address) }),
+            ...(body.tax_id === undefined ? {} : { taxId: body.tax_id }),
+            ...(body.invoice_footer === undefined ? {} : { invoiceFooter: body.invoice_footer }),
+          })
+          .where(where)
+          .returning(),
+      },
       accountAnswer,
       where,
     );

@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
-import { bodyObject, emailField, nameField, timestamp, wholeNumber } from "../shared";
+import { AddressSchema, addressField } from "../parties";
+import { bodyObject, emailField, nameField, textField, timestamp, wholeNumber } from "../shared";
 
 export const SignupBody = bodyObject({ name: nameField, email: emailField }).openapi("SignupRequest");
 
@@ -56,14 +57,35 @@ export const MoveResultSchema = z
 const retentionDescription =
   "Days an event, its deliveries and their attempts are kept (1 to 365, default 30). The cron deletes older ones, a page at a time, and their ids then answer 404; an event with a delivery still pending, the newest event of each mode and the newest event of each object are kept whatever their age.";
 
+const businessNameDescription = "The seller's name on invoices (its PDF and hosted page), in place of the account's name: the registered business name. Up to 200 characters.";
+const taxIdDescription = "The seller's tax id (a VAT, GST or EIN number), printed on invoices as account_tax_ids. Up to 50 characters: letters, digits, spaces, dots, hyphens and slashes.";
+const footerDescription = "Text printed at the foot of every invoice (payment terms, a registration number, a thank-you). Up to 500 characters.";
+const sellerNote = "An invoice copies the seller's details when it is finalized: a later change never alters an issued invoice.";
+
 /** The caller's account (GET and PATCH /api/account): never its keys. */
 export const AccountSettingsSchema = z
   .object({
     ...accountFields,
     event_retention_days: z.number().int().openapi({ description: retentionDescription, example: 30 }),
+    business_name: z.string().nullable().openapi({ description: `${businessNameDescription} null: invoices name the account.`, example: "Northwind Traders Ltd" }),
+    address: AddressSchema.nullable().openapi({ description: `The seller's postal address on invoices. ${sellerNote}` }),
+    tax_id: z.string().nullable().openapi({ description: taxIdDescription, example: "GB123456789" }),
+    invoice_footer: z.string().nullable().openapi({ description: footerDescription, example: "Payment within 30 days. Thank you for your business." }),
   })
   .openapi("AccountSettings");
 
+const TAX_ID = "tax_id must be a tax id of 1 to 50 characters (letters, digits, spaces, dots, hyphens and slashes), such as GB123456789, or null.";
+
 export const UpdateAccountBody = bodyObject({
   event_retention_days: wholeNumber("event_retention_days", 1, 365).optional().openapi({ description: retentionDescription, example: 30 }),
+  business_name: textField("business_name", 200, { min: 1, trim: true }).nullable().optional().openapi({ description: `${businessNameDescription} null removes it. ${sellerNote}`, example: "Northwind Traders Ltd" }),
+  address: addressField("address", "The seller's").nullable().optional(),
+  tax_id: z
+    .string({ error: TAX_ID })
+    .trim()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9 .\-/]{0,49}$/, { error: TAX_ID })
+    .nullable()
+    .optional()
+    .openapi({ description: `${taxIdDescription} null removes it.`, example: "GB123456789" }),
+  invoice_footer: textField("invoice_footer", 500, { min: 1, trim: true }).nullable().optional().openapi({ description: `${footerDescription} null removes it.` }),
 }).openapi("UpdateAccountRequest");

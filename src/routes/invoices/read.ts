@@ -2,8 +2,8 @@
 // in one statement (src/billing/invoices.ts INVOICE_JSON), with the key check: one round trip.
 import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import { type SQL, asc, desc, eq, gt, lt, sql } from "drizzle-orm";
-import { INVOICE_JSON, type InvoiceJson } from "../../billing/invoices";
-import { renderInvoicePdf } from "../../billing/invoice-pdf";
+import { INVOICE_JSON, INVOICE_PAID_WITH, type InvoiceJson } from "../../billing/invoices";
+import { type PaidWith, renderInvoicePdf } from "../../billing/invoice-pdf";
 import { rawStatement, type Statement } from "../../db/batch";
 import { invoices } from "../../db/schema";
 import { owned } from "../../db/scope";
@@ -46,7 +46,7 @@ const pdf = apiRoute({
   operationId: "getInvoicePdf",
   summary: "Download an invoice as a PDF",
   description:
-    "The invoice as a PDF document (A4), made by Tender: the seller and the customer as the invoice names them (copied when it was finalized: a later rename never changes it), the number, the dates (issue, period, payment; a test clock's for a clocked invoice), every line with its period and amount (a long description wraps), the subtotal, discount, total and amount paid, in major units with the currency's exponent. Names in any script (Latin, Greek, Cyrillic, Arabic, Hebrew, CJK) are drawn with embedded fonts. A draft has no number yet and says so.",
+    "The invoice as a PDF document (A4), made by Tender: the seller and the customer as the invoice names them, with their addresses and tax ids (copied when it was finalized: a later change never alters it), the number, the dates (issue, period, payment; a test clock's for a clocked invoice, with \"Test clock time\"), the card that paid it, every line with its period, quantity, unit price and amount (a proration, a credit or a tiered price says so in place of a unit price; a long description wraps), the subtotal, the discount with its coupon's name, each tax rate, the total and amount paid, in major units with the currency's exponent, and the seller's invoice footer. Every page says \"Page n of N\". Names in any script (Latin, Greek, Cyrillic, Arabic, Hebrew, CJK) are drawn with embedded fonts. A draft has no number yet and says so.",
   scope: "invoices:read",
   request: { params: invoiceId },
   responses: {
@@ -93,13 +93,14 @@ export function registerReadInvoices(app: OpenAPIHono<AppEnv>) {
   app.openapi(pdf, async function getInvoicePdf(c) {
     const { id } = c.req.valid("param");
     // The PDF says what the invoice says: its parties as they were when it was finalized.
-    const read = rawStatement(c.var.db, sql`SELECT ${INVOICE_JSON} AS invoice FROM ${invoices} WHERE ${owned(invoices, c.var.auth, eq(invoices.id, id))} LIMIT 1`) as Statement & {
-      result?: unknown;
-    };
-    const [row] = rowsOf<{ invoice: string }>(await withLiveKey(c, read));
+    const read = rawStatement(
+      c.var.db,
+      sql`SELECT ${INVOICE_JSON} AS invoice, ${INVOICE_PAID_WITH} AS paid_with FROM ${invoices} WHERE ${owned(invoices, c.var.auth, eq(invoices.id, id))} LIMIT 1`,
+    ) as Statement & { result?: unknown };
+    const [row] = rowsOf<{ invoice: string; paid_with: string | null }>(await withLiveKey(c, read));
     if (!row) throw notFound("invoice", id);
     const invoice = JSON.parse(row.invoice) as InvoiceJson;
-    const bytes = await renderInvoicePdf({ invoice });
+    const bytes = await renderInvoicePdf({ invoice, paidWith: row.paid_with === null ? null : (JSON.parse(row.paid_with) as PaidWith) });
     const filename = `${invoice.number ?? invoice.id}.pdf`;
     return c.body(bytes as unknown as ArrayBuffer, 200, {
       "Content-Type": "application/pdf",

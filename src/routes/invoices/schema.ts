@@ -1,7 +1,10 @@
 import { z } from "@hono/zod-openapi";
 import { INVOICE_STATUSES } from "../../billing/invoices";
 import { listQuery } from "../pagination";
+import { AddressSchema, TaxIdSchema } from "../parties";
 import { closedSetFilter, idField, livemodeField, timestamp } from "../shared";
+
+const FROZEN = "Copied when the invoice was finalized and never changed after (a draft shows the current value).";
 
 const amount = (description: string, example: number) => z.number().int().openapi({ description: `${description} In the currency's smallest unit.`, example });
 
@@ -52,16 +55,25 @@ export const InvoiceSchema = z
     customer_name: z
       .string()
       .nullable()
-      .openapi({ description: "The customer's name as the invoice shows it: copied from the user when the invoice was finalized and never changed after (a draft shows the user's current name).", example: "Ada Lovelace" }),
-    customer_email: z.string().nullable().openapi({ description: "The customer's email, copied as customer_name is.", example: "ada@example.com" }),
-    account_name: z.string().nullable().openapi({ description: "The seller's name (the account's), copied when the invoice was finalized.", example: "Northwind Traders" }),
-    account_email: z.string().nullable().openapi({ description: "The seller's email (the account's), copied when the invoice was finalized.", example: "billing@northwind.example" }),
+      .openapi({ description: `The customer's name as the invoice shows it. ${FROZEN}`, example: "Ada Lovelace" }),
+    customer_email: z.string().nullable().openapi({ description: `The customer's email. ${FROZEN}`, example: "ada@example.com" }),
+    customer_address: AddressSchema.nullable().openapi({ description: `The customer's postal address (the user's address). ${FROZEN}` }),
+    customer_tax_ids: z.array(TaxIdSchema).openapi({ description: `The customer's tax ids (the user's tax_ids). ${FROZEN}` }),
+    account_name: z.string().nullable().openapi({ description: `The seller's name: the account's business_name, else its name. ${FROZEN}`, example: "Northwind Traders" }),
+    account_email: z.string().nullable().openapi({ description: `The seller's email (the account's). ${FROZEN}`, example: "billing@northwind.example" }),
+    account_address: AddressSchema.nullable().openapi({ description: `The seller's postal address (the account's address). ${FROZEN}` }),
+    account_tax_ids: z.array(z.string()).openapi({ description: `The seller's tax ids (the account's tax_id), as printed. ${FROZEN}`, example: ["GB123456789"] }),
+    footer: z.string().nullable().openapi({ description: `The text printed at the invoice's foot (the account's invoice_footer). ${FROZEN}` }),
     currency: z.string().openapi({ example: "usd" }),
     period_start: timestamp("Start of the period billed."),
     period_end: timestamp("End of the period billed."),
     lines: z.array(InvoiceLineSchema),
     subtotal: amount("The sum of the lines.", 1999),
     discount: amount("Taken off the subtotal, never below zero.", 0),
+    coupon: z
+      .object({ id: z.string().openapi({ example: "SUMMER20" }), name: z.string().nullable().openapi({ example: "Summer 20% off" }) })
+      .nullable()
+      .openapi({ description: "The coupon the discount comes from, named as it was when the invoice was made; null without a discount." }),
     tax: amount("All the tax on it, inclusive and exclusive: the sum of total_tax_amounts.", 0),
     total_tax_amounts: z
       .array(
@@ -83,6 +95,7 @@ export const InvoiceSchema = z
           "The payer's page of the invoice, while it is open or paid: no API key, an unguessable secret in the URL. The payer sees the invoice as issued and downloads its PDF (paying an open one on the page is not built yet). Null for a draft, a void or uncollectible invoice, and when the deployment sets no PUBLIC_URL.",
         example: "https://pay.example.com/pay/invoices/in_01jd2x4k5m6n7p8q9r0s1t2v3w/3kF9xQ2mZ7pL0aB4cD8eG1hJ5nR6sT9uV2wY3z0A",
       }),
+    test_clock: z.string().nullable().openapi({ description: "The test clock whose time dates the invoice (its user's when it was made); null when none." }),
     created_at: timestamp("When the invoice was created: on a test clock, the clock's time."),
     finalized_at: z.string().nullable().openapi({ description: "When it was finalized (numbered); on a test clock, the clock's time. ISO 8601 UTC with milliseconds." }),
     paid_at: z.string().nullable().openapi({ description: "When it was paid; on a test clock, the clock's time. ISO 8601 UTC with milliseconds." }),

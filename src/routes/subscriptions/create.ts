@@ -145,6 +145,7 @@ export function registerCreateSubscription(app: OpenAPIHono<AppEnv>) {
         periodEnd: isoTime(next),
         lines: [subscriptionLine(plan, body.quantity, subtotal, isoTime(start), isoTime(next))],
         coupon: discountAsCoupon(discount, plan.currency),
+        couponId: coupon?.id ?? null,
         taxRates,
       });
       const firstTotals = totalsOf(firstInvoice(id));

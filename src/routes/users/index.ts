@@ -7,6 +7,7 @@ import { insertRow } from "../../db/prepared";
 import { testClocks, users } from "../../db/schema";
 import { owned, ownedBy } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
+import { storedAddress } from "../../domain/parties";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { invalidRequest, notFound } from "../../lib/errors";
@@ -27,7 +28,7 @@ const create = apiRoute({
   operationId: "createUser",
   summary: "Create a user",
   description:
-    "Creates a user profile and emits customer.created. In live mode, `stripe_account` links the user to a Stripe connected account, so that payouts to the user can be sent there.",
+    "Creates a user profile and emits customer.created. `address` and `tax_ids` are what the user's invoices print as the buyer. In live mode, `stripe_account` links the user to a Stripe connected account, so that payouts to the user can be sent there.",
   scope: "users:write",
   request: jsonBodyOf(CreateUserBody),
   responses: { 201: json(UserSchema, "The new user.") },
@@ -62,7 +63,7 @@ const update = apiRoute({
   operationId: "updateUser",
   summary: "Update a user's profile",
   description:
-    "Replaces the user's name and email, and emits customer.updated. In live mode `stripe_account` sets (or, with null, removes) the Stripe connected account the user is paid out to; omitted, it is kept.",
+    "Replaces the user's name and email, and emits customer.updated. `address` and `tax_ids` (what the user's invoices print) are replaced when sent, kept when omitted, removed with null; an issued invoice keeps what it was finalized with. In live mode `stripe_account` sets (or, with null, removes) the Stripe connected account the user is paid out to; omitted, it is kept.",
   scope: "users:write",
   request: { params: userId, ...jsonBodyOf(UserBody) },
   responses: { 200: json(UserSchema, "The updated user.") },
@@ -92,6 +93,8 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
       email: body.email,
       testClockId: body.test_clock ?? null,
       stripeAccount: body.stripe_account ?? null,
+      address: storedAddress(body.address),
+      taxIds: body.tax_ids ?? [],
       createdAt: isoTime(now),
       updatedAt: isoTime(now),
     };
@@ -148,7 +151,15 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
         statements: [guardExists(db, USER_MISSING, users, owned(users, auth, eq(users.id, id)))],
         returning: db
           .update(users)
-          .set({ name: body.name, email: body.email, ...(body.stripe_account === undefined ? {} : { stripeAccount: body.stripe_account }), updatedAt: isoTime(now) })
+          .set({
+            name: body.name,
+            email: body.email,
+            ...(body.stripe_account === undefined ? {} : { stripeAccount: body.stripe_account }),
+            // The buyer's details: omitted, kept; null, removed.
+            ...(body.address === undefined ? {} : { address: storedAddress(body.address) }),
+            ...(body.tax_ids === undefined ? {} : { taxIds: body.tax_ids ?? [] }),
+            updatedAt: isoTime(now),
+          })
           .where(owned(users, auth, eq(users.id, id)))
           .returning(),
         events: [emitEvent(db, auth, { type: "customer.updated", dataSql: userJsonSql(id), objectId: id }, now)],

@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { sql } from "drizzle-orm";
 import { users } from "../../db/schema";
 import { livemodeJsonSql } from "../../db/scope";
+import { AddressSchema, TAX_IDS_DESCRIPTION, TaxIdSchema, addressField, taxIdsField } from "../parties";
 import { bodyObject, emailField, idField, livemodeField, nameField, timestamp } from "../shared";
 
 const STRIPE_ACCOUNT = "stripe_account must be a Stripe connected account id, such as acct_1Nv0FGQ9RKHgCVdK, or null.";
@@ -18,7 +19,14 @@ export const stripeAccountField = z
     example: "acct_1Nv0FGQ9RKHgCVdK",
   });
 
-export const UserBody = bodyObject({ name: nameField, email: emailField, stripe_account: stripeAccountField }).openapi("UserRequest");
+const BUYER_NOTE = "An invoice copies them when it is finalized: a later change never alters an issued invoice.";
+/** The buyer's address and tax ids: omitted on an update, kept; null removes them. */
+const buyerFields = {
+  address: addressField("address", "The user's").nullable().optional(),
+  tax_ids: taxIdsField.nullable().optional().openapi({ description: `${TAX_IDS_DESCRIPTION} null or [] removes them; omitted on an update, they are kept. ${BUYER_NOTE}` }),
+};
+
+export const UserBody = bodyObject({ name: nameField, email: emailField, stripe_account: stripeAccountField, ...buyerFields }).openapi("UserRequest");
 
 // Not UserBody.extend(): the document would say allOf [UserRequest, {test_clock}], and with
 // additionalProperties: false on both, no body could match.
@@ -29,6 +37,7 @@ export const CreateUserBody = bodyObject({
     .optional()
     .openapi({ description: "Test mode only: a test clock of this account; the user's subscriptions then bill by the clock's time." }),
   stripe_account: stripeAccountField,
+  ...buyerFields,
 }).openapi("CreateUserRequest");
 
 export const UserSchema = z
@@ -43,6 +52,8 @@ export const UserSchema = z
       .string()
       .nullable()
       .openapi({ description: "Live mode: the Stripe connected account (acct_…) payouts to this user are sent to; null when none (always in test mode)." }),
+    address: AddressSchema.nullable().openapi({ description: `The user's postal address, printed on their invoices; null when none. ${BUYER_NOTE}` }),
+    tax_ids: z.array(TaxIdSchema).openapi({ description: `The user's tax ids, printed on their invoices. ${BUYER_NOTE}` }),
     created_at: timestamp("When the user was created."),
     updated_at: timestamp("When the user was last changed."),
   })
@@ -58,6 +69,8 @@ export function serializeUser(row: typeof users.$inferSelect): UserJson {
     email: row.email,
     test_clock: row.testClockId ?? null,
     stripe_account: row.stripeAccount ?? null,
+    address: row.address ?? null,
+    tax_ids: row.taxIds ?? [],
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };
@@ -66,5 +79,5 @@ export function serializeUser(row: typeof users.$inferSelect): UserJson {
 /** The same serialization inside SQL, for event data and stored answers built within a batch. */
 export const userJsonSql = (id: string) => sql`(SELECT json_object(
   'id', ${users.id}, 'object', 'user', 'livemode', ${livemodeJsonSql(users.livemode)}, 'name', ${users.name}, 'email', ${users.email},
-  'test_clock', ${users.testClockId}, 'stripe_account', ${users.stripeAccount}, 'created_at', ${users.createdAt}, 'updated_at', ${users.updatedAt}
+  'test_clock', ${users.testClockId}, 'stripe_account', ${users.stripeAccount}, 'address', json(${users.address}), 'tax_ids', json(${users.taxIds}), 'created_at', ${users.createdAt}, 'updated_at', ${users.updatedAt}
 ) FROM ${users} WHERE ${users.id} = ${id})`;
