@@ -50,8 +50,9 @@ let restoreFetch: () => void;
 
 /**
  * The receiver: the first request of every third (endpoint, event) it sees, counted per endpoint,
- * fails (a 503 on every sixth, which also slows the endpoint down; a 500 otherwise); every other
- * request is answered 200.
+ * fails (a 500; on the plain endpoint every sixth is a 503, which also puts it on the throttled
+ * path for a while); every other request is answered 200. The throttled endpoint gets no overload
+ * answer, so it runs at its rate_limit, and the windows below measure the limit itself.
  */
 function installSoakReceiver() {
   const seen = new Set<string>();
@@ -67,8 +68,7 @@ function installSoakReceiver() {
       seen.add(`${path} ${eventId}`);
       const n = (firsts.get(path) ?? 0) + 1;
       firsts.set(path, n);
-      if (n % 6 === 0) status = 503;
-      else if (n % 3 === 0) status = 500;
+      if (n % 3 === 0) status = path === "/plain" && n % 6 === 0 ? 503 : 500;
     }
     await request.text();
     requests.push({ path, eventId, attempt: Number(request.headers.get("tender-delivery-attempt")), status, at: now });
@@ -279,7 +279,7 @@ describe("the soak", () => {
     // (the backlog really waited for its budget).
     const throttledTimes = requests.filter((r) => r.path === "/throttled").map((r) => r.at);
     expect(busiestWindow(throttledTimes, WINDOW_MS), "sends in the busiest 10 s").toBeLessThanOrEqual(ALLOWED_PER_WINDOW);
-    expect(busiestWindow(throttledTimes, WINDOW_MS)).toBeGreaterThanOrEqual(RATE_LIMIT * 5);
+    expect(busiestWindow(throttledTimes, WINDOW_MS), "the backlog ran at the limit").toBeGreaterThanOrEqual(RATE_LIMIT * 8);
     // The unthrottled endpoints were not held to it.
     expect(busiestWindow(requests.filter((r) => r.path === "/plain").map((r) => r.at), WINDOW_MS)).toBeGreaterThan(ALLOWED_PER_WINDOW);
 
