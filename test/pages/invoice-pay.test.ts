@@ -203,10 +203,14 @@ describe("3-D Secure on the invoice's page", () => {
     await makeDue(d.sub);
     await runJobs({ kind: "billing.renew", subscriptionIds: [d.sub] });
     // Even once the claim is older than its lease, the cron's stale-claim settlement leaves it alone.
-    await env.DB.prepare("UPDATE subscription_periods SET updated_at = ? WHERE subscription_id = ?").bind(new Date(Date.now() - 60 * 60_000).toISOString(), d.sub).run();
+    const old = new Date(Date.now() - 60 * 60_000).toISOString();
+    await env.DB.prepare("UPDATE subscription_periods SET updated_at = ? WHERE subscription_id = ?").bind(old, d.sub).run();
     await runJobs({ kind: "billing.renew", subscriptionIds: [d.sub] });
     const { settleStaleClaims } = await import("../../src/billing/claims");
     expect(await settleStaleClaims(env as any)).toEqual([]);
+    // Nobody took the claim over (a takeover would stamp it and send its reference to the processor again).
+    const claim = await env.DB.prepare("SELECT attempts, updated_at FROM subscription_periods WHERE subscription_id = ?").bind(d.sub).first<{ attempts: number; updated_at: string }>();
+    expect(claim).toEqual({ attempts: 2, updated_at: old });
     const again = await browse(`${d.page}/pay`, card(CARDS.visa));
     expect(again.status).toBe(409);
     expect(again.text).toContain("Continue to your bank");
