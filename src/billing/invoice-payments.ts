@@ -29,6 +29,9 @@ import { randomToken } from "../lib/crypto";
 import { newPageSecret } from "../pages/links";
 import { publicUrl } from "../pages/public-url";
 import type { CardInput } from "../payments/card-input";
+import { withProcessorRetries } from "../payments/charge";
+import { tokenizedCardFingerprint } from "../payments/methods";
+import { cardFingerprintSecret } from "../env";
 import type { ChargeResult } from "../payments/charge";
 import type { PaymentRow } from "../payments/event-data";
 import { processorOf } from "../processor";
@@ -62,6 +65,8 @@ export type PagePayment =
   | { kind: "paid" }
   | { kind: "authenticate"; url: string }
   | { kind: "declined"; message: string }
+  /** The card given names none the processor can charge (an unknown PaymentMethod). */
+  | { kind: "invalid"; message: string }
   /** Another payment of the invoice is at the processor, or waits for its payer's authentication. */
   | { kind: "in_progress"; authenticateUrl: string | null }
   | { kind: "not_payable" }
@@ -97,9 +102,12 @@ export async function waitingPaymentOf(db: Db, row: PayableRow): Promise<Payment
   return payment ?? null;
 }
 
+/** A card given on the page: typed into Tender's card form (test mode), or a PaymentMethod Stripe.js made in the browser (live mode). */
+export type PageCard = { kind: "fields"; card: CardInput } | { kind: "processor_token"; token: string };
+
 /**
  * Pays the open invoice `invoiceId` on its page, on session: with the subscription's card, or with
- * `card` (typed on the page), vaulted first. `returnUrl` is where the 3-D Secure page sends its
+ * `card` (typed on the page, or Stripe.js's PaymentMethod), made the user's at the processor first. `returnUrl` is where the 3-D Secure page sends its
  * payer back (the invoice's page). Throws when the outcome is unknown (the processor never
  * answered, or the settlement's commit answer was lost): the claim is given back, and the cron
  * sends the same reference again and records what it answers.
@@ -107,7 +115,7 @@ export async function waitingPaymentOf(db: Db, row: PayableRow): Promise<Payment
 export async function payInvoiceOnPage(
   env: Bindings,
   invoiceId: string,
-  card: CardInput | null,
+  card: PageCard | null,
   page: { origin: string; returnUrl: string; realNow: number; waitUntil?: (promise: Promise<unknown>) => void },
 ): Promise<PagePayment> {
   const db = createDb(env.DB);
@@ -118,17 +126,23 @@ export async function payInvoiceOnPage(
   const processor = await processorOf(env, db, tenantOf(row.sub));
   if (!processor) return { kind: "unavailable" };
   let vaulted: ClaimCard | undefined;
-  if (card) {
-    // No money moves: the token is what the charge, a retry of it and later renewals send.
-    const { token, outcome } = await processor.vaultCard({
-      card: card.card,
-      customer: { id: row.user.id, email: row.user.email },
-      reference: `${row.sub.id}:card:${randomToken(20)}`,
-      firstAttemptAt: realNow,
-    });
+  // No money moves: the token is what the charge, a retry of it and later renewals send.
+  const customer = { id: row.user.id, email: row.user.email };
+  const reference = `${row.sub.id}:card:${randomToken(20)}`;
+  if (card?.kind === "fields") {
+    const { token, outcome } = await processor.vaultCard({ card: card.card.card, customer, reference, firstAttemptAt: realNow });
     if (outcome.status === "failed") return { kind: "declined", message: outcome.message };
     if (!token) throw new Error(`the processor vaulted the card for invoice ${invoiceId} without a token`);
-    vaulted = { token, brand: card.summary.brand, last4: card.summary.last4, exp_month: card.summary.exp_month, exp_year: card.summary.exp_year, fingerprint: card.fingerprint };
+    const { summary, fingerprint } = card.card;
+    vaulted = { token, brand: summary.brand, last4: summary.last4, exp_month: summary.exp_month, exp_year: summary.exp_year, fingerprint };
+  } else if (card?.kind === "processor_token") {
+    // Stripe.js's PaymentMethod, attached to the user's Customer (its charge sets it up for later ones).
+    const attached = await withProcessorRetries(() => processor.attachPaymentMethod({ processorToken: card.token, customer, reference }));
+    if (attached.status === "invalid") return { kind: "invalid", message: "The card could not be read. Enter it again." };
+    if (attached.status === "failed") return { kind: "declined", message: attached.message };
+    if (attached.status === "requires_action") throw new Error(`attaching a card for invoice ${invoiceId} asked for authentication without a setup`);
+    const fingerprint = await tokenizedCardFingerprint(attached.card.fingerprintSource, cardFingerprintSecret(env));
+    vaulted = { token: attached.token, brand: attached.card.brand, last4: attached.card.last4, exp_month: attached.card.expMonth, exp_year: attached.card.expYear, fingerprint };
   }
   const claim = await claimAttempt(db, row, vaulted, realNow);
   if (!claim) {

@@ -3,14 +3,15 @@
 // or with another card (test mode: Tender's card form, as hosted checkout has; the card number goes
 // to the processor and is never stored or logged), on session, 3-D Secure included: a card whose
 // bank asks goes through the challenge page (src/pages/authenticate.tsx) and comes back here
-// (?payment_id=…). The money rules are src/billing/invoice-payments.ts's: one charge however many
+// (?payment_id=…). In live mode another card is given through Stripe's Payment Element with the
+// connection's publishable key (hosted checkout's script), so card data never reaches Tender. The money rules are src/billing/invoice-payments.ts's: one charge however many
 // clicks, tabs and dunning retries, a decline shown here with the invoice left open.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { and, eq, sql } from "drizzle-orm";
 import type { AppEnv } from "../context";
 import type { InvoiceJson } from "../billing/invoices";
-import { type PagePayment, payInvoiceOnPage, payableRowOf, waitingPaymentOf } from "../billing/invoice-payments";
+import { type PageCard, type PagePayment, payInvoiceOnPage, payableRowOf, waitingPaymentOf } from "../billing/invoice-payments";
 import { createDb } from "../db/client";
 import { accounts, invoices, payments } from "../db/schema";
 import { shardEnv, shardNumbers } from "../db/shards";
@@ -18,12 +19,22 @@ import { formatMoney } from "../domain/money";
 import type { Bindings } from "../env";
 import { clock } from "../lib/clock";
 import { ApiError } from "../lib/errors";
-import { type CardInput, readCard } from "../payments/card-input";
+import { readCard } from "../payments/card-input";
+import { readConnection } from "../processor/connections";
+import { CHECKOUT_SCRIPT_PATH } from "./checkout";
+import { stripeJsUrl } from "./hosted";
 
 /** What the page offers the payer of an open invoice. */
 export type PayOffer =
   /** Pay now: with the subscription's card (when it has one), or another card (test mode). */
-  | { kind: "form"; card: { brand: string; last4: string } | null; livemode: boolean; message: string | null }
+  | {
+      kind: "form";
+      card: { brand: string; last4: string } | null;
+      livemode: boolean;
+      message: string | null;
+      /** Live mode: Stripe.js and the connection's publishable key, for the Payment Element (null without one: the subscription's card only). */
+      stripe: { js: string; publishableKey: string } | null;
+    }
   /** A payment of the invoice waits for its payer's 3-D Secure (another tab, or one left half way): its page. */
   | { kind: "waiting"; url: string | null }
   /** The invoice bills no past-due period: nothing to pay here (the seller charges the card on file). */
@@ -67,7 +78,15 @@ export async function payOfferOf(env: Bindings, invoice: InvoiceJson, returned: 
     if (payment?.status === "canceled") said = "That payment was canceled, so nothing was charged. You can pay again below.";
   }
   const card = row.sub.cardLast4 ? { brand: row.sub.cardBrand ?? "card", last4: row.sub.cardLast4 } : null;
-  return { kind: "form", card, livemode: invoice.livemode, message: said };
+  const publishableKey = invoice.livemode ? ((await readConnection(db, row.sub.accountId))?.publishableKey ?? null) : null;
+  const stripe = publishableKey ? { js: stripeJsUrl(env), publishableKey } : null;
+  return { kind: "form", card, livemode: invoice.livemode, message: said, stripe };
+}
+
+/** The scripts the page loads for `offer` (Stripe.js and the Payment Element's script on a live page), and the Stripe.js its CSP allows. */
+export function offerScripts(offer: PayOffer): { scripts: string[]; stripeJs: string | null } {
+  if (offer.kind !== "form" || !offer.stripe) return { scripts: [], stripeJs: null };
+  return { scripts: [offer.stripe.js, CHECKOUT_SCRIPT_PATH], stripeJs: offer.stripe.js };
 }
 
 const brandName = (brand: string) => (brand === "amex" ? "American Express" : brand === "mastercard" ? "Mastercard" : brand.charAt(0).toUpperCase() + brand.slice(1));
@@ -109,7 +128,32 @@ export function InvoicePayment({ invoice, offer, action }: { invoice: InvoiceJso
           </button>
         </form>
       ) : null}
-      {offer.livemode ? null : (
+      {offer.livemode ? (
+        offer.stripe ? (
+          // Stripe's Payment Element, driven by hosted checkout's script (src/pages/checkout.tsx): Stripe.js makes the
+          // PaymentMethod in the browser and the form posts only its id.
+          <form
+            method="post"
+            action={`${action}/pay`}
+            id="checkout-form"
+            data-publishable-key={offer.stripe.publishableKey}
+            data-mode="payment"
+            data-amount={String(invoice.amount_due)}
+            data-currency={invoice.currency}
+            data-client-secret=""
+            data-return-url=""
+          >
+            <input type="hidden" name="source" value="processor_token" />
+            <p class="muted">{offer.card ? "Or pay with another card:" : "Pay with a card:"}</p>
+            <p class="error" role="alert" id="checkout-error"></p>
+            <div id="payment-element"></div>
+            <input type="hidden" name="processor_token" id="processor_token" value="" />
+            <button type="submit" class={offer.card ? "secondary" : undefined}>
+              Pay {due} with this card
+            </button>
+          </form>
+        ) : null
+      ) : (
         <form method="post" action={`${action}/pay`} autocomplete="on">
           <input type="hidden" name="source" value="card" />
           <p class="muted">{offer.card ? "Or pay with another card:" : "Pay with a card:"}</p>
@@ -184,13 +228,19 @@ export function registerInvoicePayment(app: OpenAPIHono<AppEnv>, pagePath: strin
     const env = await invoiceShardEnv(c.env, invoice.id);
     if (!env) return c.redirect(page, 303);
     const realNow = clock.now();
-    let card: CardInput | null = null;
-    if (form.source === "card") {
+    let card: PageCard | null = null;
+    if (form.source === "processor_token") {
+      // Stripe.js's PaymentMethod (or, in test mode, one of Stripe's test PaymentMethod names): never card fields.
+      const token = typeof form.processor_token === "string" ? form.processor_token.trim() : "";
+      if (!/^pm_[A-Za-z0-9_]{1,200}$/.test(token)) return again(400, "The card could not be read. Enter it again.");
+      if (Object.keys(form).some((name) => name !== "processor_token" && name !== "source")) return again(400, "This form takes no card number: enter the card in the form above.");
+      card = { kind: "processor_token", token };
+    } else if (form.source === "card") {
       if (invoice.livemode) return again(400, "This page takes no card number in live mode.");
       const read = readForm(form);
       if (!read.ok) return again(400, read.message);
       try {
-        card = await readCard(env, read.fields, realNow);
+        card = { kind: "fields", card: await readCard(env, read.fields, realNow) };
       } catch (error) {
         if (error instanceof ApiError) return again(400, error.message);
         throw error;
@@ -217,6 +267,8 @@ export function registerInvoicePayment(app: OpenAPIHono<AppEnv>, pagePath: strin
         return c.redirect(paid.url, 303);
       case "declined":
         return again(402, `Your card was declined: ${paid.message} Nothing was charged.`);
+      case "invalid":
+        return again(400, paid.message);
       case "in_progress":
         return deps.render(c, invoice, { kind: "waiting", url: paid.authenticateUrl }, 409);
       case "unavailable":

@@ -21,7 +21,7 @@ import { formatMoney } from "../domain/money";
 import type { Bindings } from "../env";
 import { HostedLayout, hostedHeaders, messagePage } from "./hosted";
 import { HOSTED_INVOICE_PATH, pageSecretMatches } from "./links";
-import { InvoicePayment, type PayOffer, payOfferOf, registerInvoicePayment } from "./invoice-pay";
+import { InvoicePayment, type PayOffer, offerScripts, payOfferOf, registerInvoicePayment } from "./invoice-pay";
 import type { Child } from "hono/jsx";
 
 const SECRET = /^[0-9A-Za-z]{40}$/;
@@ -55,11 +55,11 @@ async function load(c: Context<AppEnv>): Promise<InvoiceJson | Response> {
   return invoice;
 }
 
-function InvoiceView({ invoice, pdf, payment }: { invoice: InvoiceJson; pdf: string; payment?: Child }) {
+function InvoiceView({ invoice, pdf, payment, scripts }: { invoice: InvoiceJson; pdf: string; payment?: Child; scripts?: string[] }) {
   const money = (minor: number) => formatMoney(minor, invoice.currency);
   const paid = invoice.status === "paid";
   return (
-    <HostedLayout title={`Invoice ${invoice.number} from ${invoice.account_name ?? "the seller"}`} livemode={invoice.livemode}>
+    <HostedLayout title={`Invoice ${invoice.number} from ${invoice.account_name ?? "the seller"}`} livemode={invoice.livemode} scripts={scripts}>
       <p class="muted">{invoice.account_name}</p>
       <h1>Invoice {invoice.number}</h1>
       <p class="amount" data-amount-due>
@@ -128,7 +128,8 @@ export function registerInvoicePage(app: OpenAPIHono<AppEnv>) {
   // The page, with the Pay part of an open invoice (src/pages/invoice-pay.tsx).
   const render = (c: Context<AppEnv>, invoice: InvoiceJson, offer: PayOffer, status: 200 | 400 | 402 | 409) => {
     const page = `${HOSTED_INVOICE_PATH}/${invoice.id}/${c.req.param("secret")}`;
-    return c.html(<InvoiceView invoice={invoice} pdf={`${page}/pdf`} payment={<InvoicePayment invoice={invoice} offer={offer} action={page} />} />, status, hostedHeaders(null));
+    const { scripts, stripeJs } = offerScripts(offer);
+    return c.html(<InvoiceView invoice={invoice} pdf={`${page}/pdf`} scripts={scripts} payment={<InvoicePayment invoice={invoice} offer={offer} action={page} />} />, status, hostedHeaders(stripeJs));
   };
   app.get(path, async (c) => {
     const invoice = await load(c);

@@ -102,6 +102,27 @@ describe("live: paying an open invoice on its page", () => {
     expect(paid!.n).toBe(1);
   });
 
+  it("another card goes through Stripe's Payment Element: the page loads Stripe.js (CSP allows it), posts only the PaymentMethod id, takes no card fields", async () => {
+    const d = await pastDue();
+    const page = await browse(d.page);
+    expect(page.text).toContain('id="payment-element"');
+    expect(page.text).toContain('data-publishable-key="pk_live_51InvoiceShop000000000"');
+    expect(page.text).toContain('<script src="https://js.stripe.com/v3/" defer="">');
+    expect(page.headers.get("content-security-policy")).toContain("script-src 'self' https://js.stripe.com");
+    expect(page.text).not.toMatch(/sk_live_|whsec_/);
+    const typed = await browse(`${d.page}/pay`, "POST", { source: "card", card_number: STRIPE_CARDS.succeeds, exp_month: "12", exp_year: "2031", cvc: "123" });
+    expect(typed.status).toBe(400);
+    const mixed = await browse(`${d.page}/pay`, "POST", { source: "processor_token", processor_token: "pm_x", card_number: STRIPE_CARDS.succeeds });
+    expect(mixed.status).toBe(400);
+    const pm = fake.tokenize({ number: STRIPE_CARDS.succeeds, expMonth: 11, expYear: 2031 });
+    const paid = await browse(`${d.page}/pay`, "POST", { source: "processor_token", processor_token: pm });
+    expect(paid.status, paid.text).toBe(303);
+    expect(paid.location).toBe(d.page);
+    expect(await invoiceStatus(d.invoice.id)).toBe("paid");
+    const sub = (await call(`/subscriptions/${d.sub}`, { key: acct.liveKey })).body;
+    expect(sub).toMatchObject({ status: "active", card: { last4: "4242" } });
+  });
+
   it("Fail at Stripe leaves the invoice open and counts the attempt; dunning goes on", async () => {
     const d = await pastDue();
     const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });

@@ -104,6 +104,15 @@ describe("paying with another card", () => {
     expect((await eventsOf(d.acct.id, "payment.completed")).some((e) => e.body.data.transaction_id === invoice.payment_id)).toBe(true);
   });
 
+  it("takes one of Stripe's test PaymentMethods as the live page's Payment Element would post it, never with card fields", async () => {
+    const d = await dunned();
+    expect((await browse(`${d.page}/pay`, { ...card(CARDS.visa), source: "processor_token", processor_token: "pm_card_visa" })).status).toBe(400);
+    expect((await browse(`${d.page}/pay`, { source: "processor_token", processor_token: "pm_card_nothing" })).status).toBe(400);
+    const res = await browse(`${d.page}/pay`, { source: "processor_token", processor_token: "pm_card_visa" });
+    expect(res.status, res.text).toBe(303);
+    expect(await invoiceOf(d)).toMatchObject({ status: "paid", amount_paid: 3000 });
+  });
+
   it("a declined card shows the decline on the page and leaves the invoice open", async () => {
     const d = await dunned();
     const before = await getSubscription(d.acct, d.sub);
