@@ -137,6 +137,39 @@ describe("live: paying an open invoice on its page", () => {
     expect(landing.text).toContain("did not succeed");
   });
 
+  it("Stripe's answer lost after it charged: the same Idempotency-Key is sent again, and the invoice is paid by one charge", async () => {
+    const d = await pastDue();
+    const pm = fake.tokenize({ number: STRIPE_CARDS.succeeds, expMonth: 11, expYear: 2031 });
+    fake.inject({ kind: "timeout_after_success", operation: "POST /v1/payment_intents", times: 1 });
+    const paid = await browse(`${d.page}/pay`, "POST", { source: "processor_token", processor_token: pm });
+    fake.inject();
+    expect(paid.status, paid.text).toBe(303);
+    expect(await invoiceStatus(d.invoice.id)).toBe("paid");
+    const charged = [...fake.paymentIntents.values()].filter((pi: any) => String(pi.metadata?.tender_reference ?? "").startsWith(`${d.sub}:period:1:attempt:2`) && pi.status === "succeeded");
+    expect(charged).toHaveLength(1);
+  });
+
+  it("Stripe unreachable: the page says try again and nothing is recorded; the cron then sends the same reference and records the attempt once", async () => {
+    const d = await pastDue();
+    fake.inject({ kind: "status", status: 500, operation: "POST /v1/payment_intents", times: 40 });
+    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    // Stripe is back.
+    (fake as unknown as { faults: unknown[] }).faults = [];
+    expect(res.status).toBe(409);
+    expect(res.text).toContain("Please try again");
+    expect(res.text).not.toMatch(/stripe|error:|at \w+ \(/i);
+    expect(await invoiceStatus(d.invoice.id)).toBe("open");
+    const reference = `${d.sub}:period:1:attempt:2`;
+    const recorded = async () => (await env.DB.prepare("SELECT COUNT(*) AS n FROM payments WHERE charge_reference = ?").bind(reference).first<{ n: number }>())!.n;
+    expect(await recorded()).toBe(0);
+    // The claim was given back: the cron's next run takes it over at once, with the same reference.
+    const { settleStaleClaims } = await import("../../src/billing/claims");
+    expect(await settleStaleClaims(env as any)).toEqual(["past_due"]);
+    expect(await settleStaleClaims(env as any)).toEqual([]);
+    expect(await recorded()).toBe(1);
+    expect(await invoiceStatus(d.invoice.id)).toBe("open");
+  });
+
   it("a success Stripe reports after the period was settled otherwise is refunded in full", async () => {
     const d = await pastDue();
     const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
