@@ -10,7 +10,7 @@
 // (unique on its reference) with the subscription advanced, or the decline (the attempt counted,
 // or dunned for a renewal). A call that still throws leaves the claim for the run after its new
 // lease. Each run settles at most STALE_CLAIMS_PER_RUN claims.
-import { and, asc, eq, gt, inArray, lt } from "drizzle-orm";
+import { and, asc, eq, gt, inArray, lt, sql } from "drizzle-orm";
 import { createDb } from "../db/client";
 import { runBatch } from "../db/batch";
 import { livesHere } from "../db/scope";
@@ -19,7 +19,7 @@ import type { Bindings } from "../env";
 import { clock as wallClock, isoTime } from "../lib/clock";
 import { processorResolver } from "../processor";
 import type { Processor } from "../processor/types";
-import { CLAIM_STALE_MS, type PeriodOutcome, RENEWING, attachPendingPlans, claimOf, claimPeriod, openPeriodColumns } from "./periods";
+import { CLAIM_STALE_MS, type PeriodOutcome, RENEWING, attachPendingPlans, awaitingPayer, claimOf, claimPeriod, openPeriodColumns } from "./periods";
 import { type ClaimedPeriod, chargeAndSettle } from "./renewals";
 
 export const STALE_CLAIMS_PER_RUN = 50;
@@ -39,6 +39,8 @@ export async function settleStaleClaims(env: Bindings, realNow: number = wallClo
         eq(subscriptionPeriods.status, "open"),
         lt(subscriptionPeriods.updatedAt, isoTime(realNow - CLAIM_STALE_MS)),
         gt(subscriptionPeriods.attempts, subscriptions.dunningAttempts),
+        // A payer authenticating the attempt on the invoice's page holds it (src/billing/invoice-payments.ts).
+        sql`NOT ${awaitingPayer}`,
         inArray(subscriptions.status, [...RENEWING]),
         livesHere(subscriptions.accountId),
       ),

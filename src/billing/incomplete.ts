@@ -24,6 +24,7 @@ import type { PaymentRow } from "../payments/event-data";
 import { PAYMENT_STATE_CHANGED, cancelAtProcessor, cancelWrites, releasePaymentStep, takePaymentStep } from "../payments/intents";
 import { commitWrites, type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { invoiceVoidedEvent, settleInvoice } from "./invoices";
+import { periodAttemptOf } from "./periods";
 
 /** An incomplete subscription whose payment has not succeeded this long after its creation expires (Stripe: 23 hours). */
 export const INCOMPLETE_LIFETIME_MS = 23 * 60 * 60 * 1000;
@@ -34,8 +35,9 @@ export const INCOMPLETE_EXPIRY_PAGES = 10;
 
 const tenantOf = (payment: PaymentRow) => ({ accountId: payment.accountId, livemode: payment.livemode });
 
-/** Whether a payment is the first charge of an incomplete subscription (its outcome settles the subscription). */
-export const isFirstChargeOfSubscription = (payment: PaymentRow) => payment.subscriptionId !== null && payment.invoiceId !== null;
+/** Whether a payment is the first charge of an incomplete subscription (its outcome settles the subscription); not a period's attempt paid on its invoice's page (src/billing/invoice-payments.ts). */
+export const isFirstChargeOfSubscription = (payment: PaymentRow) =>
+  payment.subscriptionId !== null && payment.invoiceId !== null && periodAttemptOf(payment.chargeReference) === null;
 
 /**
  * The payment succeeded: the subscription (still incomplete) turns active, its renewals scheduled

@@ -27,7 +27,7 @@ import { type ClaimCard, coupons, invoiceItems, plans, subscriptionPeriods, subs
 import { newId } from "../domain/ids";
 import { MAX_AMOUNT } from "../domain/money";
 import { isoTime } from "../lib/clock";
-import { charge, type ChargeResult } from "../payments/charge";
+import { charge, type ChargeArgs, type ChargeResult } from "../payments/charge";
 import { cardOf } from "../payments/serialize";
 import type { CardSummary } from "../domain/cards";
 import type { Processor } from "../processor/types";
@@ -104,7 +104,7 @@ export function periodDone(sub: Pick<SubscriptionRow, "billingAnchor">, plan: Pi
 }
 
 /** `unpriceable`: the period's price is beyond the largest chargeable amount; left unclaimed (and logged). */
-export type PeriodOutcome = "renewed" | "past_due" | "canceled" | "skipped" | "unpriceable";
+export type PeriodOutcome = "renewed" | "past_due" | "canceled" | "skipped" | "unpriceable" | "requires_action";
 
 /** A claim older than this belongs to a worker that died before settling; it may be taken over. */
 export const CLAIM_STALE_MS = 10 * 60 * 1000;
@@ -114,6 +114,23 @@ export const RENEWING = ["trialing", "active", "past_due"] as const;
 /** The processor reference of one attempt at one period: fixed, so a retried call is the same charge. */
 export const periodReference = (subscriptionId: string, periodIndex: number, attempt: number) =>
   `${subscriptionId}:period:${periodIndex}:attempt:${attempt}`;
+
+/** The period attempt a processor reference names (periodReference), or null for any other reference. */
+export function periodAttemptOf(reference: string | null): { subscriptionId: string; periodIndex: number; attempt: number } | null {
+  const match = reference ? /^(sub_[0-9a-z]+):period:(\d+):attempt:(\d+)$/.exec(reference) : null;
+  return match ? { subscriptionId: match[1], periodIndex: Number(match[2]), attempt: Number(match[3]) } : null;
+}
+
+/**
+ * SQL, of a subscription_periods row: its claimed attempt is a payment its payer is authenticating
+ * (3-D Secure on the hosted invoice page, src/billing/invoice-payments.ts). That claim is not
+ * stale however old: taking it over would charge the card again under the same reference while
+ * the payer may still complete the first. It is settled when the payment ends (completed, failed,
+ * or canceled as abandoned by the cron).
+ */
+export const awaitingPayer = sql.raw(
+  `EXISTS (SELECT 1 FROM payments AS waiting WHERE waiting.charge_reference = subscription_periods.subscription_id || ':period:' || subscription_periods.period_index || ':attempt:' || subscription_periods.attempts AND waiting.status = 'requires_action')`,
+);
 
 /** Batch guard reason: this attempt's charge is already recorded (another worker settled it). */
 export const PERIOD_ALREADY_SETTLED = "period_already_settled";
@@ -348,7 +365,7 @@ export function claimPeriod(
       db,
       sql`UPDATE subscription_periods SET updated_at = ${nowIso}
         WHERE subscription_id = ${sub.id} AND period_index = ${n} AND status = 'open'
-          AND attempts > ${sub.dunningAttempts} AND updated_at < ${staleIso} AND ${stillAsRead(sub)}
+          AND attempts > ${sub.dunningAttempts} AND updated_at < ${staleIso} AND NOT ${awaitingPayer} AND ${stillAsRead(sub)}
         ${CLAIM_RETURNING}`,
     );
   }
@@ -405,7 +422,7 @@ export function claimPeriod(
     );
   }
   const k = sub.dunningAttempts;
-  const takeover = kind === "renewal" ? sql`OR (attempts = ${k + 1} AND updated_at < ${staleIso})` : sql``;
+  const takeover = kind === "renewal" ? sql`OR (attempts = ${k + 1} AND updated_at < ${staleIso} AND NOT ${awaitingPayer})` : sql``;
   // A new attempt charges the card it names (a renewal's: the subscription's, so none); a stale
   // claim taken over keeps the card it was claimed for.
   const claimCard = kind === "card_update" ? sql`${JSON.stringify(card)}` : sql`CASE WHEN attempts = ${k} THEN NULL ELSE claim_card END`;
@@ -424,6 +441,15 @@ export function claimPeriod(
  * is this request's. Null when it did not commit.
  */
 export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard): Promise<PeriodClaim | null> {
+  return claimRead(db, sub, sub.dunningAttempts + 1, sql`json_extract(${subscriptionPeriods.claimCard}, '$.token') = ${card.token}`);
+}
+
+/** The claim of the open period's attempt `attempts`, if it is still open and claimed (a payment on the invoice's page holds it while its payer authenticates). */
+export async function heldClaim(db: Db, sub: SubscriptionRow, attempts: number): Promise<PeriodClaim | null> {
+  return claimRead(db, sub, attempts, sql`${subscriptionPeriods.status} = 'open'`);
+}
+
+async function claimRead(db: Db, sub: SubscriptionRow, attempts: number, also: SQL): Promise<PeriodClaim | null> {
   const [row] = await db
     .select({
       attempts: subscriptionPeriods.attempts,
@@ -445,8 +471,8 @@ export async function ownCardClaim(db: Db, sub: SubscriptionRow, card: ClaimCard
       and(
         eq(subscriptionPeriods.subscriptionId, sub.id),
         eq(subscriptionPeriods.periodIndex, sub.periodsBilled),
-        eq(subscriptionPeriods.attempts, sub.dunningAttempts + 1),
-        sql`json_extract(${subscriptionPeriods.claimCard}, '$.token') = ${card.token}`,
+        eq(subscriptionPeriods.attempts, attempts),
+        also,
       ),
     );
   return row
@@ -520,6 +546,12 @@ export interface PeriodCharge {
    * retry, as a card update's does, instead of dunning.
    */
   manual?: boolean;
+  /**
+   * The payer is there (the invoice's hosted page): the card is charged on session, and one whose
+   * bank asks for 3-D Secure makes a payment in requires_action (outcome `requires_action`) that
+   * holds the claim until its payer has authenticated.
+   */
+  onSession?: NonNullable<ChargeArgs["onSession"]>;
 }
 
 /**
@@ -569,12 +601,13 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
     invoiceId,
     amount: claim.amount,
     currency: claim.currency,
-    source: { token: chargedToken(sub, claim) },
+    source: { token: chargedToken(sub, claim), ...(args.onSession ? { customerPresent: true } : {}) },
     summary: newCard ? { brand: newCard.brand as CardSummary["brand"], last4: newCard.last4, exp_month: newCard.exp_month, exp_year: newCard.exp_year } : cardOf(sub),
     fingerprint: newCard ? newCard.fingerprint : sub.cardFingerprint,
     at: realNow,
     processorReference: reference,
     firstAttemptAt: claim.periodCreatedAt,
+    ...(args.onSession ? { onSession: args.onSession } : {}),
   });
   const period = and(eq(subscriptionPeriods.subscriptionId, sub.id), eq(subscriptionPeriods.periodIndex, n));
   // Recorded only where the account lives: one that a move switched away while the processor
@@ -587,7 +620,40 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
       : guard(db, PERIOD_ALREADY_SETTLED, sql`EXISTS (SELECT 1 FROM subscription_periods WHERE subscription_id = ${sub.id} AND period_index = ${n} AND status = 'open') AND ${here}`),
     ...(result?.statements ?? []),
   ];
-  const events: EmittedEvent[] = [...(result?.events ?? [])];
+  const base = { statements, events: [...(result?.events ?? [])] };
+  if (result?.requiresAction) {
+    // The payer is on the invoice's page and the card asks for 3-D Secure: the payment waits for
+    // them, holding the claim (awaitingPayer), and the attempt is settled when it ends.
+    statements.push(db.update(subscriptionPeriods).set({ updatedAt: isoTime(realNow) }).where(period));
+    return { outcome: "requires_action", charge: result, subscriptionChanges: {}, writes: base };
+  }
+  return attemptSettlement(db, args, result, invoiceId, base, invoice ? { invoice, items } : null);
+}
+
+/**
+ * The batch that settles a claimed attempt once its charge is known (`result`; null for a period
+ * with nothing to charge), after `statements` and `events` (the guard and the charge's own): the
+ * period, the subscription, the invoice and their events. chargePeriod settles its own charge with
+ * it; a payment its payer authenticated on the invoice's page is settled with it when the
+ * authentication ends (src/billing/invoice-payments.ts).
+ */
+export function attemptSettlement(
+  db: Db,
+  args: Omit<PeriodCharge, "processor">,
+  result: ChargeResult | null,
+  invoiceId: string,
+  base: { statements: Statement[]; events: EmittedEvent[] },
+  first: { invoice: ReturnType<typeof periodInvoice>; items: InvoiceItemRow[] } | null,
+): PeriodSettlement {
+  const { sub, plan } = args.row;
+  const { claim, at, realNow } = args;
+  const n = sub.periodsBilled;
+  const newCard = claim.card;
+  const invoice = first?.invoice ?? null;
+  const items = first?.items ?? [];
+  const period = and(eq(subscriptionPeriods.subscriptionId, sub.id), eq(subscriptionPeriods.periodIndex, n));
+  const statements: Statement[] = [...base.statements];
+  const events: EmittedEvent[] = [...base.events];
   const notify = (type: "subscription_renewal" | "subscription_canceled" | "subscription_updated", status: string) =>
     events.push(emitEvent(db, sub, { type, subscriptionId: sub.id, status }, realNow));
   const updatedAt = isoTime(realNow);

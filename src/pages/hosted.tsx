@@ -115,6 +115,8 @@ body{margin:0;font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif
 .test-banner{background:#ffe8cc;color:#7a3e00;text-align:center;padding:.4rem 1rem;font-size:.875rem}
 .card{max-width:28rem;margin:2rem auto;padding:1.5rem;background:#fff;border:1px solid #e3e8ee;border-radius:.5rem}
 h1{font-size:1.25rem;margin:0 0 1rem}
+h2{font-size:1.05rem;margin:0 0 .5rem}
+.pay{margin-top:1.5rem;padding-top:1rem;border-top:1px solid #e3e8ee}
 p{margin:.5rem 0}
 .amount{font-size:1.75rem;font-weight:600;margin:.25rem 0 1rem}
 .muted{color:#697386;font-size:.875rem}

@@ -3,6 +3,7 @@
 // lines, totals, status) and downloads its PDF. The URL's secret was made with the invoice
 // (src/billing/invoices.ts hostedInvoiceUrl) and is compared in constant time; a wrong one answers
 // the same 404 as an unknown invoice. A draft, void or uncollectible invoice's page says so (410).
+// An open invoice of a past-due period can be paid there (src/pages/invoice-pay.tsx).
 //
 // The page finds the invoice on whichever shard holds it (the URL names no shard, so that an
 // account moved to another shard keeps its links): one read by id on each.
@@ -21,6 +22,8 @@ import type { Bindings } from "../env";
 import { HostedLayout, hostedHeaders, messagePage } from "./hosted";
 import { InvoiceFooter, InvoiceParties, paidWithOf } from "./invoice-parties";
 import { HOSTED_INVOICE_PATH, pageSecretMatches } from "./links";
+import { InvoicePayment, type PayOffer, offerScripts, payOfferOf, registerInvoicePayment } from "./invoice-pay";
+import type { Child } from "hono/jsx";
 
 const SECRET = /^[0-9A-Za-z]{40}$/;
 
@@ -53,11 +56,11 @@ async function load(c: Context<AppEnv>): Promise<InvoiceJson | Response> {
   return invoice;
 }
 
-function InvoiceView({ invoice, pdf }: { invoice: InvoiceJson; pdf: string }) {
+function InvoiceView({ invoice, pdf, payment, scripts }: { invoice: InvoiceJson; pdf: string; payment?: Child; scripts?: string[] }) {
   const money = (minor: number) => formatMoney(minor, invoice.currency);
   const paid = invoice.status === "paid";
   return (
-    <HostedLayout title={`Invoice ${invoice.number} from ${invoice.account_name ?? "the seller"}`} livemode={invoice.livemode}>
+    <HostedLayout title={`Invoice ${invoice.number} from ${invoice.account_name ?? "the seller"}`} livemode={invoice.livemode} scripts={scripts}>
       <p class="muted">{invoice.account_name}</p>
       <h1>Invoice {invoice.number}</h1>
       <p class="amount" data-amount-due>
@@ -113,6 +116,7 @@ function InvoiceView({ invoice, pdf }: { invoice: InvoiceJson; pdf: string }) {
       <a class="button secondary" href={pdf} download={`${invoice.number}.pdf`}>
         Download PDF
       </a>
+      {payment}
       {paid ? null : (
         <p class="muted">
           {invoice.account_name ?? "The seller"} will charge the card on file again; questions about this invoice go to {invoice.account_email ?? "the seller"}.
@@ -124,11 +128,18 @@ function InvoiceView({ invoice, pdf }: { invoice: InvoiceJson; pdf: string }) {
 
 export function registerInvoicePage(app: OpenAPIHono<AppEnv>) {
   const path = `${HOSTED_INVOICE_PATH}/:id/:secret`;
+  // The page, with the Pay part of an open invoice (src/pages/invoice-pay.tsx).
+  const render = (c: Context<AppEnv>, invoice: InvoiceJson, offer: PayOffer, status: 200 | 400 | 402 | 409) => {
+    const page = `${HOSTED_INVOICE_PATH}/${invoice.id}/${c.req.param("secret")}`;
+    const { scripts, stripeJs } = offerScripts(offer);
+    return c.html(<InvoiceView invoice={invoice} pdf={`${page}/pdf`} scripts={scripts} payment={<InvoicePayment invoice={invoice} offer={offer} action={page} />} />, status, hostedHeaders(stripeJs));
+  };
   app.get(path, async (c) => {
     const invoice = await load(c);
     if (invoice instanceof Response) return invoice;
-    return c.html(<InvoiceView invoice={invoice} pdf={`${HOSTED_INVOICE_PATH}/${invoice.id}/${c.req.param("secret")}/pdf`} />, 200, hostedHeaders(null));
+    return render(c, invoice, await payOfferOf(c.env, invoice, c.req.query("payment_id")), 200);
   });
+  registerInvoicePayment(app, path, { load, render, message: (c, status, title, text, livemode) => messagePage(c, status, title, text, livemode) });
   app.get(`${path}/pdf`, async (c) => {
     const invoice = await load(c);
     if (invoice instanceof Response) return invoice;

@@ -22,6 +22,8 @@ import type { Bindings, RuntimeBindings } from "../env";
 import { isoTime } from "../lib/clock";
 import { processorOf } from "../processor";
 import { activationWrites, expiryWrites } from "../billing/incomplete";
+import { type HeldAttempt, authenticatedAttemptWrites, endedAttemptWrites, heldAttemptOf } from "../billing/invoice-payments";
+import { periodAttemptOf } from "../billing/periods";
 import type { PaymentState } from "../processor/types";
 import { commitWrites, type EmittedEvent, emitEvent } from "../webhooks/outbox";
 import { type PaymentRow, paymentEventData } from "./event-data";
@@ -73,10 +75,20 @@ function outcomeWrites(db: Db, payment: PaymentRow, customer: Customer, result: 
  * requires_action (PAYMENT_STATE_CHANGED otherwise), with its event. Stripe's events put these in
  * the batch that records the event (src/payments/processor-settlements.ts).
  */
-export function authenticationWrites(db: Db, payment: PaymentRow, customer: Customer, result: AuthenticationResult, at: number): { row: PaymentRow; statements: Statement[]; events: EmittedEvent[] } {
+export function authenticationWrites(
+  db: Db,
+  payment: PaymentRow,
+  customer: Customer,
+  result: AuthenticationResult,
+  at: number,
+  /** A payment made on an invoice's page: the period attempt it holds (heldAttemptOf), read before a success is recorded. */
+  held: HeldAttempt | null = null,
+): { row: PaymentRow; statements: Statement[]; events: EmittedEvent[] } {
   const { row, events: paymentEvents } = outcomeWrites(db, payment, customer, result, at);
-  // The first charge of an incomplete subscription settles it in the same batch (src/billing/incomplete.ts).
-  const subscription = row.status === "completed" ? activationWrites(db, row, at) : row.status === "failed" || row.status === "canceled" ? expiryWrites(db, row, at) : { statements: [], events: [] };
+  const subscription = periodAttemptOf(payment.chargeReference) !== null && payment.invoiceId !== null
+    ? pagePaymentWrites(db, row, held, at)
+    : // The first charge of an incomplete subscription settles it in the same batch (src/billing/incomplete.ts).
+      row.status === "completed" ? activationWrites(db, row, at) : row.status === "failed" || row.status === "canceled" ? expiryWrites(db, row, at) : { statements: [], events: [] };
   const events = [...paymentEvents, ...subscription.events];
   const statements: Statement[] = [
     // Not while the account is being moved to another shard (its copy would miss this change), nor
@@ -104,6 +116,19 @@ export function authenticationWrites(db: Db, payment: PaymentRow, customer: Cust
     ...subscription.statements,
   ];
   return { row, statements, events };
+}
+
+/**
+ * An invoice page's payment (src/billing/invoice-payments.ts) settles its period attempt with its
+ * outcome: a success the period (or, when the attempt is no longer held, a refund in full: the
+ * period was settled otherwise); a failure or cancel counts the attempt.
+ */
+function pagePaymentWrites(db: Db, row: PaymentRow, held: HeldAttempt | null, at: number): { statements: Statement[]; events: EmittedEvent[] } {
+  if (row.status !== "completed") return endedAttemptWrites(db, row, at);
+  if (held === null) throw new Error(`payment ${row.id} pays a period: its success is recorded with the attempt it holds`);
+  if (held !== "gone") return authenticatedAttemptWrites(db, row, held, at);
+  const refund = refundWrites(db, { accountId: row.accountId, livemode: row.livemode, paymentId: row.id, refundId: lateRefundId(row.id), amount: row.amountReceived, reason: null, at });
+  return { statements: [...refund.statements, refund.returning], events: refund.events };
 }
 
 export interface Recorded {
@@ -138,9 +163,17 @@ export async function recordAuthentication(
   const db = createDb(env.DB);
   const customer = await customerOf(db, payment);
   if (payment.status === "requires_action") {
-    const { row, statements, events } = authenticationWrites(db, payment, customer, result, at);
+    const held = result.status === "succeeded" ? await heldAttemptOf(db, payment, at) : null;
+    const { row, statements, events } = authenticationWrites(db, payment, customer, result, at, held);
     try {
       await commitWrites({ db, queue: env.DELIVERY_QUEUE, waitUntil: deps.waitUntil }, { statements, events });
+      if (held === "gone") {
+        // The period was settled otherwise meanwhile: the payment was refunded in the same batch.
+        await enqueueRefundSettlements(env.JOB_QUEUE, [lateRefundId(row.id)]).catch((error) => {
+          console.error(JSON.stringify({ message: "page payment refund not enqueued; the sweep sends it", payment: row.id, error: String(error) }));
+        });
+        return { payment: (await reload(db, payment.id)) ?? row, recorded: true, givenBack: lateRefundId(row.id) };
+      }
       return { payment: row, recorded: true };
     } catch (error) {
       if (failureReason(error) !== PAYMENT_STATE_CHANGED) throw error;

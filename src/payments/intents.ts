@@ -13,7 +13,7 @@
 // calls nothing. The batch that records the change is conditional on the state it was read in (a
 // guard aborts it otherwise), so exactly one change, with its events, is recorded; a retry after
 // an unknown outcome reaches the processor with the same reference, which answers it as the first.
-import { and, asc, eq, lte, sql } from "drizzle-orm";
+import { and, asc, eq, like, lte, or, sql } from "drizzle-orm";
 import { type FailureMap, failureReason, guard, runBatch, type Statement } from "../db/batch";
 import { claimLease, leaseTaken, releaseLease } from "../db/leases";
 import { createDb, type Db } from "../db/client";
@@ -28,9 +28,17 @@ import { withProcessorRetries } from "./charge";
 import { type PaymentRow, paymentEventData } from "./event-data";
 import { serializePayment } from "./serialize";
 import { expiryWrites } from "../billing/incomplete";
+import { endedAttemptWrites } from "../billing/invoice-payments";
+
+const joinWrites = (a: { statements: Statement[]; events: EmittedEvent[] }, b: { statements: Statement[]; events: EmittedEvent[] }) => ({ statements: [...a.statements, ...b.statements], events: [...a.events, ...b.events] });
 
 /** An authorization not captured this long after it was made is canceled (Stripe's card authorizations last 7 days). */
 export const AUTHORIZATION_LIFETIME_MS = 7 * 24 * 60 * 60 * 1000;
+/**
+ * A payment made on an invoice's hosted page whose payer has not authenticated this long after it
+ * was made is canceled as abandoned: it holds its period's claim, so dunning waits for it.
+ */
+export const PAGE_PAYMENT_LIFETIME_MS = 60 * 60 * 1000;
 /** Authorizations one cron run cancels per shard at the most; the rest go in the next run. */
 export const EXPIRY_BATCH = 50;
 
@@ -175,7 +183,8 @@ export function cancelWrites(
   const row: PaymentRow = { ...payment, status: "canceled", amountCapturable: 0, captureBefore: null, nextAction: null, canceledAt: isoTime(at), cancellationReason: reason };
   // A waiting first charge of an incomplete subscription (while it waits, the subscription is
   // incomplete: both change in one batch): canceled, the subscription ends with it.
-  const ended = payment.status === "requires_action" ? expiryWrites(db, payment, at, subscriptionEnd) : { statements: [], events: [] };
+  // A payment made on an invoice's page that waited for its payer: its period attempt counts (src/billing/invoice-payments.ts).
+  const ended = payment.status === "requires_action" ? joinWrites(expiryWrites(db, payment, at, subscriptionEnd), endedAttemptWrites(db, row, at)) : { statements: [], events: [] };
   return {
     row,
     statements: [
@@ -228,7 +237,14 @@ export async function expireAuthorizations(env: Bindings, now: number): Promise<
   const abandoned = await db
     .select()
     .from(payments)
-    .where(and(eq(payments.status, "requires_action"), lte(payments.createdAt, isoTime(now - AUTHORIZATION_LIFETIME_MS)), livesHere(payments.accountId)))
+    .where(
+      and(
+        eq(payments.status, "requires_action"),
+        // A payment made on an invoice's page holds its period's dunning while it waits: let go sooner.
+        or(lte(payments.createdAt, isoTime(now - AUTHORIZATION_LIFETIME_MS)), and(like(payments.chargeReference, "sub_%:period:%:attempt:%"), lte(payments.createdAt, isoTime(now - PAGE_PAYMENT_LIFETIME_MS)))),
+        livesHere(payments.accountId),
+      ),
+    )
     .orderBy(asc(payments.createdAt))
     .limit(EXPIRY_BATCH);
   const abandonedRun = await cancelDue(env, db, processorOf, abandoned, now);

@@ -37,6 +37,7 @@ import { accountLivesHere } from "../processor/in-flight";
 import type { Processor, ProcessorSettlement } from "../processor/types";
 import { commitWrites, type WriteSet } from "../webhooks/outbox";
 import { type AuthenticationResult, authenticationWrites, giveBack } from "./authentication";
+import { heldAttemptOf } from "../billing/invoice-payments";
 import { paymentDisputedEvent } from "./disputes";
 import { PAYMENT_STATE_CHANGED } from "./intents";
 import { PAYOUT_NOT_IN_STATE, payoutTransition } from "./settle-payout";
@@ -213,7 +214,9 @@ async function planPaymentIntent(ctx: SettlementContext, s: Extract<ProcessorSet
   const state = s.state as AuthenticationResult;
   if (payment.status === "requires_action") {
     const customer = found.user?.id ? { id: found.user.id, email: found.user.email } : null;
-    const writes = authenticationWrites(db, payment, customer, state, now);
+    // An invoice page's payment settles the period attempt it holds with its success.
+    const held = state.status === "succeeded" ? await heldAttemptOf(db, payment, now) : null;
+    const writes = authenticationWrites(db, payment, customer, state, now, held);
     return { result: "applied", objectId: payment.id, writes: { statements: writes.statements, events: writes.events } };
   }
   // Stripe took money Tender had let go of (canceled while the payer was authenticating): given back now.

@@ -30,7 +30,7 @@ const pay = apiRoute({
   operationId: "payInvoice",
   summary: "Charge an open invoice now",
   description:
-    "Charges an open invoice at once with its subscription's card, as the next attempt of its billing period: the same claim and processor reference as a dunning retry, so the two never both charge. Success answers the paid invoice (invoice.paid; a past-due subscription is active again); a decline answers 402 with decline_code (invoice.payment_failed), counts as an attempt and leaves the scheduled retry as it was. A paid invoice answers 409 invoice_paid, a void or uncollectible one 409 invoice_not_open; while a charge of the invoice is at the processor, 409 charge_in_progress. Should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes.",
+    "Charges an open invoice at once with its subscription's card, as the next attempt of its billing period: the same claim and processor reference as a dunning retry, so the two never both charge. Success answers the paid invoice (invoice.paid; a past-due subscription is active again); a decline answers 402 with decline_code (invoice.payment_failed), counts as an attempt and leaves the scheduled retry as it was. A paid invoice answers 409 invoice_paid, a void or uncollectible one 409 invoice_not_open; while a charge of the invoice is at the processor, or a payment made on its hosted page waits for its payer's 3-D Secure, 409 charge_in_progress. Should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes.",
   scope: "invoices:write",
   request: { params: invoiceId },
   responses: { 200: json(InvoiceSchema, "The paid invoice.") },

@@ -1,0 +1,189 @@
+// Paying an open invoice on its hosted page in live mode, against the fake Stripe: a renewal that
+// the bank refused off session for want of 3-D Secure leaves its invoice open; the payer pays it
+// on the page with the subscription's card, on session (a PaymentIntent whose Idempotency-Key is
+// the period attempt's reference); the challenge runs Stripe.js handleNextAction; the return reads
+// the PaymentIntent at Stripe, and Stripe's payment_intent.* events record the same outcome, once,
+// in either order: the period settled, or the attempt counted and dunning going on.
+import { env } from "../support/env";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { exports } from "cloudflare:workers";
+import { BASE, call, signup } from "../support/http";
+import { captureLogs, card } from "../support/cards";
+import { quiesce } from "../support/db";
+import { makeDue } from "../support/clock";
+import { runJobs } from "../support/queue";
+import { type Connected, type LiveAccount, STRIPE_CARDS, connectStripe, deliverStripeEvents, expectOneKeyPerObject, expectSpecClean, installFakeStripe, skipStripeEvents } from "../support/live";
+
+const stripe = installFakeStripe();
+const { fake } = stripe;
+const logs = captureLogs();
+let acct: LiveAccount;
+let connected: Connected;
+let userId: string;
+let planId: string;
+const RETURN = "https://shop.example.com/done";
+
+beforeAll(async () => {
+  acct = await signup("Live invoice shop");
+  connected = await connectStripe(acct, { publishableKey: "pk_live_51InvoiceShop000000000" });
+  userId = (await call("/api/users", { key: acct.liveKey, body: { name: "Live Payer", email: "live.invoice@example.com" } })).body.id;
+  const plan = await call("/subscription-plans", { key: acct.liveKey, body: { name: "Live monthly", price: 12, currency: "eur", interval: "month" } });
+  expect(plan.status, plan.text).toBe(201);
+  planId = plan.body.id;
+});
+
+afterAll(async () => {
+  await quiesce();
+  expectSpecClean(fake);
+  expectOneKeyPerObject(fake, "invoice page payments");
+  logs.restore();
+  stripe.restore();
+});
+
+async function browse(url: string, method = "GET", form?: Record<string, string>) {
+  const res = await exports.default.fetch(url.startsWith("http") ? url : `${BASE}${url}`, {
+    method,
+    redirect: "manual",
+    ...(form ? { body: new URLSearchParams(form), headers: { "content-type": "application/x-www-form-urlencoded" } } : {}),
+  });
+  return { status: res.status, text: await res.text(), location: res.headers.get("location"), headers: res.headers };
+}
+
+const intentOf = async (paymentId: string) => {
+  const row = await env.DB.prepare("SELECT processor_reference FROM payments WHERE id = ?").bind(paymentId).first<{ processor_reference: string }>();
+  return fake.paymentIntents.get(row!.processor_reference)!;
+};
+
+/** A live subscription whose card asks for 3-D Secure on every charge: its first charge authenticated, its renewal refused off session. */
+async function pastDue() {
+  skipStripeEvents(fake);
+  const res = await call("/subscriptions", { key: acct.liveKey, body: { user_id: userId, plan_id: planId, return_url: RETURN, ...card(STRIPE_CARDS.needsAuthentication) } });
+  expect(res.status, res.text).toBe(201);
+  fake.authenticate((await intentOf(res.body.latest_payment.id)).id, "complete");
+  await deliverStripeEvents(fake, connected);
+  const sub = res.body.id as string;
+  expect((await call(`/subscriptions/${sub}`, { key: acct.liveKey })).body.status).toBe("active");
+  await makeDue(sub);
+  await runJobs({ kind: "billing.renew", subscriptionIds: [sub] });
+  expect((await call(`/subscriptions/${sub}`, { key: acct.liveKey })).body.status).toBe("past_due");
+  const [invoice] = (await call(`/invoices?subscription_id=${sub}&status=open`, { key: acct.liveKey })).body.data;
+  return { sub, invoice: invoice as { id: string; hosted_invoice_url: string }, page: new URL(invoice.hosted_invoice_url).pathname };
+}
+
+const invoiceStatus = async (id: string) => (await call(`/invoices/${id}`, { key: acct.liveKey })).body.status;
+
+describe("live: paying an open invoice on its page", () => {
+  it("the page offers the subscription's card and no card fields; paying asks for 3-D Secure through a PaymentIntent keyed by the attempt's reference", async () => {
+    const d = await pastDue();
+    const page = await browse(d.page);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain("•••• 3184");
+    expect(page.text).not.toContain('autocomplete="cc-number"');
+    const from = fake.requests.length;
+    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    expect(res.status, res.text).toBe(303);
+    expect(res.location).toMatch(/\/pay\/authenticate\/pay_[0-9a-z]+\/[0-9A-Za-z]{40}$/);
+    const created = fake.requests.slice(from).filter((r) => r.operation === "POST /v1/payment_intents");
+    // The attempt's reference keys both: the charge that learns the bank asks, then the on-session PaymentIntent the payer authenticates.
+    const reference = `${d.sub}:period:1:attempt:2`;
+    expect(created.map((r) => r.idempotencyKey)).toEqual([`${reference}:payment_intent`, `${reference}:authenticate:payment_intent`]);
+    expect(created[1].params.error_on_requires_action).toBeUndefined();
+    // The challenge page runs Stripe.js with the publishable key.
+    const challenge = await browse(res.location!);
+    expect(challenge.text).toContain("pk_live_51InvoiceShop000000000");
+    // Complete at Stripe: the return and Stripe's events (twice) settle the period once.
+    const paymentId = new URL(res.location!).pathname.split("/")[3];
+    fake.authenticate((await intentOf(paymentId)).id, "complete");
+    const [, back] = await Promise.all([deliverStripeEvents(fake, connected, { twice: true }), browse(`${new URL(res.location!).pathname}/return`, "POST")]);
+    expect(new URL(back.location!).pathname).toBe(d.page);
+    expect(await invoiceStatus(d.invoice.id)).toBe("paid");
+    expect((await call(`/subscriptions/${d.sub}`, { key: acct.liveKey })).body.status).toBe("active");
+    const paid = await env.DB.prepare("SELECT COUNT(*) AS n FROM events WHERE account_id = ? AND type = 'invoice.paid' AND payload LIKE ?").bind(acct.id, `%${d.invoice.id}%`).first<{ n: number }>();
+    expect(paid!.n).toBe(1);
+  });
+
+  it("another card goes through Stripe's Payment Element: the page loads Stripe.js (CSP allows it), posts only the PaymentMethod id, takes no card fields", async () => {
+    const d = await pastDue();
+    const page = await browse(d.page);
+    expect(page.text).toContain('id="payment-element"');
+    expect(page.text).toContain('data-publishable-key="pk_live_51InvoiceShop000000000"');
+    expect(page.text).toContain('<script src="https://js.stripe.com/v3/" defer="">');
+    expect(page.headers.get("content-security-policy")).toContain("script-src 'self' https://js.stripe.com");
+    expect(page.text).not.toMatch(/sk_live_|whsec_/);
+    const typed = await browse(`${d.page}/pay`, "POST", { source: "card", card_number: STRIPE_CARDS.succeeds, exp_month: "12", exp_year: "2031", cvc: "123" });
+    expect(typed.status).toBe(400);
+    const mixed = await browse(`${d.page}/pay`, "POST", { source: "processor_token", processor_token: "pm_x", card_number: STRIPE_CARDS.succeeds });
+    expect(mixed.status).toBe(400);
+    const pm = fake.tokenize({ number: STRIPE_CARDS.succeeds, expMonth: 11, expYear: 2031 });
+    const paid = await browse(`${d.page}/pay`, "POST", { source: "processor_token", processor_token: pm });
+    expect(paid.status, paid.text).toBe(303);
+    expect(paid.location).toBe(d.page);
+    expect(await invoiceStatus(d.invoice.id)).toBe("paid");
+    const sub = (await call(`/subscriptions/${d.sub}`, { key: acct.liveKey })).body;
+    expect(sub).toMatchObject({ status: "active", card: { last4: "4242" } });
+  });
+
+  it("Fail at Stripe leaves the invoice open and counts the attempt; dunning goes on", async () => {
+    const d = await pastDue();
+    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    const paymentId = new URL(res.location!).pathname.split("/")[3];
+    fake.authenticate((await intentOf(paymentId)).id, "fail");
+    await deliverStripeEvents(fake, connected);
+    expect(await invoiceStatus(d.invoice.id)).toBe("open");
+    const row = await env.DB.prepare("SELECT status, dunning_attempts AS n FROM subscriptions WHERE id = ?").bind(d.sub).first<{ status: string; n: number }>();
+    expect(row).toMatchObject({ status: "past_due", n: 2 });
+    const back = await browse(`${new URL(res.location!).pathname}/return`, "POST");
+    const landing = await browse(`${new URL(back.location!).pathname}${new URL(back.location!).search}`);
+    expect(landing.text).toContain("did not succeed");
+  });
+
+  it("Stripe's answer lost after it charged: the same Idempotency-Key is sent again, and the invoice is paid by one charge", async () => {
+    const d = await pastDue();
+    const pm = fake.tokenize({ number: STRIPE_CARDS.succeeds, expMonth: 11, expYear: 2031 });
+    fake.inject({ kind: "timeout_after_success", operation: "POST /v1/payment_intents", times: 1 });
+    const paid = await browse(`${d.page}/pay`, "POST", { source: "processor_token", processor_token: pm });
+    fake.inject();
+    expect(paid.status, paid.text).toBe(303);
+    expect(await invoiceStatus(d.invoice.id)).toBe("paid");
+    const charged = [...fake.paymentIntents.values()].filter((pi: any) => String(pi.metadata?.tender_reference ?? "").startsWith(`${d.sub}:period:1:attempt:2`) && pi.status === "succeeded");
+    expect(charged).toHaveLength(1);
+  });
+
+  it("Stripe unreachable: the page says try again and nothing is recorded; the cron then sends the same reference and records the attempt once", async () => {
+    const d = await pastDue();
+    fake.inject({ kind: "status", status: 500, operation: "POST /v1/payment_intents", times: 40 });
+    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    // Stripe is back.
+    (fake as unknown as { faults: unknown[] }).faults = [];
+    expect(res.status).toBe(409);
+    expect(res.text).toContain("Please try again");
+    expect(res.text).not.toMatch(/stripe|error:|at \w+ \(/i);
+    expect(await invoiceStatus(d.invoice.id)).toBe("open");
+    const reference = `${d.sub}:period:1:attempt:2`;
+    const recorded = async () => (await env.DB.prepare("SELECT COUNT(*) AS n FROM payments WHERE charge_reference = ?").bind(reference).first<{ n: number }>())!.n;
+    expect(await recorded()).toBe(0);
+    // The claim was given back: the cron's next run takes it over at once, with the same reference.
+    const { settleStaleClaims } = await import("../../src/billing/claims");
+    expect(await settleStaleClaims(env as any)).toEqual(["past_due"]);
+    expect(await settleStaleClaims(env as any)).toEqual([]);
+    expect(await recorded()).toBe(1);
+    expect(await invoiceStatus(d.invoice.id)).toBe("open");
+  });
+
+  it("a success Stripe reports after the period was settled otherwise is refunded in full", async () => {
+    const d = await pastDue();
+    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    const paymentId = new URL(res.location!).pathname.split("/")[3];
+    await env.DB.batch([
+      env.DB.prepare("UPDATE invoices SET status = 'void' WHERE id = ?").bind(d.invoice.id),
+      env.DB.prepare("UPDATE subscription_periods SET status = 'void' WHERE subscription_id = ? AND period_index = 1").bind(d.sub),
+    ]);
+    fake.authenticate((await intentOf(paymentId)).id, "complete");
+    await deliverStripeEvents(fake, connected, { twice: true });
+    const payment = (await call(`/payments/${paymentId}`, { key: acct.liveKey })).body;
+    expect(payment).toMatchObject({ amount_received: 1200, amount_refunded: 1200 });
+    const refunds = await env.DB.prepare("SELECT id FROM refunds WHERE payment_id = ?").bind(paymentId).all<{ id: string }>();
+    expect(refunds.results).toHaveLength(1);
+    await runJobs({ kind: "settleRefund", refundId: refunds.results[0].id });
+  });
+});
