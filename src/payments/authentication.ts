@@ -11,7 +11,7 @@
 // that arrives after Tender canceled the payment (Stripe moved money Tender let go of) is given
 // back at once: a captured one is refunded in full (refund.initiated; the refund settles as every
 // refund does), an authorization is released at the processor.
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import { failureReason, guard, type Statement } from "../db/batch";
 import { createDb, type Db } from "../db/client";
 import { accounts, payments, users } from "../db/schema";
@@ -136,7 +136,7 @@ export interface Recorded {
   payment: PaymentRow;
   /** Whether this call recorded the outcome (false: it was recorded before, or the payment had moved on). */
   recorded: boolean;
-  /** A success that found the payment canceled was given back: the refund's id, or "released" for an authorization. */
+  /** A success that found the payment canceled or failed was given back: the refund's id, or "released" for an authorization. */
   givenBack?: string;
 }
 
@@ -154,7 +154,7 @@ export async function recordAuthentication(
     waitUntil?: (promise: Promise<unknown>) => void;
     /**
      * The result was read at the processor (live mode), so a success is money the processor holds:
-     * one that finds the payment canceled is given back. The sandbox page's buttons are not: a
+     * one that finds the payment canceled or failed is given back. The sandbox page's buttons are not: a
      * canceled sandbox payment has nothing to give back.
      */
     fromProcessor?: boolean;
@@ -181,13 +181,15 @@ export async function recordAuthentication(
   }
   const now = await reload(db, payment.id);
   if (!now) throw new Error(`payment ${payment.id} vanished while its authentication was recorded`);
-  if (deps.fromProcessor && now.status === "canceled" && result.status === "succeeded") return giveBack(env, db, now, result, at, deps);
+  if (deps.fromProcessor && (now.status === "canceled" || now.status === "failed") && result.status === "succeeded") return giveBack(env, db, now, result, at, deps);
   return { payment: now, recorded: false };
 }
 
 /**
  * Stripe took the money of a payment Tender had canceled (the payer finished 3-D Secure as the
- * payment was being canceled): an authorization is released, a capture refunded in full, with its
+ * payment was being canceled) or recorded failed (a PaymentIntent whose authentication failed is
+ * requires_payment_method at Stripe, and its client secret can confirm it again): an
+ * authorization is released, a capture refunded in full, with its
  * events. The refund's id is fixed by the payment, so a second call (the page and the event) makes
  * no second refund: the insert's primary key refuses it.
  */
@@ -206,7 +208,7 @@ export async function giveBack(env: Bindings, db: Db, payment: PaymentRow, resul
   const captured = db
     .update(payments)
     .set({ status: "completed", amountReceived: received })
-    .where(and(eq(payments.id, payment.id), eq(payments.status, "canceled"), eq(payments.amountReceived, 0)));
+    .where(and(eq(payments.id, payment.id), inArray(payments.status, ["canceled", "failed"]), eq(payments.amountReceived, 0)));
   const refund = refundWrites(db, { accountId: payment.accountId, livemode: payment.livemode, paymentId: payment.id, refundId, amount: received, reason: null, at });
   try {
     await commitWrites({ db, queue: env.DELIVERY_QUEUE, waitUntil: deps.waitUntil }, { statements: [captured, ...refund.statements], returning: refund.returning, events: refund.events });

@@ -219,8 +219,9 @@ async function planPaymentIntent(ctx: SettlementContext, s: Extract<ProcessorSet
     const writes = authenticationWrites(db, payment, customer, state, now, held);
     return { result: "applied", objectId: payment.id, writes: { statements: writes.statements, events: writes.events } };
   }
-  // Stripe took money Tender had let go of (canceled while the payer was authenticating): given back now.
-  if (payment.status === "canceled" && state.status === "succeeded") {
+  // Stripe took money Tender had let go of (canceled while the payer was authenticating, or
+  // recorded failed: Stripe keeps a PaymentIntent whose authentication failed confirmable): given back now.
+  if ((payment.status === "canceled" || payment.status === "failed") && state.status === "succeeded") {
     await giveBack(ctx.env, db, payment, state, now, {});
     return nothing("applied", payment.id);
   }

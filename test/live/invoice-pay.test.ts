@@ -187,3 +187,30 @@ describe("live: paying an open invoice on its page", () => {
     await runJobs({ kind: "settleRefund", refundId: refunds.results[0].id });
   });
 });
+
+describe("live: a success after Tender recorded the payment failed", () => {
+  it("is given back: Stripe keeps a PaymentIntent whose 3-D Secure failed confirmable, so a later success of it is refunded in full, never kept unrecorded", async () => {
+    const d = await pastDue();
+    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    const paymentId = new URL(res.location!).pathname.split("/")[3];
+    const intent = await intentOf(paymentId);
+    fake.authenticate(intent.id, "fail");
+    await deliverStripeEvents(fake, connected);
+    expect((await call(`/payments/${paymentId}`, { key: acct.liveKey })).body.status).toBe("failed");
+    // The payer confirms the same PaymentIntent again with its client secret (Stripe.js on a page
+    // left open: requires_payment_method takes a new confirmation), and this time completes 3-D Secure.
+    intent.status = "requires_action";
+    fake.authenticate(intent.id, "complete");
+    expect(intent.status).toBe("succeeded");
+    await deliverStripeEvents(fake, connected, { twice: true });
+    const payment = (await call(`/payments/${paymentId}`, { key: acct.liveKey })).body;
+    expect(payment).toMatchObject({ amount_received: 1200, amount_refunded: 1200 });
+    const refunds = await env.DB.prepare("SELECT id FROM refunds WHERE payment_id = ?").bind(paymentId).all<{ id: string }>();
+    expect(refunds.results).toHaveLength(1);
+    await runJobs({ kind: "settleRefund", refundId: refunds.results[0].id });
+    // The attempt stays counted once and the invoice open: dunning goes on.
+    expect(await invoiceStatus(d.invoice.id)).toBe("open");
+    const row = await env.DB.prepare("SELECT status, dunning_attempts AS n FROM subscriptions WHERE id = ?").bind(d.sub).first<{ status: string; n: number }>();
+    expect(row).toMatchObject({ status: "past_due", n: 2 });
+  });
+});
