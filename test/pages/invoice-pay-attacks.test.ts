@@ -9,6 +9,7 @@ import { CARDS, captureLogs, expectNoCardData, sentCvvs, sentPans } from "../sup
 import { eventsOf } from "../support/db";
 import { makeDue } from "../support/clock";
 import { runJobs } from "../support/queue";
+import { OTHER_SHARD, envOf } from "../support/env";
 
 const AUTH_CARD = "4000002760003184";
 const logs = captureLogs();
@@ -215,5 +216,27 @@ describe("tokens and secrets", () => {
     expect((await browse(`${mine}/${otherSecret}/pay`, SAVED)).status).toBe(404);
     expect(await moneyTaken(d)).toHaveLength(0);
     expect(await moneyTaken(other)).toHaveLength(0);
+  });
+});
+
+describe("an account move while a page payment waits", () => {
+  it("the move goes through, and Complete then pays the invoice once on the new shard", { timeout: 60_000 }, async () => {
+    const d = await dunned(AUTH_CARD, "Moving Pay Co");
+    const res = await browse(`${d.page}/pay`, SAVED);
+    const challenge = new URL(res.location!).pathname;
+    const paymentId = challenge.split("/")[3];
+    const moved = await call(`/api/accounts/${d.acct.id}/move`, { body: { to_shard: OTHER_SHARD, drain_seconds: 0 } });
+    expect(moved.status, moved.text).toBe(200);
+    // The page still offers to continue the challenge, from the new shard.
+    expect((await browse(d.page)).text).toContain("Continue to your bank");
+    const done = await browse(`${challenge}/complete`, {});
+    expect(done.status, done.text).toBe(303);
+    const there = envOf(OTHER_SHARD).DB;
+    expect(await there.prepare("SELECT status, amount_paid AS paid FROM invoices WHERE id = ?").bind(d.invoice.id).first()).toEqual({ status: "paid", paid: d.invoice.amount_due });
+    expect(await there.prepare("SELECT status FROM payments WHERE id = ?").bind(paymentId).first()).toEqual({ status: "completed" });
+    expect(await there.prepare("SELECT status FROM subscriptions WHERE id = ?").bind(d.sub).first()).toEqual({ status: "active" });
+    expect((await browse(d.page)).text).toContain("paid");
+    // Nothing left on the old shard to charge or settle again.
+    expect(await env.DB.prepare("SELECT count(*) AS n FROM payments WHERE id = ?").bind(paymentId).first()).toEqual({ n: 0 });
   });
 });
