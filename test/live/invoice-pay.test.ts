@@ -214,3 +214,26 @@ describe("live: a success after Tender recorded the payment failed", () => {
     expect(row).toMatchObject({ status: "past_due", n: 2 });
   });
 });
+
+describe("live: the page's return racing Stripe's event", () => {
+  it("either order, at once: the invoice paid once, invoice.paid and payment.completed once, nothing refunded", async () => {
+    for (const reverse of [false, true]) {
+      const d = await pastDue();
+      const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+      const challenge = new URL(res.location!).pathname;
+      const paymentId = challenge.split("/")[3];
+      fake.authenticate((await intentOf(paymentId)).id, "complete");
+      const [back] = reverse
+        ? await Promise.all([browse(`${challenge}/return`, "POST"), deliverStripeEvents(fake, connected, { twice: true })])
+        : (await Promise.all([deliverStripeEvents(fake, connected, { twice: true }), browse(`${challenge}/return`, "POST")])).reverse();
+      expect((back as { status: number }).status).toBe(303);
+      const payment = (await call(`/payments/${paymentId}`, { key: acct.liveKey })).body;
+      expect(payment).toMatchObject({ status: "completed", amount_received: 1200, amount_refunded: 0 });
+      expect(await invoiceStatus(d.invoice.id)).toBe("paid");
+      const events = await env.DB.prepare("SELECT type, payload AS data FROM events WHERE account_id = ? AND livemode = 1").bind(acct.id).all<{ type: string; data: string }>();
+      expect(events.results.filter((e) => e.type === "invoice.paid" && e.data.includes(d.invoice.id))).toHaveLength(1);
+      expect(events.results.filter((e) => e.type === "payment.completed" && e.data.includes(paymentId))).toHaveLength(1);
+      expect((await call(`/subscriptions/${d.sub}`, { key: acct.liveKey })).body.status).toBe("active");
+    }
+  });
+});
