@@ -219,6 +219,26 @@ describe("tokens and secrets", () => {
   });
 });
 
+describe("another's card or payment posted to the page", () => {
+  it("another user's saved-card token, or a PaymentMethod that is no test name, is refused and charges nothing; another invoice's payment_id says nothing", async () => {
+    const d = await dunned();
+    const other = await dunned(AUTH_CARD, "Other Token Co");
+    const token = (await env.DB.prepare("SELECT processor_token AS t FROM subscriptions WHERE id = ?").bind(other.sub).first<{ t: string }>())!.t;
+    for (const processor_token of [token, `pm_${token}`, "pm_1Other000000000000000000"]) {
+      const res = await browse(`${d.page}/pay`, { source: "processor_token", processor_token });
+      expect(res.status, processor_token).toBe(400);
+      expect(res.text).not.toContain(token);
+    }
+    expect(await moneyTaken(d)).toHaveLength(0);
+    // The other invoice's payment that failed 3-D Secure: its id on this invoice's page says nothing of it.
+    const pay = await browse(`${other.page}/pay`, SAVED);
+    await browse(`${new URL(pay.location!).pathname}/fail`, {});
+    const otherPayment = new URL(pay.location!).pathname.split("/")[3];
+    expect((await browse(`${other.page}?payment_id=${otherPayment}`)).text).toContain("did not succeed");
+    expect((await browse(`${d.page}?payment_id=${otherPayment}`)).text).not.toContain("did not succeed");
+  });
+});
+
 describe("an account move while a page payment waits", () => {
   it("the move goes through, and Complete then pays the invoice once on the new shard", { timeout: 60_000 }, async () => {
     const d = await dunned(AUTH_CARD, "Moving Pay Co");
