@@ -237,3 +237,20 @@ describe("live: the page's return racing Stripe's event", () => {
     }
   });
 });
+
+describe("live: modes and secrets", () => {
+  it("a test-mode key neither reads nor pays a live invoice; the live page and its 3-D Secure page carry no key, webhook secret or Stripe secret", async () => {
+    const d = await pastDue();
+    expect((await call(`/invoices/${d.invoice.id}`, { key: acct.key })).status).toBe(404);
+    expect((await call(`/invoices/${d.invoice.id}/pay`, { key: acct.key, method: "POST" })).status).toBe(404);
+    const page = await browse(d.page);
+    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    const challenge = await browse(res.location!);
+    for (const text of [page.text, challenge.text]) {
+      for (const secret of [acct.key, acct.liveKey, connected.secretKey, connected.webhookSecret]) expect(text).not.toContain(secret);
+      expect(text).not.toMatch(/sk_(live|test)_|whsec_/);
+    }
+    // The invoice page itself carries no PaymentIntent's client secret (only the challenge page needs one).
+    expect(page.text).not.toMatch(/pi_[A-Za-z0-9]+_secret_/);
+  });
+});
