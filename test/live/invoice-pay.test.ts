@@ -254,3 +254,32 @@ describe("live: modes and secrets", () => {
     expect(page.text).not.toMatch(/pi_[A-Za-z0-9]+_secret_/);
   });
 });
+
+describe("live: the hour's abandonment against a late success", () => {
+  it("a payer who completes at Stripe as the cron abandons the payment: the cancel is refused, Stripe's event pays the invoice once, nothing refunded", async () => {
+    const d = await pastDue();
+    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    const paymentId = new URL(res.location!).pathname.split("/")[3];
+    fake.authenticate((await intentOf(paymentId)).id, "complete");
+    const { expireAuthorizations } = await import("../../src/payments/intents");
+    await expireAuthorizations(env as any, Date.now() + 61 * 60_000);
+    await deliverStripeEvents(fake, connected, { twice: true });
+    const payment = (await call(`/payments/${paymentId}`, { key: acct.liveKey })).body;
+    expect(payment).toMatchObject({ status: "completed", amount_received: 1200, amount_refunded: 0 });
+    expect(await invoiceStatus(d.invoice.id)).toBe("paid");
+  });
+
+  it("a payer who completes after the cron canceled it: Stripe refuses, nothing is taken", async () => {
+    const d = await pastDue();
+    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    const paymentId = new URL(res.location!).pathname.split("/")[3];
+    const { expireAuthorizations } = await import("../../src/payments/intents");
+    await expireAuthorizations(env as any, Date.now() + 61 * 60_000);
+    expect((await call(`/payments/${paymentId}`, { key: acct.liveKey })).body.status).toBe("canceled");
+    const intent = await intentOf(paymentId);
+    expect(intent.status).toBe("canceled");
+    expect(fake.authenticate(intent.id, "complete")).toBeNull();
+    await deliverStripeEvents(fake, connected);
+    expect(await invoiceStatus(d.invoice.id)).toBe("open");
+  });
+});
