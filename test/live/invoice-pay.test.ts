@@ -283,3 +283,20 @@ describe("live: the hour's abandonment against a late success", () => {
     expect(await invoiceStatus(d.invoice.id)).toBe("open");
   });
 });
+
+describe("live: the merchant's cancel against a late success", () => {
+  it("the payer completed at Stripe before the merchant's cancel: no money kept unrecorded, the invoice paid once or the charge given back", async () => {
+    const d = await pastDue();
+    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    const paymentId = new URL(res.location!).pathname.split("/")[3];
+    fake.authenticate((await intentOf(paymentId)).id, "complete");
+    const canceled = await call(`/payments/${paymentId}/cancel`, { key: acct.liveKey, method: "POST" });
+    expect([200, 402, 409], canceled.text).toContain(canceled.status);
+    await deliverStripeEvents(fake, connected, { twice: true });
+    const payment = (await call(`/payments/${paymentId}`, { key: acct.liveKey })).body;
+    const invoice = await invoiceStatus(d.invoice.id);
+    // Stripe holds 12.00: either it paid the invoice, or it was refunded in full.
+    if (invoice === "paid") expect(payment).toMatchObject({ status: "completed", amount_received: 1200, amount_refunded: 0 });
+    else expect(payment).toMatchObject({ amount_received: 1200, amount_refunded: 1200 });
+  });
+});
