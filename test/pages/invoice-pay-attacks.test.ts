@@ -192,6 +192,31 @@ describe("3-D Secure outcomes", () => {
   });
 });
 
+describe("money", () => {
+  it("with tax and a coupon, the page charges exactly the invoice's amount_due, once, and pays it in full", async () => {
+    const acct = await signup("Taxed Pay Co");
+    const user = await createUser(acct, { name: "Ada Lovelace", email: "ada@example.com" });
+    const vat = (await call("/tax-rates", { key: acct.key, body: { display_name: "VAT", percentage: "20", inclusive: false } })).body;
+    const coupon = await call("/coupons", { key: acct.key, body: { name: "Odd", percent_off: 15, duration: "forever" } });
+    expect(coupon.status, coupon.text).toBe(201);
+    const plan = await createPlan(acct, { price: 19.99, name: "Pro", default_tax_rates: [vat.id] });
+    const sub = await subscribed(acct, user.id, plan.id, CARDS.declineAfterFirst, { coupon: coupon.body.id });
+    await makeDue(sub.id);
+    await runJobs({ kind: "billing.renew", subscriptionIds: [sub.id] });
+    const [invoice] = (await call(`/invoices?subscription_id=${sub.id}&status=open`, { key: acct.key })).body.data;
+    expect(invoice.discount).toBeGreaterThan(0);
+    expect(invoice.tax).toBeGreaterThan(0);
+    expect(invoice.amount_due).toBe(invoice.subtotal - invoice.discount + invoice.tax);
+    const d: Dunned = { acct, sub: sub.id, invoice, page: new URL(invoice.hosted_invoice_url).pathname };
+    expect((await browse(d.page)).text).toContain(`Pay ${(invoice.amount_due / 100).toFixed(2)} USD`);
+    expect((await browse(`${d.page}/pay`, card(CARDS.visa))).status).toBe(303);
+    const taken = await moneyTaken(d);
+    expect(taken).toHaveLength(1);
+    expect(taken[0].amount).toBe(invoice.amount_due);
+    expect(await invoiceOf(d)).toMatchObject({ status: "paid", amount_paid: invoice.amount_due, amount_due: invoice.amount_due });
+  });
+});
+
 describe("tokens and secrets", () => {
   it("the page and the 3-D Secure page carry no API key, and a cross-site POST charges nothing", async () => {
     const d = await dunned(AUTH_CARD);
