@@ -1,7 +1,8 @@
-// What the benches share: a free port, an HTTP request to 127.0.0.1, a section of
-// bench/RESULTS.md replaced between its markers, the script's run with a watchdog, and the CPU a
-// wrangler dev tree's workerd processes used (from /proc), with a wait until they are quiet.
-import { execFileSync } from "node:child_process";
+// What the benches share: a free port, an HTTP request to 127.0.0.1, Tender started under
+// `wrangler dev` on a fresh local D1 (startTender), a section of bench/RESULTS.md replaced between
+// its markers, the script's run with a watchdog, and the CPU a wrangler dev tree's workerd
+// processes used (from /proc), with a wait until they are quiet.
+import { execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import net from "node:net";
@@ -44,6 +45,54 @@ export function send(port, agent, { method = "GET", path: p, key, body, idem, he
     req.on("error", reject);
     req.end(payload);
   });
+}
+
+/**
+ * Tender under `wrangler dev` (ENVIRONMENT=development) on a fresh local D1: `tmp` is emptied, both
+ * shards' migrations are applied to the state kept in it, and wrangler's output goes to
+ * `tmp/wrangler-dev.log`. `args`: more `wrangler dev` arguments (an inspector's, say); `config`: a
+ * wrangler config other than wrangler.toml (an experiment's, for the migrations as well). Resolves
+ * once GET /health answers 200, with the port, the child process, and `stop()`, which ends its
+ * process group.
+ */
+export async function startTender(tmp, { args = [], config, waitMs = 90_000 } = {}) {
+  fs.rmSync(tmp, { recursive: true, force: true });
+  fs.mkdirSync(tmp, { recursive: true });
+  const state = path.join(tmp, "state");
+  const configArgs = config ? ["-c", config] : [];
+  for (const shard of ["DB_0", "DB_1"]) {
+    execFileSync(process.execPath, [WRANGLER, "d1", "migrations", "apply", shard, "--local", "--persist-to", state, ...configArgs], { cwd: ROOT, env: CHILD_ENV, stdio: "ignore" });
+  }
+  const port = await freePort();
+  const log = path.join(tmp, "wrangler-dev.log");
+  const out = fs.openSync(log, "w");
+  const child = spawn(process.execPath, [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(port), "--persist-to", state, "--var", "ENVIRONMENT:development", ...configArgs, ...args], {
+    cwd: ROOT,
+    env: CHILD_ENV,
+    detached: true,
+    stdio: ["ignore", out, out],
+  });
+  const stop = () => {
+    try {
+      process.kill(-child.pid, "SIGTERM");
+    } catch {
+      // already gone
+    }
+  };
+  const agent = new http.Agent({ keepAlive: false });
+  try {
+    for (const deadline = Date.now() + waitMs; ; await sleep(250)) {
+      if (child.exitCode !== null) throw new Error(`wrangler dev exited (${child.exitCode}); see ${path.relative(ROOT, log)}`);
+      if ((await send(port, agent, { path: "/health" }).catch(() => null))?.status === 200) break;
+      if (Date.now() > deadline) throw new Error(`Tender did not answer /health within ${waitMs / 1000} s; see ${path.relative(ROOT, log)}`);
+    }
+  } catch (error) {
+    stop();
+    throw error;
+  } finally {
+    agent.destroy();
+  }
+  return { port, child, stop };
 }
 
 /** Replaces the section between `<!-- marker -->` and `<!-- /marker -->` of bench/RESULTS.md (appends it the first time). */

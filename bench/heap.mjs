@@ -5,11 +5,10 @@
 // requests (reads, creates with Idempotency-Keys, payouts, lists, request ids with metadata, 404s,
 // bad bodies), a full GC (a heap snapshot) and the used heap (Runtime.getHeapUsage).
 // The section between the `heap` markers of bench/RESULTS.md is replaced with the result.
-import { execFileSync, spawn } from "node:child_process";
-import fs from "node:fs";
+import { execFileSync } from "node:child_process";
 import http from "node:http";
 import path from "node:path";
-import { CARD, CHILD_ENV, ROOT, WRANGLER, freePort, replaceResultsSection, runScript, send, sleep } from "./harness.mjs";
+import { CARD, ROOT, freePort, replaceResultsSection, runScript, send, sleep, startTender } from "./harness.mjs";
 
 const TMP = path.join(ROOT, "bench/.tmp/heap");
 const MIXED = Number(process.env.HEAP_REQUESTS ?? 10_000);
@@ -57,23 +56,10 @@ async function heapAfterGc(session) {
 }
 
 async function main() {
-  fs.rmSync(TMP, { recursive: true, force: true });
-  fs.mkdirSync(TMP, { recursive: true });
-  const state = path.join(TMP, "state");
-  for (const shard of ["DB_0", "DB_1"]) execFileSync(process.execPath, [WRANGLER, "d1", "migrations", "apply", shard, "--local", "--persist-to", state], { cwd: ROOT, env: CHILD_ENV, stdio: "ignore" });
-  const port = await freePort();
   const inspectorPort = await freePort();
-  const out = fs.openSync(path.join(TMP, "wrangler-dev.log"), "w");
-  const dev = spawn(
-    process.execPath,
-    [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(port), "--persist-to", state, "--var", "ENVIRONMENT:development", "--inspector-ip", "127.0.0.1", "--inspector-port", String(inspectorPort)],
-    { cwd: ROOT, env: CHILD_ENV, detached: true, stdio: ["ignore", out, out] },
-  );
+  const tender = await startTender(TMP, { args: ["--inspector-ip", "127.0.0.1", "--inspector-port", String(inspectorPort)] });
+  const { port } = tender;
   try {
-    for (const deadline = Date.now() + 90_000; ; await sleep(250)) {
-      if ((await send(port, agent, { path: "/health" }).catch(() => null))?.status === 200) break;
-      if (Date.now() > deadline) throw new Error("Tender did not answer /health within 90 s");
-    }
     const accounts = [];
     for (let i = 0; i < ACCOUNTS; i++) {
       const acct = JSON.parse((await send(port, agent, { method: "POST", path: "/api/accounts", body: { name: `Heap ${i}`, email: `heap${i}@example.com` } })).text);
@@ -132,7 +118,7 @@ async function main() {
     session.close();
     report({ start, afterFirst, afterSecond, first, second });
   } finally {
-    process.kill(-dev.pid, "SIGTERM");
+    tender.stop();
   }
 }
 

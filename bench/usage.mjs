@@ -6,13 +6,12 @@
 // over CONCURRENCY connections, alternating the shards; every answer must accept all 100. Then
 // each clock is advanced past the period's end, and each account's invoices must total exactly the
 // units sent, in cents. The section between the `usage` markers of bench/RESULTS.md is replaced.
-import { execFileSync, spawn } from "node:child_process";
-import fs from "node:fs";
+import { execFileSync } from "node:child_process";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { CHILD_ENV, ROOT, WRANGLER, freePort, replaceResultsSection, runScript, send, sleep } from "./harness.mjs";
+import { ROOT, replaceResultsSection, runScript, send, sleep, startTender } from "./harness.mjs";
 
 const TMP = path.join(ROOT, "bench/.tmp/usage");
 const EVENTS = Number(process.env.USAGE_EVENTS ?? 100_000);
@@ -51,23 +50,9 @@ async function seed(port, shard) {
 }
 
 async function main() {
-  fs.rmSync(TMP, { recursive: true, force: true });
-  fs.mkdirSync(TMP, { recursive: true });
-  const state = path.join(TMP, "state");
-  for (const shard of ["DB_0", "DB_1"]) execFileSync(process.execPath, [WRANGLER, "d1", "migrations", "apply", shard, "--local", "--persist-to", state], { cwd: ROOT, env: CHILD_ENV, stdio: "ignore" });
-  const port = await freePort();
-  const out = fs.openSync(path.join(TMP, "wrangler-dev.log"), "w");
-  const dev = spawn(process.execPath, [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(port), "--persist-to", state, "--var", "ENVIRONMENT:development"], {
-    cwd: ROOT,
-    env: CHILD_ENV,
-    detached: true,
-    stdio: ["ignore", out, out],
-  });
+  const tender = await startTender(TMP);
+  const { port } = tender;
   try {
-    for (const deadline = Date.now() + 90_000; ; await sleep(250)) {
-      if ((await send(port, agent, { path: "/health" }).catch(() => null))?.status === 200) break;
-      if (Date.now() > deadline) throw new Error("Tender did not answer /health within 90 s");
-    }
     const accounts = [await seed(port, 0), await seed(port, 1)];
     const callOf = (n) => {
       const acct = accounts[n % 2];
@@ -132,7 +117,7 @@ async function main() {
     if (failures.length > 0) throw new Error(`calls not fully accepted: ${failures.slice(0, 3).join("; ")}`);
     if (!totals.every((t) => t.exact)) throw new Error(`the period's close does not bill the units sent: ${JSON.stringify(totals)}`);
   } finally {
-    process.kill(-dev.pid, "SIGTERM");
+    tender.stop();
   }
 }
 

@@ -6,7 +6,8 @@
 // got it; a failure is recorded only by the attempt that still holds the delivery.
 import { and, asc, eq, gt, inArray, isNull, lt, lte, ne, or, sql } from "drizzle-orm";
 import { type Db, createDb } from "../db/client";
-import { rawStatement, runBatch } from "../db/batch";
+import { rawStatement, runBatch, type Statement } from "../db/batch";
+import { type GatherTicket, gatherBatches } from "../db/gathered";
 import { deliveryAttempts, events, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { newId } from "../domain/ids";
 import { DELIVERY_WINDOW_MS, nextAttemptAt, parseRetryAfter } from "../domain/webhook-retry-schedule";
@@ -97,14 +98,25 @@ export async function loadDeliveries(db: Db, deliveryIds: string[]): Promise<Map
 }
 
 /**
+ * How an attempt's claim and its record reach D1 when its queue batch gathers them
+ * (src/db/gathered.ts): each in one batch with the other messages' (of the same shard).
+ */
+export interface GatheredWrites {
+  claim: GatherTicket;
+  record: GatherTicket;
+}
+
+/**
  * One attempt of one delivery. `preloaded` is the delivery as its queue batch read it
- * (`loadDeliveries`; null: no such delivery); absent, it is read here.
+ * (`loadDeliveries`; null: no such delivery); absent, it is read here. `gathered`: the claim and
+ * the record go to D1 with the queue batch's others; absent, each is a round trip of its own.
  */
 export async function processDelivery(
   env: Bindings,
   deliveryId: string,
   random: () => number = randomUnit,
   preloaded?: LoadedDelivery | null,
+  gathered?: GatheredWrites,
 ): Promise<DeliveryOutcome> {
   const db = createDb(env.DB);
   const row = preloaded === undefined ? await load(db, deliveryId) : preloaded;
@@ -212,7 +224,7 @@ export async function processDelivery(
 
   const attemptNumber = delivery.attemptCount + 1;
   const firstAttemptAt = delivery.firstAttemptAt ?? now;
-  const claimed = await db
+  const claim = db
     .update(webhookDeliveries)
     .set({ attemptCount: attemptNumber, firstAttemptAt, nextAttemptAt: null, leaseUntil: now + DELIVERY_LEASE_MS, waitingFor: null, updatedAt: now })
     .where(
@@ -224,6 +236,9 @@ export async function processDelivery(
       ),
     )
     .returning({ id: webhookDeliveries.id });
+  // The claim commits before the POST, gathered or not: a gathered batch is sent before any of
+  // its callers goes on.
+  const claimed = gathered ? ((await gathered.claim.run([claim]))[0] as { id: string }[]) : await claim;
   if (claimed.length === 0) return "skipped";
 
   const previousLive = endpoint.previousSecret && endpoint.previousSecretExpiresAt && Date.parse(endpoint.previousSecretExpiresAt) > now;
@@ -285,7 +300,7 @@ export async function processDelivery(
   const disabledAt = disabling ? 3 : -1;
   const waiting = waitingFor(db, delivery, event);
   const healthDeliveries = [...(disabling ? [3 + disabling.statements.length + 1] : []), ...(exhausted ? [2 + health.length - 1] : [])];
-  const results = await runBatch(db, [
+  const record: Statement[] = [
     // The attempt, recorded only where its delivery still is: an account moved to another shard
     // while the request was out leaves no attempt behind on the shard it left.
     rawStatement(
@@ -328,7 +343,8 @@ export async function processDelivery(
     // Last: the deliveries waiting for this one, read after its end is written (in the same batch,
     // rather than a round trip of its own), for the wake-up below when the attempt ended it.
     ...(waiting ? [waiting] : []),
-  ]);
+  ];
+  const results = gathered ? await gathered.record.run(record) : await runBatch(db, record);
   const woken = waiting ? (results.at(-1) as { id: string }[]) : [];
   await enqueueHealthEvents(env, results, healthDeliveries);
   if (overloaded) await slowDownEndpoint(env, endpoint.id, retryAfterMs);
@@ -445,17 +461,32 @@ function waitingFor(db: Db, delivery: { id: string; endpointId: string }, event:
     );
 }
 
-export async function handleDeliveryBatch(batch: MessageBatch<DeliveryMessage>, env: RuntimeBindings): Promise<void> {
+/**
+ * How long a gathered record waits for the queue batch's other attempts still out (a slow
+ * receiver): the record of an attempt that has its answer is held back this long at most.
+ */
+export const RECORD_GATHER_MS = 20;
+
+export async function handleDeliveryBatch(batch: MessageBatch<DeliveryMessage>, env: RuntimeBindings, recordGatherMs = RECORD_GATHER_MS): Promise<void> {
   // One read per shard for the whole batch (loadDeliveries), started once its messages are known;
-  // a message whose read fails is retried by the queue like any other failure.
-  const byShard = new Map<number, { env: Bindings; ids: string[]; rows?: Promise<Map<string, NonNullable<LoadedDelivery>>> }>();
+  // a message whose read fails is retried by the queue like any other failure. The claims of a
+  // shard's messages then go to D1 in one batch, and so do their records (src/db/gathered.ts):
+  // each message holds a ticket to both until it ends.
+  const byShard = new Map<
+    number,
+    { env: Bindings; ids: string[]; rows?: Promise<Map<string, NonNullable<LoadedDelivery>>>; claims: ReturnType<typeof gatherBatches>; records: ReturnType<typeof gatherBatches> }
+  >();
   const envOf = (message: Message<DeliveryMessage>) => {
     // A message names its shard (src/db/shards.ts); an unbound shard throws, and the queue retries.
     const shardEnv = messageEnv(env, message.body);
     let group = byShard.get(shardEnv.SHARD);
-    if (!group) byShard.set(shardEnv.SHARD, (group = { env: shardEnv, ids: [] }));
+    if (!group) {
+      const db = createDb(shardEnv.DB);
+      // Claims: those the batch's messages reach together (the next macrotask at the latest).
+      byShard.set(shardEnv.SHARD, (group = { env: shardEnv, ids: [], claims: gatherBatches(db, 0), records: gatherBatches(db, recordGatherMs) }));
+    }
     group.ids.push(message.body.deliveryId);
-    return group;
+    return { group, gathered: { claim: group.claims.ticket(), record: group.records.ticket() } };
   };
   const groups = batch.messages.map((message) => {
     try {
@@ -466,18 +497,23 @@ export async function handleDeliveryBatch(batch: MessageBatch<DeliveryMessage>, 
   });
   await Promise.all(
     batch.messages.map(async (message, i) => {
+      const entry = groups[i];
       try {
-        const group = groups[i];
-        if (group instanceof Error) throw group;
+        if (entry instanceof Error) throw entry;
+        const { group, gathered } = entry;
         group.rows ??= loadDeliveries(createDb(group.env.DB), group.ids);
         const rows = await group.rows;
-        await processDelivery(group.env, message.body.deliveryId, randomUnit, rows.get(message.body.deliveryId) ?? null);
+        await processDelivery(group.env, message.body.deliveryId, randomUnit, rows.get(message.body.deliveryId) ?? null, gathered);
         message.ack();
       } catch (error) {
         console.error(JSON.stringify({ message: "delivery processing failed; the queue will retry", delivery: message.body?.deliveryId, error: String(error) }));
         message.retry({ delaySeconds: Math.min(60, 2 ** message.attempts) });
+      } finally {
+        if (!(entry instanceof Error)) {
+          entry.gathered.claim.leave();
+          entry.gathered.record.leave();
+        }
       }
     }),
   );
 }
-
