@@ -92,6 +92,7 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
       email: body.email,
       testClockId: body.test_clock ?? null,
       stripeAccount: body.stripe_account ?? null,
+      defaultPaymentMethodId: null,
       createdAt: isoTime(now),
       updatedAt: isoTime(now),
     };
