@@ -131,6 +131,9 @@ export const users = sqliteTable(
     // Live mode only: the Stripe connected account (acct_…) this user is paid out to (see
     // src/processor/types.ts PayoutRecipient). Null in test mode, where any card can be paid.
     stripeAccount: text("stripe_account"),
+    // The saved card (pmt_…) the user chose as their default (Stripe's
+    // invoice_settings.default_payment_method); cleared when that card is detached.
+    defaultPaymentMethodId: text("default_payment_method_id"),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -463,6 +466,26 @@ export const checkoutSessions = sqliteTable(
     index("checkout_sessions_expiry").on(t.status, t.expiresAt),
     check("checkout_sessions_amount", sql`${t.amount} IS NULL OR ${t.amount} > 0`),
   ],
+);
+
+// Customer portal sessions (src/pages/portal.tsx): a one-hour link to the hosted page where a user
+// manages their subscriptions, invoices and cards. The page acts as the key that made it.
+export const portalSessions = sqliteTable(
+  "portal_sessions",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    livemode: livemode(),
+    // The API key that created it: the page acts as that key (a revoked key stops its sessions).
+    keyId: text("key_id").notNull(),
+    // The page's secret, in the session's url; compared in constant time (src/pages/hosted.tsx).
+    pageSecret: text("page_secret").notNull(),
+    userId: text("user_id").notNull(),
+    returnUrl: text("return_url").notNull(),
+    expiresAt: text("expires_at").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index("portal_sessions_account").on(t.accountId, t.livemode, t.id)],
 );
 
 export const refunds = sqliteTable(

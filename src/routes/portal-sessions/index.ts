@@ -1,0 +1,60 @@
+// Customer portal sessions (DESIGN.md "Books that close"; the page is src/pages/portal.tsx):
+// POST /portal/sessions makes a one-hour link to the hosted page where a user sees their
+// subscriptions, invoices and cards, and acts on them through this API's own routes.
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { eq } from "drizzle-orm";
+import type { AppEnv } from "../../context";
+import { portalSessions, users } from "../../db/schema";
+import { owned } from "../../db/scope";
+import { hasPrefix, newId } from "../../domain/ids";
+import { isDevelopment } from "../../env";
+import { clock, isoTime } from "../../lib/clock";
+import { invalidRequest, notFound } from "../../lib/errors";
+import { checkRedirectUrl } from "../../payments/checkout";
+import { PORTAL_SESSION_LIFETIME_MS, type PortalSessionRow, serializePortalSession } from "../../pages/portal-links";
+import { newPageSecret } from "../../pages/hosted";
+import { publicUrl } from "../../pages/public-url";
+import { apiRoute, json, jsonBodyOf } from "../openapi";
+import { withLiveKeyAll } from "../reads";
+import { commitAndRespond } from "../write-path";
+import { CreatePortalSessionBody, PortalSessionSchema } from "./schema";
+
+const create = apiRoute({
+  method: "post",
+  path: "/portal/sessions",
+  tags: ["Customer portal"],
+  operationId: "createPortalSession",
+  summary: "Create a customer portal session",
+  description:
+    "A one-hour link to a page Tender hosts where the user sees their subscriptions, invoices (PDFs; an open one links to its hosted page to pay it) and saved cards, adds a card, makes one the default, removes one and cancels a subscription at the end of its period. Send the user to the answer's url: it carries its own secret, no API key; after expires_at it answers 410. " +
+    "Everything the page does is this API's ordinary action, as the key that created the session, with its ordinary events (payment_method.attached, payment_method.detached, customer.updated, subscription_updated). return_url must be https (http://localhost and http://127.0.0.1 in development only). A user of another account or mode answers 404.",
+  scope: "portal_sessions:write",
+  request: jsonBodyOf(CreatePortalSessionBody),
+  responses: { 201: json(PortalSessionSchema, "The session, with its url.") },
+});
+
+export function registerPortalSessions(app: OpenAPIHono<AppEnv>) {
+  app.openapi(create, async function createPortalSession(c) {
+    const { db, auth } = c.var;
+    const body = c.req.valid("json");
+    const now = clock.now();
+    const checked = checkRedirectUrl(body.return_url, isDevelopment(c.env));
+    if (!checked.ok) throw invalidRequest("url_invalid", `return_url ${checked.message}.`, "return_url");
+    if (!hasPrefix(body.user_id, "user")) throw notFound("user", body.user_id, "user_id");
+    const [userRows] = await withLiveKeyAll<[{ id: string }[]]>(c, [db.select({ id: users.id }).from(users).where(owned(users, auth, eq(users.id, body.user_id))).limit(1)]);
+    if (userRows.length === 0) throw notFound("user", body.user_id, "user_id");
+    const row: PortalSessionRow = {
+      id: newId("portalSession", now),
+      accountId: auth.accountId,
+      livemode: auth.livemode,
+      keyId: auth.keyId,
+      pageSecret: newPageSecret(),
+      userId: body.user_id,
+      returnUrl: checked.url,
+      expiresAt: isoTime(now + PORTAL_SESSION_LIFETIME_MS),
+      createdAt: isoTime(now),
+    };
+    const origin = publicUrl(c.env) ?? new URL(c.req.url).origin;
+    return commitAndRespond(c, { statements: [db.insert(portalSessions).values(row)] }, 201, serializePortalSession(row, origin));
+  });
+}
