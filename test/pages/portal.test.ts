@@ -119,6 +119,19 @@ describe("POST /portal/sessions", () => {
     expect(after!.n).toBe(before!.n);
   });
 
+  it("reads one by id and lists them newest first, by user; another account's is 404", async () => {
+    const user = await createUser(acct);
+    const session = await openPortal(user.id);
+    const read = await call(`/portal/sessions/${session.id}`, { key: acct.key });
+    expect(read.status).toBe(200);
+    expect(read.body).toEqual(session);
+    const list = await call(`/portal/sessions?user_id=${user.id}`, { key: acct.key });
+    expect(list.status).toBe(200);
+    expect(list.body.data.map((s: { id: string }) => s.id)).toEqual([session.id]);
+    expectError(await call(`/portal/sessions/${session.id}`, { key: other.key }), 404, "not_found_error");
+    expectError(await call(`/portal/sessions/${session.id}`, { key: acct.liveKey }), 404, "not_found_error");
+  });
+
   it("checks return_url as checkout checks success_url", async () => {
     const user = await createUser(acct);
     for (const bad of ["shop.example.com/account", "ftp://shop.example.com/", "https://user:pw@shop.example.com/", "javascript:alert(1)"]) {

@@ -245,6 +245,7 @@ export class Tender {
    * default and cancel at the period's end.
    */
   readonly createPortalSession: (body: components["schemas"]["PortalSessionRequest"], options?: WriteOptions) => Promise<components["schemas"]["PortalSession"]>;
+  readonly getPortalSession: (id: string) => Promise<components["schemas"]["PortalSession"]>;
   /**
    * Metered usage at volume (POST /usage-events): `create` sends up to 100 events (your `id` for
    * each, its `subscription_id`, `quantity`, optional `timestamp`) and answers `{ accepted,
@@ -302,6 +303,7 @@ export class Tender {
     this.getCheckoutSession = (id) => this.GET("/checkout/sessions/{id}", { params: { path: { id } } });
     this.expireCheckoutSession = (id, options) => this.POST("/checkout/sessions/{id}/expire", { params: { path: { id } }, ...keyed(options) });
     this.createPortalSession = (body, options) => this.POST("/portal/sessions", { body, ...keyed(options) });
+    this.getPortalSession = (id) => this.GET("/portal/sessions/{id}", { params: { path: { id } } });
     this.usageEvents = {
       create: (events, options) => this.POST("/usage-events", { body: { events }, ...keyed(options) }),
     };

@@ -14,15 +14,18 @@ import { checkRedirectUrl } from "../../payments/checkout";
 import { PORTAL_SESSION_LIFETIME_MS, type PortalSessionRow, serializePortalSession } from "../../pages/portal-links";
 import { newPageSecret } from "../../pages/hosted";
 import { publicUrl } from "../../pages/public-url";
-import { apiRoute, json, jsonBodyOf } from "../openapi";
-import { withLiveKeyAll } from "../reads";
+import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
+import { listSchema } from "../pagination";
+import { listOwned, readById, withLiveKeyAll } from "../reads";
 import { commitAndRespond } from "../write-path";
-import { CreatePortalSessionBody, PortalSessionSchema } from "./schema";
+import { CreatePortalSessionBody, PortalSessionListQuery, PortalSessionSchema } from "./schema";
+
+const tags = ["Customer portal"];
 
 const create = apiRoute({
   method: "post",
   path: "/portal/sessions",
-  tags: ["Customer portal"],
+  tags,
   operationId: "createPortalSession",
   summary: "Create a customer portal session",
   description:
@@ -32,6 +35,32 @@ const create = apiRoute({
   request: jsonBodyOf(CreatePortalSessionBody),
   responses: { 201: json(PortalSessionSchema, "The session, with its url.") },
 });
+
+const list = apiRoute({
+  method: "get",
+  path: "/portal/sessions",
+  tags,
+  operationId: "listPortalSessions",
+  summary: "List customer portal sessions",
+  description: "Portal sessions, newest first, optionally one user's (expired ones included: their url answers 410).",
+  scope: "portal_sessions:read",
+  request: { query: PortalSessionListQuery },
+  responses: { 200: json(listSchema(PortalSessionSchema, "PortalSessionList"), "A page of portal sessions, newest first.") },
+});
+
+const get = apiRoute({
+  method: "get",
+  path: "/portal/sessions/{id}",
+  tags,
+  operationId: "getPortalSession",
+  summary: "Read a customer portal session",
+  scope: "portal_sessions:read",
+  request: { params: idParam("portal session", "bps_01jd2x4k5m6n7p8q9r0s1t2v3w") },
+  responses: { 200: json(PortalSessionSchema, "The portal session.") },
+});
+
+/** Where a session's url points: PUBLIC_URL, else the origin of the request that asks. */
+const originOf = (c: { env: AppEnv["Bindings"]; req: { url: string } }) => publicUrl(c.env) ?? new URL(c.req.url).origin;
 
 export function registerPortalSessions(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async function createPortalSession(c) {
@@ -54,7 +83,25 @@ export function registerPortalSessions(app: OpenAPIHono<AppEnv>) {
       expiresAt: isoTime(now + PORTAL_SESSION_LIFETIME_MS),
       createdAt: isoTime(now),
     };
-    const origin = publicUrl(c.env) ?? new URL(c.req.url).origin;
-    return commitAndRespond(c, { statements: [db.insert(portalSessions).values(row)] }, 201, serializePortalSession(row, origin));
+    return commitAndRespond(c, { statements: [db.insert(portalSessions).values(row)] }, 201, serializePortalSession(row, originOf(c)));
+  });
+
+  app.openapi(list, async function listPortalSessions(c) {
+    const query = c.req.valid("query");
+    const origin = originOf(c);
+    const page = await listOwned(c, {
+      table: portalSessions,
+      query,
+      filters: [[portalSessions.userId, query.user_id]],
+      validCursor: (id) => hasPrefix(id, "portalSession"),
+      serialize: (row) => serializePortalSession(row, origin),
+    });
+    return c.json(page, 200);
+  });
+
+  app.openapi(get, async function getPortalSession(c) {
+    const { id } = c.req.valid("param");
+    const row = await readById(c, portalSessions, id, "portal session");
+    return c.json(serializePortalSession(row, originOf(c)), 200);
   });
 }

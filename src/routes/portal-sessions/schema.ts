@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { listQuery } from "../pagination";
 import { bodyObject, idField, livemodeField, timestamp } from "../shared";
 
 const URL_MESSAGE = "return_url must be an http(s) URL of at most 2048 characters (http only for localhost or 127.0.0.1 in development).";
@@ -26,3 +27,7 @@ export const CreatePortalSessionBody = bodyObject({
     .max(2048, { error: URL_MESSAGE })
     .openapi({ description: "Where the portal's link back to your site goes.", example: "https://shop.example.com/account" }),
 }).openapi("PortalSessionRequest");
+
+export const PortalSessionListQuery = listQuery.extend({
+  user_id: idField("user_id", "a user", "usr_01jd2x4k5m6n7p8q9r0s1t2v3w").optional().openapi({ description: "Only this user's sessions." }),
+});
