@@ -4,6 +4,7 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { eq } from "drizzle-orm";
 import type { AppEnv } from "../../context";
+import { guardExists } from "../../db/batch";
 import { portalSessions, users } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
@@ -16,11 +17,12 @@ import { newPageSecret } from "../../pages/hosted";
 import { publicUrl } from "../../pages/public-url";
 import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { listSchema } from "../pagination";
-import { listOwned, readById, withLiveKeyAll } from "../reads";
+import { listOwned, readById } from "../reads";
 import { commitAndRespond } from "../write-path";
 import { CreatePortalSessionBody, PortalSessionListQuery, PortalSessionSchema } from "./schema";
 
 const tags = ["Customer portal"];
+const USER_MISSING = "user_missing";
 
 const create = apiRoute({
   method: "post",
@@ -69,9 +71,8 @@ export function registerPortalSessions(app: OpenAPIHono<AppEnv>) {
     const now = clock.now();
     const checked = checkRedirectUrl(body.return_url, isDevelopment(c.env));
     if (!checked.ok) throw invalidRequest("url_invalid", `return_url ${checked.message}.`, "return_url");
-    if (!hasPrefix(body.user_id, "user")) throw notFound("user", body.user_id, "user_id");
-    const [userRows] = await withLiveKeyAll<[{ id: string }[]]>(c, [db.select({ id: users.id }).from(users).where(owned(users, auth, eq(users.id, body.user_id))).limit(1)]);
-    if (userRows.length === 0) throw notFound("user", body.user_id, "user_id");
+    const missingUser = () => notFound("user", body.user_id, "user_id");
+    if (!hasPrefix(body.user_id, "user")) throw missingUser();
     const row: PortalSessionRow = {
       id: newId("portalSession", now),
       accountId: auth.accountId,
@@ -83,7 +84,14 @@ export function registerPortalSessions(app: OpenAPIHono<AppEnv>) {
       expiresAt: isoTime(now + PORTAL_SESSION_LIFETIME_MS),
       createdAt: isoTime(now),
     };
-    return commitAndRespond(c, { statements: [db.insert(portalSessions).values(row)] }, 201, serializePortalSession(row, originOf(c)));
+    // One round trip: the user is checked (of this account and mode) in the batch that writes the session.
+    return commitAndRespond(
+      c,
+      { statements: [guardExists(db, USER_MISSING, users, owned(users, auth, eq(users.id, body.user_id))), db.insert(portalSessions).values(row)] },
+      201,
+      serializePortalSession(row, originOf(c)),
+      { failures: { [USER_MISSING]: missingUser } },
+    );
   });
 
   app.openapi(list, async function listPortalSessions(c) {
