@@ -72,6 +72,7 @@ export const ACCOUNT_TABLES = [
   "payments",
   "payment_methods",
   "checkout_sessions",
+  "portal_sessions",
   "refunds",
   "plans",
   "coupons",

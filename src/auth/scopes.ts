@@ -14,6 +14,8 @@ export const SCOPES = [
   "payments:write",
   "checkout_sessions:read",
   "checkout_sessions:write",
+  "portal_sessions:read",
+  "portal_sessions:write",
   "refunds:read",
   "refunds:write",
   "plans:read",

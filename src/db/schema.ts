@@ -142,6 +142,9 @@ export const users = sqliteTable(
     // The buyer's postal address and tax ids (src/domain/parties.ts), which an invoice copies when it is finalized.
     address: text("address", { mode: "json" }).$type<PostalAddress>(),
     taxIds: text("tax_ids", { mode: "json" }).$type<TaxIdValue[]>().notNull().default(sql`'[]'`),
+    // The saved card (pmt_…) the user chose as their default (Stripe's
+    // invoice_settings.default_payment_method); cleared when that card is detached.
+    defaultPaymentMethodId: text("default_payment_method_id"),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -474,6 +477,26 @@ export const checkoutSessions = sqliteTable(
     index("checkout_sessions_expiry").on(t.status, t.expiresAt),
     check("checkout_sessions_amount", sql`${t.amount} IS NULL OR ${t.amount} > 0`),
   ],
+);
+
+// Customer portal sessions (src/pages/portal.tsx): a one-hour link to the hosted page where a user
+// manages their subscriptions, invoices and cards. The page acts as the key that made it.
+export const portalSessions = sqliteTable(
+  "portal_sessions",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    livemode: livemode(),
+    // The API key that created it: the page acts as that key (a revoked key stops its sessions).
+    keyId: text("key_id").notNull(),
+    // The page's secret, in the session's url; compared in constant time (src/pages/hosted.tsx).
+    pageSecret: text("page_secret").notNull(),
+    userId: text("user_id").notNull(),
+    returnUrl: text("return_url").notNull(),
+    expiresAt: text("expires_at").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index("portal_sessions_account").on(t.accountId, t.livemode, t.id)],
 );
 
 export const refunds = sqliteTable(

@@ -21,6 +21,7 @@ export const ID_PREFIXES = {
   payment: "pay",
   paymentMethod: "pmt",
   checkoutSession: "cs",
+  portalSession: "bps",
   refund: "re",
   testClock: "clock",
   invoice: "in",

@@ -23,7 +23,6 @@ import type { Context } from "hono";
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq } from "drizzle-orm";
 import type { AppEnv, Auth } from "../context";
-import { withPrincipal } from "../auth/principal";
 import { createDb } from "../db/client";
 import { accounts, checkoutSessions, plans, processorConnections } from "../db/schema";
 import { shardEnv, shardNumbers } from "../db/shards";
@@ -50,6 +49,8 @@ import {
 } from "../payments/checkout";
 import { chargeableAmount } from "../billing/pricing";
 import { HostedLayout, hostedHeaders, pageSecretMatches, stripeJsUrl } from "./hosted";
+import { CHECKOUT_SCRIPT, CHECKOUT_SCRIPT_PATH, CardFields, readForm, readToken } from "./card-form";
+import { type ApiAnswer, type InProcessApp, callApi, crossSite } from "./in-process";
 
 type PlanRow = typeof plans.$inferSelect;
 
@@ -61,11 +62,6 @@ interface Found {
   plan: PlanRow | null;
   /** Live mode: the connection's publishable key, for Stripe.js (null without one). */
   publishableKey: string | null;
-}
-
-/** What the app is to the page: its fetch, for the API's routes in process. */
-interface InProcessApp {
-  fetch(request: Request, env: any, ctx?: any): Response | Promise<Response>;
 }
 
 /** How long a second submit (a double click, another tab) waits for the first to finish before it says so. */
@@ -115,27 +111,6 @@ function pageAuth(found: Found): Auth {
     // A payment or subscription session charges the card it saves at once (that charge sets it up); a setup session sets it up (a SetupIntent in live mode).
     ...(row.mode === "setup" ? { setupForCheckoutSession: row.id } : { chargesSavedCardNow: true as const }),
   };
-}
-
-interface ApiAnswer {
-  status: number;
-  body: any;
-}
-
-/** One API request in process, as the session's key. */
-async function callApi(app: InProcessApp, c: Context<AppEnv>, auth: Auth, method: string, path: string, body?: unknown, idempotencyKey?: string): Promise<ApiAnswer> {
-  const headers = new Headers({ accept: "application/json", "tender-version": CURRENT_API_VERSION });
-  if (idempotencyKey) headers.set("idempotency-key", idempotencyKey);
-  if (body !== undefined) headers.set("content-type", "application/json");
-  const response = await app.fetch(new Request(new URL(path, c.req.url), { method, headers, body: body === undefined ? undefined : JSON.stringify(body) }), withPrincipal(c.env, auth), c.executionCtx);
-  const text = await response.text();
-  let parsed: unknown = null;
-  try {
-    parsed = text ? JSON.parse(text) : null;
-  } catch {
-    parsed = null;
-  }
-  return { status: response.status, body: parsed };
 }
 
 /** The route a 3-D Secure challenge returns to (with ?payment_id=…): it finishes the session. */
@@ -196,24 +171,7 @@ function CheckoutForm({ found, message, name }: FormProps) {
         </p>
       ) : null}
       <form method="post" action={checkoutPagePath(row)} autocomplete="on">
-        <label for="cardholder_name">Name on card</label>
-        <input id="cardholder_name" name="cardholder_name" autocomplete="cc-name" value={name ?? ""} maxlength={200} />
-        <label for="card_number">Card number</label>
-        <input id="card_number" name="card_number" autocomplete="cc-number" inputmode="numeric" maxlength={32} required />
-        <div class="row">
-          <div>
-            <label for="exp_month">Month (MM)</label>
-            <input id="exp_month" name="exp_month" autocomplete="cc-exp-month" inputmode="numeric" maxlength={2} required />
-          </div>
-          <div>
-            <label for="exp_year">Year (YYYY)</label>
-            <input id="exp_year" name="exp_year" autocomplete="cc-exp-year" inputmode="numeric" maxlength={4} required />
-          </div>
-          <div>
-            <label for="cvc">Security code</label>
-            <input id="cvc" name="cvc" autocomplete="cc-csc" inputmode="numeric" maxlength={4} required />
-          </div>
-        </div>
+        <CardFields name={name} />
         <button type="submit">{submitLabel(row)}</button>
       </form>
       <p>
@@ -222,9 +180,6 @@ function CheckoutForm({ found, message, name }: FormProps) {
     </HostedLayout>
   );
 }
-
-/** Where the live page's own script is served (it drives Stripe's Payment Element). */
-export const CHECKOUT_SCRIPT_PATH = "/pay/assets/checkout.js";
 
 /**
  * The live page: Stripe's Payment Element (deferred-intent mode) in place of Tender's card fields.
@@ -264,46 +219,6 @@ function LiveCheckoutForm({ found, message, stripeJs, setupSecret }: FormProps &
   );
 }
 
-/** The live page's script: mounts the Payment Element, then makes the PaymentMethod and posts its id. No inline script: the CSP allows none. */
-export const CHECKOUT_SCRIPT = `(function () {
-  var form = document.getElementById("checkout-form");
-  if (!form || typeof Stripe !== "function") return;
-  var error = document.getElementById("checkout-error");
-  var stripe = Stripe(form.dataset.publishableKey);
-  var options = { mode: form.dataset.mode, paymentMethodCreation: "manual" };
-  if (form.dataset.amount) options.amount = Number(form.dataset.amount);
-  if (form.dataset.currency) options.currency = form.dataset.currency;
-  // A setup session's card asked its holder to authenticate (a SetupIntent in requires_action):
-  // Stripe.js runs the bank's check, then the page's return route saves the card.
-  var secret = form.dataset.clientSecret;
-  if (secret) {
-    stripe.handleNextAction({ clientSecret: secret }).then(function () {
-      window.location.assign(form.dataset.returnUrl + "?setup_intent=" + encodeURIComponent(secret.split("_secret_")[0]));
-    });
-    return;
-  }
-  var elements = stripe.elements(options);
-  elements.create("payment").mount("#payment-element");
-  var sending = false;
-  form.addEventListener("submit", function (event) {
-    event.preventDefault();
-    if (sending) return;
-    sending = true;
-    elements.submit().then(function (submitted) {
-      if (submitted && submitted.error) throw submitted.error;
-      return stripe.createPaymentMethod({ elements: elements });
-    }).then(function (result) {
-      if (result.error) throw result.error;
-      document.getElementById("processor_token").value = result.paymentMethod.id;
-      form.submit();
-    }).catch(function (failure) {
-      sending = false;
-      error.textContent = (failure && failure.message) || "The card could not be read.";
-    });
-  });
-})();
-`;
-
 type PageStatus = 200 | 400 | 402 | 404 | 409 | 410 | 500 | 503;
 
 function formPage(c: Context<AppEnv>, found: Found, status: PageStatus, message?: string, name?: string, setupSecret?: string) {
@@ -339,30 +254,6 @@ const redirectTo = (c: Context<AppEnv>, url: string) => c.body(null, 303, { Loca
 
 // ---------------------------------------------------------------------------------------------
 // Submitting
-
-/** The card fields of the form, as the API takes them; or the field that is wrong. */
-function readForm(form: Record<string, unknown>): { ok: true; card: Record<string, unknown>; name: string } | { ok: false; message: string; name: string } {
-  const text = (key: string) => (typeof form[key] === "string" ? (form[key] as string).trim() : "");
-  const name = text("cardholder_name").slice(0, 200);
-  const number = text("card_number");
-  const month = text("exp_month");
-  const year = text("exp_year");
-  const cvc = text("cvc");
-  if (!number) return { ok: false, message: "Enter the card number.", name };
-  if (!/^\d{1,2}$/.test(month)) return { ok: false, message: "Enter the expiry month as a number from 1 to 12.", name };
-  if (!/^\d{2}(\d{2})?$/.test(year)) return { ok: false, message: "Enter the expiry year, such as 2030.", name };
-  if (!/^\d{3,4}$/.test(cvc)) return { ok: false, message: "Enter the security code: 3 digits, or 4 on American Express.", name };
-  const fullYear = year.length === 2 ? 2000 + Number(year) : Number(year);
-  return { ok: true, name, card: { payment_method: "card", card_number: number, expiration_month: Number(month), expiration_year: fullYear, cvv: cvc } };
-}
-
-/** The live page's answer: the id of the PaymentMethod Stripe.js made (pm_…), never card fields. */
-function readToken(form: Record<string, unknown>): { ok: true; card: Record<string, unknown>; name: string } | { ok: false; message: string; name: string } {
-  const token = typeof form.processor_token === "string" ? form.processor_token.trim() : "";
-  if (!/^pm_[A-Za-z0-9_]{1,200}$/.test(token)) return { ok: false, message: "The card could not be read. Enter it again.", name: "" };
-  if (Object.keys(form).some((key) => key !== "processor_token")) return { ok: false, message: "This page takes no card number: enter the card in the form above.", name: "" };
-  return { ok: true, card: { processor_token: token }, name: "" };
-}
 
 /** An API error's message, for the payer: the API's own sentence (it never repeats a card number). */
 const errorMessage = (answer: ApiAnswer) => (answer.body?.error?.message as string | undefined) ?? "The payment could not be made.";
@@ -584,14 +475,6 @@ async function sessionOfUrl(c: Context<AppEnv>): Promise<Found | null> {
   const found = await findSession(c.env, c.req.param("id") ?? "");
   if (!found || !pageSecretMatches(found.row.pageSecret, c.req.param("secret"))) return null;
   return found;
-}
-
-/** A form posted from another site (it cannot know the secret, but a browser says where it came from). */
-function crossSite(c: Context<AppEnv>): boolean {
-  const origin = c.req.header("origin");
-  if (origin !== undefined && origin !== "null" && origin !== new URL(c.req.url).origin) return true;
-  const site = c.req.header("sec-fetch-site");
-  return site !== undefined && site !== "same-origin" && site !== "none";
 }
 
 /** Every page answer goes through here: an error becomes a page, never JSON, and never repeats what was typed. */

@@ -69,11 +69,13 @@ interface LayoutProps {
   livemode: boolean;
   /** Scripts the page loads, in order (Stripe.js first on a live page, then the page's own). */
   scripts?: string[];
+  /** A wider card, for a page of lists (the customer portal). */
+  wide?: boolean;
   children?: Child;
 }
 
 /** The frame of every hosted page: a test-mode banner where it applies, a card in the middle. */
-export function HostedLayout({ title, livemode, scripts = [], children }: LayoutProps) {
+export function HostedLayout({ title, livemode, scripts = [], wide = false, children }: LayoutProps) {
   return (
     <html lang="en">
       <head>
@@ -88,7 +90,7 @@ export function HostedLayout({ title, livemode, scripts = [], children }: Layout
       </head>
       <body>
         {livemode ? null : <div class="test-banner">Test mode: no real card is charged.</div>}
-        <main class="card">{children}</main>
+        <main class={wide ? "card wide" : "card"}>{children}</main>
       </body>
     </html>
   );
@@ -127,6 +129,15 @@ input{width:100%;padding:.6rem .7rem;font:inherit;border:1px solid #cfd7df;borde
 button,.button{display:block;width:100%;margin-top:1rem;padding:.7rem 1rem;font:inherit;font-weight:600;color:#fff;background:#635bff;border:0;border-radius:.375rem;cursor:pointer;text-align:center;text-decoration:none}
 button.secondary{background:#fff;color:#3c4257;border:1px solid #cfd7df}
 table{width:100%;border-collapse:collapse;font-size:.875rem}td,th{padding:.35rem 0;text-align:left;border-bottom:1px solid #e3e8ee}td.num,th.num{text-align:right}
+.card.wide{max-width:44rem}
+h2{font-size:1.05rem;margin:1.5rem 0 .5rem}
+.notice{background:#e6f6ec;color:#0b5a2a;padding:.5rem .75rem;border-radius:.375rem;margin:.5rem 0}
+.item{padding:.75rem 0;border-bottom:1px solid #e3e8ee;overflow-wrap:anywhere}
+.line{display:flex;flex-wrap:wrap;justify-content:space-between;gap:.25rem .75rem}
+.badge{display:inline-block;margin-left:.5rem;padding:0 .4rem;font-size:.75rem;font-weight:600;color:#3d4eac;background:#e5e9fb;border-radius:.25rem}
+.actions{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;margin-top:.5rem}
+.actions form{margin:0}
+.actions button,.actions .button{display:inline-block;width:auto;margin:0;padding:.4rem .8rem;font-size:.875rem}
 @media (max-width:480px){.card{margin:0;border-radius:0;border-left:0;border-right:0}}
 `;
 

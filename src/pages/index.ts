@@ -7,10 +7,12 @@ import { registerAuthenticationPage } from "./authenticate";
 import { registerCheckoutPage } from "./checkout";
 import { HOSTED_STYLES_PATH, hostedStyles } from "./hosted";
 import { registerInvoicePage } from "./invoice";
+import { registerPortalPage } from "./portal";
 
 export function registerHostedPages(app: OpenAPIHono<AppEnv>) {
   app.get(HOSTED_STYLES_PATH, hostedStyles);
   registerInvoicePage(app);
   registerAuthenticationPage(app);
   registerCheckoutPage(app);
+  registerPortalPage(app);
 }

@@ -21,7 +21,8 @@ import { clock } from "../lib/clock";
 import { ApiError } from "../lib/errors";
 import { readCard } from "../payments/card-input";
 import { readConnection } from "../processor/connections";
-import { CHECKOUT_SCRIPT_PATH } from "./checkout";
+import { CHECKOUT_SCRIPT_PATH, CardFields, readForm, readToken } from "./card-form";
+import { crossSite } from "./in-process";
 import { stripeJsUrl } from "./hosted";
 
 /** What the page offers the payer of an open invoice. */
@@ -157,22 +158,7 @@ export function InvoicePayment({ invoice, offer, action }: { invoice: InvoiceJso
         <form method="post" action={`${action}/pay`} autocomplete="on">
           <input type="hidden" name="source" value="card" />
           <p class="muted">{offer.card ? "Or pay with another card:" : "Pay with a card:"}</p>
-          <label for="card_number">Card number</label>
-          <input id="card_number" name="card_number" autocomplete="cc-number" inputmode="numeric" maxlength={32} required />
-          <div class="row">
-            <div>
-              <label for="exp_month">Month (MM)</label>
-              <input id="exp_month" name="exp_month" autocomplete="cc-exp-month" inputmode="numeric" maxlength={2} required />
-            </div>
-            <div>
-              <label for="exp_year">Year (YYYY)</label>
-              <input id="exp_year" name="exp_year" autocomplete="cc-exp-year" inputmode="numeric" maxlength={4} required />
-            </div>
-            <div>
-              <label for="cvc">Security code</label>
-              <input id="cvc" name="cvc" autocomplete="cc-csc" inputmode="numeric" maxlength={4} required />
-            </div>
-          </div>
+          <CardFields />
           <button type="submit" class={offer.card ? "secondary" : undefined}>
             Pay {due} with this card
           </button>
@@ -180,29 +166,6 @@ export function InvoicePayment({ invoice, offer, action }: { invoice: InvoiceJso
       )}
     </section>
   );
-}
-
-/** The card typed on the page, as the API's card fields, or the sentence that says what is wrong (never repeating the number). */
-function readForm(form: Record<string, unknown>): { ok: true; fields: { payment_method: string; card_number: string; expiration_month: number; expiration_year: number; cvv: string } } | { ok: false; message: string } {
-  const text = (key: string) => (typeof form[key] === "string" ? (form[key] as string).trim() : "");
-  const number = text("card_number");
-  const month = text("exp_month");
-  const year = text("exp_year");
-  const cvc = text("cvc");
-  if (!number) return { ok: false, message: "Enter the card number." };
-  if (!/^\d{1,2}$/.test(month)) return { ok: false, message: "Enter the expiry month as a number from 1 to 12." };
-  if (!/^\d{2}(\d{2})?$/.test(year)) return { ok: false, message: "Enter the expiry year, such as 2030." };
-  if (!/^\d{3,4}$/.test(cvc)) return { ok: false, message: "Enter the security code: 3 digits, or 4 on American Express." };
-  const fullYear = year.length === 2 ? 2000 + Number(year) : Number(year);
-  return { ok: true, fields: { payment_method: "card", card_number: number, expiration_month: Number(month), expiration_year: fullYear, cvv: cvc } };
-}
-
-/** Whether a form post came from another site (its Origin, or Sec-Fetch-Site). */
-function crossSite(c: Context): boolean {
-  const origin = c.req.header("origin");
-  if (origin !== undefined && origin !== "null" && origin !== new URL(c.req.url).origin) return true;
-  const site = c.req.header("sec-fetch-site");
-  return site !== undefined && site !== "same-origin" && site !== "none";
 }
 
 export interface PayRouteDeps {
@@ -231,16 +194,15 @@ export function registerInvoicePayment(app: OpenAPIHono<AppEnv>, pagePath: strin
     let card: PageCard | null = null;
     if (form.source === "processor_token") {
       // Stripe.js's PaymentMethod (or, in test mode, one of Stripe's test PaymentMethod names): never card fields.
-      const token = typeof form.processor_token === "string" ? form.processor_token.trim() : "";
-      if (!/^pm_[A-Za-z0-9_]{1,200}$/.test(token)) return again(400, "The card could not be read. Enter it again.");
-      if (Object.keys(form).some((name) => name !== "processor_token" && name !== "source")) return again(400, "This form takes no card number: enter the card in the form above.");
-      card = { kind: "processor_token", token };
+      const read = readToken(form, ["source"]);
+      if (!read.ok) return again(400, read.message);
+      card = { kind: "processor_token", token: read.card.processor_token };
     } else if (form.source === "card") {
       if (invoice.livemode) return again(400, "This page takes no card number in live mode.");
       const read = readForm(form);
       if (!read.ok) return again(400, read.message);
       try {
-        card = { kind: "fields", card: await readCard(env, read.fields, realNow) };
+        card = { kind: "fields", card: await readCard(env, read.card, realNow) };
       } catch (error) {
         if (error instanceof ApiError) return again(400, error.message);
         throw error;

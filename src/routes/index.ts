@@ -11,6 +11,7 @@ import { registerPaymentMethods } from "./payment-methods";
 import { registerPayouts } from "./payouts";
 import { registerPayments } from "./payments";
 import { registerCheckoutSessions } from "./checkout-sessions";
+import { registerPortalSessions } from "./portal-sessions";
 import { registerRefunds } from "./refunds";
 import { registerWebhooks } from "./webhooks";
 import { registerEvents } from "./events";
@@ -48,6 +49,7 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>) {
   registerPayouts(app);
   registerPayments(app);
   registerCheckoutSessions(app);
+  registerPortalSessions(app);
   registerRefunds(app);
   registerWebhooks(app);
   registerEvents(app);

@@ -72,6 +72,21 @@ describe("typed calls against the Worker", () => {
     expect(refused).toMatchObject({ status: 400, code: "parameter_missing", param: "amount" });
   });
 
+  it("a portal session: createPortalSession with the caller's Idempotency-Key, getPortalSession, typed; another account's user throws a 404 TenderError", async () => {
+    const acct = await signup();
+    const other = await signup("Other");
+    const { tender, sent } = tenderFor(acct.key);
+    const user = await tender.POST("/api/users", { body: ada });
+    const session: Schemas["PortalSession"] = await tender.createPortalSession({ user_id: user.id, return_url: "https://shop.example.com/account" }, { idempotencyKey: "portal-ada" });
+    expect(session).toMatchObject({ object: "portal_session", user_id: user.id, url: expect.stringContaining(`/portal/${session.id}/`) });
+    expect(sent.at(-1)!.headers.get("idempotency-key")).toBe("portal-ada");
+    expect(await tender.getPortalSession(session.id)).toEqual(session);
+    const theirs = await tenderFor(other.key).tender.POST("/api/users", { body: ada });
+    const refused = await tender.createPortalSession({ user_id: theirs.id, return_url: "https://shop.example.com/account" }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(TenderError);
+    expect(refused).toMatchObject({ status: 404 });
+  });
+
   it("usage events: usageEvents.create, typed; a resent call is all duplicates", async () => {
     const acct = await signup();
     const { tender, sent } = tenderFor(acct.key);

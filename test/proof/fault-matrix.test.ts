@@ -156,8 +156,11 @@ const ROUTES: Record<string, { table?: string; consumes?: keyof Fixtures | "conn
   createRefund: { table: "refunds" },
   createPaymentMethod: { table: "payment_methods" },
   detachPaymentMethod: { consumes: "paymentMethod" },
+  // A fresh card: an earlier case's detach leaves the shared one unable to be the default.
+  setDefaultPaymentMethod: { consumes: "paymentMethod" },
   createPayment: { table: "payments" },
   createCheckoutSession: { table: "checkout_sessions" },
+  createPortalSession: { table: "portal_sessions" },
   expireCheckoutSession: { consumes: "checkoutSession" },
   capturePayment: { consumes: "authorization" },
   cancelPayment: { consumes: "authorization" },

@@ -230,6 +230,7 @@ describe("20 concurrent requests with one Idempotency-Key", () => {
     createTestClock: "test_clocks",
     createCoupon: "coupons",
     createCheckoutSession: "checkout_sessions",
+    createPortalSession: "portal_sessions",
     createTaxRate: "tax_rates",
     // A batch: no object of its own; its events land as usage records (counted below, once).
     createUsageEvents: "usage_records",

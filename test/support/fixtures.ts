@@ -239,6 +239,8 @@ export interface Fixtures {
   authorization: string;
   /** An open checkout session (payment mode) of `user`. */
   checkoutSession: string;
+  /** A customer portal session of `user`. */
+  portalSession: string;
 }
 
 /**
@@ -317,8 +319,9 @@ export async function seed(acct: Account): Promise<Fixtures> {
   const checkoutSession = (
     await created(await call("/checkout/sessions", { key: acct.key, body: { mode: "payment", amount: 1500, currency: "usd", user_id: user.id, success_url: "https://shop.example.com/ok", cancel_url: "https://shop.example.com/cart" } }))
   ).id;
+  const portalSession = (await created(await call("/portal/sessions", { key: acct.key, body: { user_id: user.id, return_url: "https://shop.example.com/account" } }))).id;
   const event = (await call("/api/events?limit=1", { key: acct.key })).body.data[0].id;
   const webhook = (await created(await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/proof`, events: ["payout.paid"] } }))).id;
   RECOVERY_OF.set(webhook, await seedRecovery(acct.key, webhook));
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, taxRate, metered, paymentMethod, authorization, checkoutSession };
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, taxRate, metered, paymentMethod, authorization, checkoutSession, portalSession };
 }

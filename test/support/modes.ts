@@ -88,7 +88,8 @@ export async function seedLive(account: Account, liveKey: string, test: Fixtures
   PAYMENT_METHOD_OF.set(user.id, paymentMethod);
   RECOVERY_OF.set(webhook, await seedRecovery(liveKey, webhook));
   const checkoutSession = (await created("/checkout/sessions", liveKey, { mode: "payment", amount: 1500, currency: "usd", user_id: user.id, success_url: "https://shop.example.com/ok", cancel_url: "https://shop.example.com/cart" })).id;
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, taxRate, metered, paymentMethod, authorization, checkoutSession };
+  const portalSession = (await created("/portal/sessions", liveKey, { user_id: user.id, return_url: "https://shop.example.com/account" })).id;
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, taxRate, metered, paymentMethod, authorization, checkoutSession, portalSession };
 }
 
 /** An account with one object of every kind in each mode. */

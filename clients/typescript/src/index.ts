@@ -240,6 +240,13 @@ export class Tender {
   /** Expires an open session now (its page takes no card any more). */
   readonly expireCheckoutSession: (id: string, options?: WriteOptions) => Promise<components["schemas"]["CheckoutSession"]>;
   /**
+   * The customer portal (POST /portal/sessions): send the user to the answer's `url`, where for one
+   * hour they see their subscriptions, invoices and cards, add or remove a card, make one the
+   * default and cancel at the period's end.
+   */
+  readonly createPortalSession: (body: components["schemas"]["PortalSessionRequest"], options?: WriteOptions) => Promise<components["schemas"]["PortalSession"]>;
+  readonly getPortalSession: (id: string) => Promise<components["schemas"]["PortalSession"]>;
+  /**
    * Metered usage at volume (POST /usage-events): `create` sends up to 100 events (your `id` for
    * each, its `subscription_id`, `quantity`, optional `timestamp`) and answers `{ accepted,
    * duplicates, rejected: [{ index, code, message, param? }] }`. An id already recorded in the last
@@ -295,6 +302,8 @@ export class Tender {
     this.createCheckoutSession = (body, options) => this.POST("/checkout/sessions", { body, ...keyed(options) });
     this.getCheckoutSession = (id) => this.GET("/checkout/sessions/{id}", { params: { path: { id } } });
     this.expireCheckoutSession = (id, options) => this.POST("/checkout/sessions/{id}/expire", { params: { path: { id } }, ...keyed(options) });
+    this.createPortalSession = (body, options) => this.POST("/portal/sessions", { body, ...keyed(options) });
+    this.getPortalSession = (id) => this.GET("/portal/sessions/{id}", { params: { path: { id } } });
     this.usageEvents = {
       create: (events, options) => this.POST("/usage-events", { body: { events }, ...keyed(options) }),
     };

@@ -6,7 +6,7 @@ import type { Context } from "hono";
 import { type OpenAPIHono, z } from "@hono/zod-openapi";
 import { and, eq, isNull, sql } from "drizzle-orm";
 import type { AppEnv } from "../../context";
-import { guard } from "../../db/batch";
+import { guard, guardExists } from "../../db/batch";
 import { paymentMethods, users } from "../../db/schema";
 import { owned } from "../../db/scope";
 import { hasPrefix, newId } from "../../domain/ids";
@@ -24,7 +24,8 @@ import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json, jsonBodyOf } from "../openapi";
 import { listQuery, listSchema } from "../pagination";
 import { listOwned, readById } from "../reads";
-import { commitAndAnswerRow, commitAndRespond, outcomeTracked } from "../write-path";
+import { commit, commitAndAnswerRow, commitAndRespond, outcomeTracked } from "../write-path";
+import { UserSchema, serializeUser, userJsonSql } from "../users/schema";
 import { CreatePaymentMethodBody, PaymentMethodSchema, paymentMethodJsonSql, serializePaymentMethod } from "./schema";
 
 const tags = ["Payment methods"];
@@ -93,6 +94,22 @@ const detach = apiRoute({
   responses: { 200: json(PaymentMethodSchema, "The detached payment method.") },
   extraErrors: [409],
 });
+
+const setDefault = apiRoute({
+  method: "post",
+  path: "/api/users/{id}/payment-methods/{pm_id}/default",
+  tags,
+  operationId: "setDefaultPaymentMethod",
+  summary: "Make a saved card the user's default",
+  description:
+    "Makes the user's attached payment method their default (default_payment_method on the user, as Stripe's invoice_settings.default_payment_method) and emits customer.updated. It changes no subscription: each charges the card it was given (PUT /subscriptions/{id} with payment_method moves one; the customer portal does both). Detaching the default card clears default_payment_method. Another user's card answers 404; a detached one 400 payment_method_detached.",
+  scope: "payment_methods:write",
+  request: { params: methodParams },
+  responses: { 200: json(UserSchema, "The user, with its default_payment_method.") },
+});
+
+const USER_MISSING = "user_missing";
+const METHOD_MISSING = "payment_method_missing";
 
 const ATTACHED_TWICE = "unique:payment_methods.account_id, payment_methods.livemode, payment_methods.attach_reference";
 const IN_USE = "payment_method_in_use";
@@ -209,6 +226,42 @@ export function registerPaymentMethods(app: OpenAPIHono<AppEnv>) {
     return c.json(serializePaymentMethod(row), 200);
   });
 
+  app.openapi(setDefault, async function setDefaultPaymentMethod(c) {
+    const { db, auth } = c.var;
+    const { id: userId, pm_id: id } = c.req.valid("param");
+    const now = clock.now();
+    const missingUser = () => notFound("user", userId, "id");
+    const missingMethod = () => notFound("payment_method", id, "pm_id");
+    if (!hasPrefix(userId, "user")) throw missingUser();
+    if (!hasPrefix(id, "paymentMethod")) throw missingMethod();
+    const user = owned(users, auth, eq(users.id, userId));
+    const method = owned(paymentMethods, auth, eq(paymentMethods.id, id), eq(paymentMethods.userId, userId));
+    // One batch: the user and their card exist and the card is attached when the default is written.
+    const { returned } = await commit(
+      c,
+      {
+        statements: [
+          guardExists(db, USER_MISSING, users, user),
+          guardExists(db, METHOD_MISSING, paymentMethods, method),
+          guardExists(db, METHOD_DETACHED, paymentMethods, and(method, isNull(paymentMethods.detachedAt))),
+        ],
+        returning: db.update(users).set({ defaultPaymentMethodId: id, updatedAt: isoTime(now) }).where(user).returning(),
+        events: [emitEvent(db, auth, { type: "customer.updated", dataSql: userJsonSql(userId), objectId: userId }, now)],
+      },
+      200,
+      userJsonSql(userId),
+      {
+        failures: {
+          [USER_MISSING]: missingUser,
+          [METHOD_MISSING]: missingMethod,
+          [METHOD_DETACHED]: () => invalidRequest("payment_method_detached", `Payment method ${id} was detached and can be the default no more: save the card again.`, "pm_id"),
+        },
+      },
+    );
+    const [updated] = returned as (typeof users.$inferSelect)[];
+    return c.json(serializeUser(updated), 200);
+  });
+
   app.openapi(detach, async function detachPaymentMethod(c) {
     const { db, auth } = c.var;
     const { id: userId, pm_id: id } = c.req.valid("param");
@@ -227,6 +280,11 @@ export function registerPaymentMethods(app: OpenAPIHono<AppEnv>) {
             guard(db, METHOD_DETACHED, sql`EXISTS (SELECT 1 FROM ${paymentMethods} WHERE ${and(mine, isNull(paymentMethods.detachedAt))})`),
             // A subscription committed since the read above (or still charging it) keeps it attached.
             guard(db, IN_USE, sql`NOT ${paymentMethodInUse(id)} AND NOT ${paymentMethodCharging(id, now)}`),
+            // Detaching the user's default card leaves them with no default (as Stripe does).
+            db
+              .update(users)
+              .set({ defaultPaymentMethodId: null, updatedAt: isoTime(now) })
+              .where(owned(users, auth, eq(users.id, userId), eq(users.defaultPaymentMethodId, id))),
           ],
           returning: db
             .update(paymentMethods)

@@ -95,6 +95,7 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
       stripeAccount: body.stripe_account ?? null,
       address: storedAddress(body.address),
       taxIds: body.tax_ids ?? [],
+      defaultPaymentMethodId: null,
       createdAt: isoTime(now),
       updatedAt: isoTime(now),
     };

@@ -54,6 +54,10 @@ export const UserSchema = z
       .openapi({ description: "Live mode: the Stripe connected account (acct_…) payouts to this user are sent to; null when none (always in test mode)." }),
     address: AddressSchema.nullable().openapi({ description: `The user's postal address, printed on their invoices; null when none. ${BUYER_NOTE}` }),
     tax_ids: z.array(TaxIdSchema).openapi({ description: `The user's tax ids, printed on their invoices. ${BUYER_NOTE}` }),
+    default_payment_method: z
+      .string()
+      .nullable()
+      .openapi({ description: "The saved card (pmt_…) the user chose as their default (POST /api/users/{id}/payment-methods/{pm_id}/default), as Stripe's invoice_settings.default_payment_method; null when none, and again once that card is detached." }),
     created_at: timestamp("When the user was created."),
     updated_at: timestamp("When the user was last changed."),
   })
@@ -71,6 +75,7 @@ export function serializeUser(row: typeof users.$inferSelect): UserJson {
     stripe_account: row.stripeAccount ?? null,
     address: row.address ?? null,
     tax_ids: row.taxIds ?? [],
+    default_payment_method: row.defaultPaymentMethodId ?? null,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };
@@ -79,5 +84,5 @@ export function serializeUser(row: typeof users.$inferSelect): UserJson {
 /** The same serialization inside SQL, for event data and stored answers built within a batch. */
 export const userJsonSql = (id: string) => sql`(SELECT json_object(
   'id', ${users.id}, 'object', 'user', 'livemode', ${livemodeJsonSql(users.livemode)}, 'name', ${users.name}, 'email', ${users.email},
-  'test_clock', ${users.testClockId}, 'stripe_account', ${users.stripeAccount}, 'address', json(${users.address}), 'tax_ids', json(${users.taxIds}), 'created_at', ${users.createdAt}, 'updated_at', ${users.updatedAt}
+  'test_clock', ${users.testClockId}, 'stripe_account', ${users.stripeAccount}, 'default_payment_method', ${users.defaultPaymentMethodId}, 'address', json(${users.address}), 'tax_ids', json(${users.taxIds}), 'created_at', ${users.createdAt}, 'updated_at', ${users.updatedAt}
 ) FROM ${users} WHERE ${users.id} = ${id})`;
