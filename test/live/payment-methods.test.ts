@@ -167,6 +167,37 @@ describe("live payment methods", () => {
     // Again: Stripe says it is detached already, which is what was asked.
     expect((await call(`/api/users/${userId}/payment-methods/${method.id}`, { method: "DELETE", key: live.key })).status).toBe(200);
   });
+
+  // A one-off payment claims its key before Stripe is called, and reads the user and the saved card
+  // in the claim's own batch (claimReads, src/payments/payer.ts), as in test mode
+  // (test/payments/one-off.test.ts); then live mode's money claim, then Stripe.
+  it("a one-off payment with a saved card and an Idempotency-Key: the user and card read with the key's claim; each error frees the key, once", async () => {
+    const pm = fake.tokenize({ number: STRIPE_CARDS.succeeds });
+    const method = (await save({ processor_token: pm })).body;
+    const detached = (await save({ processor_token: fake.tokenize({ number: STRIPE_CARDS.succeeds }) })).body;
+    expect((await call(`/api/users/${userId}/payment-methods/${detached.id}`, { method: "DELETE", key: live.key })).status).toBe(200);
+    const other = (await call("/api/users", { key: live.key, body: { name: "Otto", email: "otto-live@example.com" } })).body;
+    const pay = (body: Record<string, unknown>, key: string) =>
+      call("/payments", { key: live.key, idempotencyKey: key, body: { amount: 2500, currency: "usd", user_id: userId, payment_method: method.id, ...body } });
+    const cases: [string, Record<string, unknown>, number, string, string][] = [
+      ["unknown-user", { user_id: "user_01jd2x4k5m6n7p8q9r0s1t2v3w" }, 404, "resource_missing", "user_id"],
+      ["other-user-card", { user_id: other.id }, 404, "resource_missing", "payment_method"],
+      ["detached-card", { payment_method: detached.id }, 400, "payment_method_detached", "payment_method"],
+    ];
+    const first = requestsOf(fake, "POST /v1/payment_intents").length;
+    for (const [name, body, status, code, param] of cases) {
+      const intents = requestsOf(fake, "POST /v1/payment_intents").length;
+      const refused = await pay(body, `live-payer-${name}`);
+      expect(refused.status, `${name}: ${refused.text}`).toBe(status);
+      expect(refused.body.error, name).toMatchObject({ code, param });
+      expect(requestsOf(fake, "POST /v1/payment_intents"), name).toHaveLength(intents);
+      // Nothing was charged: the key is free for the corrected request.
+      const corrected = await pay({}, `live-payer-${name}`);
+      expect(corrected.status, `${name}, corrected: ${corrected.text}`).toBe(201);
+      expect(corrected.body).toMatchObject({ status: "completed", livemode: true, payment_method_id: method.id, user_id: userId });
+    }
+    expect(requestsOf(fake, "POST /v1/payment_intents")).toHaveLength(first + cases.length);
+  });
 });
 
 describe("migration 0020 on existing connections", () => {
