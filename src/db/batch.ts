@@ -5,7 +5,7 @@ import { type SQL, sql } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Db } from "./client";
 import { ApiError } from "../lib/errors";
-import { batchItem, builtRaw, type Statement } from "./prepared";
+import { batchItem, builtRaw, preparedRaw, type Statement } from "./prepared";
 
 export type { Statement };
 
@@ -30,7 +30,9 @@ export const guardExists = (db: Db, reason: string, table: SQLiteTable, where: S
   guard(db, reason, sql`EXISTS (SELECT 1 FROM ${table} WHERE ${where})`);
 
 /** A statement that does nothing: keeps a batch's positions when an optional statement is left out. */
-export const noop = (db: Db): Statement => rawStatement(db, sql`SELECT 1 WHERE 0`);
+export const noop = (db: Db): Statement => preparedNoop(db).with();
+// Bound to a parameter: drizzle's batch builds a statement without parameters again every time.
+const preparedNoop = preparedRaw(() => sql`SELECT 1 WHERE ${0}`);
 
 /**
  * Maps a failed batch to an API error. Keys are guard reasons or constraint names (a CHECK's

@@ -165,6 +165,17 @@ const preparedHeldGuard = preparedRaw(() =>
   ),
 );
 
+/** A claimed record completed with its answer, if this request still holds it. */
+const preparedClaimCompletion = prepared((db) =>
+  db
+    .update(idempotencyKeys)
+    .set({ status: "completed", responseStatus: sql`${slot("responseStatus")}`, responseBody: sql`${slot("responseBody")}` })
+    .where(heldBy({ accountId: slot("accountId"), livemode: slot("livemode") }, { key: slot("key"), claimToken: slot("claimToken") })),
+);
+
+/** heldBy's values for a prepared statement: a placeholder compared with eq() is bound as given, so the mode as SQLite stores it. */
+const heldValues = (tenant: Tenant, claim: IdempotencyClaim) => ({ accountId: tenant.accountId, livemode: tenant.livemode ? 1 : 0, key: claim.key, claimToken: claim.claimToken });
+
 /**
  * The statements that complete this request's idempotency record inside its write batch. A
  * `claimed` record (inserted before the route ran) is completed if this request still holds it;
@@ -179,20 +190,22 @@ export function completeIdempotency(
   body: unknown,
   options: { guard: boolean } = { guard: true },
 ): Statement[] {
-  const match = heldBy(tenant, claim);
-  // A placeholder compared with eq() is bound as given: the mode as SQLite stores it.
-  const held = preparedHeldGuard(db).with({ accountId: tenant.accountId, livemode: tenant.livemode ? 1 : 0, key: claim.key, claimToken: claim.claimToken });
+  const held = preparedHeldGuard(db).with(heldValues(tenant, claim));
   if (claim.mode === "in_batch" && claim.state === "open") {
     const answer = storedAnswer(body);
     const record = completedRecord(tenant, claim, status, answer);
     return [typeof answer === "string" ? preparedCompletedRecord(db).with(record) : upsertCompletedRecord(db, record), held];
   }
-  const complete = db
-    .update(idempotencyKeys)
-    // A body computed inside the batch (an SQL expression) is stored as the batch sees it; such
-    // a body must hold no secret (see the webhook rotation's storedBody).
-    .set({ status: "completed", responseStatus: status, responseBody: storedAnswer(body) })
-    .where(match);
+  const answer = storedAnswer(body);
+  const complete =
+    typeof answer === "string"
+      ? preparedClaimCompletion(db).with({ ...heldValues(tenant, claim), responseStatus: status, responseBody: answer })
+      : db
+          .update(idempotencyKeys)
+          // A body computed inside the batch (an SQL expression) is stored as the batch sees it; such
+          // a body must hold no secret (see the webhook rotation's storedBody).
+          .set({ status: "completed", responseStatus: status, responseBody: answer })
+          .where(heldBy(tenant, claim));
   return options.guard ? [held, complete] : [complete];
 }
 
@@ -332,51 +345,70 @@ async function earlierUse(c: Context<AppEnv>, key: string, requestHash: string, 
   return replay(row.responseStatus, row.responseBody, c.var.requestId);
 }
 
-/** The key is claimed (`in_flight`) before the route runs, and the route's batch completes it. */
-async function claimFirst(c: Context<AppEnv>, next: Next, key: string, requestHash: string, now: number, claimReads?: ClaimReads) {
-  const { db, auth } = c.var;
-  const claimToken = randomToken(24);
-  const claimInsert = db
+/**
+ * A claim-first request's claim: its record inserted `in_flight`, or taken over (a completed record
+ * whose 24 hours are over, or a stale claim of the same request); it answers the record's claim
+ * token (this request's when it won) and claim time. Prepared once per isolate.
+ */
+const preparedClaim = prepared((db) =>
+  db
     .insert(idempotencyKeys)
     .values({
-      accountId: auth.accountId,
-      livemode: auth.livemode,
-      key,
-      requestHash,
-      claimToken,
+      accountId: slot("accountId"),
+      livemode: slot("livemode"),
+      key: slot("key"),
+      requestHash: slot("requestHash"),
+      claimToken: slot("claimToken"),
       status: "in_flight",
-      createdAt: new Date(now).toISOString(),
-      lockedAt: now,
-      expiresAt: now + IDEMPOTENCY_TTL_MS,
+      createdAt: slot("createdAt"),
+      lockedAt: slot("now"),
+      expiresAt: slot("expiresAt"),
     })
     .onConflictDoUpdate({
       target: [idempotencyKeys.accountId, idempotencyKeys.livemode, idempotencyKeys.key],
       set: {
-        requestHash,
-        claimToken,
+        requestHash: sql`excluded.request_hash`,
+        claimToken: sql`excluded.claim_token`,
         status: "in_flight",
         responseStatus: null,
         responseBody: null,
         // A stale claim of the same request keeps its first claim time (the generation a first
         // charge's processor reference is made of); an expired record starts a new one.
-        createdAt: sql`CASE WHEN ${completedAndExpired(now)} THEN excluded.created_at ELSE ${idempotencyKeys.createdAt} END`,
-        lockedAt: now,
-        expiresAt: sql`CASE WHEN ${completedAndExpired(now)} THEN excluded.expires_at ELSE ${idempotencyKeys.expiresAt} END`,
+        createdAt: sql`CASE WHEN ${completedAndExpired(slot("now"))} THEN excluded.created_at ELSE ${idempotencyKeys.createdAt} END`,
+        lockedAt: sql`excluded.locked_at`,
+        expiresAt: sql`CASE WHEN ${completedAndExpired(slot("now"))} THEN excluded.expires_at ELSE ${idempotencyKeys.expiresAt} END`,
       },
       // Take over only a completed record whose 24 hours are over, or a stale claim of the same
       // request. A claim whose outcome is unknown is never freed, not even by its age.
-      setWhere: replaceable(now, now - IDEMPOTENCY_LOCK_MS, requestHash),
+      setWhere: replaceable(slot("now"), slot("staleBefore"), slot("requestHash")),
     })
-    .returning({ claimToken: idempotencyKeys.claimToken, createdAt: idempotencyKeys.createdAt });
+    .returning({ claimToken: idempotencyKeys.claimToken, createdAt: idempotencyKeys.createdAt }),
+);
+
+/** The key is claimed (`in_flight`) before the route runs, and the route's batch completes it. */
+async function claimFirst(c: Context<AppEnv>, next: Next, key: string, requestHash: string, now: number, claimReads?: ClaimReads) {
+  const { db, auth } = c.var;
+  const claimToken = randomToken(24);
+  const claimValues = {
+    accountId: auth.accountId,
+    livemode: auth.livemode,
+    key,
+    requestHash,
+    claimToken,
+    createdAt: new Date(now).toISOString(),
+    now,
+    staleBefore: now - IDEMPOTENCY_LOCK_MS,
+    expiresAt: now + IDEMPOTENCY_TTL_MS,
+  };
   const reads = claimReads?.(c, c.var.jsonBody);
-  let claimed: Awaited<typeof claimInsert>;
   let preread: IdempotencyClaim["preread"];
+  let claimed: { claimToken: string; createdAt: string }[];
   if (reads) {
-    const [inserted, rows] = (await db.batch([claimInsert, reads.statement] as unknown as [typeof claimInsert, Statement])) as [Awaited<typeof claimInsert>, unknown];
+    const [inserted, rows] = (await db.batch([preparedClaim(db).with(claimValues), reads.statement] as unknown as [Statement, Statement])) as unknown as [typeof claimed, unknown];
     claimed = inserted;
     preread = { ids: reads.ids, rows };
   } else {
-    claimed = await claimInsert;
+    claimed = await preparedClaim(db).execute(claimValues);
   }
 
   if (claimed[0]?.claimToken !== claimToken) {

@@ -21,7 +21,7 @@
 // Idempotency-Key still claimed, so its retry (the same processor reference) records the charge
 // where the account lives. Nothing is recorded against the wrong connection or lost on a shard the
 // account has left.
-import { sql } from "drizzle-orm";
+import { type Placeholder, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { BATCH_GUARD_SQL, type Statement, guard, rawStatement, runBatch } from "../db/batch";
 import { type Caller, type Tenant, liveCredential } from "../db/scope";
@@ -99,7 +99,7 @@ export async function takeMoneyClaim(
 }
 
 /** SQL: the account of `accountId` lives on this shard (a move has not switched it away). */
-export const accountLivesHere = (accountId: string) => sql`NOT EXISTS (SELECT 1 FROM accounts WHERE id = ${accountId} AND moved_to IS NOT NULL)`;
+export const accountLivesHere = (accountId: string | Placeholder) => sql`NOT EXISTS (SELECT 1 FROM accounts WHERE id = ${accountId} AND moved_to IS NOT NULL)`;
 
 /**
  * For the commit of the money the claim covers: the claim is still there, the account still lives

@@ -2,10 +2,11 @@
 // live, and the completion of its idempotency record, all in one D1 batch; then the answer.
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { type FailureMap, noop, runBatch } from "../db/batch";
+import { BATCH_GUARD_SQL, type FailureMap, noop, runBatch } from "../db/batch";
+import { preparedRaw } from "../db/prepared";
 import type { Db } from "../db/client";
 import { payments } from "../db/schema";
-import { type SQL, eq } from "drizzle-orm";
+import { type SQL, eq, sql } from "drizzle-orm";
 import type { RowAnswer } from "../middleware/stored-answers";
 import { ApiError } from "../lib/errors";
 import { CREDENTIAL_REVOKED, credentialGuard } from "../db/scope";
@@ -16,7 +17,6 @@ import type { AppEnv } from "../context";
 import { livemodeUnavailable } from "../processor";
 import { MONEY_CLAIM_LOST, type MoneyPurpose, accountLivesHere, claimHeld, newMoneyClaim, releaseClaim, takeMoneyClaim } from "../processor/in-flight";
 import { clock } from "../lib/clock";
-import { guard } from "../db/batch";
 
 export interface CommitOptions {
   failures?: FailureMap;
@@ -90,6 +90,8 @@ export async function holdMoney(c: Context<AppEnv>, purpose: MoneyPurpose): Prom
 class MoneyRecordRefused extends Error {}
 
 const ACCOUNT_MOVED = "account_moved_away";
+/** The guard of a batch that records moved money: the account still lives on this shard. */
+const accountMovedGuard = preparedRaw(() => BATCH_GUARD_SQL(ACCOUNT_MOVED, accountLivesHere(sql.placeholder("accountId"))));
 
 /** Tries of a batch that records money the processor already moved, before the outcome is left unknown. */
 const MONEY_RECORD_TRIES = 3;
@@ -150,7 +152,7 @@ export async function commit(
   // the account lives (a move may have switched it away while the processor answered) and, under
   // a claim, only against the connection it went through; the claim ends in the same batch.
   const moneyGuards = [
-    ...(options.moneyMoved ? [guard(db, ACCOUNT_MOVED, accountLivesHere(auth.accountId))] : []),
+    ...(options.moneyMoved ? [accountMovedGuard(db).with({ accountId: auth.accountId })] : []),
     ...(claimed ? [claimHeld(db, claimed)] : []),
   ];
   const refused = () => {

@@ -3,8 +3,8 @@
 // another account's or mode's objects, and retries or races that capture once.
 import { env } from "../support/env";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Account, ISO_MS, call, expectError, roundTrips, signup } from "../support/http";
-import { createUser } from "../support/fixtures";
+import { type Account, ISO_MS, call, d1Usage, expectError, roundTrips, signup } from "../support/http";
+import { createUser, warm } from "../support/fixtures";
 import { CARDS, captureLogs, cardFields, expectNoCardData } from "../support/cards";
 import { countRows, eventsFor, eventsOf } from "../support/db";
 import { ledgerProcessor } from "../support/faults";
@@ -474,6 +474,20 @@ describe("a saved card (payment_method pmt_…)", () => {
     const replay = await call("/payments", { key: acct.key, idempotencyKey: "payer-round-trips", body });
     expect(replay.headers.get("idempotent-replayed")).toBe("true");
     expect(replay.body).toEqual(res.body);
+  });
+
+  // The hot path of issue 34's speed (bench/floor.mjs, the payment pair): every statement is prepared
+  // once per isolate (src/db/prepared.ts), as POST /payout's are.
+  it("with an Idempotency-Key, a saved card's payment builds no statement once warm", async () => {
+    const visa = await save("pm_card_visa");
+    await warm(acct.key);
+    const body = { amount: 1500, currency: "usd", user_id: customer.id, payment_method: visa.id };
+    for (const round of [1, 2]) {
+      const res = await call("/payments", { key: acct.key, idempotencyKey: `payer-prepared-${round}`, body });
+      expect(res.status, res.text).toBe(201);
+      (globalThis as { __logBuilt?: boolean }).__logBuilt = round === 1;
+      if (round === 2) expect(d1Usage(res, "statements-built")).toBe(0);
+    }
   });
 });
 

@@ -4,6 +4,7 @@
 // records the payment and its event in one batch. A decline answers 402 with the failed payment's
 // id; the failed payment is kept.
 import type { OpenAPIHono } from "@hono/zod-openapi";
+import { insertRow } from "../../db/prepared";
 import { payments as paymentsTable } from "../../db/schema";
 import { hasPrefix, newId } from "../../domain/ids";
 import type { AppEnv } from "../../context";
@@ -137,7 +138,7 @@ export function registerCreatePayment(app: OpenAPIHono<AppEnv>) {
       },
       outcome,
     );
-    const writes = { statements: [db.insert(paymentsTable).values(payment)], events: [newPaymentEvent(db, payment, customer, now)] };
+    const writes = { statements: [insertRow(db, paymentsTable, payment)], events: [newPaymentEvent(db, payment, customer, now)] };
     const options = { moneyMoved: { paymentId: id }, failures: { [CHARGE_RECORDED]: idempotencyClaimLost } };
     if (outcome.status === "failed") {
       const declined = cardDeclined(outcome.code, outcome.message);
