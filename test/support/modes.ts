@@ -82,13 +82,15 @@ export async function seedLive(account: Account, liveKey: string, test: Fixtures
   const webhook = (await created("/api/webhooks", liveKey, { url: `${RECEIVER_ORIGIN}/proof-live`, events: ["payout.paid"] })).id;
   const coupon = (await created("/coupons", liveKey, { name: "Live proof", percent_off: 10, duration: "once" })).id;
   const taxRate = (await created("/tax-rates", liveKey, { display_name: "Live VAT", percentage: "20", inclusive: false })).id;
+  // A live credit note to the balance of the live copy of the open invoice.
+  const creditNote = (await created("/credit-notes", liveKey, { invoice_id: invoice, amount: 1, refund: false })).id;
   const meteredPlan = (await created("/subscription-plans", liveKey, { name: "Live calls", price: 0.01, currency: "usd", interval: "month", usage_type: "metered" })).id;
   const metered = await copyAsLive("subscriptions", "subscription", test.metered, { user_id: user.id, plan_id: meteredPlan });
   const paymentMethod = await copyAsLive("payment_methods", "paymentMethod", test.paymentMethod, { user_id: user.id, attach_reference: `live-copy:${user.id}` });
   PAYMENT_METHOD_OF.set(user.id, paymentMethod);
   RECOVERY_OF.set(webhook, await seedRecovery(liveKey, webhook));
   const checkoutSession = (await created("/checkout/sessions", liveKey, { mode: "payment", amount: 1500, currency: "usd", user_id: user.id, success_url: "https://shop.example.com/ok", cancel_url: "https://shop.example.com/cart" })).id;
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, taxRate, metered, paymentMethod, authorization, checkoutSession };
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, taxRate, creditNote, metered, paymentMethod, authorization, checkoutSession };
 }
 
 /** An account with one object of every kind in each mode. */

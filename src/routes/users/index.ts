@@ -92,6 +92,8 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
       email: body.email,
       testClockId: body.test_clock ?? null,
       stripeAccount: body.stripe_account ?? null,
+      balance: 0,
+      currency: null,
       createdAt: isoTime(now),
       updatedAt: isoTime(now),
     };

@@ -43,6 +43,15 @@ export const UserSchema = z
       .string()
       .nullable()
       .openapi({ description: "Live mode: the Stripe connected account (acct_…) payouts to this user are sent to; null when none (always in test mode)." }),
+    balance: z
+      .number()
+      .int()
+      .openapi({
+        description:
+          "The customer balance, as Stripe's, in the smallest unit of `currency`: negative is a credit the user holds (a credit note with refund: false), which later invoices consume; 0 when none.",
+        example: -6000,
+      }),
+    currency: z.string().nullable().openapi({ description: "The balance's currency, set by the first credit to it; null until then.", example: "usd" }),
     created_at: timestamp("When the user was created."),
     updated_at: timestamp("When the user was last changed."),
   })
@@ -58,6 +67,8 @@ export function serializeUser(row: typeof users.$inferSelect): UserJson {
     email: row.email,
     test_clock: row.testClockId ?? null,
     stripe_account: row.stripeAccount ?? null,
+    balance: row.balance,
+    currency: row.currency ?? null,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };
@@ -66,5 +77,5 @@ export function serializeUser(row: typeof users.$inferSelect): UserJson {
 /** The same serialization inside SQL, for event data and stored answers built within a batch. */
 export const userJsonSql = (id: string) => sql`(SELECT json_object(
   'id', ${users.id}, 'object', 'user', 'livemode', ${livemodeJsonSql(users.livemode)}, 'name', ${users.name}, 'email', ${users.email},
-  'test_clock', ${users.testClockId}, 'stripe_account', ${users.stripeAccount}, 'created_at', ${users.createdAt}, 'updated_at', ${users.updatedAt}
+  'test_clock', ${users.testClockId}, 'stripe_account', ${users.stripeAccount}, 'balance', ${users.balance}, 'currency', ${users.currency}, 'created_at', ${users.createdAt}, 'updated_at', ${users.updatedAt}
 ) FROM ${users} WHERE ${users.id} = ${id})`;
