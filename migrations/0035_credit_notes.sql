@@ -43,5 +43,9 @@ CREATE TABLE `customer_balance_transactions` (
 --> statement-breakpoint
 CREATE UNIQUE INDEX `customer_balance_transactions_source` ON `customer_balance_transactions` (`source`);--> statement-breakpoint
 CREATE INDEX `customer_balance_transactions_user` ON `customer_balance_transactions` (`account_id`,`livemode`,`user_id`,`id`);--> statement-breakpoint
+ALTER TABLE `invoices` ADD `starting_balance` integer DEFAULT 0 NOT NULL;--> statement-breakpoint
+ALTER TABLE `invoices` ADD `ending_balance` integer DEFAULT 0 NOT NULL;--> statement-breakpoint
+ALTER TABLE `subscription_periods` ADD `balance_applied` integer DEFAULT 0 NOT NULL;--> statement-breakpoint
+ALTER TABLE `subscription_periods` ADD `starting_balance` integer DEFAULT 0 NOT NULL;--> statement-breakpoint
 ALTER TABLE `users` ADD `balance` integer DEFAULT 0 NOT NULL;--> statement-breakpoint
 ALTER TABLE `users` ADD `currency` text;

@@ -623,6 +623,11 @@ export const subscriptionPeriods = sqliteTable(
     items: integer("items").notNull().default(0),
     itemsAmount: integer("items_amount").notNull().default(0),
     creditCarried: integer("credit_carried").notNull().default(0),
+    // What the claim took from the user's balance (a credit, src/billing/credit-notes.ts) towards the
+    // period's invoice, and the balance it found: `amount` less this is what the card is charged.
+    // Taken by the claim's own batch (with its ledger row), so two claims never take the same credit.
+    balanceApplied: integer("balance_applied").notNull().default(0),
+    startingBalance: integer("starting_balance").notNull().default(0),
     // The exclusive tax on the period's invoice (src/domain/tax.ts), in `amount`: computed by its
     // claim from the lines its invoice will have, so the charge and the invoice agree.
     tax: integer("tax").notNull().default(0),
@@ -691,6 +696,10 @@ export const invoices = sqliteTable(
     totalTaxAmounts: text("total_tax_amounts", { mode: "json" }).$type<TaxAmount[]>().notNull().default(sql`'[]'`),
     amountPaid: integer("amount_paid").notNull().default(0),
     amountDue: integer("amount_due").notNull(),
+    // The user's balance before and after this invoice took from it (Stripe's starting_balance and
+    // ending_balance; negative is a credit): amount_due = total - (ending - starting).
+    startingBalance: integer("starting_balance").notNull().default(0),
+    endingBalance: integer("ending_balance").notNull().default(0),
     // The last payment attempted for it (the one that paid it, once paid).
     paymentId: text("payment_id"),
     // What the invoice says about its buyer and seller, copied when it is finalized (by the
@@ -1122,7 +1131,8 @@ export interface CreditNoteLine {
 
 // The ledger of users' balances (Stripe's customer balance transactions): every change of
 // users.balance is one row here, written in the same batch, with the balance after it. `source`
-// is unique (credit_note:<id>, credit_note_void:<id>), so a retried batch applies once.
+// is unique (credit_note:<id>, credit_note_void:<id>, period:<subscription>:<n> for what a renewal's
+// claim took), so a retried batch applies once.
 export const customerBalanceTransactions = sqliteTable(
   "customer_balance_transactions",
   {
@@ -1133,7 +1143,7 @@ export const customerBalanceTransactions = sqliteTable(
     // Negative credits the user (a credit note), positive takes a credit back (a void).
     amount: integer("amount").notNull(),
     currency: text("currency").notNull(),
-    type: text("type", { enum: ["credit_note", "credit_note_void"] }).notNull(),
+    type: text("type", { enum: ["credit_note", "credit_note_void", "applied_to_invoice"] }).notNull(),
     creditNoteId: text("credit_note_id"),
     invoiceId: text("invoice_id"),
     source: text("source").notNull(),

@@ -14,6 +14,8 @@ import { exports } from "cloudflare:workers";
 import { extractText, getDocumentProxy } from "unpdf";
 import { BASE } from "../support/http";
 import { IDEMPOTENCY_LOCK_MS } from "../../src/middleware/idempotency";
+import { renewChunk } from "../../src/billing/renewals";
+import { makeDue } from "../support/clock";
 
 async function createRate(acct: Account, body: Record<string, unknown>) {
   const res = await call("/tax-rates", { key: acct.key, body: { display_name: "VAT", inclusive: false, ...body } });
@@ -274,5 +276,54 @@ describe("GET /credit-notes/{id}/pdf", () => {
       expect(text, expected).toContain(expected);
     }
     expect(text).not.toContain("?");
+  });
+});
+
+describe("the balance is consumed by later invoices", () => {
+  it("a renewal takes its invoice from the credit first: 120.00 less a 50.00 credit charges 70.00 (starting_balance -50.00, ending_balance 0)", async () => {
+    const acct = await signup();
+    const { user, sub, invoice } = await paidInvoice(acct);
+    expect((await creditNote(acct, { invoice_id: invoice.id, amount: 5000, refund: false })).status).toBe(201);
+    await makeDue(sub.id);
+    expect(await renewChunk(env, [sub.id])).toEqual(["renewed"]);
+    const renewal = (await call(`/invoices?subscription_id=${sub.id}`, { key: acct.key })).body.data[0];
+    expect(renewal).toMatchObject({ total: 12000, starting_balance: -5000, ending_balance: 0, amount_due: 7000, amount_paid: 7000, status: "paid" });
+    expect((await call(`/payments/${renewal.payment_id}`, { key: acct.key })).body.amount).toBe(7000);
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: 0 });
+    // A credit larger than the invoice leaves the rest on the balance, and charges nothing.
+    const big = (await call(`/invoices?subscription_id=${sub.id}`, { key: acct.key })).body.data[0];
+    expect((await creditNote(acct, { invoice_id: big.id, amount: 12000, refund: false })).status).toBe(201);
+    expect((await creditNote(acct, { invoice_id: invoice.id, amount: 7000, refund: false })).status).toBe(201);
+    await makeDue(sub.id);
+    expect(await renewChunk(env, [sub.id])).toEqual(["renewed"]);
+    const free = (await call(`/invoices?subscription_id=${sub.id}`, { key: acct.key })).body.data[0];
+    expect(free).toMatchObject({ total: 12000, starting_balance: -19000, ending_balance: -7000, amount_due: 0, status: "paid", payment_id: null });
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: -7000 });
+    const ledger = await env.DB.prepare("SELECT type, amount, ending_balance FROM customer_balance_transactions WHERE user_id = ? ORDER BY id").bind(user.id).all();
+    expect(ledger.results.map((r: any) => [r.type, r.amount, r.ending_balance])).toEqual([
+      ["credit_note", -5000, -5000],
+      ["applied_to_invoice", 5000, 0],
+      ["credit_note", -12000, -12000],
+      ["credit_note", -7000, -19000],
+      ["applied_to_invoice", 12000, -7000],
+    ]);
+  });
+
+  it("two renewals of one user at once (two subscriptions, two workers) never take the same credit twice", async () => {
+    const acct = await signup();
+    const { user, sub, invoice } = await paidInvoice(acct);
+    const plan = await createPlan(acct, { price: 100 });
+    const second = await subscribed(acct, user.id, plan.id);
+    expect((await creditNote(acct, { invoice_id: invoice.id, amount: 6000, refund: false })).status).toBe(201);
+    await makeDue(sub.id);
+    await makeDue(second.id);
+    const outcomes = await Promise.all([renewChunk(env, [sub.id]), renewChunk(env, [second.id])]);
+    expect(outcomes.flat()).toEqual(["renewed", "renewed"]);
+    const renewals = await Promise.all([sub.id, second.id].map(async (id) => (await call(`/invoices?subscription_id=${id}`, { key: acct.key })).body.data[0]));
+    const taken = renewals.map((r) => r.ending_balance - r.starting_balance);
+    expect(taken.reduce((a, b) => a + b, 0)).toBe(6000);
+    // 120.00 + 100.00 invoiced; 60.00 of it came from the credit, once.
+    expect(renewals.reduce((sum, r) => sum + r.amount_paid, 0)).toBe(22000 - 6000);
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: 0 });
   });
 });
