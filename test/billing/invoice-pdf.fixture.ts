@@ -37,6 +37,8 @@ export const draftInvoice: InvoiceJson = {
   total: 1999,
   amount_paid: 0,
   amount_due: 1999,
+  starting_balance: 0,
+  ending_balance: 0,
   payment_id: null,
   hosted_invoice_url: null,
   created_at: "2026-01-01T00:00:00.000Z",
