@@ -81,13 +81,20 @@ export interface CreditNoteJson {
   voided_at: string | null;
 }
 
+/**
+ * SQL: a note of `alias` counts against its invoice: issued, and not a refund the processor failed
+ * (a failed refund makes its amount refundable again, so its note credits nothing).
+ */
+const counts = (alias: string) =>
+  sql.raw(`${alias}.status = 'issued' AND NOT EXISTS (SELECT 1 FROM refunds AS failed WHERE failed.id = ${alias}.refund_id AND failed.status = 'failed')`);
+
 /** SQL: what the invoice's notes not void credited in all. */
-const creditedTotal = (invoiceId: string) => sql`(SELECT COALESCE(SUM(amount), 0) FROM ${creditNotes} WHERE invoice_id = ${invoiceId} AND status = 'issued')`;
+const creditedTotal = (invoiceId: string) => sql`(SELECT COALESCE(SUM(cn.amount), 0) FROM ${creditNotes} AS cn WHERE cn.invoice_id = ${invoiceId} AND ${counts("cn")})`;
 
 /** SQL: what the invoice's notes not void credited one of its lines. */
 const creditedLine = (invoiceId: string, lineId: string) =>
   sql`(SELECT COALESCE(SUM(json_extract(l.value, '$.amount')), 0) FROM ${creditNotes} AS cn, json_each(cn.lines) AS l
-    WHERE cn.invoice_id = ${invoiceId} AND cn.status = 'issued' AND json_extract(l.value, '$.invoice_line_id') = ${lineId})`;
+    WHERE cn.invoice_id = ${invoiceId} AND ${counts("cn")} AND json_extract(l.value, '$.invoice_line_id') = ${lineId})`;
 
 /** A new credit note to write. */
 export interface NewCreditNote {
@@ -227,6 +234,6 @@ export function voidCreditNoteWrites(db: Db, tenant: Tenant, note: CreditNoteRow
 
 /** The notes not void of an invoice, as what they credited (src/domain/credit-notes.ts creditedFrom). */
 export const issuedNotesOf = (db: Db, invoiceId: string | SQL) =>
-  rawStatement(db, sql`SELECT amount, lines FROM ${creditNotes} WHERE invoice_id = ${invoiceId} AND status = 'issued'`) as Statement & {
+  rawStatement(db, sql`SELECT cn.amount, cn.lines FROM ${creditNotes} AS cn WHERE cn.invoice_id = ${invoiceId} AND ${counts("cn")}`) as Statement & {
     result?: { amount: number; lines: string }[];
   };
