@@ -83,6 +83,8 @@ export const ACCOUNT_TABLES = [
   "usage_records",
   "invoices",
   "invoice_lines",
+  "credit_notes",
+  "customer_balance_transactions",
   "invoice_items",
   "proration_charges",
   "money_claims",

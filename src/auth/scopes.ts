@@ -28,6 +28,8 @@ export const SCOPES = [
   "coupons:write",
   "tax_rates:read",
   "tax_rates:write",
+  "credit_notes:read",
+  "credit_notes:write",
   "webhooks:read",
   "webhooks:write",
   "events:read",

@@ -90,6 +90,8 @@ export interface InvoiceInput {
    * default. A carried credit (type credit) moves a balance, sells nothing, and carries no tax.
    */
   taxRates?: readonly TaxRateValue[];
+  /** The user's balance when the invoice was claimed, and what it takes from it (a credit, positive). */
+  balance?: { starting: number; applied: number };
 }
 
 /**
@@ -108,12 +110,14 @@ export type InvoiceOutcome =
   | { kind: "failed"; paymentId: string; status: "open" | "uncollectible" | "void" };
 
 /** The totals of an invoice from its lines (and coupon). */
-export function totalsOf(input: Pick<InvoiceInput, "currency" | "lines" | "coupon" | "taxRates">): InvoiceTotals {
+export function totalsOf(input: Pick<InvoiceInput, "currency" | "lines" | "coupon" | "taxRates" | "balance">): InvoiceTotals {
   const rates = input.taxRates ?? [];
   return invoiceTotals({
     currency: input.currency,
     lines: input.lines.map((l) => ({ amount: l.amount, proration: l.proration, discountable: l.discountable, taxRates: l.type === "credit" ? [] : rates })),
     coupon: input.coupon ?? null,
+    // Only what the claim took from the balance is the invoice's to use: the rest stays on the balance.
+    startingCreditBalance: input.balance?.applied ?? 0,
   });
 }
 
@@ -229,7 +233,7 @@ export const INVOICE_JSON = sql`json_object(
       'tax_amounts', json(l.tax_amounts), 'period_start', l.period_start, 'period_end', l.period_end) AS line
     FROM invoice_lines AS l WHERE l.invoice_id = invoices.id ORDER BY l.position)),
   'subtotal', invoices.subtotal, 'discount', invoices.discount, 'coupon', json(${COUPON_JSON}), 'tax', invoices.tax, 'total_tax_amounts', json(invoices.total_tax_amounts), 'total', invoices.total,
-  'amount_paid', invoices.amount_paid, 'amount_due', invoices.amount_due, 'payment_id', invoices.payment_id,
+  'amount_paid', invoices.amount_paid, 'amount_due', invoices.amount_due, 'starting_balance', invoices.starting_balance, 'ending_balance', invoices.ending_balance, 'payment_id', invoices.payment_id,
   'hosted_invoice_url', CASE WHEN invoices.status IN ('open', 'paid') THEN invoices.hosted_invoice_url END,
   'test_clock', invoices.test_clock_id, 'created_at', invoices.created_at, 'finalized_at', invoices.finalized_at, 'paid_at', invoices.paid_at)`;
 
@@ -289,6 +293,9 @@ export interface InvoiceJson {
   total: number;
   amount_paid: number;
   amount_due: number;
+  /** The user's balance before and after this invoice took from it (negative is a credit). */
+  starting_balance: number;
+  ending_balance: number;
   payment_id: string | null;
   /** The payer's page of the invoice, while it is open or paid (null without PUBLIC_URL). */
   hosted_invoice_url: string | null;
@@ -396,11 +403,11 @@ export function issueInvoice(db: Db, input: InvoiceInput, outcome: InvoiceOutcom
   const insert = rawStatement(
     db,
     sql`INSERT INTO ${invoices} (id, account_id, livemode, number_sequence, status, subscription_id, period_index, user_id, currency,
-        period_start, period_end, subtotal, discount, tax, exclusive_tax, total_tax_amounts, total, amount_paid, amount_due, payment_id, created_at, finalized_at, paid_at, voided_at, updated_at,
+        period_start, period_end, subtotal, discount, tax, exclusive_tax, total_tax_amounts, total, amount_paid, amount_due, starting_balance, ending_balance, payment_id, created_at, finalized_at, paid_at, voided_at, updated_at,
         hosted_invoice_url, coupon_id, coupon_name, test_clock_id, ${sql.raw(ISSUED_PARTY_COLUMNS.join(", "))})
       VALUES (${input.id}, ${tenant.accountId}, ${tenant.livemode ? 1 : 0}, ${finalized ? nextNumber(tenant) : sql`NULL`}, ${status},
         ${input.subscriptionId}, ${input.periodIndex}, ${input.userId}, ${totals.currency}, ${input.periodStart}, ${input.periodEnd},
-        ${totals.subtotal}, ${totals.discount}, ${totals.tax}, ${totals.exclusiveTax}, ${issuedTaxAmounts(totals, input.taxRates ?? [])}, ${totals.total}, ${status === "paid" ? totals.amountDue : 0}, ${totals.amountDue}, ${paymentId},
+        ${totals.subtotal}, ${totals.discount}, ${totals.tax}, ${totals.exclusiveTax}, ${issuedTaxAmounts(totals, input.taxRates ?? [])}, ${totals.total}, ${status === "paid" ? totals.amountDue : 0}, ${totals.amountDue}, ${input.balance?.starting ?? 0}, ${(input.balance?.starting ?? 0) + totals.creditApplied}, ${paymentId},
         ${now}, ${finalized ? now : null}, ${status === "paid" ? now : null}, ${status === "void" ? now : null}, ${updated},
         ${hostedInvoiceUrl(pageBase, input.id)}, ${couponId}, ${couponId === null ? null : sql`(SELECT name FROM coupons WHERE account_id = ${tenant.accountId} AND livemode = ${tenant.livemode ? 1 : 0} AND id = ${couponId})`},
         ${input.userId === null ? null : sql`(SELECT test_clock_id FROM users WHERE id = ${input.userId} AND account_id = ${tenant.accountId})`}, ${sql.join(ISSUED_PARTY_COLUMNS.map((column) => (finalized ? parties[column] : unissued(column))), sql.raw(", "))})`,

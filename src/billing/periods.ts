@@ -284,6 +284,9 @@ export interface PeriodClaim {
   creditCarried: number;
   /** The exclusive tax of the period's invoice, in `amount`. */
   tax: number;
+  /** What the claim took from the user's balance towards the invoice (the card is charged `amount` less this), and the balance it found. */
+  balanceApplied: number;
+  startingBalance: number;
   currency: string;
   /** The card the attempt charges when it is not the subscription's: a past-due card update's. */
   card: ClaimCard | null;
@@ -304,12 +307,14 @@ const periodInvoiceId = sql.raw(
 );
 
 /** What a claim statement returns. */
-const CLAIM_RETURNING = sql`RETURNING attempts, amount, discount, usage_quantity, items, items_amount, credit_carried, tax, currency, claim_card, created_at, final, ${periodInvoiceId} AS invoice_id`;
+const CLAIM_RETURNING = sql`RETURNING attempts, amount, discount, usage_quantity, items, items_amount, credit_carried, tax, balance_applied, starting_balance, currency, claim_card, created_at, final, ${periodInvoiceId} AS invoice_id`;
 
 export function claimOf(result: unknown): PeriodClaim | null {
   const row = (
     result as {
-      results?: (Omit<PeriodClaim, "card" | "periodCreatedAt" | "invoiceId" | "usageQuantity" | "itemsAmount" | "creditCarried" | "final" | "tax"> & {
+      results?: (Omit<PeriodClaim, "card" | "periodCreatedAt" | "invoiceId" | "usageQuantity" | "itemsAmount" | "creditCarried" | "final" | "tax" | "balanceApplied" | "startingBalance"> & {
+        balance_applied: number | null;
+        starting_balance: number | null;
         tax: number | null;
         final: number | boolean;
         usage_quantity: number | null;
@@ -331,12 +336,44 @@ export function claimOf(result: unknown): PeriodClaim | null {
     itemsAmount: row.items_amount,
     creditCarried: row.credit_carried,
     tax: row.tax ?? 0,
+    balanceApplied: row.balance_applied ?? 0,
+    startingBalance: row.starting_balance ?? 0,
     currency: row.currency,
     card: row.claim_card === null ? null : (JSON.parse(row.claim_card) as ClaimCard),
     periodCreatedAt: Date.parse(row.created_at),
     invoiceId: row.invoice_id ?? null,
     final: Boolean(row.final),
   };
+}
+
+/** SQL: the user's balance in `currency` (negative is a credit; 0 when it holds another currency or none). */
+const userBalance = (userId: string, currency: string) => sql`COALESCE((SELECT u.balance FROM users AS u WHERE u.id = ${userId} AND u.currency = ${currency}), 0)`;
+
+/**
+ * The statements that follow a renewal's claim of a new period in its batch: what the claim took
+ * from the user's balance (balance_applied) is written to the ledger, once per period (its source is
+ * unique, so a claim taken over or retried takes nothing again), and the balance becomes the
+ * ledger's sum. In the claim's own batch, right after it, so the next claim of the same user (in
+ * this batch or a later one) sees the balance already taken: a credit is never used twice.
+ */
+export function balanceTaken(db: Db, sub: Pick<SubscriptionRow, "id" | "userId" | "accountId" | "livemode" | "periodsBilled">, at: number): Statement[] {
+  const source = `period:${sub.id}:${sub.periodsBilled}`;
+  return [
+    rawStatement(
+      db,
+      sql`INSERT INTO customer_balance_transactions (id, account_id, livemode, user_id, amount, currency, type, credit_note_id, invoice_id, source, ending_balance, created_at)
+        SELECT ${newId("balanceTransaction", at)}, p.account_id, p.livemode, ${sub.userId}, p.balance_applied, p.currency, 'applied_to_invoice', NULL, NULL, ${source},
+          u.balance + p.balance_applied, ${isoTime(at)}
+        FROM subscription_periods AS p JOIN users AS u ON u.id = ${sub.userId}
+        WHERE p.subscription_id = ${sub.id} AND p.period_index = ${sub.periodsBilled} AND p.balance_applied > 0
+        ON CONFLICT (source) DO NOTHING`,
+    ),
+    rawStatement(
+      db,
+      sql`UPDATE users SET balance = (SELECT COALESCE(SUM(t.amount), 0) FROM customer_balance_transactions AS t WHERE t.user_id = users.id)
+        WHERE id = ${sub.userId} AND EXISTS (SELECT 1 FROM customer_balance_transactions AS t WHERE t.source = ${source})`,
+    ),
+  ];
 }
 
 /**
@@ -413,8 +450,10 @@ export function claimPeriod(
     if (subtotal > MAX_AMOUNT || amount > MAX_AMOUNT) throw new RangeError(`period ${n} of ${sub.id} prices at ${subtotal} (${amount} due), beyond the largest chargeable amount`);
     return rawStatement(
       db,
-      sql`INSERT INTO subscription_periods (id, account_id, livemode, subscription_id, period_index, period_start, amount, discount, usage_quantity, items, items_amount, credit_carried, tax, percent_off, final, currency, status, attempts, created_at, updated_at)
-        SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.livemode ? 1 : 0}, ${sub.id}, ${n}, ${start}, ${amount}, ${discount}, ${usageQuantity}, ${sub.pendingItems}, ${sub.pendingItemsAmount}, ${carried}, ${tax}, ${discount > 0 ? (row.coupon?.percentOffBasisPoints ?? null) : null}, ${final ? 1 : 0}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
+      sql`INSERT INTO subscription_periods (id, account_id, livemode, subscription_id, period_index, period_start, amount, discount, usage_quantity, items, items_amount, credit_carried, tax, balance_applied, starting_balance, percent_off, final, currency, status, attempts, created_at, updated_at)
+        SELECT ${newId("period", realNow)}, ${sub.accountId}, ${sub.livemode ? 1 : 0}, ${sub.id}, ${n}, ${start}, ${amount}, ${discount}, ${usageQuantity}, ${sub.pendingItems}, ${sub.pendingItemsAmount}, ${carried}, ${tax},
+          MIN(${amount}, MAX(0, -${userBalance(sub.userId, plan.currency)})), ${userBalance(sub.userId, plan.currency)},
+          ${discount > 0 ? (row.coupon?.percentOffBasisPoints ?? null) : null}, ${final ? 1 : 0}, ${plan.currency}, 'open', 1, ${nowIso}, ${nowIso}
         WHERE ${asRead} AND ${pricedAsRead(sub)} AND ${planTaxRatesAsRead(priced)} AND ${usageHolds}
         ON CONFLICT (subscription_id, period_index) DO UPDATE SET updated_at = excluded.updated_at
           WHERE subscription_periods.status = 'open' AND subscription_periods.attempts = 1 AND subscription_periods.updated_at < ${staleIso}
@@ -460,6 +499,8 @@ async function claimRead(db: Db, sub: SubscriptionRow, attempts: number, also: S
       itemsAmount: subscriptionPeriods.itemsAmount,
       creditCarried: subscriptionPeriods.creditCarried,
       tax: subscriptionPeriods.tax,
+      balanceApplied: subscriptionPeriods.balanceApplied,
+      startingBalance: subscriptionPeriods.startingBalance,
       currency: subscriptionPeriods.currency,
       card: subscriptionPeriods.claimCard,
       createdAt: subscriptionPeriods.createdAt,
@@ -476,7 +517,7 @@ async function claimRead(db: Db, sub: SubscriptionRow, attempts: number, also: S
       ),
     );
   return row
-    ? { attempts: row.attempts, amount: row.amount, discount: row.discount, usageQuantity: row.usageQuantity ?? null, items: row.items, itemsAmount: row.itemsAmount, creditCarried: row.creditCarried, tax: row.tax, currency: row.currency, card: row.card ?? null, periodCreatedAt: Date.parse(row.createdAt), invoiceId: row.invoiceId ?? null, final: row.final }
+    ? { attempts: row.attempts, amount: row.amount, discount: row.discount, usageQuantity: row.usageQuantity ?? null, items: row.items, itemsAmount: row.itemsAmount, creditCarried: row.creditCarried, tax: row.tax, balanceApplied: row.balanceApplied, startingBalance: row.startingBalance, currency: row.currency, card: row.card ?? null, periodCreatedAt: Date.parse(row.createdAt), invoiceId: row.invoiceId ?? null, final: row.final }
     : null;
 }
 
@@ -587,10 +628,12 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
     }
     invoice = periodInvoice(withScheduledChange(args.row), n, invoiceId, claim, items);
     const due = totalsOf(invoice).amountDue;
-    if (due !== claim.amount) throw new Error(`the invoice of period ${n} of ${sub.id} comes to ${due}, its claim to ${claim.amount}`);
+    if (due !== claim.amount - claim.balanceApplied) throw new Error(`the invoice of period ${n} of ${sub.id} comes to ${due}, its claim to ${claim.amount - claim.balanceApplied}`);
   }
+  // What the card is charged: the claim's amount less what it took from the user's balance.
+  const chargeAmount = claim.amount - claim.balanceApplied;
   // A period its discount (or a credit) made free is settled paid, with no charge: the processor is not called.
-  const free = claim.amount === 0;
+  const free = chargeAmount === 0;
   const result = free ? null : await charge({
     db,
     processor: args.processor,
@@ -599,7 +642,7 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
     customer: { id: user.id, email: user.email },
     subscriptionId: sub.id,
     invoiceId,
-    amount: claim.amount,
+    amount: chargeAmount,
     currency: claim.currency,
     source: { token: chargedToken(sub, claim), ...(args.onSession ? { customerPresent: true } : {}) },
     summary: newCard ? { brand: newCard.brand as CardSummary["brand"], last4: newCard.last4, exp_month: newCard.exp_month, exp_year: newCard.exp_year } : cardOf(sub),
@@ -778,7 +821,7 @@ export function periodInvoice(
   row: Pick<BillableRow, "sub" | "plan">,
   n: number,
   id: string,
-  charged: Pick<PeriodClaim, "amount" | "discount" | "currency" | "usageQuantity" | "itemsAmount" | "creditCarried" | "tax"> & { final?: boolean },
+  charged: Pick<PeriodClaim, "amount" | "discount" | "currency" | "usageQuantity" | "itemsAmount" | "creditCarried" | "tax"> & Partial<Pick<PeriodClaim, "balanceApplied" | "startingBalance">> & { final?: boolean },
   items: InvoiceItemRow[] = [],
 ) {
   const { sub, plan } = row;
@@ -813,6 +856,7 @@ export function periodInvoice(
     coupon: discountAsCoupon(charged.discount, charged.currency),
     couponId: sub.couponId,
     taxRates: taxRatesOf(sub, plan),
+    balance: { starting: charged.startingBalance ?? 0, applied: charged.balanceApplied ?? 0 },
   };
 }
 

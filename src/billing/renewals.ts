@@ -25,6 +25,7 @@ import {
   claimOf,
   claimPeriod,
   attachPendingPlans,
+  balanceTaken,
   hasUnsettledClaim,
   isDue,
   owesFinalInvoice,
@@ -157,12 +158,18 @@ export async function renewSubscriptions(
   // A period that cannot be priced (beyond the largest chargeable amount, which the usage endpoint
   // and plan changes refuse to reach) is left unclaimed and logged; the rest of the chunk goes on.
   const claimable: number[] = [];
+  // Where each claim's statement is in the batch: a new period's claim is followed by what it took from the user's balance.
+  const claimAt: number[] = [];
+  let position = 0;
   const statements = toCharge.flatMap((i) => {
     try {
       const kind = rows[i].sub.cancelAtPeriodEnd && hasUnsettledClaim(rows[i]) ? "takeover" : "renewal";
       const statement = claimPeriod(db, { ...rows[i], usage: usage.get(rows[i].sub.id), items: pendingItems.get(rows[i].sub.id) }, kind, atOf(rows[i]), realNow);
+      const taken = kind === "renewal" && (rows[i].sub.status === "active" || rows[i].sub.status === "trialing") ? balanceTaken(db, rows[i].sub, realNow) : [];
       claimable.push(i);
-      return [statement];
+      claimAt.push(position);
+      position += 1 + taken.length;
+      return [statement, ...taken];
     } catch (error) {
       if (!(error instanceof RangeError)) throw error;
       console.error(JSON.stringify({ message: "renewal: the period cannot be priced; left unclaimed", subscription: rows[i].sub.id, error: String(error) }));
@@ -172,7 +179,7 @@ export async function renewSubscriptions(
   });
   const claims = await runBatch(db, statements);
   const claimed = claimable.flatMap((i, j) => {
-    const claim = claimOf(claims[j]);
+    const claim = claimOf(claims[claimAt[j]]);
     return claim ? [{ i, row: rows[i], claim, at: atOf(rows[i]), processor: processors.get(i)! }] : [];
   });
 

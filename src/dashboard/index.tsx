@@ -26,6 +26,7 @@ import { registerPayoutPages } from "./pages/payouts";
 import { registerPlanPages } from "./pages/plans";
 import { registerCouponPages } from "./pages/coupons";
 import { registerTaxRatePages } from "./pages/tax-rates";
+import { registerCreditNotePages } from "./pages/credit-notes";
 import { registerProcessorPages } from "./pages/processor";
 import { registerSettingsPages } from "./pages/settings";
 import { registerSignInPages } from "./pages/sign-in";
@@ -138,6 +139,7 @@ export function registerDashboard(app: OpenAPIHono<AppEnv>) {
   registerPlanPages(dash);
   registerCouponPages(dash);
   registerTaxRatePages(dash);
+  registerCreditNotePages(dash);
   registerUserPages(dash);
   registerKeyPages(dash);
   registerTestClockPages(dash);

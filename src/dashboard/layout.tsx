@@ -36,6 +36,7 @@ export const NAV: NavItem[] = [
   { path: "/dashboard/plans", label: "Plans", scope: "plans:read" },
   { path: "/dashboard/coupons", label: "Coupons", scope: "coupons:read" },
   { path: "/dashboard/tax-rates", label: "Tax rates", scope: "tax_rates:read" },
+  { path: "/dashboard/credit-notes", label: "Credit notes", scope: "credit_notes:read" },
   { path: "/dashboard/users", label: "Users", scope: "users:read" },
   { path: "/dashboard/keys", label: "API keys", scope: "keys:read" },
   { path: "/dashboard/test-clocks", label: "Test clocks", scope: "test_clocks:read", mode: "test" },

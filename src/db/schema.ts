@@ -145,6 +145,12 @@ export const users = sqliteTable(
     // The saved card (pmt_…) the user chose as their default (Stripe's
     // invoice_settings.default_payment_method); cleared when that card is detached.
     defaultPaymentMethodId: text("default_payment_method_id"),
+    // The customer balance (Stripe's `balance`), integer minor units of `currency`: negative is a
+    // credit the user holds (credit notes with refund: false), which later invoices consume. Moved
+    // only together with its ledger row (customer_balance_transactions), in one batch.
+    balance: integer("balance").notNull().default(0),
+    // The balance's currency, set by the first credit to it; a credit in another currency is refused.
+    currency: text("currency"),
     createdAt: createdAt(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -651,6 +657,11 @@ export const subscriptionPeriods = sqliteTable(
     items: integer("items").notNull().default(0),
     itemsAmount: integer("items_amount").notNull().default(0),
     creditCarried: integer("credit_carried").notNull().default(0),
+    // What the claim took from the user's balance (a credit, src/billing/credit-notes.ts) towards the
+    // period's invoice, and the balance it found: `amount` less this is what the card is charged.
+    // Taken by the claim's own batch (with its ledger row), so two claims never take the same credit.
+    balanceApplied: integer("balance_applied").notNull().default(0),
+    startingBalance: integer("starting_balance").notNull().default(0),
     // The exclusive tax on the period's invoice (src/domain/tax.ts), in `amount`: computed by its
     // claim from the lines its invoice will have, so the charge and the invoice agree.
     tax: integer("tax").notNull().default(0),
@@ -719,6 +730,10 @@ export const invoices = sqliteTable(
     totalTaxAmounts: text("total_tax_amounts", { mode: "json" }).$type<TaxAmount[]>().notNull().default(sql`'[]'`),
     amountPaid: integer("amount_paid").notNull().default(0),
     amountDue: integer("amount_due").notNull(),
+    // The user's balance before and after this invoice took from it (Stripe's starting_balance and
+    // ending_balance; negative is a credit): amount_due = total - (ending - starting).
+    startingBalance: integer("starting_balance").notNull().default(0),
+    endingBalance: integer("ending_balance").notNull().default(0),
     // The last payment attempted for it (the one that paid it, once paid).
     paymentId: text("payment_id"),
     // What the invoice says about its buyer and seller, copied when it is finalized (by the
@@ -1107,4 +1122,83 @@ export const processorEvents = sqliteTable(
     receivedAt: text("received_at").notNull(),
   },
   (t) => [primaryKey({ columns: [t.accountId, t.eventId] }), index("processor_events_received").on(t.receivedAt)],
+);
+
+// Credit notes (src/billing/credit-notes.ts): a correction of a finalized invoice, which never
+// changes itself. Numbered gap-free per account and mode in their own sequence (<PREFIX>-CN-0001:
+// MAX + 1 taken by the INSERT, the unique index refusing a second taker). `lines` is what each
+// invoice line is credited ([{ id, invoice_line_id, description, amount, tax_amounts }], amounts
+// tax included): the batch that issues a note checks, before its INSERT, that the invoice's
+// notes not void never credit a line, nor the invoice, more than it cost. A note is paid out once,
+// in the same batch: a refund of the invoice's payment (refund_id) or a credit to the user's
+// balance (customer_balance_transaction).
+export const creditNotes = sqliteTable(
+  "credit_notes",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    livemode: livemode(),
+    numberSequence: integer("number_sequence").notNull(),
+    number: text("number").generatedAlwaysAs(sql`upper(substr(account_id, -8)) || '-CN-' || printf('%04d', number_sequence)`, { mode: "virtual" }),
+    invoiceId: text("invoice_id").notNull(),
+    userId: text("user_id"),
+    currency: text("currency").notNull(),
+    // What it credits in all, tax included; `tax` the tax in it (inclusive and exclusive), per rate in tax_amounts.
+    amount: integer("amount").notNull(),
+    tax: integer("tax").notNull().default(0),
+    exclusiveTax: integer("exclusive_tax").notNull().default(0),
+    taxAmounts: text("tax_amounts", { mode: "json" }).$type<TaxAmount[]>().notNull().default(sql`'[]'`),
+    lines: text("lines", { mode: "json" }).$type<CreditNoteLine[]>().notNull(),
+    reason: text("reason", { enum: ["duplicate", "fraudulent", "order_change", "product_unsatisfactory"] }),
+    memo: text("memo"),
+    refundId: text("refund_id"),
+    balanceTransactionId: text("balance_transaction_id"),
+    status: text("status", { enum: ["issued", "void"] }).notNull(),
+    createdAt: createdAt(),
+    voidedAt: text("voided_at"),
+  },
+  (t) => [
+    uniqueIndex("credit_notes_number").on(t.accountId, t.livemode, t.numberSequence),
+    index("credit_notes_account").on(t.accountId, t.livemode, t.id),
+    index("credit_notes_invoice").on(t.invoiceId, t.status),
+    // A refund issues at most one credit note (POST /refunds of an invoiced payment).
+    uniqueIndex("credit_notes_refund").on(t.refundId),
+    check("credit_notes_amount_positive", sql`${t.amount} > 0`),
+  ],
+);
+
+/** A credit note's line: what one invoice line is credited, tax included, and the tax in it. */
+export interface CreditNoteLine {
+  id: string;
+  invoice_line_id: string;
+  description: string;
+  amount: number;
+  tax_amounts: TaxAmount[];
+}
+
+// The ledger of users' balances (Stripe's customer balance transactions): every change of
+// users.balance is one row here, written in the same batch, with the balance after it. `source`
+// is unique (credit_note:<id>, credit_note_void:<id>, period:<subscription>:<n> for what a renewal's
+// claim took), so a retried batch applies once.
+export const customerBalanceTransactions = sqliteTable(
+  "customer_balance_transactions",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    livemode: livemode(),
+    userId: text("user_id").notNull(),
+    // Negative credits the user (a credit note), positive takes a credit back (a void).
+    amount: integer("amount").notNull(),
+    currency: text("currency").notNull(),
+    type: text("type", { enum: ["credit_note", "credit_note_void", "applied_to_invoice"] }).notNull(),
+    creditNoteId: text("credit_note_id"),
+    invoiceId: text("invoice_id"),
+    source: text("source").notNull(),
+    endingBalance: integer("ending_balance").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex("customer_balance_transactions_source").on(t.source),
+    index("customer_balance_transactions_user").on(t.accountId, t.livemode, t.userId, t.id),
+  ],
 );

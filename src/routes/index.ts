@@ -21,6 +21,7 @@ import { registerUsageEvents } from "./usage-events";
 import { registerInvoices } from "./invoices";
 import { registerCoupons } from "./coupons";
 import { registerTaxRates } from "./tax-rates";
+import { registerCreditNotes } from "./credit-notes";
 import { registerTestClocks } from "./test-clocks";
 import { registerProcessor } from "./processor";
 import { registerStripeWebhooks } from "./processor-webhooks/stripe";
@@ -59,6 +60,7 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>) {
   registerInvoices(app);
   registerCoupons(app);
   registerTaxRates(app);
+  registerCreditNotes(app);
   registerTestClocks(app);
   registerProcessor(app);
   registerStripeWebhooks(app);

@@ -20,6 +20,8 @@ export const ENVELOPE_EVENT_TYPES = {
   "invoice.payment_failed": "A charge for an invoice was declined.",
   "invoice.payment_action_required": "An invoice's off-session charge needs its payer to authenticate (3-D Secure): the invoice stays open (its hosted_invoice_url shows it to the payer) and dunning goes on.",
   "invoice.voided": "An invoice was voided: it will never be charged.",
+  "credit_note.created": "A credit note was issued for a finalized invoice: refunded to the card (refund_id) or credited to the user's balance (customer_balance_transaction).",
+  "credit_note.voided": "A credit note that credited the user's balance was voided: the credit was taken back from the balance.",
   "payment_method.attached": "A card was saved as a user's payment method (from a processor token or the card fields).",
   "payment_method.detached": "A user's payment method was detached: it can be charged no more.",
   "webhook_endpoint.disabled":
@@ -62,7 +64,7 @@ export function isEventType(value: string): value is EventType {
 
 
 /** The kind of object each event type is about: its `object_id` and the sequence it counts in. */
-export function aboutObject(type: EventType): "payment" | "payment_method" | "refund" | "user" | "payout" | "subscription" | "invoice" | "webhook_endpoint" | "checkout_session" {
+export function aboutObject(type: EventType): "payment" | "payment_method" | "refund" | "user" | "payout" | "subscription" | "invoice" | "credit_note" | "webhook_endpoint" | "checkout_session" {
   // An endpoint's health events are about the endpoint (an exhausted delivery's too): its
   // events count in one sequence, and the retention purge keeps only its newest.
   if (type.startsWith("webhook_")) return "webhook_endpoint";
@@ -70,6 +72,7 @@ export function aboutObject(type: EventType): "payment" | "payment_method" | "re
   if (type.startsWith("payment_method.")) return "payment_method";
   if (type.startsWith("payment.")) return "payment";
   if (type.startsWith("invoice.")) return "invoice";
+  if (type.startsWith("credit_note.")) return "credit_note";
   if (type.startsWith("refund.")) return "refund";
   if (type.startsWith("customer.")) return "user";
   if (type.startsWith("payout.")) return "payout";

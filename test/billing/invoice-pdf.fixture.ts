@@ -43,6 +43,8 @@ export const draftInvoice: InvoiceJson = {
   total: 1999,
   amount_paid: 0,
   amount_due: 1999,
+  starting_balance: 0,
+  ending_balance: 0,
   payment_id: null,
   hosted_invoice_url: null,
   test_clock: null,

@@ -174,6 +174,8 @@ describe("the invoice PDF", () => {
       total: 4500,
       amount_paid: 0,
       amount_due: 4500,
+      starting_balance: 0,
+      ending_balance: 0,
       payment_id: null,
       hosted_invoice_url: null,
       test_clock: null,

@@ -107,6 +107,8 @@ describe("a subscription's first charge is for an invoice", () => {
       total: 3998,
       amount_paid: 3998,
       amount_due: 3998,
+      starting_balance: 0,
+      ending_balance: 0,
       payment_id: payment.id,
       hosted_invoice_url: expect.stringMatching(new RegExp(`^http://127\\.0\\.0\\.1:8787/pay/invoices/${invoice.id}/[0-9A-Za-z]{40}$`)),
       test_clock: null,

@@ -19,8 +19,8 @@ const PARENTS = ["accounts", "api_keys"];
 const LATER_TABLES = ["processor_connections", "processor_events", "invoice_items", "proration_charges", "retired_processor_connections", "money_claims"];
 /** Tables that a later migration (0013's invoices) creates and fills from the history it finds. */
 const BACKFILLED = ["invoices", "invoice_lines"];
-/** Tables a later migration (0015's coupons, 0017's usage records, 0020's payment methods, 0028's webhook recoveries, 0032's checkout sessions, 0034's tax rates, 0035's portal sessions) creates, holding rows the fixtures made: put back once it exists. */
-const RESTORED_AFTER = ["coupons", "coupon_redemptions", "usage_records", "payment_methods", "webhook_recoveries", "checkout_sessions", "tax_rates", "portal_sessions"];
+/** Tables a later migration (0015's coupons, 0017's usage records, 0020's payment methods, 0028's webhook recoveries, 0032's checkout sessions, 0034's tax rates, 0036's portal sessions, 0037's credit notes and balance transactions) creates, holding rows the fixtures made: put back once it exists. */
+const RESTORED_AFTER = ["coupons", "coupon_redemptions", "usage_records", "payment_methods", "webhook_recoveries", "checkout_sessions", "tax_rates", "credit_notes", "customer_balance_transactions", "portal_sessions"];
 
 async function insertRows(table: string, rows: Record<string, unknown>[]) {
   const columns = await columnsOf(table);

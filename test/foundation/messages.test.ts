@@ -137,6 +137,7 @@ function fullBody(op: Operation): unknown {
   if (op.operationId === "updateSubscription") return { quantity: 2, plan_id: fx.plan, proration_behavior: "none", at_period_end: false, cancel_at_period_end: false, coupon: fx.coupon, default_tax_rates: [fx.taxRate], ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) };
   if (op.operationId === "updatePlan") return { name: "Basic+", description: null, active: true, default_tax_rates: [fx.taxRate] };
   if (op.operationId === "createTaxRate") return { display_name: "VAT", percentage: "20", inclusive: false, country: "FR", state: "IDF", description: "French VAT" };
+  if (op.operationId === "createCreditNote") return { invoice_id: fx.invoice, amount: 1, lines: [{ invoice_line_id: "il_01jd2x4k5m6n7p8q9r0s1t2v3w", amount: 1 }], reason: "order_change", refund: false, memo: "Proof" };
   if (op.operationId === "updateTaxRate") return { display_name: "VAT (FR)", description: "French VAT", active: true };
   if (op.operationId === "updateWebhook") return { url: "https://receiver.example.com/x", events: ["payout.paid"], status: "active", ordering: "none", rate_limit: 10 };
   if (op.operationId === "redeliverEvent") return { endpoint_id: fx.webhook };

@@ -54,6 +54,12 @@ const EXPECTED_ABOVE_ONE: Record<string, number> = {
   // A batch of usage events: the subscriptions it names are read (to answer each event), then one
   // batch holds its one INSERT … SELECT (which checks them again as it runs) and its answer.
   createUsageEvents: 2,
+  // A credit note reads the invoice and its notes not void (to plan what each line is credited),
+  // then its batch, whose guards re-check the sums; a refund of a payment reads the same (a refund
+  // of an invoiced payment issues a credit note); a void reads the note (how it was paid out).
+  createCreditNote: 2,
+  createRefund: 2,
+  voidCreditNote: 2,
 };
 
 describe("round trips of idempotent writes", () => {

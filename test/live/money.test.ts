@@ -229,6 +229,25 @@ describe("refunds", () => {
     expect(refunds[0]).toMatchObject({ amount: 500, payment_intent: payment.processor_reference, status: "succeeded" });
   });
 
+  it("a credit note with refund: true is one Stripe Refund of the invoice's PaymentIntent, its Idempotency-Key the refund's id; a retry makes no second", async () => {
+    const { sub } = await subscribed();
+    const [payment] = await paymentsOf(sub.id);
+    const invoice = (await call(`/invoices?subscription_id=${sub.id}`, { key: acct.liveKey })).body.data[0];
+    const body = { invoice_id: invoice.id, amount: 700, reason: "product_unsatisfactory", refund: true };
+    const res = await call("/credit-notes", { key: acct.liveKey, body, idempotencyKey: "live-note-1" });
+    expect(res.status, res.text).toBe(201);
+    expect(res.body).toMatchObject({ livemode: true, amount: 700, refund_id: expect.stringMatching(/^re_/) });
+    const again = await call("/credit-notes", { key: acct.liveKey, body, idempotencyKey: "live-note-1" });
+    expect(again.body).toEqual(res.body);
+    await runJobs({ kind: "settleRefund", refundId: res.body.refund_id });
+    expect((await row("refunds", res.body.refund_id))!.status).toBe("succeeded");
+    const refunds = [...fake.refunds.values()].filter((r) => r.metadata?.tender_reference === res.body.refund_id);
+    expect(refunds).toHaveLength(1);
+    expect(refunds[0]).toMatchObject({ amount: 700, payment_intent: payment.processor_reference, status: "succeeded" });
+    expect(requestsOf(fake, "POST /v1/refunds").filter((r) => r.idempotencyKey?.startsWith(res.body.refund_id))).toHaveLength(1);
+    expect(await countOf("SELECT count(*) AS n FROM credit_notes WHERE invoice_id = ?", invoice.id)).toBe(1);
+  });
+
   it("a refund Stripe answers pending stays pending until Stripe's event settles it", async () => {
     const { sub } = await subscribed();
     const [payment] = await paymentsOf(sub.id);

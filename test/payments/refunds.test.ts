@@ -166,12 +166,14 @@ describe("POST /refunds", () => {
     expectError(await call("/refunds", { key: payouts }), 403, "permission_error", "missing_scope");
   });
 
-  it("costs one D1 round trip with a warm credential, with or without an Idempotency-Key, and replays", async () => {
+  // Two: the read of the payment's invoice and its credit notes (a refund of an invoiced payment
+  // issues a credit note, planned line by line from them), then the one batch.
+  it("costs two D1 round trips with a warm credential, with or without an Idempotency-Key, and replays", async () => {
     const charged = await paid(1000);
     const plain = await refund({ payment_id: charged.id, amount: 100 });
-    expect(roundTrips(plain)).toBe(1);
+    expect(roundTrips(plain)).toBe(2);
     const keyed = await refund({ payment_id: charged.id, amount: 100 }, { idempotencyKey: `refund-${charged.id}` });
-    expect(roundTrips(keyed)).toBe(1);
+    expect(roundTrips(keyed)).toBe(2);
     const replay = await refund({ payment_id: charged.id, amount: 100 }, { idempotencyKey: `refund-${charged.id}` });
     expect(replay.headers.get("idempotent-replayed")).toBe("true");
     expect(replay.body).toEqual(keyed.body);

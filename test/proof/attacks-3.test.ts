@@ -464,8 +464,8 @@ describe("credentials: revoked keys, scopes, and stored answers", () => {
 
 describe("money moves only under a claimed key", () => {
   it("no operation that records its key in its batch calls the processor to move money during the request", async () => {
-    // Deletions last, so every operation finds its fixture (a detached card can be made the default no more).
-    const last = new Set(["deleteWebhook", "revokeKey", "detachPaymentMethod"]);
+    // Deletions last, so every operation finds its fixture (a detached card can be made the default no more; and the void of the open invoice after its credit note).
+    const last = new Set(["voidInvoice", "deleteWebhook", "revokeKey", "detachPaymentMethod"]);
     const ops = (await operations())
       .filter((op) => op.method !== "get" && !op.isPublic && !CLAIM_FIRST.has(op.operationId))
       .sort((a, b) => Number(last.has(a.operationId)) - Number(last.has(b.operationId)));

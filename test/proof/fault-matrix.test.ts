@@ -189,6 +189,8 @@ const ROUTES: Record<string, { table?: string; consumes?: keyof Fixtures | "conn
   deleteCoupon: { consumes: "coupon" },
   createTaxRate: { table: "tax_rates" },
   updateTaxRate: {},
+  createCreditNote: { table: "credit_notes" },
+  voidCreditNote: { consumes: "creditNote" },
   createUsageRecord: { table: "usage_records" },
   // A fresh event id each case (the case's retries resend it). No `table`: without a key a retry
   // of the same events is a duplicate, so it writes no second row (counted once by design).
@@ -259,6 +261,8 @@ async function fixturesFor(op: RouteOperation): Promise<Fixtures> {
       return { ...fx, clock: await created(await call("/api/test-clocks", { key: acct.key, body: { frozen_time: "2030-01-01T00:00:00.000Z" } })) };
     case "invoice":
       return { ...fx, invoice: await openInvoice(acct, fx.user, fx.plan, fx.subscription) };
+    case "creditNote":
+      return { ...fx, creditNote: await created(await call("/credit-notes", { key: acct.key, body: { invoice_id: fx.invoice, amount: 1, refund: false } })) };
     case "coupon": {
       const res = await call("/coupons", { key: acct.key, body: { name: "Fresh", percent_off: 10, duration: "once" } });
       expect(res.status, res.text).toBe(201);

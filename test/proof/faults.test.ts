@@ -232,6 +232,7 @@ describe("20 concurrent requests with one Idempotency-Key", () => {
     createCheckoutSession: "checkout_sessions",
     createPortalSession: "portal_sessions",
     createTaxRate: "tax_rates",
+    createCreditNote: "credit_notes",
     // A batch: no object of its own; its events land as usage records (counted below, once).
     createUsageEvents: "usage_records",
   };

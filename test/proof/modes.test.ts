@@ -106,7 +106,7 @@ function expectOwnModeAnswer(op: Operation, mode: Mode, res: CallResult, context
   } else {
     expect(res.status, `${context}: ${res.text.slice(0, 300)}`).toBeGreaterThanOrEqual(200);
     expect(res.status, `${context}: ${res.text.slice(0, 300)}`).toBeLessThan(300);
-    if (op.operationId === "getInvoicePdf") {
+    if (op.operationId === "getInvoicePdf" || op.operationId === "getCreditNotePdf") {
       expect(res.headers.get("content-type"), context).toMatch(/^application\/pdf/);
     } else if (res.body.object === "list") {
       for (const item of res.body.data) expect(item.livemode, `${context}: ${item.id}'s livemode`).toBe(isLive(mode));

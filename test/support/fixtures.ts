@@ -231,6 +231,8 @@ export interface Fixtures {
   coupon: string;
   /** A tax rate (20% exclusive), on no plan. */
   taxRate: string;
+  /** A credit note of `invoice` (0.01) to the user's balance, issued: what void acts on. */
+  creditNote: string;
   /** A subscription to a metered plan (its usage is reported to it). */
   metered: string;
   /** A saved card of `user` (pm_card_visa), charged by no subscription: DELETE detaches it. */
@@ -307,6 +309,7 @@ export async function seed(acct: Account): Promise<Fixtures> {
   const clock = (await created(await call("/api/test-clocks", { key: acct.key, body: { frozen_time: "2030-01-01T00:00:00.000Z" } }))).id;
   const coupon = (await created(await call("/coupons", { key: acct.key, body: { name: "Proof", percent_off: 10, duration: "once" } }))).id;
   const taxRate = (await created(await call("/tax-rates", { key: acct.key, body: { display_name: "VAT", percentage: "20", inclusive: false } }))).id;
+  const creditNote = (await created(await call("/credit-notes", { key: acct.key, body: { invoice_id: invoice, amount: 1, refund: false } }))).id;
   const paymentMethod = (await created(await call(`/api/users/${user.id}/payment-methods`, { key: acct.key, body: { processor_token: "pm_card_visa" } }))).id;
   PAYMENT_METHOD_OF.set(user.id, paymentMethod);
   const meteredPlan = (await created(await call("/subscription-plans", { key: acct.key, body: { name: "Calls", price: 0.01, currency: "usd", interval: "month", usage_type: "metered" } }))).id;
@@ -323,5 +326,5 @@ export async function seed(acct: Account): Promise<Fixtures> {
   const event = (await call("/api/events?limit=1", { key: acct.key })).body.data[0].id;
   const webhook = (await created(await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/proof`, events: ["payout.paid"] } }))).id;
   RECOVERY_OF.set(webhook, await seedRecovery(acct.key, webhook));
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, taxRate, metered, paymentMethod, authorization, checkoutSession, portalSession };
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, taxRate, creditNote, metered, paymentMethod, authorization, checkoutSession, portalSession };
 }

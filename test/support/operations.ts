@@ -167,6 +167,11 @@ export const SCOPE_OF: Record<string, (typeof SCOPES)[number]> = {
   listTaxRates: "tax_rates:read",
   getTaxRate: "tax_rates:read",
   updateTaxRate: "tax_rates:write",
+  createCreditNote: "credit_notes:write",
+  listCreditNotes: "credit_notes:read",
+  getCreditNote: "credit_notes:read",
+  getCreditNotePdf: "credit_notes:read",
+  voidCreditNote: "credit_notes:write",
   createUsageRecord: "subscriptions:write",
   listUsage: "subscriptions:read",
   createUsageEvents: "subscriptions:write",
@@ -203,6 +208,7 @@ const ID_OF_PATH: [string, keyof Fixtures][] = [
   ["/invoices/", "invoice"],
   ["/coupons/", "coupon"],
   ["/tax-rates/", "taxRate"],
+  ["/credit-notes/", "creditNote"],
 ];
 
 /** Operations whose {id} is a particular fixture of its kind: usage is reported to a metered subscription, an authorization is captured or canceled. */
@@ -273,6 +279,9 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     deleteCoupon: () => undefined,
     createTaxRate: () => ({ display_name: "VAT", percentage: "20", inclusive: false }),
     updateTaxRate: () => ({ display_name: "VAT (standard)" }),
+    // 0.01 of the open invoice, to the user's balance (a refund needs a paid invoice).
+    createCreditNote: () => ({ invoice_id: fx.invoice, amount: 1, refund: false, reason: "order_change" }),
+    voidCreditNote: () => undefined,
     createUsageRecord: () => ({ quantity: 7 }),
     // The same body each time (a retry under one Idempotency-Key sends it): a repeated id is a duplicate, written once.
     createUsageEvents: () => ({ events: [{ id: `proof-${fx.metered}`, subscription_id: fx.metered, quantity: 7 }] }),

@@ -39,6 +39,9 @@ export function describeEvent(event: WebhookEvent): string {
       return `${event.type}: ${event.data.number ?? "draft"} for ${event.data.total} ${event.data.currency} (${event.data.status})`;
     case "invoice.payment_action_required":
       return `invoice.payment_action_required: ${event.data.number} needs its payer at ${event.data.hosted_invoice_url}`;
+    case "credit_note.created":
+    case "credit_note.voided":
+      return `${event.type}: ${event.data.number} credits ${event.data.amount} ${event.data.currency} of invoice ${event.data.invoice_id} (${event.data.refund_id ? `refund ${event.data.refund_id}` : "to the balance"})`;
     case "payment_method.attached":
     case "payment_method.detached":
       return `${event.type}: ${event.data.card.brand} ending ${event.data.card.last4} of ${event.data.user_id} (${event.data.id})`;

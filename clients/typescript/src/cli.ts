@@ -665,6 +665,15 @@ async function refund(ctx: TriggerContext) {
   return { user: made.user, plan: made.plan, subscription: made.subscription, payment: made.payment, refund: created.id };
 }
 
+/** A subscription's first invoice, and a 5.00 credit note of it to the user's balance. */
+async function creditNote(ctx: TriggerContext) {
+  const { sub: _sub, ...objects } = await subscription(ctx);
+  const invoice = await firstInvoice(ctx, { subscription_id: objects.subscription });
+  const note = await ctx.tender.POST("/credit-notes", { body: { invoice_id: invoice, amount: 500, reason: "order_change", refund: false } });
+  ctx.say(`Issued credit note ${note.number} (5.00 USD of invoice ${invoice}, to the user's balance)`);
+  return { ...objects, invoice, credit_note: note.id };
+}
+
 /** The invoice of a subscription's first period, or of a user's refused first charge. */
 async function firstInvoice(ctx: TriggerContext, query: { subscription_id?: string; user_id?: string }) {
   const invoices = await ctx.tender.GET("/invoices", { params: { query: { ...query, limit: 1 } } });
@@ -827,6 +836,22 @@ export const TRIGGERS: Record<EventType, TriggerPlan> = {
     },
   },
   "invoice.voided": { creates: "a user, a plan and a subscription with a declined card (402: its invoice is voided)", run: refusedInvoice },
+  "credit_note.created": {
+    creates: "a user, a plan and a subscription, then a 5.00 credit note of its first invoice to the user's balance",
+    async run(ctx) {
+      const objects = await creditNote(ctx);
+      return { objects, objectId: objects.credit_note };
+    },
+  },
+  "credit_note.voided": {
+    creates: "a user, a plan and a subscription, a 5.00 credit note of its first invoice to the balance, then voids it",
+    async run(ctx) {
+      const objects = await creditNote(ctx);
+      await ctx.tender.POST("/credit-notes/{id}/void", { params: { path: { id: objects.credit_note } } });
+      ctx.say(`Voided credit note ${objects.credit_note}`);
+      return { objects, objectId: objects.credit_note };
+    },
+  },
   "checkout.session.completed": {
     creates: "a user and a checkout session (payment mode, 25.00 USD), paid on its page with a test card",
     async run(ctx) {

@@ -256,6 +256,18 @@ export class Tender {
     create(events: components["schemas"]["UsageEventsRequest"]["events"], options?: WriteOptions): Promise<components["schemas"]["UsageEventsResult"]>;
   };
 
+  /**
+   * Credit notes (POST /credit-notes): correct a finalized invoice, to the card (`refund: true`, a
+   * refund of its payment) or to the user's balance (`refund: false`), never past the invoice's
+   * total. `void` takes a balance credit back.
+   */
+  readonly creditNotes: {
+    create(body: components["schemas"]["CreateCreditNoteRequest"], options?: WriteOptions): Promise<components["schemas"]["CreditNote"]>;
+    get(id: string): Promise<components["schemas"]["CreditNote"]>;
+    list(query?: { invoice_id?: string; limit?: number; starting_after?: string; ending_before?: string }): Promise<components["schemas"]["CreditNoteList"]>;
+    void(id: string, options?: WriteOptions): Promise<components["schemas"]["CreditNote"]>;
+  };
+
   readonly #fetch: (request: Request) => Promise<Response>;
   readonly #maxRetries: number;
   readonly #sleep: (ms: number) => Promise<void>;
@@ -304,6 +316,12 @@ export class Tender {
     this.expireCheckoutSession = (id, options) => this.POST("/checkout/sessions/{id}/expire", { params: { path: { id } }, ...keyed(options) });
     this.createPortalSession = (body, options) => this.POST("/portal/sessions", { body, ...keyed(options) });
     this.getPortalSession = (id) => this.GET("/portal/sessions/{id}", { params: { path: { id } } });
+    this.creditNotes = {
+      create: (body, options) => this.POST("/credit-notes", { body, ...keyed(options) }),
+      get: (id) => this.GET("/credit-notes/{id}", { params: { path: { id } } }),
+      list: (query = {}) => this.GET("/credit-notes", { params: { query } }),
+      void: (id, options) => this.POST("/credit-notes/{id}/void", { params: { path: { id } }, ...keyed(options) }),
+    };
     this.usageEvents = {
       create: (events, options) => this.POST("/usage-events", { body: { events }, ...keyed(options) }),
     };

@@ -11,6 +11,8 @@ import type { DashEnv } from "../context";
 import { Id, Money, Time } from "../format";
 import { Empty, FormFields, Pager, StatusBadge, StatusFilter, TableWrap, can, render } from "../layout";
 import { apiQuery, listQuery } from "../lists";
+import { CreditNoteTable } from "./credit-notes";
+import type { CreditNoteJson } from "../../billing/credit-notes";
 import { Fact } from "../details";
 import { type PostalAddress, type TaxIdValue, addressLines, taxIdLabel } from "../../domain/parties";
 
@@ -176,6 +178,8 @@ async function invoicePage(c: Context<DashEnv>) {
   if (!answer.ok) return apiErrorPage(c, answer, "read this invoice", BACK);
   const invoice = answer.body;
   const write = can(session, "invoices:write") && invoice.status === "open";
+  // Its credit notes, when the session may read them.
+  const notes = can(session, "credit_notes:read") ? await c.var.api<Page<CreditNoteJson>>("/credit-notes", { query: { invoice_id: invoice.id, limit: "100" } }) : null;
   return render(c, 200, {
     title: `Invoice ${invoice.number ?? "(draft)"}`,
     active: BACK,
@@ -248,6 +252,12 @@ async function invoicePage(c: Context<DashEnv>) {
             ) : null}
           </p>
         </section>
+        {notes?.ok && notes.body.data.length > 0 ? (
+          <section class="panel" data-credit-notes={invoice.id}>
+            <h2>Credit notes</h2>
+            <CreditNoteTable notes={notes.body.data} />
+          </section>
+        ) : null}
         {write ? (
           <section class="panel">
             <form method="post" action={`${pageOf(invoice.id)}/pay`} class="inline">

@@ -43,7 +43,7 @@ const EventTypeSchema = z
     shape: z.enum(["envelope", "notification"]).openapi({
       description: "envelope: { id, type, data, created_at, object_id, sequence }; notification: the same envelope, with the interface document's event, subscription_id, status and timestamp at the top level as well.",
     }),
-    object: z.enum(["payment", "payment_method", "refund", "user", "payout", "subscription", "invoice", "webhook_endpoint", "checkout_session"]).openapi({ description: "The kind of object the event is about: its events' object_id, and the sequence they count in." }),
+    object: z.enum(["payment", "payment_method", "refund", "user", "payout", "subscription", "invoice", "credit_note", "webhook_endpoint", "checkout_session"]).openapi({ description: "The kind of object the event is about: its events' object_id, and the sequence they count in." }),
   })
   .openapi("EventType");
 

@@ -6,6 +6,7 @@ import type { AppEnv } from "../../context";
 import { ENVELOPE_EVENT_TYPES, type EventType, NOTIFICATION_EVENT_TYPES, TEST_EVENT_TYPE } from "../../webhooks/catalog";
 import { CheckoutSessionSchema } from "../checkout-sessions/schema";
 import { InvoiceSchema } from "../invoices/schema";
+import { CreditNoteSchema } from "../credit-notes/schema";
 import { PaymentMethodSchema } from "../payment-methods/schema";
 import { PaymentSchema } from "../payments/schema";
 import { PayoutSchema } from "../payouts/schema";
@@ -108,6 +109,8 @@ export const WEBHOOK_PAYLOADS = {
   "invoice.payment_failed": envelope("invoice.payment_failed", InvoiceSchema),
   "invoice.payment_action_required": envelope("invoice.payment_action_required", InvoiceSchema),
   "invoice.voided": envelope("invoice.voided", InvoiceSchema),
+  "credit_note.created": envelope("credit_note.created", CreditNoteSchema),
+  "credit_note.voided": envelope("credit_note.voided", CreditNoteSchema),
   "payment_method.attached": envelope("payment_method.attached", PaymentMethodSchema),
   "payment_method.detached": envelope("payment_method.detached", PaymentMethodSchema),
   "webhook_endpoint.disabled": envelope("webhook_endpoint.disabled", WebhookSchema),

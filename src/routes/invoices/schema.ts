@@ -85,7 +85,9 @@ export const InvoiceSchema = z
       .openapi({ description: "Each rate's tax over the lines, with the rate's name and percentage as the invoice was made (what the PDF and the hosted page show)." }),
     total: amount("subtotal - discount + the exclusive tax (inclusive tax is already part of the lines).", 1999),
     amount_paid: amount("What has been paid.", 1999),
-    amount_due: amount("What is charged for it.", 1999),
+    amount_due: amount("What is charged for it: total less what it took from the user's balance.", 1999),
+    starting_balance: amount("The user's balance (negative is a credit, as Stripe's) when the invoice was made: a renewal's invoice takes from a credit first.", -500),
+    ending_balance: amount("The user's balance after this invoice took from it: amount_due = total − (ending_balance − starting_balance).", 0),
     payment_id: z.string().nullable().openapi({ description: "The last payment attempted for it (the one that paid it, once paid)." }),
     hosted_invoice_url: z
       .string()

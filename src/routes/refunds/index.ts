@@ -20,6 +20,8 @@ import { apiRoute, idParam, json, jsonBodyOf } from "../openapi";
 import { CreateRefundBody, RefundListQuery, RefundSchema } from "./schema";
 import { clock } from "../../lib/clock";
 import { hasScope } from "../../auth/scopes";
+import { creditNoteFailures } from "../credit-notes";
+import { creditNoteOfRefund } from "../credit-notes/refund-note";
 
 const tags = ["Refunds"];
 
@@ -71,7 +73,17 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
     await processorForRequest(c);
     if (!hasPrefix(paymentId, "payment")) throw notFound("payment", paymentId, "payment_id");
     const refundId = newId("refund", now);
-    const writes = refundWrites(db, { accountId: auth.accountId, livemode: auth.livemode, paymentId, refundId, amount: body.amount, reason: body.reason ?? null, at: now });
+    // A payment that paid an invoice: the refund is a correction of the invoice, so the same batch
+    // issues its credit note (src/billing/credit-notes.ts), which never takes the invoice's notes
+    // past its total. One refund, one note, whatever the retries (the Idempotency-Key replays it).
+    // The refund is then of the note's amount exactly (what remained when it was read: a refund
+    // meanwhile makes the payment's CHECK refuse it).
+    const invoiced = await creditNoteOfRefund(c, { paymentId, refundId, amount: body.amount, reason: body.reason ?? null, at: now });
+    const writes = refundWrites(db, { accountId: auth.accountId, livemode: auth.livemode, paymentId, refundId, amount: invoiced?.amount ?? body.amount, reason: body.reason ?? null, at: now });
+    if (invoiced) {
+      writes.statements.push(...invoiced.statements);
+      writes.events.push(...invoiced.events);
+    }
 
     let exceeded = false;
     let notCaptured = false;
@@ -80,6 +92,7 @@ export function registerRefunds(app: OpenAPIHono<AppEnv>) {
     try {
       ({ returned } = await commit(c, writes, 201, refundJsonSql(refundId), {
         failures: {
+          ...(invoiced ? creditNoteFailures(invoiced.amount) : {}),
           [REFUND_FAILURES.paymentMissing]: () => notFound("payment", paymentId, "payment_id"),
           [REFUND_FAILURES.paymentFailed]: () =>
             conflict("payment_not_refundable", `Payment '${paymentId}' failed, so nothing was charged and there is nothing to refund.`),

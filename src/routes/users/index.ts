@@ -96,6 +96,8 @@ export function registerUsers(app: OpenAPIHono<AppEnv>) {
       address: storedAddress(body.address),
       taxIds: body.tax_ids ?? [],
       defaultPaymentMethodId: null,
+      balance: 0,
+      currency: null,
       createdAt: isoTime(now),
       updatedAt: isoTime(now),
     };

@@ -58,6 +58,15 @@ export const UserSchema = z
       .string()
       .nullable()
       .openapi({ description: "The saved card (pmt_…) the user chose as their default (POST /api/users/{id}/payment-methods/{pm_id}/default), as Stripe's invoice_settings.default_payment_method; null when none, and again once that card is detached." }),
+    balance: z
+      .number()
+      .int()
+      .openapi({
+        description:
+          "The customer balance, as Stripe's, in the smallest unit of `currency`: negative is a credit the user holds (a credit note with refund: false), which later invoices consume; 0 when none.",
+        example: -6000,
+      }),
+    currency: z.string().nullable().openapi({ description: "The balance's currency, set by the first credit to it; null until then.", example: "usd" }),
     created_at: timestamp("When the user was created."),
     updated_at: timestamp("When the user was last changed."),
   })
@@ -76,6 +85,8 @@ export function serializeUser(row: typeof users.$inferSelect): UserJson {
     address: row.address ?? null,
     tax_ids: row.taxIds ?? [],
     default_payment_method: row.defaultPaymentMethodId ?? null,
+    balance: row.balance,
+    currency: row.currency ?? null,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };
@@ -84,5 +95,5 @@ export function serializeUser(row: typeof users.$inferSelect): UserJson {
 /** The same serialization inside SQL, for event data and stored answers built within a batch. */
 export const userJsonSql = (id: string) => sql`(SELECT json_object(
   'id', ${users.id}, 'object', 'user', 'livemode', ${livemodeJsonSql(users.livemode)}, 'name', ${users.name}, 'email', ${users.email},
-  'test_clock', ${users.testClockId}, 'stripe_account', ${users.stripeAccount}, 'default_payment_method', ${users.defaultPaymentMethodId}, 'address', json(${users.address}), 'tax_ids', json(${users.taxIds}), 'created_at', ${users.createdAt}, 'updated_at', ${users.updatedAt}
+  'test_clock', ${users.testClockId}, 'stripe_account', ${users.stripeAccount}, 'default_payment_method', ${users.defaultPaymentMethodId}, 'balance', ${users.balance}, 'currency', ${users.currency}, 'address', json(${users.address}), 'tax_ids', json(${users.taxIds}), 'created_at', ${users.createdAt}, 'updated_at', ${users.updatedAt}
 ) FROM ${users} WHERE ${users.id} = ${id})`;
