@@ -376,7 +376,7 @@ describe("each key keeps its own scopes", () => {
 
     await choose(cookie, "test");
     const testOverview = await dashboardFetch("/dashboard", { cookie });
-    expect(nav(testOverview)).toBe("Overview Webhooks Events Payouts Payments Subscriptions Invoices Plans Coupons Tax rates Credit notes Users API keys Test clocks");
+    expect(nav(testOverview)).toBe("Overview Webhooks Events Payouts Payments Subscriptions Invoices Plans Coupons Tax rates Credit notes Users API keys Test clocks Settings");
     expect(textOf(testOverview.html)).not.toContain("(restricted)");
     const testPayouts = await dashboardFetch("/dashboard/payouts", { cookie });
     expect(testPayouts.html).toContain(`/dashboard/payouts/${testPayout.id}/cancel`);
