@@ -3,8 +3,9 @@
 // queue batch. Real local D1 through the fault wrapper of test/support/faults.ts; only the
 // receiver is faked.
 import { env as runtime } from "cloudflare:workers";
-import { createMessageBatch } from "cloudflare:test";
-import { afterEach, beforeEach, expect, it } from "vitest";
+import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
+import worker from "../../src/index";
+import { afterEach, beforeEach, expect, it, vi } from "vitest";
 import { TEST_SHARD, env } from "../support/env";
 import { handleDeliveryBatch } from "../../src/webhooks/consumer";
 import { call, signup } from "../support/http";
@@ -82,4 +83,99 @@ it("a shared record batch that commits but loses its answer still wakes the orde
   expect(await countOf("SELECT count(*) AS n FROM delivery_attempts WHERE delivery_id = ?", other)).toBe(2);
   // The waiting one goes out now (through the real queue), not when the sweeper next looks.
   await waitFor(async () => expect((await deliveryRow(second))!.status).toBe("delivered"), 8_000);
+});
+
+const attempts = (id: string) => countOf("SELECT count(*) AS n FROM delivery_attempts WHERE delivery_id = ?", id);
+async function runQueue(ids: string[], db: D1Database) {
+  const batch = messages(ids);
+  const ctx = createExecutionContext();
+  await worker.queue(batch, recordedEnv(db) as never, ctx);
+  const result = await getQueueResult(batch, ctx);
+  return { acked: [...result.explicitAcks].sort(), retried: result.retryMessages.map((m) => m.msgId).sort() };
+}
+
+it("a claims batch that fails on one message's statement: the others are claimed and sent once and acked, that one is retried unclaimed", async () => {
+  const ids = [await pendingDelivery(), await pendingDelivery(), await pendingDelivery()];
+  const before = receiver.received.length;
+  const db = faultyD1(env.DB, [
+    { kind: "fail_before_commit", on: "any", when: (op) => op.sql.filter(isClaim).length > 1, error: () => new Error("D1_ERROR: CHECK constraint failed") },
+    // Sent again alone, in the batch's order: the second message's claim fails again.
+    { kind: "fail_before_commit", on: "any", when: (op) => op.sql.filter(isClaim).length === 1, nth: 1, error: () => new Error("D1_ERROR: CHECK constraint failed") },
+  ]);
+  const { acked, retried } = await runQueue(ids, db);
+  expect(db.fired).toHaveLength(2);
+  expect(acked).toEqual(["m0", "m2"]);
+  expect(retried).toEqual(["m1"]);
+  expect(receiver.received.length).toBe(before + 2);
+  for (const id of [ids[0], ids[2]]) {
+    expect((await deliveryRow(id))!.status).toBe("delivered");
+    expect(await attempts(id)).toBe(2);
+  }
+  // Unclaimed: no lease holds it back from its retry.
+  const unclaimed = (await deliveryRow(ids[1]))!;
+  expect(unclaimed.status).toBe("pending");
+  expect(unclaimed.lease_until ?? null).toBeNull();
+  expect(await attempts(ids[1])).toBe(1);
+});
+
+it("a records batch that fails after the POSTs, and one message's record again alone: the others recorded once and acked, that one retried, nobody sent twice", async () => {
+  const ids = [await pendingDelivery(), await pendingDelivery(), await pendingDelivery()];
+  const before = receiver.received.length;
+  const db = faultyD1(env.DB, [
+    { kind: "fail_before_commit", on: "any", when: (op) => op.sql.filter(isAttempt).length > 1 },
+    { kind: "fail_before_commit", on: "any", when: (op) => op.sql.filter(isAttempt).length === 1, nth: 2 },
+  ]);
+  const { acked, retried } = await runQueue(ids, db);
+  expect(db.fired).toHaveLength(2);
+  expect(acked).toEqual(["m0", "m1"]);
+  expect(retried).toEqual(["m2"]);
+  expect(receiver.received.length).toBe(before + 3);
+  for (const id of [ids[0], ids[1]]) expect(await attempts(id)).toBe(2);
+  // Its retry finds the lease of the attempt whose record was lost and sends nothing now.
+  const again = await runQueue([ids[2]], env.DB);
+  expect(again.acked).toEqual(["m0"]);
+  expect(receiver.received.length).toBe(before + 3);
+});
+
+it("two consumers with overlapping batches: each delivery sent and recorded once, attempt numbers unique", async () => {
+  const ids = [await pendingDelivery(), await pendingDelivery(), await pendingDelivery(), await pendingDelivery()];
+  const before = receiver.received.length;
+  const [one_, two] = await Promise.all([runQueue([ids[0], ids[1], ids[2]], env.DB), runQueue([ids[1], ids[2], ids[3]], env.DB)]);
+  expect(one_.retried).toEqual([]);
+  expect(two.retried).toEqual([]);
+  expect(receiver.received.length).toBe(before + 4);
+  for (const id of ids) {
+    expect((await deliveryRow(id))!.status).toBe("delivered");
+    expect(await attempts(id)).toBe(2);
+    expect(await countOf("SELECT count(DISTINCT attempt_number) AS n FROM delivery_attempts WHERE delivery_id = ?", id)).toBe(2);
+  }
+});
+
+it("a slow receiver holds back the others' records by the linger at most, not by its own answer", async () => {
+  const fast = [await pendingDelivery(), await pendingDelivery()];
+  const slow = await pendingDelivery();
+  await env.DB.prepare("UPDATE webhook_endpoints SET url = ? WHERE id = (SELECT endpoint_id FROM webhook_deliveries WHERE id = ?)").bind(`${RECEIVER_ORIGIN}/slow`, slow).run();
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  // This test's own receiver (the shared one's spy is replaced, not wrapped): /slow answers once released.
+  receiver.restore();
+  const spy = vi.spyOn(globalThis, "fetch").mockImplementation(async (input: RequestInfo | URL, init?: RequestInit) => {
+    const url = new Request(input, init).url;
+    if (url === `${RECEIVER_ORIGIN}/slow`) await held;
+    return new Response("ok", { status: 200 });
+  });
+  try {
+    const run = handleDeliveryBatch(messages([fast[0], slow, fast[1]]), recordedEnv(env.DB) as never);
+    await waitFor(async () => {
+      for (const id of fast) expect((await deliveryRow(id))!.status).toBe("delivered");
+    }, 5_000);
+    expect(await attempts(slow)).toBe(1);
+    release();
+    await run;
+  } finally {
+    release();
+    spy.mockRestore();
+  }
+  expect((await deliveryRow(slow))!.status).toBe("delivered");
+  expect(await attempts(slow)).toBe(2);
 });
