@@ -8,10 +8,12 @@ import worker from "../../src/index";
 import { afterEach, beforeEach, expect, it, vi } from "vitest";
 import { TEST_SHARD, env } from "../support/env";
 import { handleDeliveryBatch } from "../../src/webhooks/consumer";
-import { call, signup } from "../support/http";
+import { call, signup, withEnv } from "../support/http";
+import { sweepDeliveries } from "../../src/webhooks/sweeper";
+import { useClock } from "../../src/lib/clock";
 import { createUser } from "../support/fixtures";
 import { countOf, deliveryRow, one } from "../support/db";
-import { faultyD1 } from "../support/faults";
+import { faultyD1, recordingQueue } from "../support/faults";
 import { RECEIVER_ORIGIN, installReceiver } from "../support/receiver";
 import { waitFor } from "../support/wait";
 
@@ -178,4 +180,31 @@ it("a slow receiver holds back the others' records by the linger at most, not by
   }
   expect((await deliveryRow(slow))!.status).toBe("delivered");
   expect(await attempts(slow)).toBe(2);
+});
+
+it("a Worker that dies between the POST and the record: the redelivered message sends nothing while the lease holds, the sweeper's sends it again once (a duplicate the at-least-once rule allows), attempt numbers unique", async () => {
+  const id = await pendingDelivery();
+  const before = receiver.received.length;
+  // The record never lands (the Worker died after the POST): the message is retried.
+  const dead = faultyD1(env.DB, { kind: "fail_before_commit", on: "any", when: (op) => op.sql.some(isAttempt), times: 10 });
+  expect((await runQueue([id], dead)).retried).toEqual(["m0"]);
+  expect(receiver.received.length).toBe(before + 1);
+  // Redelivered at once: the attempt's lease holds it.
+  expect((await runQueue([id], env.DB)).acked).toEqual(["m0"]);
+  expect(receiver.received.length).toBe(before + 1);
+  const start = Date.now();
+  try {
+    useClock({ now: () => start + 120_000 });
+    const swept = recordingQueue();
+    await sweepDeliveries(withEnv({ DELIVERY_QUEUE: swept }));
+    expect(swept.sent.map((b) => (b as { deliveryId: string }).deliveryId)).toContain(id);
+    expect((await runQueue([id, id], env.DB)).acked).toEqual(["m0", "m1"]);
+  } finally {
+    useClock();
+  }
+  expect(receiver.received.length).toBe(before + 2);
+  expect((await deliveryRow(id))!.status).toBe("delivered");
+  const numbers = (await env.DB.prepare("SELECT attempt_number FROM delivery_attempts WHERE delivery_id = ? ORDER BY attempt_number").bind(id).all<{ attempt_number: number }>()).results;
+  // The first delivery's attempt, then the swept one's; the dead attempt (2) left no record.
+  expect(numbers.map((r) => r.attempt_number)).toEqual([1, 3]);
 });
