@@ -43,13 +43,16 @@ const deliveryOf = (endpointId: string, eventType: string) =>
     return row!.id;
   });
 
+const owners = new Map<string, { key: string; endpoint: string }>();
+
 /** A customer.created delivery to a new unordered endpoint, delivered, then pending again as a redelivery leaves it. */
-async function pendingDelivery() {
+async function pendingDelivery(path = "/other") {
   const acct = await signup();
-  const hook = (await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/other`, events: ["customer.created"] } })).body as { id: string };
+  const hook = (await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}${path}`, events: ["customer.created"] } })).body as { id: string };
   await createUser(acct, { name: "Ada" });
   const id = await deliveryOf(hook.id, "customer.created");
   await env.DB.prepare("UPDATE webhook_deliveries SET status = 'pending', first_attempt_at = NULL, next_attempt_at = NULL, lease_until = NULL, delivered_at = NULL WHERE id = ?").bind(id).run();
+  owners.set(id, { key: acct.key, endpoint: hook.id });
   return id;
 }
 
@@ -207,4 +210,60 @@ it("a Worker that dies between the POST and the record: the redelivered message 
   const numbers = (await env.DB.prepare("SELECT attempt_number FROM delivery_attempts WHERE delivery_id = ? ORDER BY attempt_number").bind(id).all<{ attempt_number: number }>()).results;
   // The first delivery's attempt, then the swept one's; the dead attempt (2) left no record.
   expect(numbers.map((r) => r.attempt_number)).toEqual([1, 3]);
+});
+
+it("an endpoint disabled after the batch read its deliveries, before their claims: nothing is sent to it, the others go out, every message acked", async () => {
+  const ids = [await pendingDelivery(), await pendingDelivery("/disabled"), await pendingDelivery()];
+  const before = receiver.received.length;
+  const { key, endpoint } = owners.get(ids[1])!;
+  let disabled = false;
+  const db = faultyD1(env.DB, [], {
+    gate: async (op) => {
+      if (disabled || !op.sql.some(isClaim)) return;
+      disabled = true;
+      expect((await call(`/api/webhooks/${endpoint}`, { key, method: "PATCH", body: { status: "disabled" } })).status).toBe(200);
+    },
+  });
+  const { acked, retried } = await runQueue(ids, db);
+  expect(disabled).toBe(true);
+  expect(acked).toEqual(["m0", "m1", "m2"]);
+  expect(retried).toEqual([]);
+  expect(receiver.received.slice(before).map((r) => new URL(r.url).pathname)).toEqual(["/other", "/other"]);
+  expect((await deliveryRow(ids[1]))!.status).toBe("failed");
+  expect(await attempts(ids[1])).toBe(1);
+  for (const id of [ids[0], ids[2]]) expect((await deliveryRow(id))!.status).toBe("delivered");
+});
+
+it("a throttled endpoint's deliveries in a batch with others: the others go out and are recorded together, the throttled endpoint's second waits for its slot, nothing lost", async () => {
+  const first = await pendingDelivery("/throttled");
+  const { key, endpoint } = owners.get(first)!;
+  expect((await call(`/api/webhooks/${endpoint}`, { key, method: "PATCH", body: { rate_limit: 1 } })).status).toBe(200);
+  // A second delivery to the same endpoint (another customer).
+  const acct = { id: "", key };
+  await createUser(acct as never, { name: "Bob" });
+  const second = await waitFor(async () => {
+    const row = await one<{ id: string }>(
+      "SELECT d.id FROM webhook_deliveries d WHERE d.endpoint_id = ? AND d.id <> ? ORDER BY d.created_at DESC LIMIT 1",
+      endpoint,
+      first,
+    );
+    expect(row).toBeTruthy();
+    return row!.id;
+  });
+  // Whatever the queue did with it, both pending again with the endpoint's budget unused for a while.
+  await new Promise((r) => setTimeout(r, 50));
+  const others = [await pendingDelivery(), await pendingDelivery()];
+  const before = receiver.received.length;
+  const { acked, retried } = await runQueue([others[0], first, second, others[1]], env.DB);
+  expect(retried).toEqual([]);
+  expect(acked).toEqual(["m0", "m1", "m2", "m3"]);
+  for (const id of others) expect((await deliveryRow(id))!.status).toBe("delivered");
+  const sentThrottled = receiver.received.slice(before).filter((r) => r.url.endsWith("/throttled")).length;
+  expect(sentThrottled).toBeLessThanOrEqual(1);
+  // Each throttled delivery is either delivered or pending with its next attempt set (held by the endpoint's object).
+  for (const id of [first, second]) {
+    const row = (await deliveryRow(id))!;
+    expect(["delivered", "pending"]).toContain(row.status);
+    if (row.status === "pending") expect(row.next_attempt_at).not.toBeNull();
+  }
 });
