@@ -6,7 +6,7 @@ import { env as runtime } from "cloudflare:workers";
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import worker from "../../src/index";
 import { afterEach, beforeEach, expect, it, vi } from "vitest";
-import { TEST_SHARD, env } from "../support/env";
+import { OTHER_SHARD, TEST_SHARD, env, envOf } from "../support/env";
 import { handleDeliveryBatch } from "../../src/webhooks/consumer";
 import { call, signup, withEnv } from "../support/http";
 import { sweepDeliveries } from "../../src/webhooks/sweeper";
@@ -43,7 +43,7 @@ const deliveryOf = (endpointId: string, eventType: string) =>
     return row!.id;
   });
 
-const owners = new Map<string, { key: string; endpoint: string }>();
+const owners = new Map<string, { key: string; endpoint: string; account: string }>();
 
 /** A customer.created delivery to a new unordered endpoint, delivered, then pending again as a redelivery leaves it. */
 async function pendingDelivery(path = "/other") {
@@ -52,7 +52,7 @@ async function pendingDelivery(path = "/other") {
   await createUser(acct, { name: "Ada" });
   const id = await deliveryOf(hook.id, "customer.created");
   await env.DB.prepare("UPDATE webhook_deliveries SET status = 'pending', first_attempt_at = NULL, next_attempt_at = NULL, lease_until = NULL, delivered_at = NULL WHERE id = ?").bind(id).run();
-  owners.set(id, { key: acct.key, endpoint: hook.id });
+  owners.set(id, { key: acct.key, endpoint: hook.id, account: acct.id });
   return id;
 }
 
@@ -265,5 +265,63 @@ it("a throttled endpoint's deliveries in a batch with others: the others go out 
     const row = (await deliveryRow(id))!;
     expect(["delivered", "pending"]).toContain(row.status);
     if (row.status === "pending") expect(row.next_attempt_at).not.toBeNull();
+  }
+});
+
+it("an account moved to another shard between its delivery's POST and the record: nothing is left behind on the shard it left, the others are recorded, every message acked", async () => {
+  const ids = [await pendingDelivery(), await pendingDelivery("/moving"), await pendingDelivery()];
+  const { account } = owners.get(ids[1])!;
+  let moved = false;
+  const db = faultyD1(env.DB, [], {
+    gate: async (op) => {
+      if (moved || !op.sql.some(isAttempt)) return;
+      moved = true;
+      const res = await call(`/api/accounts/${account}/move`, { body: { to_shard: OTHER_SHARD, drain_seconds: 0 } });
+      expect(res.status, res.text).toBe(200);
+    },
+  });
+  const { acked, retried } = await runQueue(ids, db);
+  expect(moved).toBe(true);
+  expect(retried).toEqual([]);
+  expect(acked).toEqual(["m0", "m1", "m2"]);
+  for (const id of [ids[0], ids[2]]) {
+    expect((await deliveryRow(id))!.status).toBe("delivered");
+    expect(await attempts(id)).toBe(2);
+  }
+  expect(await countOf("SELECT count(*) AS n FROM delivery_attempts WHERE account_id = ?", account)).toBe(0);
+  expect(await countOf("SELECT count(*) AS n FROM webhook_deliveries WHERE account_id = ?", account)).toBe(0);
+  // On its new shard the delivery is still there, pending (its 2xx recorded nowhere: the sweeper sends it again, as at-least-once allows) or delivered.
+  const there = await envOf(OTHER_SHARD).DB.prepare("SELECT status FROM webhook_deliveries WHERE id = ?").bind(ids[1]).first<{ status: string }>();
+  expect(["pending", "delivered"]).toContain(there!.status);
+});
+
+it("a queue batch of two shards: each shard's deliveries read, claimed and recorded in its own batches, every one sent once", async () => {
+  const here = [await pendingDelivery(), await pendingDelivery()];
+  const away = [await pendingDelivery(), await pendingDelivery()];
+  for (const id of away) {
+    const res = await call(`/api/accounts/${owners.get(id)!.account}/move`, { body: { to_shard: OTHER_SHARD, drain_seconds: 0 } });
+    expect(res.status, res.text).toBe(200);
+    await envOf(OTHER_SHARD).DB.prepare("UPDATE webhook_deliveries SET status = 'pending', first_attempt_at = NULL, next_attempt_at = NULL, lease_until = NULL, delivered_at = NULL WHERE id = ?").bind(id).run();
+  }
+  const dbHere = faultyD1(env.DB);
+  const dbAway = faultyD1(envOf(OTHER_SHARD).DB);
+  const batch = createMessageBatch(
+    "tender-webhook-deliveries",
+    [here[0], away[0], here[1], away[1]].map((deliveryId, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body: { deliveryId, shard: i % 2 === 0 ? TEST_SHARD : OTHER_SHARD } })),
+  );
+  const before = receiver.received.length;
+  const ctx = createExecutionContext();
+  await worker.queue(batch, { ...(runtime as unknown as Record<string, unknown>), [`DB_${TEST_SHARD}`]: dbHere, [`DB_${OTHER_SHARD}`]: dbAway } as never, ctx);
+  const result = await getQueueResult(batch, ctx);
+  expect([...result.explicitAcks].sort()).toEqual(["m0", "m1", "m2", "m3"]);
+  expect(receiver.received.length).toBe(before + 4);
+  for (const [db, ids] of [[dbHere, here], [dbAway, away]] as const) {
+    expect(db.ops.map((op) => op.kind)).toEqual(["statement", "batch", "batch"]);
+    expect(db.ops[1].sql.filter(isClaim)).toHaveLength(2);
+    expect(db.ops[2].sql.filter(isAttempt)).toHaveLength(2);
+    for (const id of ids) {
+      const row = await (db === dbHere ? env : envOf(OTHER_SHARD)).DB.prepare("SELECT status FROM webhook_deliveries WHERE id = ?").bind(id).first<{ status: string }>();
+      expect(row!.status).toBe("delivered");
+    }
   }
 });
