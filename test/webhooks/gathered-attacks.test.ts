@@ -11,6 +11,7 @@ import { handleDeliveryBatch } from "../../src/webhooks/consumer";
 import { call, signup, withEnv } from "../support/http";
 import { sweepDeliveries } from "../../src/webhooks/sweeper";
 import { useClock } from "../../src/lib/clock";
+import { purgeExpiredEvents } from "../../src/webhooks/retention";
 import { createUser } from "../support/fixtures";
 import { countOf, deliveryRow, one } from "../support/db";
 import { faultyD1, recordingQueue } from "../support/faults";
@@ -323,5 +324,43 @@ it("a queue batch of two shards: each shard's deliveries read, claimed and recor
       const row = await (db === dbHere ? env : envOf(OTHER_SHARD)).DB.prepare("SELECT status FROM webhook_deliveries WHERE id = ?").bind(id).first<{ status: string }>();
       expect(row!.status).toBe("delivered");
     }
+  }
+});
+
+it("two deliveries of one object to a per_object endpoint in one batch, the later one first: sent once each, in the object's order", async () => {
+  const { first, second } = await orderedPair();
+  await env.DB.prepare("UPDATE webhook_deliveries SET waiting_for = NULL WHERE id = ?").bind(second).run();
+  const before = receiver.received.length;
+  const { acked, retried } = await runQueue([second, first], env.DB);
+  expect(retried).toEqual([]);
+  expect(acked).toEqual(["m0", "m1"]);
+  // The later one waited; the earlier one's record woke it (through the real queue).
+  await waitFor(async () => expect((await deliveryRow(second))!.status).toBe("delivered"), 8_000);
+  const sent = receiver.received.slice(before).filter((r) => r.url.endsWith("/ordered")).map((r) => (JSON.parse(r.body) as { type: string }).type);
+  expect(sent).toEqual(["customer.created", "customer.updated"]);
+  expect(await attempts(first)).toBe(2);
+  expect(await attempts(second)).toBe(2);
+});
+
+// Last in the file: the purge runs a year ahead over this shard.
+it("a purge between the batch's read and its claims: the pending deliveries and their events stay, each sent and recorded once", async () => {
+  const ids = [await pendingDelivery(), await pendingDelivery()];
+  let purged = false;
+  const db = faultyD1(env.DB, [], {
+    gate: async (op) => {
+      if (purged || !op.sql.some(isClaim)) return;
+      purged = true;
+      await purgeExpiredEvents(env, Date.now() + 400 * 86_400_000, 1000);
+    },
+  });
+  const before = receiver.received.length;
+  const { acked, retried } = await runQueue(ids, db);
+  expect(purged).toBe(true);
+  expect(retried).toEqual([]);
+  expect(acked).toEqual(["m0", "m1"]);
+  expect(receiver.received.length).toBe(before + 2);
+  for (const id of ids) {
+    expect((await deliveryRow(id))!.status).toBe("delivered");
+    expect(await countOf("SELECT count(*) AS n FROM delivery_attempts WHERE delivery_id = ? AND attempt_number = 2", id)).toBe(1);
   }
 });
