@@ -342,6 +342,21 @@ it("two deliveries of one object to a per_object endpoint in one batch, the late
   expect(await attempts(second)).toBe(2);
 });
 
+it("the same delivery twice in a batch whose shared claims batch fails: sent again one by one, the delivery is claimed and sent once, both messages acked", async () => {
+  const ids = [await pendingDelivery(), await pendingDelivery()];
+  const before = receiver.received.length;
+  const db = faultyD1(env.DB, { kind: "fail_before_commit", on: "any", when: (op) => op.sql.filter(isClaim).length > 1 });
+  const { acked, retried } = await runQueue([ids[0], ids[1], ids[0]], db);
+  expect(db.fired).toHaveLength(1);
+  expect(retried).toEqual([]);
+  expect(acked).toEqual(["m0", "m1", "m2"]);
+  expect(receiver.received.length).toBe(before + 2);
+  for (const id of ids) {
+    expect((await deliveryRow(id))!.status).toBe("delivered");
+    expect(await attempts(id)).toBe(2);
+  }
+});
+
 // Last in the file: the purge runs a year ahead over this shard.
 it("a purge between the batch's read and its claims: the pending deliveries and their events stay, each sent and recorded once", async () => {
   const ids = [await pendingDelivery(), await pendingDelivery()];
