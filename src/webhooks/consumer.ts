@@ -348,9 +348,13 @@ export async function processDelivery(
   const woken = waiting ? (results.at(-1) as { id: string }[]) : [];
   await enqueueHealthEvents(env, results, healthDeliveries);
   if (overloaded) await slowDownEndpoint(env, endpoint.id, retryAfterMs);
-  // A later attempt took the delivery over (our lease ran out): it schedules what comes next.
+  // A later attempt took the delivery over (our lease ran out): it schedules what comes next. Or
+  // our own record already committed (a gathered batch whose answer was lost is sent again alone,
+  // src/db/gathered.ts, and finds its end written): its waiters are woken here, as nobody else
+  // will before the sweeper (a still-pending delivery's waiters, woken, only wait again).
   if ((results[1] as unknown[]).length === 0) {
     if (!ok) await handBackToRedelivery(env, db, deliveryId, attemptNumber, now + DELIVERY_LEASE_MS);
+    await wake(env, woken);
     return ok ? "delivered" : "skipped";
   }
   // This failure disabled the endpoint: the delivery ended with its other pending ones.
