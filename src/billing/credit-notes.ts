@@ -19,7 +19,7 @@ import type { Db } from "../db/client";
 import { guard, rawStatement, type Statement } from "../db/batch";
 import type { Tenant } from "../db/scope";
 import { type CreditNoteLine, creditNotes, customerBalanceTransactions, invoices, users } from "../db/schema";
-import type { PlannedCreditNote } from "../domain/credit-notes";
+import { creditedKey, type PlannedCreditNote } from "../domain/credit-notes";
 import { newId } from "../domain/ids";
 import type { TaxAmount } from "../domain/tax";
 import { isoTime } from "../lib/clock";
@@ -96,6 +96,11 @@ const creditedLine = (invoiceId: string, lineId: string) =>
   sql`(SELECT COALESCE(SUM(json_extract(l.value, '$.amount')), 0) FROM ${creditNotes} AS cn, json_each(cn.lines) AS l
     WHERE cn.invoice_id = ${invoiceId} AND ${counts("cn")} AND json_extract(l.value, '$.invoice_line_id') = ${lineId})`;
 
+/** SQL: the tax of `rate` the invoice's notes not void credited one of its lines. */
+const creditedLineTax = (invoiceId: string, lineId: string, rate: string) =>
+  sql`(SELECT COALESCE(SUM(json_extract(t.value, '$.amount')), 0) FROM ${creditNotes} AS cn, json_each(cn.lines) AS l, json_each(l.value, '$.tax_amounts') AS t
+    WHERE cn.invoice_id = ${invoiceId} AND ${counts("cn")} AND json_extract(l.value, '$.invoice_line_id') = ${lineId} AND json_extract(t.value, '$.tax_rate') = ${rate})`;
+
 /** A new credit note to write. */
 export interface NewCreditNote {
   id: string;
@@ -135,6 +140,12 @@ export function issueCreditNoteWrites(db: Db, input: NewCreditNote): { statement
       sql.join(
         note.lines.map((l) => sql`${creditedLine(invoice.id, l.invoice_line_id)} + ${l.amount} <= ${note.grossOf.get(l.invoice_line_id)!}`),
         sql` AND `,
+      ),
+    ),
+    // Nor a line's tax past what the line carried (two small notes at once, each rounded up).
+    ...note.lines.flatMap((l) =>
+      l.tax_amounts.map((t) =>
+        guard(db, CREDIT_NOTE_FAILURES.exceeds, sql`${creditedLineTax(invoice.id, l.invoice_line_id, t.tax_rate)} + ${t.amount} <= ${note.taxOf.get(creditedKey(l.invoice_line_id, t.tax_rate))!}`),
       ),
     ),
     rawStatement(
