@@ -404,3 +404,27 @@ describe("review (r3): an invoice voided after it took from the balance", () => 
     ]);
   });
 });
+
+describe("review (r3): an open invoice credited to the balance, then voided", () => {
+  it("is refused (409 invoice_has_credit_notes) while its notes stand: a void invoice would leave a credit for a charge never made", async () => {
+    const acct = await signup();
+    const plan = await createPlan(acct, { price: 120 });
+    const user = await createUser(acct);
+    const sub = await subscribed(acct, user.id, plan.id, CARDS.declineAfterFirst);
+    await makeDue(sub.id);
+    await renewChunk(env, [sub.id]);
+    const open = (await call(`/invoices?subscription_id=${sub.id}&status=open`, { key: acct.key })).body.data[0];
+    expect(open).toMatchObject({ total: 12000, amount_due: 12000 });
+    const note = await creditNote(acct, { invoice_id: open.id, amount: 12000, refund: false });
+    expect(note.status, note.text).toBe(201);
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: -12000 });
+    const refused = await call(`/invoices/${open.id}/void`, { key: acct.key, method: "POST" });
+    expectError(refused, 409, "invalid_request_error", "invoice_has_credit_notes");
+    expect((await call(`/invoices/${open.id}`, { key: acct.key })).body.status).toBe("open");
+    // Void the note first (its credit comes back off the balance), then the invoice.
+    expect((await call(`/credit-notes/${note.body.id}/void`, { key: acct.key, method: "POST" })).status).toBe(200);
+    const voided = await call(`/invoices/${open.id}/void`, { key: acct.key, method: "POST" });
+    expect(voided.status, voided.text).toBe(200);
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: 0 });
+  });
+});

@@ -13,6 +13,7 @@ import { newId } from "../../domain/ids";
 import { invoices, plans, subscriptionPeriods, subscriptions } from "../../db/schema";
 import type { AppEnv } from "../../context";
 import { clock, isoTime } from "../../lib/clock";
+import { conflict } from "../../lib/errors";
 import { type EmittedEvent, emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json } from "../openapi";
 import { readById } from "../reads";
@@ -28,7 +29,7 @@ const voidInvoice = apiRoute({
   operationId: "voidInvoice",
   summary: "Void an open invoice",
   description:
-    "An open invoice is voided: it will never be charged, and keeps its number. The invoice of a past-due subscription's period forgives that period: no dunning retry charges it, and the subscription is active again, billed from the next period on (subscription_updated; a subscription's final invoice, sent when it was set to cancel at its period's end, ends it instead: subscription_canceled): a licensed plan's next period is charged when it starts, a metered plan's (already open, taking usage) is invoiced when it ends. Credit the period's invoice took from the user's balance comes back to it (a ledger row unapplied_from_invoice). Only an open invoice can be voided (409 invoice_paid or invoice_not_open otherwise); while a charge of it is at the processor, 409 charge_in_progress. Emits invoice.voided.",
+    "An open invoice is voided: it will never be charged, and keeps its number. The invoice of a past-due subscription's period forgives that period: no dunning retry charges it, and the subscription is active again, billed from the next period on (subscription_updated; a subscription's final invoice, sent when it was set to cancel at its period's end, ends it instead: subscription_canceled): a licensed plan's next period is charged when it starts, a metered plan's (already open, taking usage) is invoiced when it ends. Credit the period's invoice took from the user's balance comes back to it (a ledger row unapplied_from_invoice). An invoice with credit notes not void answers 409 invoice_has_credit_notes: void them first. Only an open invoice can be voided (409 invoice_paid or invoice_not_open otherwise); while a charge of it is at the processor, 409 charge_in_progress. Emits invoice.voided.",
   scope: "invoices:write",
   request: { params: invoiceId },
   responses: { 200: json(InvoiceSchema, "The voided invoice.") },
@@ -64,6 +65,7 @@ function balanceUnapplied(db: Db, invoiceId: string, subscriptionId: string, per
   ];
 }
 const CHARGE_IN_FLIGHT = "charge_in_flight";
+const HAS_CREDIT_NOTES = "invoice_has_credit_notes";
 
 export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
   app.openapi(voidInvoice, async function voidInvoice(c) {
@@ -82,6 +84,9 @@ export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
       // that charge settles it (paid, or void on a decline).
       guard(db, CHARGE_IN_FLIGHT, sql`NOT EXISTS (SELECT 1 FROM proration_charges WHERE invoice_id = ${id} AND status = 'claimed')`),
     ];
+    // A note on it that credited the balance stands for a charge the void says will never be made:
+    // void the notes first (each takes its credit back while the balance holds it).
+    statements.push(guard(db, HAS_CREDIT_NOTES, sql`NOT EXISTS (SELECT 1 FROM credit_notes WHERE invoice_id = ${id} AND status = 'issued')`));
     const events: EmittedEvent[] = [];
     const { subscriptionId, periodIndex } = invoice;
     if (subscriptionId !== null && periodIndex !== null) {
@@ -133,6 +138,8 @@ export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
         failures: {
           [INVOICE_CHANGED]: invoiceChanged,
           [CHARGE_IN_FLIGHT]: chargeInProgress,
+          [HAS_CREDIT_NOTES]: () =>
+            conflict("invoice_has_credit_notes", `Invoice ${id} has credit notes that credited the customer's balance for it: void them first (POST /credit-notes/{id}/void), then the invoice.`),
         },
       },
     );
