@@ -39,7 +39,7 @@ const create = apiRoute({
   operationId: "createCreditNote",
   summary: "Issue a credit note",
   description:
-    "Corrects a finalized invoice (open, paid or uncollectible; a draft or a void invoice answers 409 invoice_not_creditable), which itself never changes. Give `amount` (what to credit in all, tax included, spread over the lines in proportion to what is left of each) or `lines` (what to credit each line, tax included). The tax in each line's credit is the line's tax pro rata, rounded once per line and rate. " +
+    "Corrects a finalized invoice (open, paid or uncollectible; a draft or a void invoice answers 409 invoice_not_creditable), which itself never changes. Give `amount` (what to credit in all, tax included, spread over the lines in proportion to what is left of each) or `lines` (what to credit each line, tax included). The tax in each line's credit is the line's tax pro rata over the line's notes so far with this one, rounded once per line and rate, less what earlier notes carried (many small notes never carry more than the line's tax). " +
     "The invoice's credit notes not void never credit more than its total, nor a line more than it cost: 400 credit_note_exceeds_invoice, however many are issued at once. " +
     "`refund: true` refunds the invoice's card payment for the note's amount (one refund, `refund_id`; the key also needs refunds:write); `refund: false` credits the user's `balance`, which later invoices consume. Numbers are gap-free per account and mode, in their own sequence (<PREFIX>-CN-0001). Emits credit_note.created (and refund.initiated for a refund).",
   scope: "credit_notes:write",
