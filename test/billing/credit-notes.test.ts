@@ -428,3 +428,31 @@ describe("review (r3): an open invoice credited to the balance, then voided", ()
     expect(await userOf(acct, user.id)).toMatchObject({ balance: 0 });
   });
 });
+
+describe("review (r3): attacks that held", () => {
+  it("a void note gives its room back exactly once; another account's note PDF is 404", async () => {
+    const acct = await signup();
+    const { user, invoice } = await paidInvoice(acct);
+    const note = (await creditNote(acct, { invoice_id: invoice.id, amount: 12000, refund: false })).body;
+    expect((await call(`/credit-notes/${note.id}/void`, { key: acct.key, method: "POST" })).status).toBe(200);
+    const both = await Promise.all([0, 1].map(() => creditNote(acct, { invoice_id: invoice.id, amount: 12000, refund: false })));
+    expect(both.map((r) => r.status).sort()).toEqual([201, 400]);
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: -12000 });
+    const other = await signup("Other");
+    const pdf = await exports.default.fetch(`${BASE}/credit-notes/${note.id}/pdf`, { headers: { authorization: `Bearer ${other.key}` } });
+    expect(pdf.status).toBe(404);
+  });
+
+  it("a balance in another currency is not taken by a renewal: a usd credit leaves a eur renewal charged in full", async () => {
+    const acct = await signup();
+    const { user, invoice } = await paidInvoice(acct);
+    expect((await creditNote(acct, { invoice_id: invoice.id, amount: 5000, refund: false })).status).toBe(201);
+    const eur = await createPlan(acct, { price: 10, currency: "eur" });
+    const euroSub = await subscribed(acct, user.id, eur.id);
+    await makeDue(euroSub.id);
+    expect(await renewChunk(env, [euroSub.id])).toEqual(["renewed"]);
+    const renewal = (await call(`/invoices?subscription_id=${euroSub.id}`, { key: acct.key })).body.data[0];
+    expect(renewal).toMatchObject({ currency: "eur", total: 1000, starting_balance: 0, ending_balance: 0, amount_paid: 1000 });
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: -5000, currency: "usd" });
+  });
+});
