@@ -456,3 +456,22 @@ describe("review (r3): attacks that held", () => {
     expect(await userOf(acct, user.id)).toMatchObject({ balance: -5000, currency: "usd" });
   });
 });
+
+describe("review (r3): a credit note racing POST /refunds of the same payment", () => {
+  it("a full refund and a full refund: true note at once: one wins, one refund, one note, never more than the invoice", async () => {
+    const acct = await signup();
+    const { invoice } = await paidInvoice(acct);
+    const [refund, note] = await Promise.all([
+      call("/refunds", { key: acct.key, body: { payment_id: invoice.payment_id } }),
+      creditNote(acct, { invoice_id: invoice.id, amount: 12000, refund: true }),
+    ]);
+    // One wins; the other is a clear 4xx (the note's guard, or the payment's CHECK), nothing half-written.
+    const statuses = [refund.status, note.status];
+    expect(statuses.filter((s) => s === 201).length, `${refund.text} ${note.text}`).toBe(1);
+    expect(statuses.find((s) => s !== 201), `${refund.text} ${note.text}`).toBeOneOf([400, 409]);
+    expect(await countRows("refunds", "account_id = ?", acct.id)).toBe(1);
+    const notes = (await call(`/credit-notes?invoice_id=${invoice.id}`, { key: acct.key })).body.data;
+    expect(notes.length).toBe(1);
+    expect(notes[0]).toMatchObject({ amount: 12000, tax: 2000 });
+  });
+});
