@@ -38,6 +38,8 @@ export const CREDIT_NOTE_FAILURES = {
   exceeds: "credit_note_exceeds_invoice",
   /** The invoice was voided (or is not the caller's) since it was read. */
   invoiceChanged: "credit_note_invoice_changed",
+  /** The invoice is open while its first charge (an incomplete subscription's) or a change's charge settles: Tender may void it itself. */
+  invoiceUnsettled: "credit_note_invoice_unsettled",
   /** The user's balance holds another currency. */
   balanceCurrency: "balance_currency_mismatch",
   /** Void: the note is no longer issued. */
@@ -132,6 +134,15 @@ export function issueCreditNoteWrites(db: Db, input: NewCreditNote): { statement
       CREDIT_NOTE_FAILURES.invoiceChanged,
       sql`EXISTS (SELECT 1 FROM ${invoices} WHERE id = ${invoice.id} AND account_id = ${tenant.accountId} AND livemode = ${livemode}
         AND status IN ('open', 'paid', 'uncollectible'))`,
+    ),
+    // An invoice Tender voids by itself when its charge fails (an incomplete subscription's first,
+    // a change invoiced at once while its charge is at the processor) takes no note until settled:
+    // a balance credit would outlive the void, a credit for a charge never made.
+    guard(
+      db,
+      CREDIT_NOTE_FAILURES.invoiceUnsettled,
+      sql`NOT EXISTS (SELECT 1 FROM ${invoices} AS i JOIN subscriptions AS s ON s.id = i.subscription_id WHERE i.id = ${invoice.id} AND i.status = 'open' AND s.status = 'incomplete')
+        AND NOT EXISTS (SELECT 1 FROM proration_charges WHERE invoice_id = ${invoice.id} AND status = 'claimed')`,
     ),
     guard(db, CREDIT_NOTE_FAILURES.exceeds, sql`${creditedTotal(invoice.id)} + ${note.amount} <= (SELECT total FROM ${invoices} WHERE id = ${invoice.id})`),
     guard(
