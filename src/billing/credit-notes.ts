@@ -19,7 +19,7 @@ import type { Db } from "../db/client";
 import { guard, rawStatement, type Statement } from "../db/batch";
 import type { Tenant } from "../db/scope";
 import { type CreditNoteLine, creditNotes, customerBalanceTransactions, invoices, users } from "../db/schema";
-import type { PlannedCreditNote } from "../domain/credit-notes";
+import { creditedKey, type PlannedCreditNote } from "../domain/credit-notes";
 import { newId } from "../domain/ids";
 import type { TaxAmount } from "../domain/tax";
 import { isoTime } from "../lib/clock";
@@ -38,6 +38,8 @@ export const CREDIT_NOTE_FAILURES = {
   exceeds: "credit_note_exceeds_invoice",
   /** The invoice was voided (or is not the caller's) since it was read. */
   invoiceChanged: "credit_note_invoice_changed",
+  /** The invoice is open while its first charge (an incomplete subscription's) or a change's charge settles: Tender may void it itself. */
+  invoiceUnsettled: "credit_note_invoice_unsettled",
   /** The user's balance holds another currency. */
   balanceCurrency: "balance_currency_mismatch",
   /** Void: the note is no longer issued. */
@@ -96,6 +98,11 @@ const creditedLine = (invoiceId: string, lineId: string) =>
   sql`(SELECT COALESCE(SUM(json_extract(l.value, '$.amount')), 0) FROM ${creditNotes} AS cn, json_each(cn.lines) AS l
     WHERE cn.invoice_id = ${invoiceId} AND ${counts("cn")} AND json_extract(l.value, '$.invoice_line_id') = ${lineId})`;
 
+/** SQL: the tax of `rate` the invoice's notes not void credited one of its lines. */
+const creditedLineTax = (invoiceId: string, lineId: string, rate: string) =>
+  sql`(SELECT COALESCE(SUM(json_extract(t.value, '$.amount')), 0) FROM ${creditNotes} AS cn, json_each(cn.lines) AS l, json_each(l.value, '$.tax_amounts') AS t
+    WHERE cn.invoice_id = ${invoiceId} AND ${counts("cn")} AND json_extract(l.value, '$.invoice_line_id') = ${lineId} AND json_extract(t.value, '$.tax_rate') = ${rate})`;
+
 /** A new credit note to write. */
 export interface NewCreditNote {
   id: string;
@@ -128,6 +135,15 @@ export function issueCreditNoteWrites(db: Db, input: NewCreditNote): { statement
       sql`EXISTS (SELECT 1 FROM ${invoices} WHERE id = ${invoice.id} AND account_id = ${tenant.accountId} AND livemode = ${livemode}
         AND status IN ('open', 'paid', 'uncollectible'))`,
     ),
+    // An invoice Tender voids by itself when its charge fails (an incomplete subscription's first,
+    // a change invoiced at once while its charge is at the processor) takes no note until settled:
+    // a balance credit would outlive the void, a credit for a charge never made.
+    guard(
+      db,
+      CREDIT_NOTE_FAILURES.invoiceUnsettled,
+      sql`NOT EXISTS (SELECT 1 FROM ${invoices} AS i JOIN subscriptions AS s ON s.id = i.subscription_id WHERE i.id = ${invoice.id} AND i.status = 'open' AND s.status = 'incomplete')
+        AND NOT EXISTS (SELECT 1 FROM proration_charges WHERE invoice_id = ${invoice.id} AND status = 'claimed')`,
+    ),
     guard(db, CREDIT_NOTE_FAILURES.exceeds, sql`${creditedTotal(invoice.id)} + ${note.amount} <= (SELECT total FROM ${invoices} WHERE id = ${invoice.id})`),
     guard(
       db,
@@ -135,6 +151,12 @@ export function issueCreditNoteWrites(db: Db, input: NewCreditNote): { statement
       sql.join(
         note.lines.map((l) => sql`${creditedLine(invoice.id, l.invoice_line_id)} + ${l.amount} <= ${note.grossOf.get(l.invoice_line_id)!}`),
         sql` AND `,
+      ),
+    ),
+    // Nor a line's tax past what the line carried (two small notes at once, each rounded up).
+    ...note.lines.flatMap((l) =>
+      l.tax_amounts.map((t) =>
+        guard(db, CREDIT_NOTE_FAILURES.exceeds, sql`${creditedLineTax(invoice.id, l.invoice_line_id, t.tax_rate)} + ${t.amount} <= ${note.taxOf.get(creditedKey(l.invoice_line_id, t.tax_rate))!}`),
       ),
     ),
     rawStatement(

@@ -9,8 +9,10 @@
  * the lines it applies to), so the lines' gross sum to the invoice's total. A credit note credits
  * each line an amount, TAX INCLUDED, never more than what is left of its gross (its gross less
  * what earlier notes not void credited it), and never more than the invoice's total in all. The
- * tax in a line's credit is each rate's tax on the line, pro rata: rate tax × credit / gross,
- * rounded to the minor unit once per line and rate, half away from zero; a credit of all that is
+ * tax in a line's credit is each rate's tax on the line, pro rata over what the line's notes credited
+ * so far with this one: rate tax × (credited + credit) / gross, rounded to the minor unit once per
+ * line and rate, half away from zero, less the tax earlier notes carried (so many small notes never
+ * carry more than the line's tax); a credit of all that is
  * left of a line takes all that is left of each rate's tax, so a line credited in full is credited
  * its tax exactly.
  *
@@ -73,6 +75,8 @@ export interface PlannedCreditNote {
   lines: PlannedLine[];
   /** Each credited line's gross (what it cost in all): the cap the batch's guard holds it to. */
   grossOf: Map<string, number>;
+  /** Each credited line's tax per rate (`creditedKey`): the cap the batch's guard holds its notes' tax to. */
+  taxOf: Map<string, number>;
 }
 
 export type CreditNoteRequest = { amount: number } | { lines: { invoice_line_id: string; amount: number }[] };
@@ -162,14 +166,16 @@ export function planCreditNote(invoice: InvoiceView, credited: Credited, request
       invoice_line_id: line.id,
       description: line.description,
       amount,
-      tax_amounts: line.tax_amounts.map((t) => ({
-        tax_rate: t.tax_rate,
-        // All that is left: the line's tax less what was credited of it; else pro rata, rounded once.
-        amount: all
-          ? t.amount - (credited.taxes.get(creditedKey(line.id, t.tax_rate)) ?? 0)
-          : toSafeMinor(roundHalfAwayFromZero(BigInt(t.amount) * BigInt(amount), BigInt(lineGrossAmount))),
-        inclusive: t.inclusive,
-      })),
+      tax_amounts: line.tax_amounts.map((t) => {
+        const taxBefore = credited.taxes.get(creditedKey(line.id, t.tax_rate)) ?? 0;
+        const taxLeft = Math.max(0, t.amount - taxBefore);
+        // Pro rata of all the line's notes so far with this one, rounded once, less what earlier
+        // notes carried: rounding each note alone would let many small notes carry more than the
+        // line's tax (3 of a 120 gross with 20 of tax is 0.5, so 1 each). Never past what is left;
+        // all that is left of the line takes all that is left of its tax.
+        const cumulative = toSafeMinor(roundHalfAwayFromZero(BigInt(t.amount) * BigInt((credited.lines.get(line.id) ?? 0) + amount), BigInt(lineGrossAmount)));
+        return { tax_rate: t.tax_rate, amount: all ? taxLeft : Math.min(taxLeft, Math.max(0, cumulative - taxBefore)), inclusive: t.inclusive };
+      }),
     };
   });
   const byRate = new Map<string, TaxAmount>();
@@ -190,6 +196,7 @@ export function planCreditNote(invoice: InvoiceView, credited: Credited, request
       taxAmounts,
       lines,
       grossOf: new Map(lines.map((l) => [l.invoice_line_id, gross.get(l.invoice_line_id)!])),
+      taxOf: new Map(wanted.flatMap(({ line }) => line.tax_amounts.map((t) => [creditedKey(line.id, t.tax_rate), t.amount] as const))),
     },
   };
 }

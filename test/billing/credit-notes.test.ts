@@ -16,6 +16,7 @@ import { BASE } from "../support/http";
 import { IDEMPOTENCY_LOCK_MS } from "../../src/middleware/idempotency";
 import { renewChunk } from "../../src/billing/renewals";
 import { makeDue } from "../support/clock";
+import { CARDS } from "../support/cards";
 
 async function createRate(acct: Account, body: Record<string, unknown>) {
   const res = await call("/tax-rates", { key: acct.key, body: { display_name: "VAT", inclusive: false, ...body } });
@@ -325,5 +326,152 @@ describe("the balance is consumed by later invoices", () => {
     // 120.00 + 100.00 invoiced; 60.00 of it came from the credit, once.
     expect(renewals.reduce((sum, r) => sum + r.amount_paid, 0)).toBe(22000 - 6000);
     expect(await userOf(acct, user.id)).toMatchObject({ balance: 0 });
+  });
+});
+
+describe("review (r3): the tax of many small notes", () => {
+  it("many 3-unit notes on a 1.00 + 20% line (gross 120, tax 20) never credit more tax than the line's 20, and the last note's tax is never negative", async () => {
+    const acct = await signup();
+    const { invoice } = await paidInvoice(acct, { price: 1, default_tax_rates: [(await createRate(acct, { percentage: "20" })).id] });
+    expect(invoice).toMatchObject({ subtotal: 100, tax: 20, total: 120 });
+    const line = invoice.lines[0];
+    // 3 × 20 / 120 = 0.5: rounded alone, each note would carry 1 of tax (twice its share).
+    let taxed = 0;
+    for (let i = 0; i < 21; i++) {
+      const res = await creditNote(acct, { invoice_id: invoice.id, lines: [{ invoice_line_id: line.id, amount: 3 }], refund: false });
+      expect(res.status, res.text).toBe(201);
+      expect(res.body.tax).toBeGreaterThanOrEqual(0);
+      taxed += res.body.tax;
+      // What the notes credited so far carries the tax of that much of the line, rounded once: never more.
+      expect(taxed).toBe(Math.round((20 * 3 * (i + 1)) / 120));
+    }
+    const rest = await creditNote(acct, { invoice_id: invoice.id, amount: 120 - 63, refund: false });
+    expect(rest.status, rest.text).toBe(201);
+    expect(rest.body.tax).toBeGreaterThanOrEqual(0);
+    expect(taxed + rest.body.tax).toBe(20);
+  });
+});
+
+describe("review (r3): two small notes at once on the last of a line's tax", () => {
+  it("with 6 of the line and 1 of its tax left, two 3-unit notes at once never credit 2 of tax", async () => {
+    const acct = await signup();
+    const { invoice } = await paidInvoice(acct, { price: 1, default_tax_rates: [(await createRate(acct, { percentage: "20" })).id] });
+    const line = invoice.lines[0];
+    const first = await creditNote(acct, { invoice_id: invoice.id, lines: [{ invoice_line_id: line.id, amount: 114 }], refund: false });
+    expect(first.status, first.text).toBe(201);
+    expect(first.body.tax).toBe(19); // 20 × 114 / 120 = 19
+    // Each reads 6 and 1 left: 20 × 117 / 120 = 19.5, so each would carry the last 1 of tax.
+    const both = await Promise.all([0, 1].map(() => creditNote(acct, { invoice_id: invoice.id, lines: [{ invoice_line_id: line.id, amount: 3 }], refund: false })));
+    for (const res of both) {
+      if (res.status !== 201) expectError(res, 400, "invalid_request_error", "credit_note_exceeds_invoice");
+    }
+    const notes = (await call(`/credit-notes?invoice_id=${invoice.id}`, { key: acct.key })).body.data as { amount: number; tax: number }[];
+    expect(notes.reduce((s, n) => s + n.tax, 0)).toBeLessThanOrEqual(20);
+    expect(notes.reduce((s, n) => s + n.amount, 0)).toBeLessThanOrEqual(120);
+    // What is left is still creditable, its tax exactly what the line has left.
+    const left = 120 - notes.reduce((s, n) => s + n.amount, 0);
+    if (left > 0) {
+      const rest = await creditNote(acct, { invoice_id: invoice.id, amount: left, refund: false });
+      expect(rest.status, rest.text).toBe(201);
+      expect(notes.reduce((s, n) => s + n.tax, 0) + rest.body.tax).toBe(20);
+    }
+  });
+});
+
+describe("review (r3): an invoice voided after it took from the balance", () => {
+  it("gives the credit back, once (Stripe's unapplied_from_invoice): a declined renewal took 50.00 of credit, its void returns it", async () => {
+    const acct = await signup();
+    const plan = await createPlan(acct, { price: 120 });
+    const user = await createUser(acct);
+    const sub = await subscribed(acct, user.id, plan.id, CARDS.declineAfterFirst);
+    const first = (await call(`/invoices?subscription_id=${sub.id}`, { key: acct.key })).body.data[0];
+    expect((await creditNote(acct, { invoice_id: first.id, amount: 5000, refund: false })).status).toBe(201);
+    await makeDue(sub.id);
+    await renewChunk(env, [sub.id]);
+    const open = (await call(`/invoices?subscription_id=${sub.id}&status=open`, { key: acct.key })).body.data[0];
+    expect(open).toMatchObject({ total: 12000, starting_balance: -5000, ending_balance: 0, amount_due: 7000 });
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: 0 });
+    const voided = await call(`/invoices/${open.id}/void`, { key: acct.key, method: "POST" });
+    expect(voided.status, voided.text).toBe(200);
+    // The invoice will never be paid: the 50.00 it took is the customer's again, no more, no less.
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: -5000, currency: "usd" });
+    expectError(await call(`/invoices/${open.id}/void`, { key: acct.key, method: "POST" }), 409, "invalid_request_error");
+    const ledger = await env.DB.prepare("SELECT type, amount, ending_balance FROM customer_balance_transactions WHERE user_id = ? ORDER BY id").bind(user.id).all();
+    expect(ledger.results.map((r: any) => [r.type, r.amount, r.ending_balance])).toEqual([
+      ["credit_note", -5000, -5000],
+      ["applied_to_invoice", 5000, 0],
+      ["unapplied_from_invoice", -5000, -5000],
+    ]);
+  });
+});
+
+describe("review (r3): an open invoice credited to the balance, then voided", () => {
+  it("is refused (409 invoice_has_credit_notes) while its notes stand: a void invoice would leave a credit for a charge never made", async () => {
+    const acct = await signup();
+    const plan = await createPlan(acct, { price: 120 });
+    const user = await createUser(acct);
+    const sub = await subscribed(acct, user.id, plan.id, CARDS.declineAfterFirst);
+    await makeDue(sub.id);
+    await renewChunk(env, [sub.id]);
+    const open = (await call(`/invoices?subscription_id=${sub.id}&status=open`, { key: acct.key })).body.data[0];
+    expect(open).toMatchObject({ total: 12000, amount_due: 12000 });
+    const note = await creditNote(acct, { invoice_id: open.id, amount: 12000, refund: false });
+    expect(note.status, note.text).toBe(201);
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: -12000 });
+    const refused = await call(`/invoices/${open.id}/void`, { key: acct.key, method: "POST" });
+    expectError(refused, 409, "invalid_request_error", "invoice_has_credit_notes");
+    expect((await call(`/invoices/${open.id}`, { key: acct.key })).body.status).toBe("open");
+    // Void the note first (its credit comes back off the balance), then the invoice.
+    expect((await call(`/credit-notes/${note.body.id}/void`, { key: acct.key, method: "POST" })).status).toBe(200);
+    const voided = await call(`/invoices/${open.id}/void`, { key: acct.key, method: "POST" });
+    expect(voided.status, voided.text).toBe(200);
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: 0 });
+  });
+});
+
+describe("review (r3): attacks that held", () => {
+  it("a void note gives its room back exactly once; another account's note PDF is 404", async () => {
+    const acct = await signup();
+    const { user, invoice } = await paidInvoice(acct);
+    const note = (await creditNote(acct, { invoice_id: invoice.id, amount: 12000, refund: false })).body;
+    expect((await call(`/credit-notes/${note.id}/void`, { key: acct.key, method: "POST" })).status).toBe(200);
+    const both = await Promise.all([0, 1].map(() => creditNote(acct, { invoice_id: invoice.id, amount: 12000, refund: false })));
+    expect(both.map((r) => r.status).sort()).toEqual([201, 400]);
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: -12000 });
+    const other = await signup("Other");
+    const pdf = await exports.default.fetch(`${BASE}/credit-notes/${note.id}/pdf`, { headers: { authorization: `Bearer ${other.key}` } });
+    expect(pdf.status).toBe(404);
+  });
+
+  it("a balance in another currency is not taken by a renewal: a usd credit leaves a eur renewal charged in full", async () => {
+    const acct = await signup();
+    const { user, invoice } = await paidInvoice(acct);
+    expect((await creditNote(acct, { invoice_id: invoice.id, amount: 5000, refund: false })).status).toBe(201);
+    const eur = await createPlan(acct, { price: 10, currency: "eur" });
+    const euroSub = await subscribed(acct, user.id, eur.id);
+    await makeDue(euroSub.id);
+    expect(await renewChunk(env, [euroSub.id])).toEqual(["renewed"]);
+    const renewal = (await call(`/invoices?subscription_id=${euroSub.id}`, { key: acct.key })).body.data[0];
+    expect(renewal).toMatchObject({ currency: "eur", total: 1000, starting_balance: 0, ending_balance: 0, amount_paid: 1000 });
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: -5000, currency: "usd" });
+  });
+});
+
+describe("review (r3): a credit note racing POST /refunds of the same payment", () => {
+  it("a full refund and a full refund: true note at once: one wins, one refund, one note, never more than the invoice", async () => {
+    const acct = await signup();
+    const { invoice } = await paidInvoice(acct);
+    const [refund, note] = await Promise.all([
+      call("/refunds", { key: acct.key, body: { payment_id: invoice.payment_id } }),
+      creditNote(acct, { invoice_id: invoice.id, amount: 12000, refund: true }),
+    ]);
+    // One wins; the other is a clear 4xx (the note's guard, or the payment's CHECK), nothing half-written.
+    const statuses = [refund.status, note.status];
+    expect(statuses.filter((s) => s === 201).length, `${refund.text} ${note.text}`).toBe(1);
+    expect(statuses.find((s) => s !== 201), `${refund.text} ${note.text}`).toBeOneOf([400, 409]);
+    expect(await countRows("refunds", "account_id = ?", acct.id)).toBe(1);
+    const notes = (await call(`/credit-notes?invoice_id=${invoice.id}`, { key: acct.key })).body.data;
+    expect(notes.length).toBe(1);
+    expect(notes[0]).toMatchObject({ amount: 12000, tax: 2000 });
   });
 });

@@ -228,3 +228,14 @@ describe("a DELETE retried with its Idempotency-Key", () => {
     expect(again.body).toMatchObject({ id: sub.id, status: "canceled" });
   });
 });
+
+describe("review (r3): a credit note on an incomplete subscription's open invoice", () => {
+  it("is refused (409 invoice_not_creditable): its expiry voids the invoice, which would leave a balance credit for a charge never made", async () => {
+    const sub = await incomplete();
+    const open = (await call(`/invoices?subscription_id=${sub.id}`, { key: acct.key })).body.data[0];
+    expect(open.status).toBe("open");
+    const res = await call("/credit-notes", { key: acct.key, body: { invoice_id: open.id, amount: 999, refund: false } });
+    expectError(res, 409, "invalid_request_error", "invoice_not_creditable");
+    expect((await call(`/api/users/${customer.id}`, { key: acct.key })).body.balance).toBe(0);
+  });
+});

@@ -79,4 +79,26 @@ describe("planCreditNote", () => {
       ),
     );
   });
+
+  it("review (r3): many small notes never carry more than a line's tax, nor a negative tax", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 500 }), fc.array(fc.integer({ min: 1, max: 9 }), { minLength: 1, maxLength: 60 }), (amount, asks) => {
+        const invoice = invoiceOf([amount]);
+        const tax = invoice.lines[0].tax_amounts[0].amount;
+        const notes: { amount: number; lines: { invoice_line_id: string; amount: number; tax_amounts: { tax_rate: string; amount: number; inclusive: boolean }[] }[] }[] = [];
+        for (const ask of [...asks, Number.MAX_SAFE_INTEGER]) {
+          const credited = creditedFrom(notes);
+          const left = invoice.total - credited.total;
+          if (left === 0) break;
+          const plan = planCreditNote(invoice, credited, { lines: [{ invoice_line_id: "il_0", amount: Math.min(ask, left) }] });
+          expect(plan.ok).toBe(true);
+          if (!plan.ok) return;
+          expect(plan.note.tax).toBeGreaterThanOrEqual(0);
+          notes.push({ amount: plan.note.amount, lines: plan.note.lines });
+          expect(creditedFrom(notes).taxes.get("il_0 txr_vat") ?? 0).toBeLessThanOrEqual(tax);
+        }
+        expect(creditedFrom(notes).taxes.get("il_0 txr_vat") ?? 0).toBe(tax);
+      }),
+    );
+  });
 });

@@ -39,7 +39,7 @@ const create = apiRoute({
   operationId: "createCreditNote",
   summary: "Issue a credit note",
   description:
-    "Corrects a finalized invoice (open, paid or uncollectible; a draft or a void invoice answers 409 invoice_not_creditable), which itself never changes. Give `amount` (what to credit in all, tax included, spread over the lines in proportion to what is left of each) or `lines` (what to credit each line, tax included). The tax in each line's credit is the line's tax pro rata, rounded once per line and rate. " +
+    "Corrects a finalized invoice (open, paid or uncollectible; a draft or a void invoice answers 409 invoice_not_creditable, as does an open one whose charge is still settling, which a failed charge voids: an incomplete subscription's first, or a change's at the processor), which itself never changes. Give `amount` (what to credit in all, tax included, spread over the lines in proportion to what is left of each) or `lines` (what to credit each line, tax included). The tax in each line's credit is the line's tax pro rata over the line's notes so far with this one, rounded once per line and rate, less what earlier notes carried (many small notes never carry more than the line's tax). " +
     "The invoice's credit notes not void never credit more than its total, nor a line more than it cost: 400 credit_note_exceeds_invoice, however many are issued at once. " +
     "`refund: true` refunds the invoice's card payment for the note's amount (one refund, `refund_id`; the key also needs refunds:write); `refund: false` credits the user's `balance`, which later invoices consume. Numbers are gap-free per account and mode, in their own sequence (<PREFIX>-CN-0001). Emits credit_note.created (and refund.initiated for a refund).",
   scope: "credit_notes:write",
@@ -139,6 +139,11 @@ export const creditNoteExceeded = (amount: number) => () =>
 export const creditNoteFailures = (amount: number): FailureMap => ({
   [CREDIT_NOTE_FAILURES.exceeds]: creditNoteExceeded(amount),
   [CREDIT_NOTE_FAILURES.invoiceChanged]: () => conflict("invoice_not_creditable", "The invoice was voided while this request ran; a void invoice takes no credit note."),
+  [CREDIT_NOTE_FAILURES.invoiceUnsettled]: () =>
+    conflict(
+      "invoice_not_creditable",
+      "The invoice's charge is still being settled (an incomplete subscription's first charge, or a change's charge at the processor), and a failed charge voids it: credit it once it is paid, or open for dunning.",
+    ),
   [CREDIT_NOTE_FAILURES.balanceCurrency]: () =>
     invalidRequest(
       "balance_currency_mismatch",

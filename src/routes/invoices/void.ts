@@ -8,9 +8,12 @@ import { and, eq, sql } from "drizzle-orm";
 import { invoiceVoidedEvent } from "../../billing/invoices";
 import { chargeInFlight, periodDone, subscriptionUpdatedEvent } from "../../billing/periods";
 import { guard, rawStatement, type Statement } from "../../db/batch";
+import type { Db } from "../../db/client";
+import { newId } from "../../domain/ids";
 import { invoices, plans, subscriptionPeriods, subscriptions } from "../../db/schema";
 import type { AppEnv } from "../../context";
 import { clock, isoTime } from "../../lib/clock";
+import { conflict } from "../../lib/errors";
 import { type EmittedEvent, emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json } from "../openapi";
 import { readById } from "../reads";
@@ -26,14 +29,43 @@ const voidInvoice = apiRoute({
   operationId: "voidInvoice",
   summary: "Void an open invoice",
   description:
-    "An open invoice is voided: it will never be charged, and keeps its number. The invoice of a past-due subscription's period forgives that period: no dunning retry charges it, and the subscription is active again, billed from the next period on (subscription_updated; a subscription's final invoice, sent when it was set to cancel at its period's end, ends it instead: subscription_canceled): a licensed plan's next period is charged when it starts, a metered plan's (already open, taking usage) is invoiced when it ends. Only an open invoice can be voided (409 invoice_paid or invoice_not_open otherwise); while a charge of it is at the processor, 409 charge_in_progress. Emits invoice.voided.",
+    "An open invoice is voided: it will never be charged, and keeps its number. The invoice of a past-due subscription's period forgives that period: no dunning retry charges it, and the subscription is active again, billed from the next period on (subscription_updated; a subscription's final invoice, sent when it was set to cancel at its period's end, ends it instead: subscription_canceled): a licensed plan's next period is charged when it starts, a metered plan's (already open, taking usage) is invoiced when it ends. Credit the period's invoice took from the user's balance comes back to it (a ledger row unapplied_from_invoice). An invoice with credit notes not void answers 409 invoice_has_credit_notes: void them first. Only an open invoice can be voided (409 invoice_paid or invoice_not_open otherwise); while a charge of it is at the processor, 409 charge_in_progress. Emits invoice.voided.",
   scope: "invoices:write",
   request: { params: invoiceId },
   responses: { 200: json(InvoiceSchema, "The voided invoice.") },
 });
 
 const INVOICE_CHANGED = "invoice_changed";
+
+/**
+ * The credit a voided period invoice took from the user's balance, given back: a ledger row
+ * (unique per invoice, so a retried batch applies once) and the balance set to the ledger's sum, in
+ * the void's batch, after the guards. Only while the balance is empty or holds the period's
+ * currency (a balance holds one currency).
+ */
+function balanceUnapplied(db: Db, invoiceId: string, subscriptionId: string, periodIndex: number, at: number): Statement[] {
+  const source = `invoice_void:${invoiceId}`;
+  return [
+    rawStatement(
+      db,
+      sql`INSERT INTO customer_balance_transactions (id, account_id, livemode, user_id, amount, currency, type, credit_note_id, invoice_id, source, ending_balance, created_at)
+        SELECT ${newId("balanceTransaction", at)}, p.account_id, p.livemode, u.id, -p.balance_applied, p.currency, 'unapplied_from_invoice', NULL, ${invoiceId}, ${source},
+          u.balance - p.balance_applied, ${isoTime(at)}
+        FROM subscription_periods AS p JOIN subscriptions AS s ON s.id = p.subscription_id JOIN users AS u ON u.id = s.user_id
+        WHERE p.subscription_id = ${subscriptionId} AND p.period_index = ${periodIndex} AND p.status = 'void' AND p.balance_applied > 0
+          AND (u.balance = 0 OR u.currency IS NULL OR u.currency = p.currency)
+        ON CONFLICT (source) DO NOTHING`,
+    ),
+    rawStatement(
+      db,
+      sql`UPDATE users SET balance = (SELECT COALESCE(SUM(t.amount), 0) FROM customer_balance_transactions AS t WHERE t.user_id = users.id),
+          currency = (SELECT t.currency FROM customer_balance_transactions AS t WHERE t.source = ${source})
+        WHERE id = (SELECT user_id FROM customer_balance_transactions WHERE source = ${source})`,
+    ),
+  ];
+}
 const CHARGE_IN_FLIGHT = "charge_in_flight";
+const HAS_CREDIT_NOTES = "invoice_has_credit_notes";
 
 export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
   app.openapi(voidInvoice, async function voidInvoice(c) {
@@ -52,6 +84,9 @@ export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
       // that charge settles it (paid, or void on a decline).
       guard(db, CHARGE_IN_FLIGHT, sql`NOT EXISTS (SELECT 1 FROM proration_charges WHERE invoice_id = ${id} AND status = 'claimed')`),
     ];
+    // A note on it that credited the balance stands for a charge the void says will never be made:
+    // void the notes first (each takes its credit back while the balance holds it).
+    statements.push(guard(db, HAS_CREDIT_NOTES, sql`NOT EXISTS (SELECT 1 FROM credit_notes WHERE invoice_id = ${id} AND status = 'issued')`));
     const events: EmittedEvent[] = [];
     const { subscriptionId, periodIndex } = invoice;
     if (subscriptionId !== null && periodIndex !== null) {
@@ -82,6 +117,9 @@ export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
               : { status: "active", ...periodDone(billed.sub, billed.plan, periodIndex), dunningAttempts: 0, updatedAt: now },
           )
           .where(and(eq(subscriptions.id, subscriptionId), eq(subscriptions.status, "past_due"), eq(subscriptions.periodsBilled, periodIndex))),
+        // What the period's claim took from the user's balance comes back (Stripe's
+        // unapplied_from_invoice): the invoice will never be paid, so the credit was not used.
+        ...balanceUnapplied(db, id, subscriptionId, periodIndex, realNow),
       );
       events.push(
         final
@@ -100,6 +138,8 @@ export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
         failures: {
           [INVOICE_CHANGED]: invoiceChanged,
           [CHARGE_IN_FLIGHT]: chargeInProgress,
+          [HAS_CREDIT_NOTES]: () =>
+            conflict("invoice_has_credit_notes", `Invoice ${id} has credit notes that credited the customer's balance for it: void them first (POST /credit-notes/{id}/void), then the invoice.`),
         },
       },
     );
