@@ -1190,7 +1190,7 @@ export const customerBalanceTransactions = sqliteTable(
     // Negative credits the user (a credit note), positive takes a credit back (a void).
     amount: integer("amount").notNull(),
     currency: text("currency").notNull(),
-    type: text("type", { enum: ["credit_note", "credit_note_void", "applied_to_invoice"] }).notNull(),
+    type: text("type", { enum: ["credit_note", "credit_note_void", "applied_to_invoice", "unapplied_from_invoice"] }).notNull(),
     creditNoteId: text("credit_note_id"),
     invoiceId: text("invoice_id"),
     source: text("source").notNull(),

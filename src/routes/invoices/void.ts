@@ -7,6 +7,7 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, sql } from "drizzle-orm";
 import { invoiceVoidedEvent } from "../../billing/invoices";
 import { chargeInFlight, periodDone, subscriptionUpdatedEvent } from "../../billing/periods";
+import { balanceGivenBackOnVoid } from "../../billing/balance-returns";
 import { guard, rawStatement, type Statement } from "../../db/batch";
 import { invoices, plans, subscriptionPeriods, subscriptions } from "../../db/schema";
 import type { AppEnv } from "../../context";
@@ -26,7 +27,7 @@ const voidInvoice = apiRoute({
   operationId: "voidInvoice",
   summary: "Void an open invoice",
   description:
-    "An open invoice is voided: it will never be charged, and keeps its number. The invoice of a past-due subscription's period forgives that period: no dunning retry charges it, and the subscription is active again, billed from the next period on (subscription_updated; a subscription's final invoice, sent when it was set to cancel at its period's end, ends it instead: subscription_canceled): a licensed plan's next period is charged when it starts, a metered plan's (already open, taking usage) is invoiced when it ends. Only an open invoice can be voided (409 invoice_paid or invoice_not_open otherwise); while a charge of it is at the processor, 409 charge_in_progress. Emits invoice.voided.",
+    "An open invoice is voided: it will never be charged, and keeps its number. The invoice of a past-due subscription's period forgives that period: no dunning retry charges it, and the subscription is active again, billed from the next period on (subscription_updated; a subscription's final invoice, sent when it was set to cancel at its period's end, ends it instead: subscription_canceled): a licensed plan's next period is charged when it starts, a metered plan's (already open, taking usage) is invoiced when it ends. Only an open invoice can be voided (409 invoice_paid or invoice_not_open otherwise); while a charge of it is at the processor, 409 charge_in_progress. What the invoice took from the user's balance (ending_balance − starting_balance) is given back to it, once. Emits invoice.voided.",
   scope: "invoices:write",
   request: { params: invoiceId },
   responses: { 200: json(InvoiceSchema, "The voided invoice.") },
@@ -89,6 +90,8 @@ export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
           : subscriptionUpdatedEvent(db, auth, subscriptionId, realNow),
       );
     }
+    // What the invoice took from the user's balance is given back, once (Stripe: unapplied_from_invoice).
+    statements.push(...balanceGivenBackOnVoid(db, id, realNow));
     statements.push(rawStatement(db, sql`UPDATE ${invoices} SET status = 'void', voided_at = ${now}, updated_at = ${now} WHERE id = ${id} AND status = 'open'`));
     events.unshift(invoiceVoidedEvent(db, auth, id, realNow));
     const { answered } = await commit(
