@@ -106,6 +106,11 @@ export interface NewCreditNote {
   memo: string | null;
   /** How it is paid out: a refund the same batch makes (its id), or a credit to the user's balance. */
   payout: { kind: "refund"; refundId: string } | { kind: "balance" };
+  /**
+   * What the note may credit beyond the invoice's total: a downgrade's excess credit credits the
+   * line that brought a total below zero up to zero (src/billing/balance-credits.ts). Default 0.
+   */
+  beyondTotal?: number;
   at: number;
 }
 
@@ -128,7 +133,7 @@ export function issueCreditNoteWrites(db: Db, input: NewCreditNote): { statement
       sql`EXISTS (SELECT 1 FROM ${invoices} WHERE id = ${invoice.id} AND account_id = ${tenant.accountId} AND livemode = ${livemode}
         AND status IN ('open', 'paid', 'uncollectible'))`,
     ),
-    guard(db, CREDIT_NOTE_FAILURES.exceeds, sql`${creditedTotal(invoice.id)} + ${note.amount} <= (SELECT total FROM ${invoices} WHERE id = ${invoice.id})`),
+    guard(db, CREDIT_NOTE_FAILURES.exceeds, sql`${creditedTotal(invoice.id)} + ${note.amount} <= (SELECT total FROM ${invoices} WHERE id = ${invoice.id}) + ${input.beyondTotal ?? 0}`),
     guard(
       db,
       CREDIT_NOTE_FAILURES.exceeds,

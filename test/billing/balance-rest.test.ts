@@ -3,14 +3,17 @@
 // 100.00 plan, a 30.00 credit note to the balance; the renewal takes 30.00 and asks the card 70.00.
 import { describe, expect, it } from "vitest";
 import { type Account, call, expectError, signup, BASE } from "../support/http";
-import { createPlan, createUser } from "../support/fixtures";
+import { createPlan, createUser, subscribed } from "../support/fixtures";
 import { CARDS, cardFields } from "../support/cards";
 import { env } from "../support/env";
 import { exports } from "cloudflare:workers";
 import { extractText, getDocumentProxy } from "unpdf";
 import { renewChunk } from "../../src/billing/renewals";
 import { makeDue } from "../support/clock";
+import { newId } from "../../src/domain/ids";
 import { dashboardFetch, signIn, textOf } from "../dashboard/support";
+import { advance, createClock } from "../support/clock";
+import { readBillableRows, renewRows } from "../support/renewal-rows";
 
 async function userOf(acct: Account, id: string) {
   const res = await call(`/api/users/${id}`, { key: acct.key });
@@ -96,5 +99,130 @@ describe("the balance an invoice used is shown", () => {
     expect(text).not.toContain("Applied balance");
     const html = await (await exports.default.fetch(invoice.hosted_invoice_url)).text();
     expect(html).not.toContain("data-balance");
+  });
+});
+
+// Stripe's documented proration example: a 100.00 plan downgraded to 20.00 halfway through its
+// period credits the unused half, 50.00, and charges the half left at the new price, 10.00. April
+// has 30 days: the 16th at midnight is exactly halfway.
+async function downgradedHalfway(behavior?: "always_invoice") {
+  const acct = await signup("Downgrade Co");
+  const clock = await createClock(acct, "2026-04-01T00:00:00.000Z");
+  const user = await createUser(acct, { testClock: clock.id });
+  const pro = await createPlan(acct, { name: "Pro", price: 100 });
+  const lite = await createPlan(acct, { name: "Lite", price: 20 });
+  const sub = await subscribed(acct, user.id, pro.id);
+  await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+  const down = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body: { plan_id: lite.id, ...(behavior ? { proration_behavior: behavior } : {}) } });
+  expect(down.status, down.text).toBe(200);
+  return { acct, clock, user, sub };
+}
+
+async function invoicesOf(acct: Account, subscriptionId: string) {
+  const res = await call(`/invoices?subscription_id=${subscriptionId}&limit=100`, { key: acct.key });
+  expect(res.status, res.text).toBe(200);
+  return (res.body.data as Record<string, any>[]).reverse();
+}
+const linesOf = (invoice: Record<string, any>) => (invoice.lines as Record<string, any>[]).map((l) => [l.type, l.amount]);
+const notesOf = async (acct: Account, invoiceId: string) => (await call(`/credit-notes?invoice_id=${invoiceId}`, { key: acct.key })).body.data as Record<string, any>[];
+const paymentsOf = async (acct: Account, subscriptionId: string) =>
+  ((await call(`/payments?subscription_id=${subscriptionId}&limit=100`, { key: acct.key })).body.data as Record<string, any>[]).reverse().map((p) => p.amount as number);
+
+describe("a downgrade credit that exceeds the invoice is a credit note to the balance", () => {
+  it("invoiced at once: −50.00 + 10.00 is a 40.00 credit note (order_change) to the balance, which the next two 20.00 invoices consume", async () => {
+    const { acct, clock, user, sub } = await downgradedHalfway("always_invoice");
+    const [, now] = await invoicesOf(acct, sub.id);
+    expect(linesOf(now)).toEqual([
+      ["proration", -5000],
+      ["proration", 1000],
+      ["credit", 4000],
+    ]);
+    expect(now).toMatchObject({ total: 0, amount_due: 0, status: "paid", payment_id: null });
+    expect(now.lines[2].description).toBe("Credit to the customer's balance");
+    const notes = await notesOf(acct, now.id);
+    expect(notes).toHaveLength(1);
+    expect(notes[0]).toMatchObject({ amount: 4000, tax: 0, reason: "order_change", refund_id: null, customer_balance_transaction: expect.stringMatching(/^cbtxn_/), status: "issued" });
+    expect(notes[0].lines).toMatchObject([{ invoice_line_id: now.lines[2].id, amount: 4000 }]);
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: -4000, currency: "usd" });
+    // Nothing is carried as an item any more: the balance holds the credit.
+    expect(await env.DB.prepare("SELECT pending_items, pending_items_amount FROM subscriptions WHERE id = ?").bind(sub.id).first()).toEqual({ pending_items: 0, pending_items_amount: 0 });
+    // The invoice can be credited no further.
+    expect((await call("/credit-notes", { key: acct.key, body: { invoice_id: now.id, amount: 1, refund: false } })).status).toBe(400);
+    const events = await call(`/api/events?type=credit_note.created`, { key: acct.key });
+    expect(events.body.data.map((e: any) => e.data.id)).toEqual([notes[0].id]);
+
+    // May and June: 20.00 each, taken from the 40.00 credit; July is charged.
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
+    await advance(acct, clock.id, "2026-07-01T00:01:00.000Z");
+    const [, , may, june, july] = await invoicesOf(acct, sub.id);
+    expect(linesOf(may)).toEqual([["subscription", 2000]]);
+    expect(may).toMatchObject({ total: 2000, starting_balance: -4000, ending_balance: -2000, amount_due: 0, status: "paid" });
+    expect(june).toMatchObject({ total: 2000, starting_balance: -2000, ending_balance: 0, amount_due: 0, status: "paid" });
+    expect(july).toMatchObject({ total: 2000, starting_balance: 0, ending_balance: 0, amount_due: 2000, amount_paid: 2000 });
+    expect(await paymentsOf(acct, sub.id)).toEqual([10000, 2000]);
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: 0 });
+  });
+
+  it("at the renewal: 20.00 − 50.00 + 10.00 issues a 20.00 credit note, once however often the renewal runs; June takes it", async () => {
+    const { acct, clock, user, sub } = await downgradedHalfway();
+    // The renewal of May run three times, two at once, from the same read.
+    const rows = await readBillableRows(sub.id);
+    const at = Date.parse("2026-05-01T00:01:00.000Z");
+    await Promise.all([renewRows(rows, at), renewRows(rows, at)]);
+    await renewRows(await readBillableRows(sub.id), at);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    const [, may] = await invoicesOf(acct, sub.id);
+    expect(linesOf(may)).toEqual([
+      ["subscription", 2000],
+      ["proration", -5000],
+      ["proration", 1000],
+      ["credit", 2000],
+    ]);
+    expect(may).toMatchObject({ total: 0, amount_due: 0, status: "paid" });
+    const notes = await notesOf(acct, may.id);
+    expect(notes.map((n) => [n.amount, n.reason, n.refund_id])).toEqual([[2000, "order_change", null]]);
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: -2000 });
+    expect(await countLedger(user.id)).toBe(1);
+    await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
+    const june = (await invoicesOf(acct, sub.id))[2];
+    expect(linesOf(june)).toEqual([["subscription", 2000]]);
+    expect(june).toMatchObject({ starting_balance: -2000, ending_balance: 0, amount_due: 0, status: "paid" });
+    expect(await paymentsOf(acct, sub.id)).toEqual([10000]);
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: 0 });
+  });
+});
+
+const countLedger = async (userId: string) =>
+  ((await env.DB.prepare("SELECT COUNT(*) AS n FROM customer_balance_transactions WHERE user_id = ?").bind(userId).first()) as { n: number }).n;
+
+describe("a credit carried as an item before credit notes", () => {
+  it("is still taken by the next invoice; beyond it, the rest goes to the balance as a credit note", async () => {
+    const acct = await signup();
+    const clock = await createClock(acct, "2026-04-01T00:00:00.000Z");
+    const user = await createUser(acct, { testClock: clock.id });
+    const lite = await createPlan(acct, { name: "Lite", price: 20 });
+    const sub = await subscribed(acct, user.id, lite.id);
+    // A 30.00 credit carried from an earlier invoice, as the code before issue 37's balance wrote it.
+    await env.DB.batch([
+      env.DB.prepare(
+        `INSERT INTO invoice_items (id, account_id, livemode, subscription_id, type, description, quantity, amount, currency, period_start, period_end, invoice_id, created_at)
+         SELECT ?, account_id, livemode, id, 'credit', 'Credit carried from the invoice of 2026-04-01', 1, -3000, 'usd', '2026-04-01T00:00:00.000Z', '2026-05-01T00:00:00.000Z', NULL, '2026-04-01T00:00:00.000Z' FROM subscriptions WHERE id = ?`,
+      ).bind(newId("invoiceItem", Date.now()), sub.id),
+      env.DB.prepare("UPDATE subscriptions SET pending_items = pending_items + 1, pending_items_amount = pending_items_amount - 3000 WHERE id = ?").bind(sub.id),
+    ]);
+    await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
+    const may = (await invoicesOf(acct, sub.id))[1];
+    expect(linesOf(may)).toEqual([
+      ["subscription", 2000],
+      ["credit", -3000],
+      ["credit", 1000],
+    ]);
+    expect(may).toMatchObject({ total: 0, amount_due: 0, status: "paid" });
+    expect((await notesOf(acct, may.id)).map((n) => n.amount)).toEqual([1000]);
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: -1000 });
+    await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
+    expect((await invoicesOf(acct, sub.id))[2]).toMatchObject({ total: 2000, starting_balance: -1000, ending_balance: 0, amount_due: 1000, amount_paid: 1000 });
+    expect(await paymentsOf(acct, sub.id)).toEqual([2000, 1000]);
   });
 });

@@ -7,7 +7,7 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, sql } from "drizzle-orm";
 import { invoiceVoidedEvent } from "../../billing/invoices";
 import { chargeInFlight, periodDone, subscriptionUpdatedEvent } from "../../billing/periods";
-import { balanceGivenBackOnVoid } from "../../billing/balance-returns";
+import { balanceGivenBackOnVoid } from "../../billing/balance-credits";
 import { guard, rawStatement, type Statement } from "../../db/batch";
 import { invoices, plans, subscriptionPeriods, subscriptions } from "../../db/schema";
 import type { AppEnv } from "../../context";
