@@ -226,3 +226,28 @@ describe("a credit carried as an item before credit notes", () => {
     expect(await paymentsOf(acct, sub.id)).toEqual([2000, 1000]);
   });
 });
+
+describe("GET /api/users/{id}/balance-transactions", () => {
+  it("lists the ledger newest first, paginated; another account's user answers 404", async () => {
+    const acct = await signup();
+    const { user, invoice } = await declinedRenewalWithCredit(acct);
+    expect((await call(`/invoices/${invoice.id}/void`, { key: acct.key, method: "POST" })).status).toBe(200);
+    const res = await call(`/api/users/${user.id}/balance-transactions`, { key: acct.key });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body).toMatchObject({ object: "list", has_more: false });
+    expect(res.body.data.map((t: any) => [t.type, t.amount, t.ending_balance])).toEqual([
+      ["unapplied_from_invoice", -3000, -3000],
+      ["applied_to_invoice", 3000, 0],
+      ["credit_note", -3000, -3000],
+    ]);
+    expect(res.body.data[0]).toMatchObject({ object: "customer_balance_transaction", livemode: false, user_id: user.id, currency: "usd", invoice_id: invoice.id, credit_note_id: null, id: expect.stringMatching(/^cbtxn_/) });
+    expect(res.body.data[2].credit_note_id).toMatch(/^cn_/);
+    const first = await call(`/api/users/${user.id}/balance-transactions?limit=2`, { key: acct.key });
+    expect(first.body).toMatchObject({ has_more: true });
+    expect(first.body.data.map((t: any) => t.id)).toEqual(res.body.data.slice(0, 2).map((t: any) => t.id));
+    const next = await call(`/api/users/${user.id}/balance-transactions?limit=2&starting_after=${first.body.data[1].id}`, { key: acct.key });
+    expect(next.body.data.map((t: any) => t.id)).toEqual([res.body.data[2].id]);
+    const other = await signup("Other");
+    expectError(await call(`/api/users/${user.id}/balance-transactions`, { key: other.key }), 404, "not_found_error");
+  });
+});
