@@ -113,6 +113,11 @@ export interface NewCreditNote {
   memo: string | null;
   /** How it is paid out: a refund the same batch makes (its id), or a credit to the user's balance. */
   payout: { kind: "refund"; refundId: string } | { kind: "balance" };
+  /**
+   * What the note may credit beyond the invoice's total: a downgrade's excess credit credits the
+   * line that brought a total below zero up to zero (src/billing/balance-credits.ts). Default 0.
+   */
+  beyondTotal?: number;
   at: number;
 }
 
@@ -144,7 +149,7 @@ export function issueCreditNoteWrites(db: Db, input: NewCreditNote): { statement
       sql`NOT EXISTS (SELECT 1 FROM ${invoices} AS i JOIN subscriptions AS s ON s.id = i.subscription_id WHERE i.id = ${invoice.id} AND i.status = 'open' AND s.status = 'incomplete')
         AND NOT EXISTS (SELECT 1 FROM proration_charges WHERE invoice_id = ${invoice.id} AND status = 'claimed')`,
     ),
-    guard(db, CREDIT_NOTE_FAILURES.exceeds, sql`${creditedTotal(invoice.id)} + ${note.amount} <= (SELECT total FROM ${invoices} WHERE id = ${invoice.id})`),
+    guard(db, CREDIT_NOTE_FAILURES.exceeds, sql`${creditedTotal(invoice.id)} + ${note.amount} <= (SELECT total FROM ${invoices} WHERE id = ${invoice.id}) + ${input.beyondTotal ?? 0}`),
     guard(
       db,
       CREDIT_NOTE_FAILURES.exceeds,

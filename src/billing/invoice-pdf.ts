@@ -193,6 +193,8 @@ export async function renderInvoicePdf({ invoice, paidWith = null }: InvoicePdfI
     // A row per tax rate: an exclusive rate's is added to the total, an inclusive rate's is part of the lines.
     ...invoice.total_tax_amounts.map((t): [string, string, boolean] => [taxLabel(t), money(t.amount), false]),
     ["Total", money(invoice.total), true],
+    // What the invoice took from the customer's balance (a credit), when it took any.
+    ...(invoice.ending_balance !== invoice.starting_balance ? [["Applied balance", `-${money(invoice.ending_balance - invoice.starting_balance)}`, false] as [string, string, boolean]] : []),
     ["Amount due", money(invoice.amount_due), false],
     ["Amount paid", money(invoice.amount_paid), false],
     ["Remaining", money(invoice.status === "open" ? invoice.amount_due - invoice.amount_paid : 0), false],

@@ -54,6 +54,8 @@ export type InvoiceLineType = (typeof invoiceLines.$inferSelect)["type"];
 
 /** A line of a new invoice. */
 export interface InvoiceLineInput {
+  /** The line's id, when the batch names it (a credit note of it); else a new one. */
+  id?: string;
   type: InvoiceLineType;
   description: string;
   quantity: number;
@@ -413,7 +415,7 @@ export function issueInvoice(db: Db, input: InvoiceInput, outcome: InvoiceOutcom
         ${input.userId === null ? null : sql`(SELECT test_clock_id FROM users WHERE id = ${input.userId} AND account_id = ${tenant.accountId})`}, ${sql.join(ISSUED_PARTY_COLUMNS.map((column) => (finalized ? parties[column] : unissued(column))), sql.raw(", "))})`,
   );
   const rows = input.lines.map((line, position) => ({
-    id: newId("invoiceLine", realNow),
+    id: line.id ?? newId("invoiceLine", realNow),
     invoiceId: input.id,
     accountId: tenant.accountId,
     livemode: tenant.livemode,

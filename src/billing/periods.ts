@@ -38,6 +38,7 @@ import { type InvoiceOutcome, invoiceActionRequiredEvent, issueInvoice, settleIn
 import { exclusiveTax, lineTax } from "../domain/tax";
 import { taxRatesOf } from "./tax";
 import { type InvoiceItemRow, carriedCreditItem, carriedCreditLine, itemLine, pendingItemsOf } from "./prorations";
+import { balanceCreditLine, balanceTakes, excessCreditNoteWrites } from "./balance-credits";
 import { type DiscountCoupon, discountAsCoupon, periodDiscount } from "./coupons";
 import { type PeriodUsage, isMetered, meteredPeriod, usageUnchanged } from "./usage";
 import { usagePeriodAt } from "../domain/usage";
@@ -621,12 +622,16 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
   // before any money moves: it must come to what the claim charges.
   let invoice: ReturnType<typeof periodInvoice> | null = null;
   let items: InvoiceItemRow[] = [];
+  let excessLineId: string | null = null;
   if (!claim.invoiceId) {
     if (claim.items > 0) items = await pendingItemsOf(db, sub.id);
     if (items.length !== claim.items || items.reduce((sum, item) => sum + item.amount, 0) !== claim.itemsAmount) {
       throw new Error(`the pending items of ${sub.id} are not the ${claim.items} its claim of period ${n} priced`);
     }
     invoice = periodInvoice(withScheduledChange(args.row), n, invoiceId, claim, items);
+    // A credit beyond the invoice goes to the user's balance, as a credit note of its last line (src/billing/balance-credits.ts).
+    excessLineId = claim.creditCarried > 0 && balanceTakes(user, plan.currency) ? newId("invoiceLine", realNow) : null;
+    if (excessLineId) invoice.lines[invoice.lines.length - 1] = balanceCreditLine(excessLineId, claim.creditCarried, invoice.periodStart, invoice.periodEnd);
     const due = totalsOf(invoice).amountDue;
     if (due !== claim.amount - claim.balanceApplied) throw new Error(`the invoice of period ${n} of ${sub.id} comes to ${due}, its claim to ${claim.amount - claim.balanceApplied}`);
   }
@@ -781,7 +786,14 @@ export function attemptSettlement(
     const issued = issueInvoice(db, invoice!, invoiceOutcome, { at, realNow, pageBase: args.pageBase });
     statements.push(...issued.statements);
     events.push(...issued.events);
-    statements.push(...takeItems(db, sub, invoiceId, items, claim, invoice!, realNow));
+    // The line chargePeriod named for a credit beyond the invoice: its credit note, not a carried item.
+    const excessLine = invoice!.lines.find((line) => line.id !== undefined);
+    statements.push(...takeItems(db, sub, invoiceId, items, excessLine ? { ...claim, creditCarried: 0 } : claim, invoice!, realNow));
+    if (excessLine?.id) {
+      const excess = excessCreditNoteWrites(db, { tenant: sub, invoice: { id: invoiceId, userId: sub.userId, currency: plan.currency }, lineId: excessLine.id, amount: claim.creditCarried, at: realNow });
+      statements.push(...excess.statements);
+      events.push(...excess.events);
+    }
     // The change scheduled for this period is the subscription's from now on.
     if (sub.pendingPlanId !== null) {
       statements.push(

@@ -35,6 +35,7 @@ import { taxRatesOf } from "./tax";
 import { invoiceVoidedEvent, issueInvoice, settleInvoice, totalsOf } from "./invoices";
 import { CLAIM_STALE_MS, subscriptionUpdatedEvent } from "./periods";
 import { type InvoiceItemRow, carriedCreditItem, carriedCreditLine, itemLine } from "./prorations";
+import { balanceCreditLine, balanceTakes, excessCreditNoteWrites } from "./balance-credits";
 import type { PlanRow } from "./pricing";
 import { livesHere } from "../db/scope";
 
@@ -79,6 +80,8 @@ export function invoiceChangeNow(
     realNow: number;
     /** PUBLIC_URL, for the new invoice's hosted page. */
     pageBase: string | null;
+    /** The subscription's user as read: whether its balance takes a credit beyond the invoice. */
+    user?: { balance: number; currency: string | null } | null;
   },
 ): InvoicedChange {
   const { sub, plan, newItems, pending, at, realNow, pageBase } = input;
@@ -90,6 +93,11 @@ export function invoiceChangeNow(
   const taxRates = taxRatesOf(sub, plan);
   const total = totalsOf({ currency: plan.currency, lines: items.map(itemLine), taxRates }).total;
   const carried = Math.max(0, -total);
+  // A credit beyond the invoice goes to the user's balance as a credit note of the line that brings
+  // the invoice to zero (src/billing/balance-credits.ts); to a balance in another currency, it is
+  // carried on to the next invoice as an item, as before.
+  const toBalance = carried > 0 && sub.userId !== null && balanceTakes(input.user, plan.currency);
+  const excessLineId = toBalance ? newId("invoiceLine", realNow) : null;
   const invoice = {
     id: invoiceId,
     tenant: sub,
@@ -99,12 +107,18 @@ export function invoiceChangeNow(
     currency: plan.currency,
     periodStart,
     periodEnd,
-    lines: [...items.map(itemLine), ...(carried > 0 ? [carriedCreditLine(carried, periodStart, periodEnd)] : [])],
+    lines: [
+      ...items.map(itemLine),
+      ...(carried > 0 ? [excessLineId ? balanceCreditLine(excessLineId, carried, periodStart, periodEnd) : carriedCreditLine(carried, periodStart, periodEnd)] : []),
+    ],
     taxRates,
   };
   const due = totalsOf(invoice).amountDue;
   const issued = issueInvoice(db, invoice, due > 0 ? { kind: "open" } : { kind: "paid", paymentId: null }, { at, realNow, pageBase });
-  const carry = carried > 0 ? carriedCreditItem(sub, carried, plan.currency, periodStart, periodEnd, at) : null;
+  const excess = excessLineId
+    ? excessCreditNoteWrites(db, { tenant: sub, invoice: { id: invoiceId, userId: sub.userId!, currency: plan.currency }, lineId: excessLineId, amount: carried, at: realNow })
+    : null;
+  const carry = carried > 0 && !excess ? carriedCreditItem(sub, carried, plan.currency, periodStart, periodEnd, at) : null;
   // Afterwards the subscription has no pending items, or the one credit carried on.
   const change: ProrationChange = {
     ...input.change,
@@ -138,9 +152,10 @@ export function invoiceChangeNow(
       // Every pending item (the batch is guarded by their count as read), named by the subscription: D1 binds at most 100 values.
       ...(pending.length > 0 ? [db.update(invoiceItems).set({ invoiceId }).where(and(eq(invoiceItems.subscriptionId, sub.id), isNull(invoiceItems.invoiceId)))] : []),
       ...(carry ? [db.insert(invoiceItems).values(carry)] : []),
+      ...(excess?.statements ?? []),
       ...(claim ? [db.insert(prorationCharges).values(claim)] : []),
     ],
-    events: issued.events,
+    events: [...issued.events, ...(excess?.events ?? [])],
     change,
     claim,
     invoiceId,

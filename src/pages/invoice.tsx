@@ -110,6 +110,26 @@ function InvoiceView({ invoice, pdf, payment, scripts }: { invoice: InvoiceJson;
             <th>Total</th>
             <th class="num">{money(invoice.total)}</th>
           </tr>
+          {invoice.starting_balance !== 0 || invoice.ending_balance !== 0 ? (
+            <>
+              <tr data-balance="applied">
+                <td>Applied balance</td>
+                <td class="num">−{money(invoice.ending_balance - invoice.starting_balance)}</td>
+              </tr>
+              <tr data-balance="starting">
+                <td class="muted">Starting balance</td>
+                <td class="num muted">{money(invoice.starting_balance)}</td>
+              </tr>
+              <tr data-balance="ending">
+                <td class="muted">Ending balance</td>
+                <td class="num muted">{money(invoice.ending_balance)}</td>
+              </tr>
+              <tr>
+                <th>Amount due</th>
+                <th class="num">{money(invoice.amount_due)}</th>
+              </tr>
+            </>
+          ) : null}
         </tbody>
       </table>
       <InvoiceFooter invoice={invoice} />

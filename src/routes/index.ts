@@ -7,6 +7,7 @@ import { registerKeys } from "./keys";
 import { registerOauth } from "./oauth/token";
 import { registerRequestIds } from "./request-ids";
 import { registerUsers } from "./users";
+import { registerBalanceTransactions } from "./users/balance-transactions";
 import { registerPaymentMethods } from "./payment-methods";
 import { registerPayouts } from "./payouts";
 import { registerPayments } from "./payments";
@@ -46,6 +47,7 @@ export function registerRoutes(app: OpenAPIHono<AppEnv>) {
   registerKeys(app);
   registerRequestIds(app);
   registerUsers(app);
+  registerBalanceTransactions(app);
   registerPaymentMethods(app);
   registerPayouts(app);
   registerPayments(app);

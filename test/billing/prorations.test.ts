@@ -1,7 +1,7 @@
 // Proration (issue 21, item 3): a change of plan or quantity on an active subscription, with
 // proration_behavior create_prorations (the default), credits the unused time of what the current
 // period was charged and charges the time left at the new price, as items of the next invoice;
-// none prorates nothing. Credits carry to the next invoice; a negative total is never charged and
+// none prorates nothing. Credits beyond an invoice go to the balance (a credit note); a negative total is never charged and
 // never refunded. All through the public API, on a test clock.
 import { env } from "../support/env";
 import { describe, expect, it } from "vitest";
@@ -95,7 +95,7 @@ describe("create_prorations", () => {
     expect(second.total).toBe(3000 + 1000);
   });
 
-  it("a downgrade whose credit exceeds the next invoice charges nothing and carries the rest, invoice after invoice, never refunded", async () => {
+  it("a downgrade whose credit exceeds the next invoice charges nothing and credits the rest to the balance, taken invoice after invoice, never refunded", async () => {
     const { acct, clock, sub } = await clocked(60);
     const small = await createPlan(acct, { name: "Small", price: 10 });
     await advance(acct, clock.id, "2026-04-02T00:00:00.000Z"); // 1 of 30 days used
@@ -113,22 +113,17 @@ describe("create_prorations", () => {
       ["proration", 967],
       ["credit", 3833],
     ]);
-    expect(invoices.slice(1).map((i) => [i.total, i.amount_due, i.status])).toEqual([
-      [0, 0, "paid"],
-      [0, 0, "paid"],
-      [0, 0, "paid"],
-      [0, 0, "paid"],
-      [167, 167, "paid"],
+    // The 38.33 beyond May's invoice is a credit note to the balance (issue 37), which the next
+    // invoices consume: 10.00 each in June, July and August, the last 8.33 in September.
+    expect((await call(`/credit-notes?invoice_id=${invoices[1].id}`, { key: acct.key })).body.data.map((n: any) => [n.amount, n.reason])).toEqual([[3833, "order_change"]]);
+    expect(invoices.slice(1).map((i) => [i.total, i.starting_balance, i.ending_balance, i.amount_due, i.status])).toEqual([
+      [0, 0, 0, 0, "paid"],
+      [1000, -3833, -2833, 0, "paid"],
+      [1000, -2833, -1833, 0, "paid"],
+      [1000, -1833, -833, 0, "paid"],
+      [1000, -833, 0, 167, "paid"],
     ]);
-    expect(linesOf(invoices[2])).toEqual([
-      ["subscription", 1000],
-      ["credit", -3833],
-      ["credit", 2833],
-    ]);
-    expect(linesOf(invoices[5])).toEqual([
-      ["subscription", 1000],
-      ["credit", -833],
-    ]);
+    expect(linesOf(invoices[2])).toEqual([["subscription", 1000]]);
     // Only the first period and the last were charged: no refund, no negative charge.
     expect(await paymentsOf(acct, sub.id)).toEqual([6000, 167]);
     // Money is conserved: the charges are April's 60.00, the prorations and five periods at 10.00.
@@ -279,7 +274,7 @@ describe("always_invoice", () => {
     expect(now.total).toBe(1000);
     expect(await paymentsOf(acct, sub.id)).toEqual([3000, 1000]);
 
-    // A downgrade right at the start of the next period: its credit is carried, nothing charged.
+    // A downgrade right at the start of the next period: its credit goes to the balance, nothing charged.
     const small = await createPlan(acct, { name: "Small", price: 10 });
     await advance(acct, clock.id, "2026-05-01T00:01:00.000Z");
     expect((await put(acct, sub.id, { plan_id: small.id, proration_behavior: "always_invoice" })).status).toBe(200);
@@ -288,11 +283,13 @@ describe("always_invoice", () => {
     expect(credited.lines.map((l: Record<string, unknown>) => l.type)).toEqual(["proration", "proration", "credit"]);
     const carried = credited.lines[2].amount as number;
     expect(carried).toBeGreaterThan(0);
+    expect((await call(`/credit-notes?invoice_id=${credited.id}`, { key: acct.key })).body.data.map((n: any) => n.amount)).toEqual([carried]);
     expect(await paymentsOf(acct, sub.id)).toEqual([3000, 1000, 3000]);
-    // The June invoice starts with that credit.
+    // The June invoice starts with that credit, from the balance.
     await advance(acct, clock.id, "2026-06-01T00:01:00.000Z");
     const june = (await invoicesOf(acct, sub.id))[4];
-    expect(linesOf(june)[1]).toEqual(["credit", -carried]);
+    expect(linesOf(june)).toEqual([["subscription", 1000]]);
+    expect(june).toMatchObject({ starting_balance: -carried, ending_balance: Math.min(0, 1000 - carried) });
   });
 
   it("a declined charge answers 402 and changes nothing: the plan, the pending items; the invoice is void", async () => {

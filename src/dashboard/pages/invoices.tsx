@@ -87,6 +87,8 @@ interface Invoice {
   total: number;
   amount_paid: number;
   amount_due: number;
+  starting_balance: number;
+  ending_balance: number;
   payment_id: string | null;
   created_at: string;
   finalized_at: string | null;
@@ -222,6 +224,14 @@ async function invoicePage(c: Context<DashEnv>) {
                     // A row per tax rate, as issued.
                     ...invoice.total_tax_amounts.map((t) => [`${t.display_name ?? "Tax"} ${t.percentage}%${t.inclusive ? " (included)" : ""}`, t.amount] as const),
                     ["Total", invoice.total],
+                    // The user's balance, when the invoice found or left one (negative is a credit).
+                    ...(invoice.starting_balance !== 0 || invoice.ending_balance !== 0
+                      ? ([
+                          ["Applied balance", -(invoice.ending_balance - invoice.starting_balance)],
+                          ["Starting balance", invoice.starting_balance],
+                          ["Ending balance", invoice.ending_balance],
+                        ] as const)
+                      : []),
                     ["Paid", invoice.amount_paid],
                     ["Due", invoice.amount_due],
                   ] as (readonly [string, number])[]

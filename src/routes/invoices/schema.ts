@@ -21,7 +21,7 @@ export const InvoiceLineSchema = z
     id: z.string().openapi({ example: "il_01jd2x4k5m6n7p8q9r0s1t2v3w" }),
     type: z
       .enum(["subscription", "proration", "usage", "credit"])
-      .openapi({ description: "subscription: a period of the plan; proration: a credit or charge for a change within a period; usage: a metered period; credit: a credit carried from an earlier invoice (negative), or carried on to the next one (positive, bringing a total that credits would take below zero to zero)." }),
+      .openapi({ description: "subscription: a period of the plan; proration: a credit or charge for a change within a period; usage: a metered period; credit: a credit carried from an earlier invoice (negative), or the credit beyond this invoice (positive, bringing a total that credits would take below zero to zero): a credit note of it credits the user's balance (or, when the balance holds another currency, it is carried on to the next invoice)." }),
     description: z.string().openapi({ example: "1 × Pro" }),
     quantity: z.number().int(),
     unit_amount_decimal: z

@@ -7,9 +7,8 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, sql } from "drizzle-orm";
 import { invoiceVoidedEvent } from "../../billing/invoices";
 import { chargeInFlight, periodDone, subscriptionUpdatedEvent } from "../../billing/periods";
+import { balanceGivenBackOnVoid } from "../../billing/balance-credits";
 import { guard, rawStatement, type Statement } from "../../db/batch";
-import type { Db } from "../../db/client";
-import { newId } from "../../domain/ids";
 import { invoices, plans, subscriptionPeriods, subscriptions } from "../../db/schema";
 import type { AppEnv } from "../../context";
 import { clock, isoTime } from "../../lib/clock";
@@ -29,7 +28,7 @@ const voidInvoice = apiRoute({
   operationId: "voidInvoice",
   summary: "Void an open invoice",
   description:
-    "An open invoice is voided: it will never be charged, and keeps its number. The invoice of a past-due subscription's period forgives that period: no dunning retry charges it, and the subscription is active again, billed from the next period on (subscription_updated; a subscription's final invoice, sent when it was set to cancel at its period's end, ends it instead: subscription_canceled): a licensed plan's next period is charged when it starts, a metered plan's (already open, taking usage) is invoiced when it ends. Credit the period's invoice took from the user's balance comes back to it (a ledger row unapplied_from_invoice). An invoice with credit notes not void answers 409 invoice_has_credit_notes: void them first. Only an open invoice can be voided (409 invoice_paid or invoice_not_open otherwise); while a charge of it is at the processor, 409 charge_in_progress. Emits invoice.voided.",
+    "An open invoice is voided: it will never be charged, and keeps its number. The invoice of a past-due subscription's period forgives that period: no dunning retry charges it, and the subscription is active again, billed from the next period on (subscription_updated; a subscription's final invoice, sent when it was set to cancel at its period's end, ends it instead: subscription_canceled): a licensed plan's next period is charged when it starts, a metered plan's (already open, taking usage) is invoiced when it ends. Only an open invoice can be voided (409 invoice_paid or invoice_not_open otherwise); while a charge of it is at the processor, 409 charge_in_progress. What the invoice took from the user's balance (ending_balance − starting_balance) is given back to it, once. An invoice with credit notes not void answers 409 invoice_has_credit_notes: void them first. Emits invoice.voided.",
   scope: "invoices:write",
   request: { params: invoiceId },
   responses: { 200: json(InvoiceSchema, "The voided invoice.") },
@@ -37,33 +36,6 @@ const voidInvoice = apiRoute({
 
 const INVOICE_CHANGED = "invoice_changed";
 
-/**
- * The credit a voided period invoice took from the user's balance, given back: a ledger row
- * (unique per invoice, so a retried batch applies once) and the balance set to the ledger's sum, in
- * the void's batch, after the guards. Only while the balance is empty or holds the period's
- * currency (a balance holds one currency).
- */
-function balanceUnapplied(db: Db, invoiceId: string, subscriptionId: string, periodIndex: number, at: number): Statement[] {
-  const source = `invoice_void:${invoiceId}`;
-  return [
-    rawStatement(
-      db,
-      sql`INSERT INTO customer_balance_transactions (id, account_id, livemode, user_id, amount, currency, type, credit_note_id, invoice_id, source, ending_balance, created_at)
-        SELECT ${newId("balanceTransaction", at)}, p.account_id, p.livemode, u.id, -p.balance_applied, p.currency, 'unapplied_from_invoice', NULL, ${invoiceId}, ${source},
-          u.balance - p.balance_applied, ${isoTime(at)}
-        FROM subscription_periods AS p JOIN subscriptions AS s ON s.id = p.subscription_id JOIN users AS u ON u.id = s.user_id
-        WHERE p.subscription_id = ${subscriptionId} AND p.period_index = ${periodIndex} AND p.status = 'void' AND p.balance_applied > 0
-          AND (u.balance = 0 OR u.currency IS NULL OR u.currency = p.currency)
-        ON CONFLICT (source) DO NOTHING`,
-    ),
-    rawStatement(
-      db,
-      sql`UPDATE users SET balance = (SELECT COALESCE(SUM(t.amount), 0) FROM customer_balance_transactions AS t WHERE t.user_id = users.id),
-          currency = (SELECT t.currency FROM customer_balance_transactions AS t WHERE t.source = ${source})
-        WHERE id = (SELECT user_id FROM customer_balance_transactions WHERE source = ${source})`,
-    ),
-  ];
-}
 const CHARGE_IN_FLIGHT = "charge_in_flight";
 const HAS_CREDIT_NOTES = "invoice_has_credit_notes";
 
@@ -117,9 +89,6 @@ export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
               : { status: "active", ...periodDone(billed.sub, billed.plan, periodIndex), dunningAttempts: 0, updatedAt: now },
           )
           .where(and(eq(subscriptions.id, subscriptionId), eq(subscriptions.status, "past_due"), eq(subscriptions.periodsBilled, periodIndex))),
-        // What the period's claim took from the user's balance comes back (Stripe's
-        // unapplied_from_invoice): the invoice will never be paid, so the credit was not used.
-        ...balanceUnapplied(db, id, subscriptionId, periodIndex, realNow),
       );
       events.push(
         final
@@ -127,6 +96,8 @@ export function registerVoidInvoice(app: OpenAPIHono<AppEnv>) {
           : subscriptionUpdatedEvent(db, auth, subscriptionId, realNow),
       );
     }
+    // What the invoice took from the user's balance is given back, once (Stripe: unapplied_from_invoice).
+    statements.push(...balanceGivenBackOnVoid(db, id, realNow));
     statements.push(rawStatement(db, sql`UPDATE ${invoices} SET status = 'void', voided_at = ${now}, updated_at = ${now} WHERE id = ${id} AND status = 'open'`));
     events.unshift(invoiceVoidedEvent(db, auth, id, realNow));
     const { answered } = await commit(

@@ -62,7 +62,7 @@ export async function changeAndInvoiceNow(
   const pending = await pendingItemsOf(db, sub.id);
   if (pending.length !== sub.pendingItems) throw changedMeanwhile();
   const change = { planId: input.changes.planId ?? sub.planId, quantity: input.changes.quantity ?? sub.quantity };
-  const invoiced = invoiceChangeNow(db, { sub, plan, newItems: proration.items, pending, next: proration.next, change, reference, at, realNow, pageBase: publicUrl(c.env) });
+  const invoiced = invoiceChangeNow(db, { sub, plan, newItems: proration.items, pending, next: proration.next, change, reference, at, realNow, pageBase: publicUrl(c.env), user });
   const writes = {
     statements: [
       guard(db, SUBSCRIPTION_CANCELED, sql`EXISTS (SELECT 1 FROM subscriptions AS s WHERE s.id = ${sub.id} AND s.status != 'canceled')`),

@@ -51,7 +51,7 @@ export const UpdateSubscriptionBody = bodyObject({
     .optional()
     .openapi({
       description:
-        "How a change of plan_id or quantity on an active subscription is billed. create_prorations (the default): a credit for the unused time of what the current period was charged and a charge for the time left at the new price, as lines of the next invoice (seconds left over the period's seconds, each line rounded once). always_invoice: those lines, with any already pending, are invoiced and charged at once, and the change is made only if that invoice is paid (a decline answers 402 and changes nothing; an invoice of nothing or a credit is paid at once, the credit carried to the next invoice). none: the new price from the next period, nothing prorated. A trialing or past_due subscription's change is never prorated.",
+        "How a change of plan_id or quantity on an active subscription is billed. create_prorations (the default): a credit for the unused time of what the current period was charged and a charge for the time left at the new price, as lines of the next invoice (seconds left over the period's seconds, each line rounded once). always_invoice: those lines, with any already pending, are invoiced and charged at once, and the change is made only if that invoice is paid (a decline answers 402 and changes nothing; an invoice of nothing or a credit is paid at once, the credit to the user's balance as a credit note). none: the new price from the next period, nothing prorated. A trialing or past_due subscription's change is never prorated.",
     }),
   at_period_end: booleanField("at_period_end")
     .optional()
