@@ -231,7 +231,9 @@ export interface Fixtures {
   coupon: string;
   /** A tax rate (20% exclusive), on no plan. */
   taxRate: string;
-  /** A credit note of `invoice` (0.01) to the user's balance, issued: what void acts on. */
+  /** A paid invoice, of a third subscription nothing refunds: what credit notes are made on (an open invoice with a credit note standing cannot be voided). */
+  creditedInvoice: string;
+  /** A credit note of `creditedInvoice` (0.01) to the user's balance, issued: what void acts on. */
   creditNote: string;
   /** A subscription to a metered plan (its usage is reported to it). */
   metered: string;
@@ -309,7 +311,9 @@ export async function seed(acct: Account): Promise<Fixtures> {
   const clock = (await created(await call("/api/test-clocks", { key: acct.key, body: { frozen_time: "2030-01-01T00:00:00.000Z" } }))).id;
   const coupon = (await created(await call("/coupons", { key: acct.key, body: { name: "Proof", percent_off: 10, duration: "once" } }))).id;
   const taxRate = (await created(await call("/tax-rates", { key: acct.key, body: { display_name: "VAT", percentage: "20", inclusive: false } }))).id;
-  const creditNote = (await created(await call("/credit-notes", { key: acct.key, body: { invoice_id: invoice, amount: 1, refund: false } }))).id;
+  const credited = (await created(await call("/subscriptions", { key: acct.key, body: { user_id: user.id, plan_id: plan, ...cardFields(PROOF_CARD.pan, PROOF_CARD.cvv) } }))).id;
+  const creditedInvoice = (await call(`/invoices?subscription_id=${credited}&status=paid`, { key: acct.key })).body.data[0].id as string;
+  const creditNote = (await created(await call("/credit-notes", { key: acct.key, body: { invoice_id: creditedInvoice, amount: 1, refund: false } }))).id;
   const paymentMethod = (await created(await call(`/api/users/${user.id}/payment-methods`, { key: acct.key, body: { processor_token: "pm_card_visa" } }))).id;
   PAYMENT_METHOD_OF.set(user.id, paymentMethod);
   const meteredPlan = (await created(await call("/subscription-plans", { key: acct.key, body: { name: "Calls", price: 0.01, currency: "usd", interval: "month", usage_type: "metered" } }))).id;
@@ -326,5 +330,5 @@ export async function seed(acct: Account): Promise<Fixtures> {
   const event = (await call("/api/events?limit=1", { key: acct.key })).body.data[0].id;
   const webhook = (await created(await call("/api/webhooks", { key: acct.key, body: { url: `${RECEIVER_ORIGIN}/proof`, events: ["payout.paid"] } }))).id;
   RECOVERY_OF.set(webhook, await seedRecovery(acct.key, webhook));
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, taxRate, creditNote, metered, paymentMethod, authorization, checkoutSession, portalSession };
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, taxRate, creditedInvoice, creditNote, metered, paymentMethod, authorization, checkoutSession, portalSession };
 }

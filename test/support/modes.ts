@@ -82,8 +82,11 @@ export async function seedLive(account: Account, liveKey: string, test: Fixtures
   const webhook = (await created("/api/webhooks", liveKey, { url: `${RECEIVER_ORIGIN}/proof-live`, events: ["payout.paid"] })).id;
   const coupon = (await created("/coupons", liveKey, { name: "Live proof", percent_off: 10, duration: "once" })).id;
   const taxRate = (await created("/tax-rates", liveKey, { display_name: "Live VAT", percentage: "20", inclusive: false })).id;
-  // A live credit note to the balance of the live copy of the open invoice.
-  const creditNote = (await created("/credit-notes", liveKey, { invoice_id: invoice, amount: 1, refund: false })).id;
+  // A live credit note to the balance of a live copy of the paid invoice credit notes are made on.
+  const creditedInvoice = await copyAsLive("invoices", "invoice", test.creditedInvoice, { subscription_id: subscription, user_id: user.id, payment_id: payment });
+  const creditedLines = await env.DB.prepare("SELECT id FROM invoice_lines WHERE invoice_id = ?").bind(test.creditedInvoice).all<{ id: string }>();
+  for (const line of creditedLines.results) await copyAsLive("invoice_lines", "invoiceLine", line.id, { invoice_id: creditedInvoice });
+  const creditNote = (await created("/credit-notes", liveKey, { invoice_id: creditedInvoice, amount: 1, refund: false })).id;
   const meteredPlan = (await created("/subscription-plans", liveKey, { name: "Live calls", price: 0.01, currency: "usd", interval: "month", usage_type: "metered" })).id;
   const metered = await copyAsLive("subscriptions", "subscription", test.metered, { user_id: user.id, plan_id: meteredPlan });
   const paymentMethod = await copyAsLive("payment_methods", "paymentMethod", test.paymentMethod, { user_id: user.id, attach_reference: `live-copy:${user.id}` });
@@ -91,7 +94,7 @@ export async function seedLive(account: Account, liveKey: string, test: Fixtures
   RECOVERY_OF.set(webhook, await seedRecovery(liveKey, webhook));
   const checkoutSession = (await created("/checkout/sessions", liveKey, { mode: "payment", amount: 1500, currency: "usd", user_id: user.id, success_url: "https://shop.example.com/ok", cancel_url: "https://shop.example.com/cart" })).id;
   const portalSession = (await created("/portal/sessions", liveKey, { user_id: user.id, return_url: "https://shop.example.com/account" })).id;
-  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, taxRate, creditNote, metered, paymentMethod, authorization, checkoutSession, portalSession };
+  return { user: user.id, requestId, key, payout, payment, refund, webhook, event, plan, subscription, clock, invoice, coupon, taxRate, creditedInvoice, creditNote, metered, paymentMethod, authorization, checkoutSession, portalSession };
 }
 
 /** An account with one object of every kind in each mode. */

@@ -102,6 +102,7 @@ export const SCOPE_OF: Record<string, (typeof SCOPES)[number]> = {
   listUsers: "users:read",
   getUser: "users:read",
   updateUser: "users:write",
+  listBalanceTransactions: "users:read",
   createCheckoutSession: "checkout_sessions:write",
   listCheckoutSessions: "checkout_sessions:read",
   getCheckoutSession: "checkout_sessions:read",
@@ -280,7 +281,7 @@ export function validBody(op: Operation, fx: Fixtures): unknown {
     createTaxRate: () => ({ display_name: "VAT", percentage: "20", inclusive: false }),
     updateTaxRate: () => ({ display_name: "VAT (standard)" }),
     // 0.01 of the open invoice, to the user's balance (a refund needs a paid invoice).
-    createCreditNote: () => ({ invoice_id: fx.invoice, amount: 1, refund: false, reason: "order_change" }),
+    createCreditNote: () => ({ invoice_id: fx.creditedInvoice, amount: 1, refund: false, reason: "order_change" }),
     voidCreditNote: () => undefined,
     createUsageRecord: () => ({ quantity: 7 }),
     // The same body each time (a retry under one Idempotency-Key sends it): a repeated id is a duplicate, written once.
