@@ -15,13 +15,13 @@
 // before and after from its local D1 file, opened read-only with node:sqlite (`wrangler d1 execute
 // --local` refuses PRAGMA page_count: SQLITE_AUTH). The section between the `retention` markers of
 // bench/RESULTS.md is replaced with the result.
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
-import { CHILD_ENV, CARD, ROOT, WRANGLER, freePort, replaceResultsSection, runScript, send, sleep } from "./harness.mjs";
+import { CARD, ROOT, freePort, replaceResultsSection, runScript, send, sleep, startTender } from "./harness.mjs";
 
 const TMP = path.join(ROOT, "bench/.tmp/retention");
 const STATE = path.join(TMP, "state");
@@ -64,24 +64,6 @@ async function receiver() {
   const port = await freePort();
   await new Promise((resolve) => server.listen(port, "127.0.0.1", resolve));
   return { port, acknowledged, stats: () => ({ requests, failed, distinct: seen.size }), close: () => server.close() };
-}
-
-/** Tender under `wrangler dev` on STATE (migrated first), serving the cron's handler; answers once /health does. */
-async function startTender() {
-  for (const shard of SHARDS) execFileSync(process.execPath, [WRANGLER, "d1", "migrations", "apply", `DB_${shard}`, "--local", "--persist-to", STATE], { cwd: ROOT, env: CHILD_ENV, stdio: "ignore" });
-  const port = await freePort();
-  const out = fs.openSync(path.join(TMP, "wrangler-dev.log"), "w");
-  const child = spawn(process.execPath, [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(port), "--persist-to", STATE, "--var", "ENVIRONMENT:development", "--test-scheduled"], {
-    cwd: ROOT,
-    env: CHILD_ENV,
-    detached: true,
-    stdio: ["ignore", out, out],
-  });
-  for (const deadline = Date.now() + 90_000; ; await sleep(250)) {
-    if ((await send(port, agent, { path: "/health" }).catch(() => null))?.status === 200) break;
-    if (Date.now() > deadline) throw new Error("Tender did not answer /health within 90 s");
-  }
-  return { port, stop: () => process.kill(-child.pid, "SIGTERM") };
 }
 
 async function ok(port, request, status = [200, 201]) {
@@ -138,9 +120,8 @@ function measure(shard, yesterdayEnd) {
 
 async function main() {
   const loadAtStart = os.loadavg().map((x) => x.toFixed(2)).join(" ");
-  fs.rmSync(TMP, { recursive: true, force: true });
-  fs.mkdirSync(TMP, { recursive: true });
-  const tender = await startTender();
+  // Tender under `wrangler dev` on TMP/state (STATE), both shards migrated, serving the cron's handler.
+  const tender = await startTender(TMP, { args: ["--test-scheduled"] });
   const sink = await receiver();
   const started = Date.now();
   try {

@@ -33,7 +33,10 @@ async function invoiceOf(env: Bindings, id: string, secret: string): Promise<Inv
   for (const shard of shardNumbers(env)) {
     const db = createDb(shardEnv(env, shard).DB);
     const [row] = await db.all<{ invoice: string; url: string | null }>(
-      sql`SELECT ${INVOICE_JSON} AS invoice, hosted_invoice_url AS url FROM ${invoices} WHERE invoices.id = ${id} LIMIT 1`,
+      // Only where its account lives: a moved account's copy left on its old shard (between the
+      // move's switch and its cleanup) is not the invoice.
+      sql`SELECT ${INVOICE_JSON} AS invoice, hosted_invoice_url AS url FROM ${invoices}
+        WHERE invoices.id = ${id} AND NOT EXISTS (SELECT 1 FROM accounts WHERE accounts.id = invoices.account_id AND accounts.moved_to IS NOT NULL) LIMIT 1`,
     );
     if (!row) continue;
     const stored = row.url?.slice(row.url.lastIndexOf("/") + 1);

@@ -13,7 +13,7 @@
 // calls nothing. The batch that records the change is conditional on the state it was read in (a
 // guard aborts it otherwise), so exactly one change, with its events, is recorded; a retry after
 // an unknown outcome reaches the processor with the same reference, which answers it as the first.
-import { and, asc, eq, like, lte, or, sql } from "drizzle-orm";
+import { type SQL, and, asc, eq, like, lte, or, sql } from "drizzle-orm";
 import { type FailureMap, failureReason, guard, runBatch, type Statement } from "../db/batch";
 import { claimLease, leaseTaken, releaseLease } from "../db/leases";
 import { createDb, type Db } from "../db/client";
@@ -41,6 +41,8 @@ export const AUTHORIZATION_LIFETIME_MS = 7 * 24 * 60 * 60 * 1000;
 export const PAGE_PAYMENT_LIFETIME_MS = 60 * 60 * 1000;
 /** Authorizations one cron run cancels per shard at the most; the rest go in the next run. */
 export const EXPIRY_BATCH = 50;
+/** Pages of EXPIRY_BATCH one expiry run looks through, past the payments it must skip. */
+export const EXPIRY_PAGES = 10;
 
 /** Guard reason: the payment is no longer in the state the change was computed from. */
 export const PAYMENT_STATE_CHANGED = "payment_state_changed";
@@ -225,30 +227,50 @@ export function cancelAtProcessor(processor: { cancelPayment: (args: { chargeRef
  */
 export async function expireAuthorizations(env: Bindings, now: number): Promise<{ canceled: number; skipped: number }> {
   const db = createDb(env.DB);
-  const lapsed = await db
-    .select()
-    .from(payments)
-    .where(and(eq(payments.status, "requires_capture"), lte(payments.captureBefore, isoTime(now)), livesHere(payments.accountId)))
-    .orderBy(asc(payments.captureBefore))
-    .limit(EXPIRY_BATCH);
   const processorOf = processorResolver(env, db);
-  const lapsedRun = await cancelDue(env, db, processorOf, lapsed, now);
+  const lapsedRun = await cancelInPages(env, db, processorOf, now, and(eq(payments.status, "requires_capture"), lte(payments.captureBefore, isoTime(now)), livesHere(payments.accountId))!, payments.captureBefore);
   // Then the payments whose payer never finished 3-D Secure in as long: canceled as abandoned (Stripe's word).
-  const abandoned = await db
-    .select()
-    .from(payments)
-    .where(
-      and(
-        eq(payments.status, "requires_action"),
-        // A payment made on an invoice's page holds its period's dunning while it waits: let go sooner.
-        or(lte(payments.createdAt, isoTime(now - AUTHORIZATION_LIFETIME_MS)), and(like(payments.chargeReference, "sub_%:period:%:attempt:%"), lte(payments.createdAt, isoTime(now - PAGE_PAYMENT_LIFETIME_MS)))),
-        livesHere(payments.accountId),
-      ),
-    )
-    .orderBy(asc(payments.createdAt))
-    .limit(EXPIRY_BATCH);
-  const abandonedRun = await cancelDue(env, db, processorOf, abandoned, now);
+  const abandonedRun = await cancelInPages(
+    env,
+    db,
+    processorOf,
+    now,
+    and(
+      eq(payments.status, "requires_action"),
+      // A payment made on an invoice's page holds its period's dunning while it waits: let go sooner.
+      or(lte(payments.createdAt, isoTime(now - AUTHORIZATION_LIFETIME_MS)), and(like(payments.chargeReference, "sub_%:period:%:attempt:%"), lte(payments.createdAt, isoTime(now - PAGE_PAYMENT_LIFETIME_MS)))),
+      livesHere(payments.accountId),
+    )!,
+    payments.createdAt,
+  );
   return { canceled: lapsedRun.canceled + abandonedRun.canceled, skipped: lapsedRun.skipped + abandonedRun.skipped };
+}
+
+/**
+ * The payments `due` selects, oldest (by `order`) first, a page at a time, each page after the last
+ * one's final row (at most EXPIRY_PAGES pages a run): one that is skipped (its step held by a capture
+ * or cancel at the processor, or a live one whose connection is gone) stays as it is, and must not
+ * hold back the ones behind it run after run.
+ */
+async function cancelInPages(env: Bindings, db: Db, processorOf: ReturnType<typeof processorResolver>, now: number, due: SQL, order: typeof payments.captureBefore | typeof payments.createdAt): Promise<{ canceled: number; skipped: number }> {
+  let canceled = 0;
+  let skipped = 0;
+  let after: { at: string | null; id: string } | null = null;
+  for (let page = 0; page < EXPIRY_PAGES; page++) {
+    const rows: PaymentRow[] = await db
+      .select()
+      .from(payments)
+      .where(and(due, after ? sql`(${order}, ${payments.id}) > (${after.at}, ${after.id})` : undefined))
+      .orderBy(asc(order), asc(payments.id))
+      .limit(EXPIRY_BATCH);
+    const run = await cancelDue(env, db, processorOf, rows, now);
+    canceled += run.canceled;
+    skipped += run.skipped;
+    if (rows.length < EXPIRY_BATCH) break;
+    const last: PaymentRow = rows[rows.length - 1];
+    after = { at: order === payments.captureBefore ? last.captureBefore : last.createdAt, id: last.id };
+  }
+  return { canceled, skipped };
 }
 
 async function cancelDue(env: Bindings, db: Db, processorOf: ReturnType<typeof processorResolver>, due: PaymentRow[], now: number): Promise<{ canceled: number; skipped: number }> {

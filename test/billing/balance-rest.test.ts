@@ -2,7 +2,7 @@
 // the credit back (once); the balance an invoice used shows on its PDF. Amounts hand-computed: a
 // 100.00 plan, a 30.00 credit note to the balance; the renewal takes 30.00 and asks the card 70.00.
 import { describe, expect, it } from "vitest";
-import { type Account, call, expectError, signup, BASE } from "../support/http";
+import { type Account, call, expectError, fetchWith, signup, BASE } from "../support/http";
 import { createPlan, createUser, subscribed } from "../support/fixtures";
 import { CARDS, cardFields } from "../support/cards";
 import { env } from "../support/env";
@@ -14,6 +14,8 @@ import { newId } from "../../src/domain/ids";
 import { dashboardFetch, signIn, textOf } from "../dashboard/support";
 import { advance, createClock } from "../support/clock";
 import { readBillableRows, renewRows } from "../support/renewal-rows";
+import { faultyD1, writesTo } from "../support/faults";
+
 
 async function userOf(acct: Account, id: string) {
   const res = await call(`/api/users/${id}`, { key: acct.key });
@@ -162,6 +164,38 @@ describe("a downgrade credit that exceeds the invoice is a credit note to the ba
     expect(july).toMatchObject({ total: 2000, starting_balance: 0, ending_balance: 0, amount_due: 2000, amount_paid: 2000 });
     expect(await paymentsOf(acct, sub.id)).toEqual([10000, 2000]);
     expect(await userOf(acct, user.id)).toMatchObject({ balance: 0 });
+  });
+
+  it("invoiced at once, while a credit in another currency lands on the balance: 409 subscription_changed (not a 500), nothing written; the retry carries the credit as an item", async () => {
+    const acct = await signup("Downgrade race Co");
+    const clock = await createClock(acct, "2026-04-01T00:00:00.000Z");
+    const user = await createUser(acct, { testClock: clock.id });
+    const pro = await createPlan(acct, { name: "Pro", price: 100 });
+    const lite = await createPlan(acct, { name: "Lite", price: 20 });
+    const sub = await subscribed(acct, user.id, pro.id);
+    await advance(acct, clock.id, "2026-04-16T00:00:00.000Z");
+    // Between the change's read of the user and its batch, a euro credit lands on the balance.
+    let landed: Promise<unknown> | null = null;
+    const DB = faultyD1(env.DB, {
+      kind: "slow",
+      delayMs: 300,
+      when: (op) => {
+        const hit = writesTo(op, "credit_notes");
+        if (hit && !landed) landed = env.DB.prepare("UPDATE users SET balance = -100, currency = 'eur' WHERE id = ?").bind(user.id).run();
+        return hit;
+      },
+    });
+    const body = { plan_id: lite.id, proration_behavior: "always_invoice" };
+    const raced = await fetchWith({ DB }, `/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", json: body });
+    expect(landed).not.toBeNull();
+    expectError(raced, 409, "invalid_request_error", "subscription_changed");
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM credit_notes WHERE account_id = ?").bind(acct.id).first("n")).toBe(0);
+    expect((await invoicesOf(acct, sub.id)).length).toBe(1);
+    // Read again and retried: the balance holds euros, so the dollar credit is carried as an item.
+    const again = await call(`/subscriptions/${sub.id}`, { key: acct.key, method: "PUT", body });
+    expect(again.status, again.text).toBe(200);
+    expect(await env.DB.prepare("SELECT pending_items_amount AS a FROM subscriptions WHERE id = ?").bind(sub.id).first("a")).toBe(-4000);
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: -100, currency: "eur" });
   });
 
   it("at the renewal: 20.00 − 50.00 + 10.00 issues a 20.00 credit note, once however often the renewal runs; June takes it", async () => {

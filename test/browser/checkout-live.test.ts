@@ -4,77 +4,32 @@
 // Element: Stripe.js makes the PaymentMethod, the page posts its id, Tender attaches and charges
 // it at the fake Stripe, and the browser lands on success_url. At 1280 and 390 px, no sideways
 // scroll and no console error (the page's CSP lets the stand-in's origin script and connect).
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ROOT, type RunningBrowser, type RunningWorker, api, findChromium, freePort, launchBrowser, startWorker, until } from "./harness";
+import { type LiveTour, ROOT, type RunningWorker, api, findChromium, startLiveTour } from "./harness";
 
 const chromiumPath = findChromium();
 const SCREENSHOTS = join(ROOT, "test", "browser", "screenshots");
 const VIEWPORTS = { desktop: { width: 1280, height: 860 }, phone: { width: 390, height: 844 } } as const;
 
 describe.skipIf(!chromiumPath)("live hosted checkout in Chromium, against the fake Stripe", () => {
+  let tour: LiveTour;
   let worker: RunningWorker;
-  let browser: RunningBrowser;
-  let fake: ChildProcess;
-  let fakeLog = "";
-  let fakeOrigin: string;
   let liveKey: string;
   let userId: string;
-  const problems: { page: string; text: string }[] = [];
+  let problems: LiveTour["problems"];
+  let newPage: LiveTour["newPage"];
 
   beforeAll(async () => {
-    const fakePort = await freePort();
-    fakeOrigin = `http://127.0.0.1:${fakePort}`;
-    fake = spawn("npm", ["run", "fake-stripe"], { cwd: ROOT, env: { ...process.env, FAKE_STRIPE_PORT: String(fakePort) }, detached: true, stdio: ["ignore", "pipe", "pipe"] });
-    fake.stdout!.on("data", (chunk) => (fakeLog += chunk));
-    fake.stderr!.on("data", (chunk) => (fakeLog += chunk));
-    [worker, browser] = await Promise.all([startWorker({ STRIPE_API_BASE: fakeOrigin, STRIPE_JS_URL: `${fakeOrigin}/v3/` }), launchBrowser(chromiumPath!)]);
-    await until("the fake Stripe", async () => fakeLog.includes("Fake Stripe on"), 60_000);
-    const account = await api(worker.origin, "/api/accounts", undefined, { name: "Live Checkout Tour", email: "owner@live-checkout.test" });
-    expect(account.status, account.text).toBe(201);
-    liveKey = account.body.live_api_key;
-    const connected = await api(
-      worker.origin,
-      "/api/processor",
-      liveKey,
-      {
-        provider: "stripe",
-        secret_key: "sk_live_51AcmeLiveCheckout0000000000000000",
-        publishable_key: "pk_live_51AcmeLiveCheckout0000000000000000",
-        webhook_secret: "whsec_acmeplatformsigning000000000000000",
-        connect_webhook_secret: "whsec_acmeconnectsigning00000000000000",
-      },
-      "PUT",
-    );
-    expect(connected.status, connected.text).toBe(200);
-    const user = await api(worker.origin, "/api/users", liveKey, { name: "Grace Hopper", email: "grace@example.com" });
-    expect(user.status, user.text).toBe(201);
-    userId = user.body.id;
+    tour = await startLiveTour(chromiumPath!, { name: "Live Checkout Tour", email: "owner@live-checkout.test" });
+    ({ worker, liveKey, userId, problems, newPage } = tour);
     mkdirSync(SCREENSHOTS, { recursive: true });
   }, 240_000);
 
   afterAll(async () => {
-    await browser?.close();
-    await worker?.stop();
-    try {
-      if (fake?.pid) process.kill(-fake.pid, "SIGTERM");
-    } catch {
-      // already gone
-    }
+    await tour?.stop();
   });
-
-  async function newPage(viewport: { width: number; height: number }): Promise<Page> {
-    const page = await browser.context.newPage();
-    await page.setViewportSize(viewport);
-    page.on("console", (m) => {
-      if (m.type() === "error" || m.type() === "warning") problems.push({ page: page.url(), text: `console.${m.type()}: ${m.text()}` });
-    });
-    page.on("pageerror", (e) => problems.push({ page: page.url(), text: `page error: ${e}` }));
-    return page;
-  }
 
   for (const [viewportName, viewport] of Object.entries(VIEWPORTS)) {
     it(`pays a live payment session at ${viewport.width} px through Stripe.js, and lands on success_url`, async () => {

@@ -8,7 +8,7 @@ import { type IncomingMessage, type Server, createServer } from "node:http";
 import { type AddressInfo, createServer as createNetServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type BrowserContext, chromium } from "playwright-core";
+import { type BrowserContext, type Page, chromium } from "playwright-core";
 
 export const ROOT = join(import.meta.dirname, "..", "..");
 const WRANGLER = join(ROOT, "node_modules", ".bin", "wrangler");
@@ -173,4 +173,77 @@ export async function api(origin: string, path: string, key: string | undefined,
   });
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : null, text };
+}
+
+/** The live stack a live page's tour needs: Tender under `wrangler dev` pointed at the fake Stripe (`npm run fake-stripe`, which serves the Stripe.js stand-in at /v3/), Chromium, and one account connected with a publishable key with one live user. */
+export interface LiveTour {
+  worker: RunningWorker;
+  browser: RunningBrowser;
+  fakeOrigin: string;
+  liveKey: string;
+  userId: string;
+  /** Console errors and warnings and page errors of every page `newPage` opened. */
+  problems: { page: string; text: string }[];
+  /** A page at `viewport` whose console errors, warnings and page errors go to `problems`. */
+  newPage: (viewport: { width: number; height: number }) => Promise<Page>;
+  stop: () => Promise<void>;
+}
+
+export async function startLiveTour(executablePath: string, owner: { name: string; email: string }): Promise<LiveTour> {
+  const fakePort = await freePort();
+  const fakeOrigin = `http://127.0.0.1:${fakePort}`;
+  let fakeLog = "";
+  const fake = spawn("npm", ["run", "fake-stripe"], { cwd: ROOT, env: { ...process.env, FAKE_STRIPE_PORT: String(fakePort) }, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  fake.stdout!.on("data", (chunk) => (fakeLog += chunk));
+  fake.stderr!.on("data", (chunk) => (fakeLog += chunk));
+  const [worker, browser] = await Promise.all([startWorker({ STRIPE_API_BASE: fakeOrigin, STRIPE_JS_URL: `${fakeOrigin}/v3/` }), launchBrowser(executablePath)]);
+  const stop = async () => {
+    await browser.close();
+    await worker.stop();
+    try {
+      if (fake.pid) process.kill(-fake.pid, "SIGTERM");
+    } catch {
+      // already gone
+    }
+  };
+  try {
+    return await connectedTour();
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+
+  async function connectedTour(): Promise<LiveTour> {
+  await until("the fake Stripe", async () => fakeLog.includes("Fake Stripe on"), 60_000);
+  const account = await api(worker.origin, "/api/accounts", undefined, owner);
+  if (account.status !== 201) throw new Error(`POST /api/accounts answered ${account.status}: ${account.text}`);
+  const liveKey: string = account.body.live_api_key;
+  const connected = await api(
+    worker.origin,
+    "/api/processor",
+    liveKey,
+    {
+      provider: "stripe",
+      secret_key: "sk_live_51AcmeLiveCheckout0000000000000000",
+      publishable_key: "pk_live_51AcmeLiveCheckout0000000000000000",
+      webhook_secret: "whsec_acmeplatformsigning000000000000000",
+      connect_webhook_secret: "whsec_acmeconnectsigning00000000000000",
+    },
+    "PUT",
+  );
+  if (connected.status !== 200) throw new Error(`PUT /api/processor answered ${connected.status}: ${connected.text}`);
+  const user = await api(worker.origin, "/api/users", liveKey, { name: "Grace Hopper", email: "grace@example.com" });
+  if (user.status !== 201) throw new Error(`POST /api/users answered ${user.status}: ${user.text}`);
+  const problems: LiveTour["problems"] = [];
+  const newPage = async (viewport: { width: number; height: number }) => {
+    const page = await browser.context.newPage();
+    await page.setViewportSize(viewport);
+    page.on("console", (m) => {
+      if (m.type() === "error" || m.type() === "warning") problems.push({ page: page.url(), text: `console.${m.type()}: ${m.text()}` });
+    });
+    page.on("pageerror", (e) => problems.push({ page: page.url(), text: `page error: ${e}` }));
+    return page;
+  };
+  return { worker, browser, fakeOrigin, liveKey, userId: user.body.id, problems, newPage, stop };
+  }
 }

@@ -94,6 +94,24 @@ describe("the hosted invoice page", () => {
     }
   });
 
+  it("never shows the copy a moved account left on its old shard (404 there, as the page of an unknown invoice)", async () => {
+    const { acct, invoice } = await paidInvoice("Hosted Moved");
+    const path = pathOf(invoice.hosted_invoice_url);
+    expect((await call(path)).status).toBe(200);
+    // The account's row on this shard says it lives elsewhere now (a move's switch, before its
+    // cleanup deleted what it left here): this shard's copy of the invoice is no longer the invoice.
+    await env.DB.prepare("UPDATE accounts SET moved_to = 1 WHERE id = ?").bind(acct.id).run();
+    try {
+      for (const p of [path, `${path}/pdf`]) {
+        const res = await call(p);
+        expect(res.status, p).toBe(404);
+        expect(res.text, p).not.toContain(invoice.number);
+      }
+    } finally {
+      await env.DB.prepare("UPDATE accounts SET moved_to = NULL WHERE id = ?").bind(acct.id).run();
+    }
+  });
+
   it("says a void invoice is void (410), and the API shows no URL for it", async () => {
     const acct = await signup("Hosted Void");
     const user = await createUser(acct);

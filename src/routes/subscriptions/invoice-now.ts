@@ -6,6 +6,7 @@ import { eq, sql } from "drizzle-orm";
 import { guard } from "../../db/batch";
 import { prorationCharges, subscriptions } from "../../db/schema";
 import { chargeInFlight, subscriptionUpdatedEvent } from "../../billing/periods";
+import { CREDIT_NOTE_FAILURES } from "../../billing/credit-notes";
 import {
   PRORATION_ALREADY_SETTLED,
   type ProrationChargeRow,
@@ -72,7 +73,10 @@ export async function changeAndInvoiceNow(
     ],
     events: invoiced.events,
   };
-  const failures = { [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(sub.id), [CHARGE_IN_FLIGHT]: chargeInProgress, [SUBSCRIPTION_CHANGED]: changedMeanwhile };
+  // A credit beyond the invoice goes to the balance (a credit note) only while it holds this
+  // currency or none: a credit in another currency landing after the read refuses the batch, and the
+  // request, read again, carries the credit as an item instead.
+  const failures = { [SUBSCRIPTION_CANCELED]: () => alreadyCanceled(sub.id), [CHARGE_IN_FLIGHT]: chargeInProgress, [SUBSCRIPTION_CHANGED]: changedMeanwhile, [CREDIT_NOTE_FAILURES.balanceCurrency]: changedMeanwhile };
 
   // Nothing to charge (the credits cover it): the change and its paid invoice in one batch.
   if (!invoiced.claim) {
