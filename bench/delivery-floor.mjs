@@ -21,13 +21,13 @@
 // DF_TENDER_CONFIG=<file>: Tender under another wrangler config (e.g. another queue batch size).
 // The section between the `delivery-floor` markers of bench/RESULTS.md is replaced with the result
 // (DF_MARKER=<name>: another section, for an experiment).
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { CHILD_ENV, ROOT, WRANGLER, freePort, quiet, replaceResultsSection, runScript, send, sleep, workerdCpu } from "./harness.mjs";
+import { ROOT, freePort, must, quiet, replaceResultsSection, runScript, sleep, startSide, workerdCpu } from "./harness.mjs";
 
 const TMP = path.join(ROOT, "bench/.tmp/delivery-floor");
 const EVENTS = Number(process.env.DF_EVENTS ?? 600);
@@ -53,34 +53,6 @@ async function receiver() {
   const port = await freePort();
   await new Promise((resolve) => server.listen(port, "127.0.0.1", resolve));
   return { port, byPath, close: () => server.close() };
-}
-
-async function startWorker(name, cwd, configArgs, devArgs, databases) {
-  const persist = path.join(TMP, `${name}-state`);
-  fs.rmSync(persist, { recursive: true, force: true });
-  const wrangler = path.join(cwd, "node_modules/wrangler/bin/wrangler.js");
-  for (const db of databases) execFileSync(process.execPath, [wrangler, "d1", "migrations", "apply", db, "--local", "--persist-to", persist, ...configArgs], { cwd, env: CHILD_ENV, stdio: "ignore" });
-  const port = await freePort();
-  const out = fs.openSync(path.join(TMP, `${name}.log`), "w");
-  const child = spawn(process.execPath, [wrangler, "dev", "--ip", "127.0.0.1", "--port", String(port), "--persist-to", persist, ...configArgs, ...devArgs], {
-    cwd,
-    env: CHILD_ENV,
-    detached: true,
-    stdio: ["ignore", out, out],
-  });
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
-  for (const deadline = Date.now() + 120_000; Date.now() < deadline; await sleep(250)) {
-    if (child.exitCode !== null) throw new Error(`${name}: wrangler dev exited; see bench/.tmp/delivery-floor/${name}.log`);
-    const up = await send(port, agent, { path: "/health" }).catch(() => null);
-    if (up?.status === 200) return { name, port, child, agent, stop: () => process.kill(-child.pid, "SIGTERM") };
-  }
-  throw new Error(`${name}: /health did not answer within 120 s`);
-}
-
-async function must(side, request) {
-  const res = await send(side.port, side.agent, request);
-  if (res.status >= 300) throw new Error(`${side.name} ${request.method ?? "GET"} ${request.path}: ${res.status} ${res.text.slice(0, 300)}`);
-  return JSON.parse(res.text);
 }
 
 /** Creates the events on a Tender side (no endpoint yet): returns what a round needs. */
@@ -161,11 +133,12 @@ async function main() {
   try {
     for (const [label, dir] of roots) {
       log(`starting ${label} (${dir})`);
-      const side = await startWorker(label.replace(/\W/g, "_"), dir, tenderConfig, ["--var", "ENVIRONMENT:development"], ["DB_0", "DB_1"]);
+      const name = label.replace(/\W/g, "_");
+      const side = await startSide(name, { cwd: dir, configArgs: tenderConfig, devArgs: ["--var", "ENVIRONMENT:development"], persist: path.join(TMP, `${name}-state`), databases: ["DB_0", "DB_1"], logDir: TMP, maxSockets: 16, waitMs: 120_000 });
       sides.push({ label, side, prepared: null, rounds: [], tender: true });
     }
     log("starting the delivery floor");
-    const floor = await startWorker("floor", ROOT, ["-c", "bench/delivery-floor/wrangler.toml"], [], ["DB"]);
+    const floor = await startSide("floor", { configArgs: ["-c", "bench/delivery-floor/wrangler.toml"], persist: path.join(TMP, "floor-state"), databases: ["DB"], logDir: TMP, maxSockets: 16, waitMs: 120_000 });
     sides.push({ label: "Floor", side: floor, prepared: null, rounds: [], tender: false });
     for (const s of sides) {
       log(`${s.label}: creating ${EVENTS} events`);

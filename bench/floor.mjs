@@ -13,7 +13,7 @@ import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { CARD, CHILD_ENV, ROOT, WRANGLER, freePort, quiet, replaceResultsSection, runScript, send, sleep, workerdCpu, workerdStats } from "./harness.mjs";
+import { CARD, ROOT, must, quiet, replaceResultsSection, runScript, send, sleep, startSide, workerdCpu, workerdStats } from "./harness.mjs";
 
 const TMP = path.join(ROOT, "bench/.tmp/floor");
 const ROUNDS = Number(process.env.FLOOR_ROUNDS ?? 5);
@@ -27,32 +27,6 @@ const TARGETS = { health: 0.9, read: 0.7, write: 0.6, payment: "write" };
 /** A row's target: a number, or the share another row of the same run measured. */
 const targetOf = (r, rows) => (typeof TARGETS[r.key] === "number" ? TARGETS[r.key] : (rows.find((x) => x.key === TARGETS[r.key])?.share ?? NaN));
 const log = (...args) => console.log(`[floor ${((performance.now() / 1000) | 0).toString().padStart(4)}s]`, ...args);
-
-async function startWorker(name, configArgs, devArgs, persist, databases) {
-  fs.rmSync(persist, { recursive: true, force: true });
-  for (const db of databases) execFileSync(process.execPath, [WRANGLER, "d1", "migrations", "apply", db, "--local", "--persist-to", persist, ...configArgs], { cwd: ROOT, env: CHILD_ENV, stdio: "ignore" });
-  const port = await freePort();
-  const out = fs.openSync(path.join(TMP, `${name}.log`), "w");
-  const child = spawn(process.execPath, [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(port), "--persist-to", persist, ...configArgs, ...devArgs], {
-    cwd: ROOT,
-    env: CHILD_ENV,
-    detached: true,
-    stdio: ["ignore", out, out],
-  });
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
-  for (const deadline = Date.now() + 90_000; Date.now() < deadline; await sleep(250)) {
-    if (child.exitCode !== null) throw new Error(`${name}: wrangler dev exited; see bench/.tmp/floor/${name}.log`);
-    const up = await send(port, agent, { path: "/health" }).catch(() => null);
-    if (up?.status === 200) return { name, port, child, agent, stop: () => process.kill(-child.pid, "SIGTERM") };
-  }
-  throw new Error(`${name}: /health did not answer within 90 s`);
-}
-
-async function must(side, request) {
-  const res = await send(side.port, side.agent, request);
-  if (res.status >= 300) throw new Error(`${side.name} ${request.method ?? "GET"} ${request.path}: ${res.status} ${res.text.slice(0, 300)}`);
-  return JSON.parse(res.text);
-}
 
 /** Requests numbered across every round, so that each keyed write has its own Idempotency-Key. */
 let sequence = 0;
@@ -145,8 +119,9 @@ async function main() {
   log("starting Tender and the bare Worker under wrangler dev");
   // FLOOR_TENDER_CONFIG=<file>: Tender under another wrangler config (an experiment's; the report names it).
   const tenderConfig = process.env.FLOOR_TENDER_CONFIG ? ["-c", process.env.FLOOR_TENDER_CONFIG] : [];
-  const tender = await startWorker("tender", tenderConfig, ["--var", "ENVIRONMENT:development"], path.join(TMP, "tender-state"), ["DB_0", "DB_1"]);
-  const floor = await startWorker("bare", ["-c", "bench/floor/wrangler.toml"], [], path.join(TMP, "bare-state"), ["DB"]);
+  const side = (name, configArgs, devArgs, databases) => startSide(name, { configArgs, devArgs, persist: path.join(TMP, `${name === "tender" ? "tender" : "bare"}-state`), databases, logDir: TMP, maxSockets: 8, waitMs: 90_000 });
+  const tender = await side("tender", tenderConfig, ["--var", "ENVIRONMENT:development"], ["DB_0", "DB_1"]);
+  const floor = await side("bare", ["-c", "bench/floor/wrangler.toml"], [], ["DB"]);
   try {
     const accounts = [];
     for (let i = 0; i < ACCOUNTS; i++) {

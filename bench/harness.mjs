@@ -95,6 +95,41 @@ export async function startTender(tmp, { args = [], config, waitMs = 90_000 } = 
   return { port, child, stop };
 }
 
+/**
+ * One side of a floor bench (bench/floor.mjs, bench/delivery-floor.mjs): a Worker under `wrangler dev`
+ * (the wrangler of `cwd`, which may be another checkout of Tender) on a fresh local D1 in `persist`,
+ * each of `databases` migrated, its log in `logDir`; answers once /health does, with a keep-alive
+ * agent of `maxSockets`.
+ */
+export async function startSide(name, { cwd = ROOT, configArgs = [], devArgs = [], persist, databases, logDir, maxSockets, waitMs }) {
+  fs.rmSync(persist, { recursive: true, force: true });
+  const wrangler = path.join(cwd, "node_modules/wrangler/bin/wrangler.js");
+  for (const db of databases) execFileSync(process.execPath, [wrangler, "d1", "migrations", "apply", db, "--local", "--persist-to", persist, ...configArgs], { cwd, env: CHILD_ENV, stdio: "ignore" });
+  const port = await freePort();
+  const log = path.join(logDir, `${name}.log`);
+  const out = fs.openSync(log, "w");
+  const child = spawn(process.execPath, [wrangler, "dev", "--ip", "127.0.0.1", "--port", String(port), "--persist-to", persist, ...configArgs, ...devArgs], {
+    cwd,
+    env: CHILD_ENV,
+    detached: true,
+    stdio: ["ignore", out, out],
+  });
+  const agent = new http.Agent({ keepAlive: true, maxSockets });
+  for (const deadline = Date.now() + waitMs; Date.now() < deadline; await sleep(250)) {
+    if (child.exitCode !== null) throw new Error(`${name}: wrangler dev exited; see ${path.relative(ROOT, log)}`);
+    const up = await send(port, agent, { path: "/health" }).catch(() => null);
+    if (up?.status === 200) return { name, port, child, agent, stop: () => process.kill(-child.pid, "SIGTERM") };
+  }
+  throw new Error(`${name}: /health did not answer within ${waitMs / 1000} s`);
+}
+
+/** A request to a side that must succeed: its JSON body, or an error naming the side and the answer. */
+export async function must(side, request) {
+  const res = await send(side.port, side.agent, request);
+  if (res.status >= 300) throw new Error(`${side.name} ${request.method ?? "GET"} ${request.path}: ${res.status} ${res.text.slice(0, 300)}`);
+  return JSON.parse(res.text);
+}
+
 /** Replaces the section between `<!-- marker -->` and `<!-- /marker -->` of bench/RESULTS.md (appends it the first time). */
 export function replaceResultsSection(marker, section) {
   const open = `<!-- ${marker} -->`;
