@@ -24,7 +24,7 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq } from "drizzle-orm";
 import type { AppEnv, Auth } from "../context";
 import { createDb } from "../db/client";
-import { accounts, checkoutSessions, plans, processorConnections } from "../db/schema";
+import { accounts, checkoutSessions, plans } from "../db/schema";
 import { shardEnv, shardNumbers } from "../db/shards";
 import { livesHere } from "../db/scope";
 import { CURRENT_API_VERSION } from "../domain/api-versions";
@@ -48,7 +48,7 @@ import {
   successUrlOf,
 } from "../payments/checkout";
 import { chargeableAmount } from "../billing/pricing";
-import { HostedLayout, hostedHeaders, pageSecretMatches, stripeJsUrl } from "./hosted";
+import { HostedLayout, hostedHeaders, pageSecretMatches, publishableKeyOf, stripeJsUrl } from "./hosted";
 import { CHECKOUT_SCRIPT, CHECKOUT_SCRIPT_PATH, CardFields, readForm, readToken } from "./card-form";
 import { type ApiAnswer, type InProcessApp, callApi, crossSite } from "./in-process";
 
@@ -85,9 +85,7 @@ async function findSession(env: AppEnv["Bindings"], id: string): Promise<Found |
         .limit(1);
       if (!hit) return null;
       const plan = hit.row.planId ? ((await db.select().from(plans).where(eq(plans.id, hit.row.planId)).limit(1))[0] ?? null) : null;
-      const publishableKey = hit.row.livemode
-        ? ((await db.select({ key: processorConnections.publishableKey }).from(processorConnections).where(eq(processorConnections.accountId, hit.row.accountId)).limit(1))[0]?.key ?? null)
-        : null;
+      const publishableKey = hit.row.livemode ? await publishableKeyOf(db, hit.row.accountId) : null;
       return { row: hit.row, shard, merchant: hit.merchant, plan, publishableKey };
     }),
   );

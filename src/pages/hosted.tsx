@@ -15,6 +15,9 @@
 // for Stripe.js that `npm run fake-stripe` serves, so a browser test can finish a live page.
 import type { Context } from "hono";
 import type { Child } from "hono/jsx";
+import { eq } from "drizzle-orm";
+import type { Db } from "../db/client";
+import { processorConnections } from "../db/schema";
 export { newPageSecret, pageSecretMatches } from "./links";
 
 export const HOSTED_STYLES_PATH = "/pay/assets/hosted.css";
@@ -23,6 +26,12 @@ export const STRIPE_JS_URL = "https://js.stripe.com/v3/";
 /** Where Stripe.js opens its frames (the Payment Element, the 3-D Secure challenge). */
 const STRIPE_FRAME_ORIGINS = ["https://js.stripe.com", "https://hooks.stripe.com"];
 const STRIPE_CONNECT_ORIGINS = ["https://api.stripe.com"];
+
+/** The publishable key of the account's Stripe connection, which a live page hands Stripe.js; null when it has none. */
+export async function publishableKeyOf(db: Db, accountId: string): Promise<string | null> {
+  const [row] = await db.select({ key: processorConnections.publishableKey }).from(processorConnections).where(eq(processorConnections.accountId, accountId)).limit(1);
+  return row?.key ?? null;
+}
 
 /** The Stripe.js a live page loads: STRIPE_JS_URL in development when set, js.stripe.com otherwise. */
 export function stripeJsUrl(env: { ENVIRONMENT: string; STRIPE_JS_URL?: string }): string {

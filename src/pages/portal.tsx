@@ -23,7 +23,7 @@ import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, inArray } from "drizzle-orm";
 import type { AppEnv, Auth } from "../context";
 import { createDb } from "../db/client";
-import { accounts, plans, portalSessions, processorConnections } from "../db/schema";
+import { accounts, plans, portalSessions } from "../db/schema";
 import { shardEnv, shardNumbers } from "../db/shards";
 import { livesHere } from "../db/scope";
 import { CURRENT_API_VERSION } from "../domain/api-versions";
@@ -33,7 +33,7 @@ import { clock } from "../lib/clock";
 import { randomToken } from "../lib/crypto";
 import { chargeableAmount } from "../billing/pricing";
 import { CHECKOUT_SCRIPT_PATH, CardFields, readForm, readToken } from "./card-form";
-import { HostedLayout, hostedHeaders, pageSecretMatches, stripeJsUrl } from "./hosted";
+import { HostedLayout, hostedHeaders, pageSecretMatches, publishableKeyOf, stripeJsUrl } from "./hosted";
 import { type ApiAnswer, type InProcessApp, apiResponse, callApi, crossSite } from "./in-process";
 import { type PortalSessionRow, portalPagePath } from "./portal-links";
 
@@ -68,9 +68,7 @@ async function findSession(env: AppEnv["Bindings"], id: string): Promise<Found |
         .where(and(eq(portalSessions.id, id), livesHere(portalSessions.accountId)))
         .limit(1);
       if (!hit) return null;
-      const publishableKey = hit.row.livemode
-        ? ((await db.select({ key: processorConnections.publishableKey }).from(processorConnections).where(eq(processorConnections.accountId, hit.row.accountId)).limit(1))[0]?.key ?? null)
-        : null;
+      const publishableKey = hit.row.livemode ? await publishableKeyOf(db, hit.row.accountId) : null;
       return { row: hit.row, shard, merchant: hit.merchant, publishableKey };
     }),
   );
