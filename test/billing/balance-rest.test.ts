@@ -285,3 +285,37 @@ describe("GET /api/users/{id}/balance-transactions", () => {
     expectError(await call(`/api/users/${user.id}/balance-transactions`, { key: other.key }), 404, "not_found_error");
   });
 });
+
+describe("a credit note on an invoice paid partly from the balance", () => {
+  it("refunds at most what the card paid (70.00 of 100.00: 400 refund_exceeds_payment for 100.00, nothing written); the other 30.00 goes back to the balance as its own note", async () => {
+    const acct = await signup();
+    const plan = await createPlan(acct, { price: 100 });
+    const user = await createUser(acct);
+    const res = await call("/subscriptions", { key: acct.key, body: { user_id: user.id, plan_id: plan.id, ...cardFields(CARDS.visa, "123") } });
+    expect(res.status, res.text).toBe(201);
+    const sub = res.body;
+    const first = (await call(`/invoices?subscription_id=${sub.id}`, { key: acct.key })).body.data[0];
+    expect((await call("/credit-notes", { key: acct.key, body: { invoice_id: first.id, amount: 3000, refund: false } })).status).toBe(201);
+    await makeDue(sub.id);
+    await renewChunk(env, [sub.id]);
+    const renewed = (await call(`/invoices?subscription_id=${sub.id}&status=paid`, { key: acct.key })).body.data.find((i: any) => i.id !== first.id);
+    expect(renewed).toMatchObject({ total: 10000, starting_balance: -3000, ending_balance: 0, amount_due: 7000, status: "paid" });
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: 0 });
+    const notesBefore = await env.DB.prepare("SELECT COUNT(*) AS n FROM credit_notes WHERE invoice_id = ?").bind(renewed.id).first<{ n: number }>();
+
+    // The whole 100.00 to the card: the card paid 70.00.
+    const tooMuch = await call("/credit-notes", { key: acct.key, body: { invoice_id: renewed.id, amount: 10000, refund: true } });
+    expectError(tooMuch, 400, "invalid_request_error", "refund_exceeds_payment");
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM credit_notes WHERE invoice_id = ?").bind(renewed.id).first<{ n: number }>()).toEqual(notesBefore);
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: 0 });
+
+    // 70.00 to the card, then 30.00 to the balance: the invoice is credited in full, no more.
+    const toCard = await call("/credit-notes", { key: acct.key, body: { invoice_id: renewed.id, amount: 7000, refund: true } });
+    expect(toCard.status, toCard.text).toBe(201);
+    expect(toCard.body.refund_id).toBeTruthy();
+    const toBalance = await call("/credit-notes", { key: acct.key, body: { invoice_id: renewed.id, amount: 3000, refund: false } });
+    expect(toBalance.status, toBalance.text).toBe(201);
+    expect(await userOf(acct, user.id)).toMatchObject({ balance: -3000 });
+    expectError(await call("/credit-notes", { key: acct.key, body: { invoice_id: renewed.id, amount: 1, refund: false } }), 400, "invalid_request_error", "credit_note_exceeds_invoice");
+  });
+});
