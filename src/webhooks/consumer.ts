@@ -4,7 +4,7 @@
 // signatures, record the attempt, then either finish the delivery or hand the next attempt to
 // the endpoint's retry scheduler. A 2xx always marks the delivery delivered, whichever attempt
 // got it; a failure is recorded only by the attempt that still holds the delivery.
-import { and, asc, eq, gt, inArray, isNull, lt, lte, ne, or, sql } from "drizzle-orm";
+import { and, desc, eq, gt, inArray, isNull, lt, lte, ne, or, sql } from "drizzle-orm";
 import { type Db, createDb } from "../db/client";
 import { rawStatement, runBatch, type Statement } from "../db/batch";
 import { type GatherTicket, gatherBatches } from "../db/gathered";
@@ -159,8 +159,8 @@ export async function processDelivery(
     if (!permit.go) return "scheduled";
   }
 
-  // Ordered delivery: on a per_object endpoint, an earlier delivery about the same object that
-  // is still pending holds this one back. When that one ends (delivered, or failed after its
+  // Ordered delivery: on a per_object endpoint, the pending delivery just before this one about the
+  // same object holds this one back. When that one ends (delivered, or failed after its
   // window), it wakes this one; the sweeper re-checks a waiting delivery every minute as well.
   // The wait is recorded only while the earlier delivery is still pending, in one statement: had
   // it ended between the check and the write, its wake-up found nobody waiting, and this delivery
@@ -401,7 +401,11 @@ async function handBackToRedelivery(env: Bindings, db: Db, deliveryId: string, a
   if (handed?.status === "pending" && handed.firstAttemptAt === null) await enqueueDeliveries(env.DELIVERY_QUEUE, [deliveryId]);
 }
 
-/** On a per_object endpoint: the earliest pending delivery about the same object, before this one. */
+/**
+ * On a per_object endpoint: the pending delivery about the same object just before this one (the
+ * latest earlier one, not the earliest): each waits for its own predecessor, so a delivery that
+ * ends wakes only the next one, and a chain of n held deliveries takes n wake-ups, not n²/2.
+ */
 async function earlierPending(db: Db, endpointId: string, objectId: string, sequence: number, deliveryId: string): Promise<string | null> {
   const [row] = await db
     .select({ id: webhookDeliveries.id })
@@ -416,7 +420,7 @@ async function earlierPending(db: Db, endpointId: string, objectId: string, sequ
         ne(webhookDeliveries.id, deliveryId),
       ),
     )
-    .orderBy(asc(events.sequence))
+    .orderBy(desc(events.sequence))
     .limit(1);
   return row?.id ?? null;
 }

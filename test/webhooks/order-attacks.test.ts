@@ -210,24 +210,49 @@ describe("order under concurrency", () => {
     }
   });
 
-  it("two successors woken together: only the next goes out, the other waits for it", async () => {
+  it("each successor waits for its own predecessor: an end wakes only the next one; a later one run early waits again", async () => {
     const s = await setup();
     const { user, first, second } = await heldBehindFailure(s);
     await updateUser(s, user.id, "Ada L");
     takeQueued(s);
     const third = (await chain(user.id, s.endpoint.id))[2];
     expect(await processDelivery(s.e, third.id, HALF)).toBe("waiting");
-    expect((await deliveryRow(third.id))!.waiting_for).toBe(first.id);
+    expect((await deliveryRow(third.id))!.waiting_for).toBe(second.id);
     now = first.next_attempt_at;
     expect(await processDelivery(s.e, first.id, HALF)).toBe("delivered");
-    expect(queued(s).sort()).toEqual([second.id, third.id].sort());
-    // The third runs first: it must now wait for the second, not go out.
+    expect(queued(s)).toEqual([second.id]);
+    // The third run early anyway (a sweeper's or a duplicate message): it waits for the second again.
     takeQueued(s);
     expect(await processDelivery(s.e, third.id, HALF)).toBe("waiting");
     expect((await deliveryRow(third.id))!.waiting_for).toBe(second.id);
     expect(await processDelivery(s.e, second.id, HALF)).toBe("delivered");
+    expect(queued(s)).toEqual([third.id]);
     await drain(s);
     expect(sequencesAt(s, user.id)).toEqual([`${user.id}/1`, `${user.id}/1`, `${user.id}/2`, `${user.id}/3`]);
+  });
+
+  it("a chain of 12 held deliveries takes 11 wake-ups once its head is delivered, not one per waiting delivery per end", async () => {
+    const s = await setup();
+    const { user, first } = await heldBehindFailure(s);
+    for (let i = 0; i < 10; i++) await updateUser(s, user.id, `Ada ${i}`);
+    takeQueued(s);
+    const held = (await chain(user.id, s.endpoint.id)).slice(1);
+    expect(held).toHaveLength(11);
+    for (const d of held) expect(await processDelivery(s.e, d.id, HALF)).toBe("waiting");
+    now = first.next_attempt_at;
+    expect(await processDelivery(s.e, first.id, HALF)).toBe("delivered");
+    let wakeUps = 0;
+    for (let round = 0; round < 50; round++) {
+      const ids = takeQueued(s);
+      if (ids.length === 0) break;
+      // One woken at a time, the next in the chain (before, each end woke every delivery still waiting).
+      expect(ids).toEqual([held[wakeUps].id]);
+      wakeUps += ids.length;
+      expect(await processDelivery(s.e, ids[0], HALF)).toBe("delivered");
+    }
+    expect(wakeUps).toBe(11);
+    expect((await chain(user.id, s.endpoint.id)).map((d) => d.status)).toEqual(Array(12).fill("delivered"));
+    expect(sequencesAt(s, user.id)).toEqual([`${user.id}/1`, ...Array.from({ length: 12 }, (_, i) => `${user.id}/${i + 1}`)]);
   });
 });
 
