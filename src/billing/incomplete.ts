@@ -40,6 +40,26 @@ export const isFirstChargeOfSubscription = (payment: PaymentRow) =>
   payment.subscriptionId !== null && payment.invoiceId !== null && periodAttemptOf(payment.chargeReference) === null;
 
 /**
+ * The first payment of the incomplete subscription that the open invoice `invoiceId` is the first
+ * invoice of, while it waits for its payer's 3-D Secure (requires_action), or null. The invoice's
+ * page sends its payer to this payment's challenge, never to a second charge: its outcome decides
+ * the subscription (active, or incomplete_expired with the invoice void).
+ */
+export async function waitingFirstPaymentOf(db: Db, invoiceId: string): Promise<PaymentRow | null> {
+  const rows = await db
+    .select({ payment: payments })
+    .from(invoices)
+    .innerJoin(subscriptions, and(eq(subscriptions.id, invoices.subscriptionId), eq(subscriptions.accountId, invoices.accountId), eq(subscriptions.livemode, invoices.livemode)))
+    .innerJoin(
+      payments,
+      and(eq(payments.accountId, subscriptions.accountId), eq(payments.livemode, subscriptions.livemode), eq(payments.subscriptionId, subscriptions.id), eq(payments.invoiceId, invoices.id)),
+    )
+    .where(and(eq(invoices.id, invoiceId), eq(invoices.status, "open"), eq(subscriptions.status, "incomplete"), eq(payments.status, "requires_action"), livesHere(invoices.accountId)))
+    .limit(2);
+  return rows.map((r) => r.payment).find(isFirstChargeOfSubscription) ?? null;
+}
+
+/**
  * The payment succeeded: the subscription (still incomplete) turns active, its renewals scheduled
  * from next_billing_date, its first period and invoice paid; subscription_created and invoice.paid.
  * Nothing when the payment is no first charge of an incomplete subscription.

@@ -37,6 +37,7 @@ import type { PaymentRow } from "../payments/event-data";
 import { processorOf } from "../processor";
 import { accountLivesHere } from "../processor/in-flight";
 import { commitWrites, type EmittedEvent } from "../webhooks/outbox";
+import { waitingFirstPaymentOf } from "./incomplete";
 import { settleInvoice } from "./invoices";
 import {
   type BillableRow,
@@ -69,6 +70,8 @@ export type PagePayment =
   | { kind: "invalid"; message: string }
   /** Another payment of the invoice is at the processor, or waits for its payer's authentication. */
   | { kind: "in_progress"; authenticateUrl: string | null }
+  /** The invoice is an incomplete subscription's first: its first payment waits for its payer's 3-D Secure (`url`, its challenge), and nothing else may charge it. */
+  | { kind: "first_charge_waits"; url: string | null }
   | { kind: "not_payable" }
   /** Live mode without a processor connection. */
   | { kind: "unavailable" };
@@ -121,7 +124,10 @@ export async function payInvoiceOnPage(
   const db = createDb(env.DB);
   const { realNow } = page;
   const row = await payableRowOf(db, invoiceId);
-  if (!row) return { kind: "not_payable" };
+  if (!row) {
+    const first = await waitingFirstPaymentOf(db, invoiceId);
+    return first ? { kind: "first_charge_waits", url: first.nextAction?.url ?? null } : { kind: "not_payable" };
+  }
   if (hasUnsettledClaim(row)) return inProgress(db, row);
   const processor = await processorOf(env, db, tenantOf(row.sub));
   if (!processor) return { kind: "unavailable" };

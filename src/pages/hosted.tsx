@@ -134,7 +134,7 @@ p{margin:.5rem 0}
 .error{color:#b3093c;margin:.5rem 0}
 label{display:block;margin:.75rem 0 .25rem;font-size:.875rem;color:#3c4257}
 input{width:100%;padding:.6rem .7rem;font:inherit;border:1px solid #cfd7df;border-radius:.375rem}
-.row{display:flex;gap:.75rem}.row>*{flex:1;min-width:0}
+.row{display:flex;gap:.75rem}.row>*{flex:1;min-width:0;overflow-wrap:anywhere}
 button,.button{display:block;width:100%;margin-top:1rem;padding:.7rem 1rem;font:inherit;font-weight:600;color:#fff;background:#635bff;border:0;border-radius:.375rem;cursor:pointer;text-align:center;text-decoration:none}
 button.secondary{background:#fff;color:#3c4257;border:1px solid #cfd7df}
 table{width:100%;border-collapse:collapse;font-size:.875rem}td,th{padding:.35rem 0;text-align:left;border-bottom:1px solid #e3e8ee}td.num,th.num{text-align:right}

@@ -3,7 +3,9 @@
 // or with another card (test mode: Tender's card form, as hosted checkout has; the card number goes
 // to the processor and is never stored or logged), on session, 3-D Secure included: a card whose
 // bank asks goes through the challenge page (src/pages/authenticate.tsx) and comes back here
-// (?payment_id=…). In live mode another card is given through Stripe's Payment Element with the
+// (?payment_id=…). The first invoice of an incomplete subscription (its first charge asked for
+// 3-D Secure) offers only to continue that payment's challenge: its outcome decides the
+// subscription, and a second charge is never made from the page. In live mode another card is given through Stripe's Payment Element with the
 // connection's publishable key (hosted checkout's script), so card data never reaches Tender. The money rules are src/billing/invoice-payments.ts's: one charge however many
 // clicks, tabs and dunning retries, a decline shown here with the invoice left open.
 import type { OpenAPIHono } from "@hono/zod-openapi";
@@ -12,6 +14,7 @@ import { and, eq, sql } from "drizzle-orm";
 import type { AppEnv } from "../context";
 import type { InvoiceJson } from "../billing/invoices";
 import { type PageCard, type PagePayment, payInvoiceOnPage, payableRowOf, waitingPaymentOf } from "../billing/invoice-payments";
+import { waitingFirstPaymentOf } from "../billing/incomplete";
 import { createDb } from "../db/client";
 import { accounts, invoices, payments } from "../db/schema";
 import { shardEnv, shardNumbers } from "../db/shards";
@@ -38,6 +41,8 @@ export type PayOffer =
     }
   /** A payment of the invoice waits for its payer's 3-D Secure (another tab, or one left half way): its page. */
   | { kind: "waiting"; url: string | null }
+  /** An incomplete subscription's first invoice: its first payment waits for the payer's 3-D Secure; the page continues that payment's challenge, never a second charge. */
+  | { kind: "authenticate"; url: string | null }
   /** The invoice bills no past-due period: nothing to pay here (the seller charges the card on file). */
   | { kind: "none" };
 
@@ -63,7 +68,10 @@ export async function payOfferOf(env: Bindings, invoice: InvoiceJson, returned: 
   if (!shard) return { kind: "none" };
   const db = createDb(shard.DB);
   const row = await payableRowOf(db, invoice.id);
-  if (!row) return { kind: "none" };
+  if (!row) {
+    const first = await waitingFirstPaymentOf(db, invoice.id);
+    return first ? { kind: "authenticate", url: first.nextAction?.url ?? null } : { kind: "none" };
+  }
   const waiting = await waitingPaymentOf(db, row);
   if (waiting) return { kind: "waiting", url: waiting.nextAction?.url ?? null };
   if (row.period && row.period.status === "open" && row.period.attempts > row.sub.dunningAttempts) return { kind: "waiting", url: null };
@@ -96,6 +104,23 @@ const brandName = (brand: string) => (brand === "amex" ? "American Express" : br
 export function InvoicePayment({ invoice, offer, action }: { invoice: InvoiceJson; offer: PayOffer; action: string }) {
   if (offer.kind === "none") return null;
   const due = formatMoney(invoice.amount_due, invoice.currency);
+  if (offer.kind === "authenticate") {
+    return (
+      <section class="pay" data-pay="authenticate">
+        <h2>This payment needs authentication</h2>
+        {offer.url ? (
+          <>
+            <p>Your bank asks you to confirm the payment of {due} (3-D Secure) before the subscription starts. Continuing finishes that payment: nothing is charged twice.</p>
+            <a class="button" href={offer.url}>
+              Continue to your bank's check
+            </a>
+          </>
+        ) : (
+          <p>The payment of this invoice is being processed. Reload this page in a minute to see how it ended.</p>
+        )}
+      </section>
+    );
+  }
   if (offer.kind === "waiting") {
     return (
       <section class="pay" data-pay="waiting">
@@ -233,6 +258,8 @@ export function registerInvoicePayment(app: OpenAPIHono<AppEnv>, pagePath: strin
         return again(400, paid.message);
       case "in_progress":
         return deps.render(c, invoice, { kind: "waiting", url: paid.authenticateUrl }, 409);
+      case "first_charge_waits":
+        return deps.render(c, invoice, { kind: "authenticate", url: paid.url }, 409);
       case "unavailable":
         return deps.message(c, 409, "Payment unavailable", "This invoice cannot be paid online right now. Contact the seller.", invoice.livemode);
       case "not_payable":

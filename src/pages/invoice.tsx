@@ -3,7 +3,8 @@
 // lines, totals, status) and downloads its PDF. The URL's secret was made with the invoice
 // (src/billing/invoices.ts hostedInvoiceUrl) and is compared in constant time; a wrong one answers
 // the same 404 as an unknown invoice. A draft, void or uncollectible invoice's page says so (410).
-// An open invoice of a past-due period can be paid there (src/pages/invoice-pay.tsx).
+// An open invoice of a past-due period can be paid there, and an incomplete subscription's first
+// invoice continues its first payment's 3-D Secure (src/pages/invoice-pay.tsx).
 //
 // The page finds the invoice on whichever shard holds it (the URL names no shard, so that an
 // account moved to another shard keeps its links): one read by id on each.
@@ -59,7 +60,7 @@ async function load(c: Context<AppEnv>): Promise<InvoiceJson | Response> {
   return invoice;
 }
 
-function InvoiceView({ invoice, pdf, payment, scripts }: { invoice: InvoiceJson; pdf: string; payment?: Child; scripts?: string[] }) {
+function InvoiceView({ invoice, pdf, payment, scripts, chargedAgain = true }: { invoice: InvoiceJson; pdf: string; payment?: Child; scripts?: string[]; chargedAgain?: boolean }) {
   const money = (minor: number) => formatMoney(minor, invoice.currency);
   const paid = invoice.status === "paid";
   return (
@@ -140,10 +141,12 @@ function InvoiceView({ invoice, pdf, payment, scripts }: { invoice: InvoiceJson;
         Download PDF
       </a>
       {payment}
-      {paid ? null : (
+      {paid ? null : chargedAgain ? (
         <p class="muted">
           {invoice.account_name ?? "The seller"} will charge the card on file again; questions about this invoice go to {invoice.account_email ?? "the seller"}.
         </p>
+      ) : (
+        <p class="muted">Questions about this invoice go to {invoice.account_email ?? "the seller"}.</p>
       )}
     </HostedLayout>
   );
@@ -155,7 +158,11 @@ export function registerInvoicePage(app: OpenAPIHono<AppEnv>) {
   const render = (c: Context<AppEnv>, invoice: InvoiceJson, offer: PayOffer, status: 200 | 400 | 402 | 409) => {
     const page = `${HOSTED_INVOICE_PATH}/${invoice.id}/${c.req.param("secret")}`;
     const { scripts, stripeJs } = offerScripts(offer);
-    return c.html(<InvoiceView invoice={invoice} pdf={`${page}/pdf`} scripts={scripts} payment={<InvoicePayment invoice={invoice} offer={offer} action={page} />} />, status, hostedHeaders(stripeJs));
+    return c.html(
+      <InvoiceView invoice={invoice} pdf={`${page}/pdf`} scripts={scripts} chargedAgain={offer.kind !== "authenticate"} payment={<InvoicePayment invoice={invoice} offer={offer} action={page} />} />,
+      status,
+      hostedHeaders(stripeJs),
+    );
   };
   app.get(path, async (c) => {
     const invoice = await load(c);

@@ -164,6 +164,13 @@ export async function launchBrowser(executablePath: string): Promise<RunningBrow
   };
 }
 
+/** Runs the Worker's scheduled handler once (the Cron Trigger `npm run dev` calls every minute): renewals, sweeps, expiries. */
+export async function runCron(origin: string): Promise<void> {
+  const res = await fetch(`${origin}/cdn-cgi/local/scheduled?cron=${encodeURIComponent("* * * * *")}&time=${Date.now()}&format=json`);
+  const text = await res.text();
+  if (!res.ok) throw new Error(`the scheduled handler answered ${res.status}: ${text.slice(0, 300)}`);
+}
+
 /** A JSON call to the API under test. */
 export async function api(origin: string, path: string, key: string | undefined, body?: unknown, method?: string) {
   const res = await fetch(`${origin}${path}`, {
@@ -189,14 +196,15 @@ export interface LiveTour {
   stop: () => Promise<void>;
 }
 
-export async function startLiveTour(executablePath: string, owner: { name: string; email: string }): Promise<LiveTour> {
+/** `vars` are extra wrangler vars for the Worker (e.g. PUBLIC_URL, which hosted_invoice_url needs). */
+export async function startLiveTour(executablePath: string, owner: { name: string; email: string }, vars: Record<string, string> = {}): Promise<LiveTour> {
   const fakePort = await freePort();
   const fakeOrigin = `http://127.0.0.1:${fakePort}`;
   let fakeLog = "";
   const fake = spawn("npm", ["run", "fake-stripe"], { cwd: ROOT, env: { ...process.env, FAKE_STRIPE_PORT: String(fakePort) }, detached: true, stdio: ["ignore", "pipe", "pipe"] });
   fake.stdout!.on("data", (chunk) => (fakeLog += chunk));
   fake.stderr!.on("data", (chunk) => (fakeLog += chunk));
-  const [worker, browser] = await Promise.all([startWorker({ STRIPE_API_BASE: fakeOrigin, STRIPE_JS_URL: `${fakeOrigin}/v3/` }), launchBrowser(executablePath)]);
+  const [worker, browser] = await Promise.all([startWorker({ ...vars, STRIPE_API_BASE: fakeOrigin, STRIPE_JS_URL: `${fakeOrigin}/v3/` }), launchBrowser(executablePath)]);
   const stop = async () => {
     await browser.close();
     await worker.stop();

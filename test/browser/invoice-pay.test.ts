@@ -1,7 +1,8 @@
 // The hosted invoice page in Chromium, at 1280 and 390 px (no sideways scroll, no console error or
 // warning): an open invoice whose off-session renewal the bank refused for want of 3-D Secure is
 // paid on its page with the subscription's card, through the sandbox challenge; Complete lands on
-// the invoice's page, paid; Fail lands there with the invoice still payable.
+// the invoice's page, paid; Fail lands there with the invoice still payable. An incomplete
+// subscription's first invoice continues its first payment's challenge instead.
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
@@ -94,6 +95,37 @@ describe.skipIf(!chromiumPath)("the hosted invoice page in Chromium", () => {
       expect(problems.slice(before)).toEqual([]);
     });
   }
+
+  it("an incomplete subscription's first invoice: its button continues the first payment's challenge, and Complete makes the invoice paid", async () => {
+    const user = await api(worker.origin, "/api/users", key, { name: "Ada Lovelace", email: `ada+${++payers}@example.com` });
+    const plan = await api(worker.origin, "/subscription-plans", key, { name: "Pro", price: 30, currency: "usd", interval: "month" });
+    const sub = await api(worker.origin, "/subscriptions", key, { user_id: user.body.id, plan_id: plan.body.id, ...AUTH_CARD });
+    expect(sub.body.status, sub.text).toBe("incomplete");
+    const [invoice] = (await api(worker.origin, `/invoices?subscription_id=${sub.body.id}&status=open`, key)).body.data;
+    const url = invoice.hosted_invoice_url.replace(PUBLIC_URL, worker.origin);
+    await page.setViewportSize(VIEWPORTS[1]);
+    const before = problems.length;
+    await page.goto(url);
+    expect(await page.textContent("body")).toContain("This payment needs authentication");
+    expect(await page.locator("form").count()).toBe(0);
+    const size = await widths();
+    expect(size.scrollWidth).toBeLessThanOrEqual(size.clientWidth);
+    // The seller's and buyer's blocks side by side: a long email wraps inside its own column, never over the other.
+    const spilled = await page.evaluate<string[]>(
+      `[...document.querySelectorAll("[data-parties] p")].filter((p) => p.scrollWidth > p.clientWidth).map((p) => p.textContent)`,
+    );
+    expect(spilled).toEqual([]);
+    await page.screenshot({ path: join(SCREENSHOTS, "invoice-incomplete-390.png"), fullPage: true });
+    await Promise.all([
+      page.waitForURL((u) => u.pathname === new URL(sub.body.latest_payment.next_action.url).pathname),
+      page.getByRole("link", { name: "Continue to your bank's check" }).click(),
+    ]);
+    await Promise.all([page.waitForLoadState("load"), page.getByRole("button", { name: "Complete", exact: true }).click()]);
+    await page.goto(url);
+    expect(await page.textContent("body")).toContain("30.00 USD paid");
+    expect((await api(worker.origin, `/subscriptions/${sub.body.id}`, key)).body.status).toBe("active");
+    expect(problems.slice(before)).toEqual([]);
+  });
 
   it("Fail lands on the invoice's page with the invoice still open and payable", async () => {
     const invoice = await openInvoice();

@@ -300,3 +300,58 @@ describe("live: the merchant's cancel against a late success", () => {
     else expect(payment).toMatchObject({ amount_received: 1200, amount_refunded: 1200 });
   });
 });
+
+describe("live: an incomplete subscription's first invoice", () => {
+  it("its page continues the first payment's challenge (Stripe.js), never a second PaymentIntent; Complete at Stripe makes the page show paid", async () => {
+    skipStripeEvents(fake);
+    const res = await call("/subscriptions", { key: acct.liveKey, body: { user_id: userId, plan_id: planId, return_url: RETURN, ...card(STRIPE_CARDS.needsAuthentication) } });
+    expect(res.status, res.text).toBe(201);
+    expect(res.body.status).toBe("incomplete");
+    const challenge: string = res.body.latest_payment.next_action.url;
+    const [invoice] = (await call(`/invoices?subscription_id=${res.body.id}&status=open`, { key: acct.liveKey })).body.data;
+    const page = new URL(invoice.hosted_invoice_url).pathname;
+    const shown = await browse(page);
+    expect(shown.status).toBe(200);
+    expect(shown.text).toContain("This payment needs authentication");
+    expect(shown.text).toContain(`href="${challenge}"`);
+    expect(shown.text).not.toContain("<form");
+    expect(shown.text).not.toContain('id="payment-element"');
+    const from = fake.requests.length;
+    const again = await browse(`${page}/pay`, "POST", { source: "subscription" });
+    expect(again.status).toBe(409);
+    expect(again.text).toContain(`href="${challenge}"`);
+    const pm = fake.tokenize({ number: STRIPE_CARDS.succeeds, expMonth: 11, expYear: 2031 });
+    expect((await browse(`${page}/pay`, "POST", { source: "processor_token", processor_token: pm })).status).toBe(409);
+    expect(fake.requests.slice(from).filter((r) => r.method === "POST")).toEqual([]);
+    // The challenge runs Stripe.js with the publishable key; Complete there and Stripe's event activate the subscription.
+    expect((await browse(challenge)).text).toContain("pk_live_51InvoiceShop000000000");
+    fake.authenticate((await intentOf(res.body.latest_payment.id)).id, "complete");
+    await deliverStripeEvents(fake, connected, { twice: true });
+    expect((await call(`/subscriptions/${res.body.id}`, { key: acct.liveKey })).body.status).toBe("active");
+    const paid = await browse(page);
+    expect(paid.text).toContain("12.00 EUR paid");
+    expect(paid.text).not.toContain("needs authentication");
+  });
+
+  it("a test-mode invoice's id under a live invoice page's secret, and the other way round, answer 404", async () => {
+    skipStripeEvents(fake);
+    const live = await call("/subscriptions", { key: acct.liveKey, body: { user_id: userId, plan_id: planId, return_url: RETURN, ...card(STRIPE_CARDS.needsAuthentication) } });
+    expect(live.body.status).toBe("incomplete");
+    const testUser = (await call("/api/users", { key: acct.key, body: { name: "Test Payer", email: "test.invoice@example.com" } })).body.id;
+    const testPlan = (await call("/subscription-plans", { key: acct.key, body: { name: "Test monthly", price: 12, currency: "eur", interval: "month" } })).body.id;
+    const test = await call("/subscriptions", { key: acct.key, body: { user_id: testUser, plan_id: testPlan, ...card("4000002760003184") } });
+    expect(test.body.status, test.text).toBe("incomplete");
+    const invoiceOf = async (key: string, sub: string) => (await call(`/invoices?subscription_id=${sub}&status=open`, { key })).body.data[0] as { id: string; hosted_invoice_url: string };
+    const [liveInvoice, testInvoice] = [await invoiceOf(acct.liveKey, live.body.id), await invoiceOf(acct.key, test.body.id)];
+    const secretOf = (url: string) => new URL(url).pathname.split("/").pop();
+    for (const path of [`/pay/invoices/${testInvoice.id}/${secretOf(liveInvoice.hosted_invoice_url)}`, `/pay/invoices/${liveInvoice.id}/${secretOf(testInvoice.hosted_invoice_url)}`]) {
+      const res = await browse(path);
+      expect(res.status, path).toBe(404);
+      expect(res.text).not.toContain("/pay/authenticate/");
+    }
+    // And a payment's challenge under the other mode's secret.
+    const swapped = `/pay/authenticate/${test.body.latest_payment.id}/${secretOf(live.body.latest_payment.next_action.url)}`;
+    expect((await browse(swapped)).status).toBe(404);
+    expect((await browse(new URL(liveInvoice.hosted_invoice_url).pathname)).text).toContain(`href="${live.body.latest_payment.next_action.url}"`);
+  });
+});

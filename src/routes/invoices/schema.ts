@@ -94,7 +94,7 @@ export const InvoiceSchema = z
       .nullable()
       .openapi({
         description:
-          "The payer's page of the invoice, while it is open or paid: no API key, an unguessable secret in the URL. The payer sees the invoice as issued and downloads its PDF (paying an open one on the page is not built yet). Null for a draft, a void or uncollectible invoice, and when the deployment sets no PUBLIC_URL.",
+          "The payer's page of the invoice, while it is open or paid: no API key, an unguessable secret in the URL. The payer sees the invoice as issued and downloads its PDF; an open invoice of a past-due subscription is paid there (3-D Secure included), and an incomplete subscription's first invoice continues its first payment's 3-D Secure challenge. Null for a draft, a void or uncollectible invoice, and when the deployment sets no PUBLIC_URL.",
         example: "https://pay.example.com/pay/invoices/in_01jd2x4k5m6n7p8q9r0s1t2v3w/3kF9xQ2mZ7pL0aB4cD8eG1hJ5nR6sT9uV2wY3z0A",
       }),
     test_clock: z.string().nullable().openapi({ description: "The test clock whose time dates the invoice (its user's when it was made); null when none." }),

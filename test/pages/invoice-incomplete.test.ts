@@ -1,0 +1,151 @@
+// The hosted page of an incomplete subscription's first invoice (src/pages/invoice-pay.tsx,
+// src/billing/incomplete.ts waitingFirstPaymentOf), in test mode: the subscription's first charge
+// asked for 3-D Secure, so its payment waits in requires_action and its first invoice is open. The
+// page offers to continue that payment's challenge, never a second charge; Complete makes the
+// invoice paid (the subscription active), Fail makes it void (incomplete_expired) and the page 410.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { exports } from "cloudflare:workers";
+import { BASE, type Account, call, signup } from "../support/http";
+import { createPlan, createUser, getSubscription } from "../support/fixtures";
+import { CARDS, captureLogs, cardFields, expectNoCardData, sentCvvs, sentPans } from "../support/cards";
+
+const AUTH_CARD = "4000002760003184";
+const logs = captureLogs();
+let acct: Account;
+let other: Account;
+
+beforeAll(async () => {
+  acct = await signup("Incomplete Invoice Co");
+  other = await signup("Other Incomplete Co");
+});
+
+afterAll(async () => {
+  await expectNoCardData();
+  logs.expectNoCardData();
+  logs.restore();
+});
+
+/** A browser request to a page: no key; a form is posted form-encoded; redirects are not followed. */
+async function browse(url: string, form?: Record<string, string>) {
+  const res = await exports.default.fetch(url.startsWith("http") ? url : `${BASE}${url}`, {
+    method: form ? "POST" : "GET",
+    redirect: "manual",
+    ...(form ? { body: new URLSearchParams(form), headers: { "content-type": "application/x-www-form-urlencoded" } } : {}),
+  });
+  return { status: res.status, text: await res.text(), location: res.headers.get("location") };
+}
+
+interface Incomplete {
+  sub: string;
+  payment: string;
+  /** The payment's 3-D Secure page (latest_payment.next_action.url). */
+  challenge: string;
+  invoice: { id: string; hosted_invoice_url: string };
+  /** The invoice's page, as a path. */
+  page: string;
+}
+
+/** A subscription whose first charge asked for 3-D Secure: incomplete, its first invoice open. */
+async function incomplete(owner: Account = acct): Promise<Incomplete> {
+  const user = await createUser(owner, { name: "Ada Lovelace", email: "ada@example.com" });
+  const plan = await createPlan(owner, { price: 30, name: "Pro" });
+  const res = await call("/subscriptions", { key: owner.key, body: { user_id: user.id, plan_id: plan.id, ...cardFields(AUTH_CARD) } });
+  expect(res.status, res.text).toBe(201);
+  expect(res.body).toMatchObject({ status: "incomplete", latest_payment: { status: "requires_action" } });
+  const [invoice] = (await call(`/invoices?subscription_id=${res.body.id}&status=open`, { key: owner.key })).body.data;
+  expect(invoice?.hosted_invoice_url).toBeTruthy();
+  return {
+    sub: res.body.id,
+    payment: res.body.latest_payment.id,
+    challenge: res.body.latest_payment.next_action.url,
+    invoice,
+    page: new URL(invoice.hosted_invoice_url).pathname,
+  };
+}
+
+const paymentsOf = async (owner: Account, d: Incomplete) => (await call(`/payments?subscription_id=${d.sub}&limit=100`, { key: owner.key })).body.data as { id: string; status: string }[];
+/** The page's link to continue the payment (the only button-styled link besides the PDF's). */
+const continueLink = (html: string) => /<a class="button" href="([^"]+)">\s*Continue to your bank/.exec(html)?.[1]?.replace(/&amp;/g, "&");
+
+describe("an incomplete subscription's open invoice", () => {
+  it("says the payment needs authentication, with a button to that payment's challenge, and no form to pay again", async () => {
+    const d = await incomplete();
+    const page = await browse(d.page);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain("This payment needs authentication");
+    expect(continueLink(page.text)).toBe(d.challenge);
+    expect(page.text).not.toContain("<form");
+    expect(page.text).not.toContain("will charge the card on file again");
+    // The challenge it opens is the sandbox's, for this payment's amount.
+    const challenge = await browse(continueLink(page.text)!);
+    expect(challenge.status).toBe(200);
+    expect(challenge.text).toContain("30.00 USD");
+    expect(challenge.text).toContain(`action="${new URL(d.challenge).pathname}/complete"`);
+  });
+
+  it("Complete through the page's button makes the page show paid, the subscription active, with that one payment", async () => {
+    const d = await incomplete();
+    const link = continueLink((await browse(d.page)).text)!;
+    const done = await browse(`${new URL(link).pathname}/complete`, {});
+    expect(done.status).toBe(303);
+    const after = await browse(d.page);
+    expect(after.status).toBe(200);
+    expect(after.text).toContain("30.00 USD paid");
+    expect(after.text).not.toContain("needs authentication");
+    expect(after.text).not.toContain("<form");
+    expect((await getSubscription(acct, d.sub)).status).toBe("active");
+    expect((await call(`/invoices/${d.invoice.id}`, { key: acct.key })).body).toMatchObject({ status: "paid", payment_id: d.payment, amount_paid: 3000 });
+    expect((await paymentsOf(acct, d)).map((p) => [p.id, p.status])).toEqual([[d.payment, "completed"]]);
+  });
+
+  it("while the payment waits, a post to the page's Pay charges nothing: 409 with the same challenge", async () => {
+    const d = await incomplete();
+    sentPans.add(CARDS.visa);
+    sentCvvs.add("987");
+    const typed = { source: "card", card_number: CARDS.visa, exp_month: "12", exp_year: String(new Date().getUTCFullYear() + 3), cvc: "987" };
+    const answers = await Promise.all([
+      browse(`${d.page}/pay`, { source: "subscription" }),
+      browse(`${d.page}/pay`, typed),
+      browse(`${d.page}/pay`, { source: "processor_token", processor_token: "pm_card_visa" }),
+    ]);
+    for (const answer of answers) {
+      expect(answer.status, answer.text).toBe(409);
+      expect(continueLink(answer.text)).toBe(d.challenge);
+      expect(answer.text).not.toContain(CARDS.visa);
+    }
+    expect((await paymentsOf(acct, d)).map((p) => [p.id, p.status])).toEqual([[d.payment, "requires_action"]]);
+    expect((await call(`/invoices/${d.invoice.id}`, { key: acct.key })).body.status).toBe("open");
+    expect((await getSubscription(acct, d.sub)).status).toBe("incomplete");
+  });
+
+  it("Fail expires the subscription: the invoice is void and its page says so (410), taking nothing", async () => {
+    const d = await incomplete();
+    const link = continueLink((await browse(d.page)).text)!;
+    expect((await browse(`${new URL(link).pathname}/fail`, {})).status).toBe(303);
+    expect((await getSubscription(acct, d.sub)).status).toBe("incomplete_expired");
+    const page = await browse(d.page);
+    expect(page.status).toBe(410);
+    expect(page.text).toContain("voided");
+    expect(page.text).not.toContain("<form");
+    const pay = await browse(`${d.page}/pay`, { source: "subscription" });
+    expect(pay.status).toBe(410);
+    expect((await paymentsOf(acct, d)).map((p) => p.status)).toEqual(["failed"]);
+  });
+
+  it("another account's invoice or payment under this page's secrets answers 404", async () => {
+    const mine = await incomplete();
+    const theirs = await incomplete(other);
+    const secret = mine.page.split("/").pop()!;
+    const challengeSecret = new URL(mine.challenge).pathname.split("/").pop()!;
+    for (const path of [`/pay/invoices/${theirs.invoice.id}/${secret}`, `/pay/authenticate/${theirs.payment}/${challengeSecret}`]) {
+      const res = await browse(path);
+      expect(res.status, path).toBe(404);
+      expect(res.text).not.toContain(theirs.challenge);
+    }
+    expect((await browse(`/pay/invoices/${theirs.invoice.id}/${secret}/pay`, { source: "subscription" })).status).toBe(404);
+    expect((await browse(`/pay/authenticate/${theirs.payment}/${challengeSecret}/complete`, {})).status).toBe(404);
+    expect((await getSubscription(other, theirs.sub)).status).toBe("incomplete");
+    // Each page still opens its own.
+    expect(continueLink((await browse(theirs.page)).text)).toBe(theirs.challenge);
+  });
+});
