@@ -95,6 +95,16 @@ function makeView(runtime: RuntimeBindings, shard: number, extra: object = {}): 
   } as Bindings;
 }
 
+/**
+ * What `find` finds on any shard, asked of every shard side by side: for a hosted page, whose URL
+ * names no shard (it must outlive an account's move). `find` looks only where the object's account
+ * lives (src/db/scope.ts `livesHere`), so at most one shard answers; null when none does.
+ */
+export async function findOnAnyShard<T>(env: RuntimeBindings | Bindings, find: (shard: Bindings) => Promise<T | null>): Promise<T | null> {
+  const found = await Promise.all(shardNumbers(env).map((n) => find(shardEnv(env, n))));
+  return found.find((f) => f !== null) ?? null;
+}
+
 /** Runs `work` on every shard side by side; every shard runs even when another fails. */
 export async function onEveryShard(env: RuntimeBindings | Bindings, work: (shard: Bindings) => Promise<void>): Promise<void> {
   const results = await Promise.allSettled(shardNumbers(env).map((n) => work(shardEnv(env, n))));

@@ -25,7 +25,7 @@ import { and, eq } from "drizzle-orm";
 import type { AppEnv, Auth } from "../context";
 import { createDb } from "../db/client";
 import { accounts, checkoutSessions, plans } from "../db/schema";
-import { shardEnv, shardNumbers } from "../db/shards";
+import { findOnAnyShard, shardEnv } from "../db/shards";
 import { livesHere } from "../db/scope";
 import { CURRENT_API_VERSION } from "../domain/api-versions";
 import { hasPrefix } from "../domain/ids";
@@ -74,22 +74,19 @@ const WAIT_STEP_MS = 400;
  */
 async function findSession(env: AppEnv["Bindings"], id: string): Promise<Found | null> {
   if (!hasPrefix(id, "checkoutSession")) return null;
-  const found = await Promise.all(
-    shardNumbers(env).map(async (shard) => {
-      const db = createDb(shardEnv(env, shard).DB);
-      const [hit] = await db
-        .select({ row: checkoutSessions, merchant: accounts.name })
-        .from(checkoutSessions)
-        .innerJoin(accounts, eq(accounts.id, checkoutSessions.accountId))
-        .where(and(eq(checkoutSessions.id, id), livesHere(checkoutSessions.accountId)))
-        .limit(1);
-      if (!hit) return null;
-      const plan = hit.row.planId ? ((await db.select().from(plans).where(eq(plans.id, hit.row.planId)).limit(1))[0] ?? null) : null;
-      const publishableKey = hit.row.livemode ? await publishableKeyOf(db, hit.row.accountId) : null;
-      return { row: hit.row, shard, merchant: hit.merchant, plan, publishableKey };
-    }),
-  );
-  return found.find((f) => f !== null) ?? null;
+  return findOnAnyShard(env, async (view) => {
+    const db = createDb(view.DB);
+    const [hit] = await db
+      .select({ row: checkoutSessions, merchant: accounts.name })
+      .from(checkoutSessions)
+      .innerJoin(accounts, eq(accounts.id, checkoutSessions.accountId))
+      .where(and(eq(checkoutSessions.id, id), livesHere(checkoutSessions.accountId)))
+      .limit(1);
+    if (!hit) return null;
+    const plan = hit.row.planId ? ((await db.select().from(plans).where(eq(plans.id, hit.row.planId)).limit(1))[0] ?? null) : null;
+    const publishableKey = hit.row.livemode ? await publishableKeyOf(db, hit.row.accountId) : null;
+    return { row: hit.row, shard: view.SHARD, merchant: hit.merchant, plan, publishableKey };
+  });
 }
 
 const dbOf = (env: AppEnv["Bindings"], shard: number) => createDb(shardEnv(env, shard).DB);

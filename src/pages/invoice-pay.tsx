@@ -17,7 +17,7 @@ import { type PageCard, type PagePayment, payInvoiceOnPage, payableRowOf, waitin
 import { waitingFirstPaymentOf } from "../billing/incomplete";
 import { createDb } from "../db/client";
 import { accounts, invoices, payments } from "../db/schema";
-import { shardEnv, shardNumbers } from "../db/shards";
+import { findOnAnyShard } from "../db/shards";
 import { formatMoney } from "../domain/money";
 import type { Bindings } from "../env";
 import { clock } from "../lib/clock";
@@ -48,17 +48,15 @@ export type PayOffer =
 
 /** The environment of the shard that holds invoice `id` (where its account lives), or null. */
 export async function invoiceShardEnv(env: Bindings, id: string): Promise<Bindings | null> {
-  for (const shard of shardNumbers(env)) {
-    const view = shardEnv(env, shard);
+  return findOnAnyShard(env, async (view) => {
     const [hit] = await createDb(view.DB)
       .select({ id: invoices.id })
       .from(invoices)
       .innerJoin(accounts, eq(accounts.id, invoices.accountId))
       .where(and(eq(invoices.id, id), sql`${accounts.movedTo} IS NULL`))
       .limit(1);
-    if (hit) return view;
-  }
-  return null;
+    return hit ? view : null;
+  });
 }
 
 /** What the page offers for `invoice`; `returned` is the payment the 3-D Secure page sent the payer back with (?payment_id=…). */

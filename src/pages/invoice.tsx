@@ -16,7 +16,7 @@ import { INVOICE_JSON, type InvoiceJson } from "../billing/invoices";
 import { renderInvoicePdf, taxLabel } from "../billing/invoice-pdf";
 import { createDb } from "../db/client";
 import { invoices } from "../db/schema";
-import { shardEnv, shardNumbers } from "../db/shards";
+import { findOnAnyShard } from "../db/shards";
 import { hasPrefix } from "../domain/ids";
 import { formatMoney } from "../domain/money";
 import type { Bindings } from "../env";
@@ -31,19 +31,18 @@ const SECRET = /^[0-9A-Za-z]{40}$/;
 /** The invoice `id` whose page secret is `secret`, from the shard that holds it; null otherwise. */
 async function invoiceOf(env: Bindings, id: string, secret: string): Promise<InvoiceJson | null> {
   if (!hasPrefix(id, "invoice") || !SECRET.test(secret)) return null;
-  for (const shard of shardNumbers(env)) {
-    const db = createDb(shardEnv(env, shard).DB);
-    const [row] = await db.all<{ invoice: string; url: string | null }>(
+  const row = await findOnAnyShard(env, async (view) => {
+    const [hit] = await createDb(view.DB).all<{ invoice: string; url: string | null }>(
       // Only where its account lives: a moved account's copy left on its old shard (between the
       // move's switch and its cleanup) is not the invoice.
       sql`SELECT ${INVOICE_JSON} AS invoice, hosted_invoice_url AS url FROM ${invoices}
         WHERE invoices.id = ${id} AND NOT EXISTS (SELECT 1 FROM accounts WHERE accounts.id = invoices.account_id AND accounts.moved_to IS NOT NULL) LIMIT 1`,
     );
-    if (!row) continue;
-    const stored = row.url?.slice(row.url.lastIndexOf("/") + 1);
-    return pageSecretMatches(stored, secret) ? (JSON.parse(row.invoice) as InvoiceJson) : null;
-  }
-  return null;
+    return hit ?? null;
+  });
+  if (!row) return null;
+  const stored = row.url?.slice(row.url.lastIndexOf("/") + 1);
+  return pageSecretMatches(stored, secret) ? (JSON.parse(row.invoice) as InvoiceJson) : null;
 }
 
 const SHOWN = new Set(["open", "paid"]);

@@ -24,7 +24,7 @@ import { and, eq, inArray } from "drizzle-orm";
 import type { AppEnv, Auth } from "../context";
 import { createDb } from "../db/client";
 import { accounts, plans, portalSessions } from "../db/schema";
-import { shardEnv, shardNumbers } from "../db/shards";
+import { findOnAnyShard, shardEnv } from "../db/shards";
 import { livesHere } from "../db/scope";
 import { CURRENT_API_VERSION } from "../domain/api-versions";
 import { hasPrefix } from "../domain/ids";
@@ -58,21 +58,18 @@ const CHARGING = new Set(["trialing", "active", "past_due"]);
 /** The session `id` on whichever shard its account lives (its URL names no shard: it must outlive an account's move). */
 async function findSession(env: AppEnv["Bindings"], id: string): Promise<Found | null> {
   if (!hasPrefix(id, "portalSession")) return null;
-  const found = await Promise.all(
-    shardNumbers(env).map(async (shard) => {
-      const db = createDb(shardEnv(env, shard).DB);
-      const [hit] = await db
-        .select({ row: portalSessions, merchant: accounts.name })
-        .from(portalSessions)
-        .innerJoin(accounts, eq(accounts.id, portalSessions.accountId))
-        .where(and(eq(portalSessions.id, id), livesHere(portalSessions.accountId)))
-        .limit(1);
-      if (!hit) return null;
-      const publishableKey = hit.row.livemode ? await publishableKeyOf(db, hit.row.accountId) : null;
-      return { row: hit.row, shard, merchant: hit.merchant, publishableKey };
-    }),
-  );
-  return found.find((f) => f !== null) ?? null;
+  return findOnAnyShard(env, async (view) => {
+    const db = createDb(view.DB);
+    const [hit] = await db
+      .select({ row: portalSessions, merchant: accounts.name })
+      .from(portalSessions)
+      .innerJoin(accounts, eq(accounts.id, portalSessions.accountId))
+      .where(and(eq(portalSessions.id, id), livesHere(portalSessions.accountId)))
+      .limit(1);
+    if (!hit) return null;
+    const publishableKey = hit.row.livemode ? await publishableKeyOf(db, hit.row.accountId) : null;
+    return { row: hit.row, shard: view.SHARD, merchant: hit.merchant, publishableKey };
+  });
 }
 
 /** The key the page acts as: the session's creator, with only the scopes the page needs. */

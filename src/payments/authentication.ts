@@ -16,7 +16,7 @@ import { failureReason, guard, type Statement } from "../db/batch";
 import { createDb, type Db } from "../db/client";
 import { accounts, payments, users } from "../db/schema";
 import { livesHere } from "../db/scope";
-import { shardEnv, shardNumbers } from "../db/shards";
+import { findOnAnyShard } from "../db/shards";
 import { hasPrefix } from "../domain/ids";
 import type { Bindings, RuntimeBindings } from "../env";
 import { isoTime } from "../lib/clock";
@@ -262,20 +262,15 @@ export interface PagePayment {
  */
 export async function paymentOfPage(env: RuntimeBindings | Bindings, id: string, secret: string, matches: (stored: string | null, given: string) => boolean): Promise<PagePayment | null> {
   if (!hasPrefix(id, "payment")) return null;
-  const found = await Promise.all(
-    shardNumbers(env).map(async (shard) => {
-      const shardView = shardEnv(env, shard);
-      const db = createDb(shardView.DB);
-      const [row] = await db
-        .select({ payment: payments, merchantName: accounts.name })
-        .from(payments)
-        .innerJoin(accounts, eq(accounts.id, payments.accountId))
-        .where(and(eq(payments.id, id), sql`${accounts.movedTo} IS NULL`))
-        .limit(1);
-      return row ? { env: shardView, ...row } : null;
-    }),
-  );
-  const hit = found.find((row) => row !== null) ?? null;
+  const hit = await findOnAnyShard(env, async (view) => {
+    const [row] = await createDb(view.DB)
+      .select({ payment: payments, merchantName: accounts.name })
+      .from(payments)
+      .innerJoin(accounts, eq(accounts.id, payments.accountId))
+      .where(and(eq(payments.id, id), sql`${accounts.movedTo} IS NULL`))
+      .limit(1);
+    return row ? { env: view, ...row } : null;
+  });
   if (!hit || !matches(hit.payment.pageSecret, secret)) return null;
   return hit;
 }
