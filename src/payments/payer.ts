@@ -153,7 +153,7 @@ export const payerStillAsRead = (c: Context<AppEnv>, payer: Payer & { saved: Sav
  * goes first.
  */
 const rememberedPayers = new Map<string, Payer & { saved: SavedCard }>();
-export const REMEMBERED_PAYERS = 1000;
+const REMEMBERED_PAYERS = 1000;
 const payerKey = (tenant: Tenant, ids: PayerIds) => `${tenant.accountId}:${tenant.livemode ? "live" : "test"}:${ids.userId}:${ids.cardId ?? ""}`;
 
 export function cachedPayer(tenant: Tenant, ids: PayerIds): (Payer & { saved: SavedCard }) | undefined {

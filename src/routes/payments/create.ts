@@ -61,6 +61,7 @@ const create = apiRoute({
     "capture_method manual only authorizes: status requires_capture with amount_capturable held and capture_before 7 days on, payment.authorized; capture it with POST /payments/{id}/capture or release it with POST /payments/{id}/cancel (the cron cancels it when capture_before passes, cancellation_reason expired). " +
     "A decline answers 402 card_declined (with decline_code) and error.payment_id: the payment is kept, failed, and payment.failed is sent. " +
     "The Idempotency-Key is the processor's: a retry with it never charges twice. The user must be of this account and mode (else 404). " +
+    "A saved card (payment_method pmt_…) must be the user's (else 404) and attached (else 400 payment_method_detached); a user or card that kept changing while the payment was made answers 409 payer_changed, nothing written. " +
     "A card that asks for 3-D Secure answers 201 requires_action with next_action { type: redirect_to_url, url } and payment.requires_action: send the payer to the url (a page with no API key; test mode's has Complete and Fail, live mode's runs Stripe.js), after which the payment is completed, requires_capture or failed (failure_code authentication_failed), and the payer lands on return_url with ?payment_id=…. Not authenticated within 7 days, the cron cancels it (cancellation_reason abandoned). " +
     "In live mode the payment is a Stripe PaymentIntent on the user's Stripe Customer (capture_method as given, confirmed at once, the outcome of 3-D Secure read from Stripe).",
   scope: "payments:write",
