@@ -117,10 +117,12 @@ describe("attack: the payer changes between the remembered read and the payment"
       },
     });
     const before = await countRows("payments", "account_id = ?", acct.id);
+    const eventsBefore = await countRows("events", "account_id = ?", acct.id);
     const res = await payThrough(db, {}, "keeps-changing");
     expectError(res, 409, "invalid_request_error", "payer_changed");
     expect(n).toBe(3);
     expect(await countRows("payments", "account_id = ?", acct.id)).toBe(before);
+    expect(await countRows("events", "account_id = ?", acct.id)).toBe(eventsBefore);
     expect(await countRows("idempotency_keys", "account_id = ? AND key = ?", acct.id, "keeps-changing")).toBe(0);
     const retry = await pay({}, { idempotencyKey: "keeps-changing" });
     expect(retry.status, retry.text).toBe(201);
@@ -139,6 +141,22 @@ describe("attack: the payer changes between the remembered read and the payment"
     const res = await pay({ payment_method: again.body.id }, { idempotencyKey: "new-card" });
     expect(res.status, res.text).toBe(201);
     expect(res.body.payment_method_id).toBe(again.body.id);
+  });
+
+  it("a user gone from this account since (its row no longer this account's, as a deletion would leave it): 404 user_id, nothing written", async () => {
+    const { acct, customer, pay } = await setup();
+    const other = await signup("Elsewhere");
+    await env.DB.batch([
+      env.DB.prepare("PRAGMA defer_foreign_keys = on"),
+      env.DB.prepare("UPDATE users SET account_id = ? WHERE id = ?").bind(other.id, customer.id),
+      env.DB.prepare("UPDATE payment_methods SET account_id = ? WHERE user_id = ?").bind(other.id, customer.id),
+      env.DB.prepare("UPDATE payments SET account_id = ? WHERE user_id = ?").bind(other.id, customer.id),
+    ]);
+    const res = await pay({}, { idempotencyKey: "user-gone" });
+    expectError(res, 404, "not_found_error", "resource_missing");
+    expect(res.body.error.param).toBe("user_id");
+    expect(await countRows("payments", "account_id = ?", acct.id)).toBe(0);
+    expect(await countRows("payments", "account_id = ?", other.id)).toBe(1);
   });
 
   it("the card's token changed under the same id (written by hand): the payment charges the token as it is now", async () => {
