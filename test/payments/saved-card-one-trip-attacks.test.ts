@@ -91,6 +91,29 @@ describe("attack: the same key retried after a lost reply", () => {
     expect(await paymentsWithKey(acct.id, "lost-reply")).toBe(1);
   });
 
+  it("without a key, the batch committed and its answer lost: 201 with the payment it made (as before the one-trip path), not a 500", async () => {
+    const { acct, payThrough } = await setup();
+    const before = await countRows("payments", "account_id = ?", acct.id);
+    const db = faultyD1(env.DB, { kind: "commit_then_throw", when: paysIn });
+    const lost = await payThrough(db, { amount: 1236 });
+    expect(db.fired).toHaveLength(1);
+    expect(lost.status, lost.text).toBe(201);
+    expect(lost.body).toMatchObject({ object: "payment", amount: 1236, status: "completed" });
+    expect(await countRows("payments", "account_id = ?", acct.id)).toBe(before + 1);
+    expect(await countRows("payments", "id = ?", lost.body.id)).toBe(1);
+  });
+
+  it("without a key, a declined payment's batch committed and its answer lost: 402 naming the failed payment kept", async () => {
+    const { acct, customer, payThrough } = await setup();
+    const declining = await call(`/api/users/${customer.id}/payment-methods`, { key: acct.key, body: { processor_token: "pm_card_chargeDeclined" } });
+    expect(declining.status, declining.text).toBe(201);
+    const db = faultyD1(env.DB, { kind: "commit_then_throw", when: paysIn });
+    const lost = await payThrough(db, { payment_method: declining.body.id });
+    expect(db.fired).toHaveLength(1);
+    expectError(lost, 402, "card_error", "card_declined");
+    expect(await countRows("payments", "id = ? AND status = 'failed'", lost.body.error.payment_id)).toBe(1);
+  });
+
   it("the batch failed before it committed: 500 outcome_unknown with no internals, and the retry makes the payment once", async () => {
     const { acct, payThrough, pay } = await setup();
     const db = faultyD1(env.DB, { kind: "fail_before_commit", when: paysIn });
