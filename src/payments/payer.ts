@@ -3,13 +3,21 @@
 // user and to the card, each scoped to the caller's account and mode). A claim-first request reads
 // it in the same batch as its Idempotency-Key's claim (src/middleware/idempotency.ts, claimReads):
 // the claim and the payer cost one round trip, and the charge still comes after the claim.
+//
+// A test-mode payment with a saved card may take its payer from this isolate's memory instead
+// (rememberPayer, cachedPayer): the payment's own batch then carries payerStillAsRead, which aborts
+// it (PAYER_CHANGED) unless the user and card are still there, of this account and mode, the card
+// the user's and attached, as they were read. So the memory only ever saves the read: a request
+// it would let through that the read would refuse writes nothing, and is read again.
 import type { Context } from "hono";
 import { and, eq, sql } from "drizzle-orm";
 import type { AppEnv } from "../context";
 import type { Statement } from "../db/batch";
 import { paymentMethods, users } from "../db/schema";
 import { callerPlaceholders, callerValues, liveKeyIs, liveKeyTable, ownedBy } from "../db/scope";
-import { preparedBy } from "../db/prepared";
+import { preparedBy, preparedRaw } from "../db/prepared";
+import { BATCH_GUARD_SQL } from "../db/batch";
+import type { Tenant } from "../db/scope";
 import { hasPrefix } from "../domain/ids";
 import type { CardBrand } from "../domain/cards";
 import { invalidRequest, notFound } from "../lib/errors";
@@ -107,4 +115,58 @@ export async function readPayer(c: Context<AppEnv>, ids: PayerIds, preread?: Pay
       fingerprint: row.cardFingerprint!,
     },
   };
+}
+
+/** Guard reason: the payer is no longer as it was read (a user or card gone, moved, detached, changed). */
+export const PAYER_CHANGED = "payer_changed";
+
+/**
+ * The guard of a payment's batch: the user (of this account and mode, with the email the payment's
+ * event names) and the saved card (the same account and mode, the user's, attached, with the token
+ * that was charged) are still as they were read. Prepared once per isolate.
+ */
+const payerGuard = preparedRaw(() =>
+  BATCH_GUARD_SQL(
+    PAYER_CHANGED,
+    sql`EXISTS (SELECT 1 FROM ${users} JOIN ${paymentMethods} ON ${paymentMethods.id} = ${sql.placeholder("cardId")} AND ${paymentMethods.userId} = ${users.id}
+      AND ${paymentMethods.accountId} = ${users.accountId} AND ${paymentMethods.livemode} = ${users.livemode}
+      AND ${paymentMethods.detachedAt} IS NULL AND ${paymentMethods.processorToken} = ${sql.placeholder("token")}
+      WHERE ${users.id} = ${sql.placeholder("userId")} AND ${users.accountId} = ${sql.placeholder("accountId")} AND ${users.livemode} = ${sql.placeholder("livemode")}
+      AND ${users.email} = ${sql.placeholder("email")})`,
+  ),
+);
+
+/** The statement that aborts a batch with PAYER_CHANGED unless `payer` (with its saved card) is still as read. */
+export const payerStillAsRead = (c: Context<AppEnv>, payer: Payer & { saved: SavedCard }): Statement =>
+  payerGuard(c.var.db).with({
+    accountId: c.var.auth.accountId,
+    livemode: c.var.auth.livemode ? 1 : 0,
+    userId: payer.user.id,
+    email: payer.user.email,
+    cardId: payer.saved.id,
+    token: payer.saved.token,
+  });
+
+/**
+ * Payers read in this isolate, by account, mode, user and card: what a saved card's payment takes
+ * from memory (never trusted alone: its batch carries payerStillAsRead). Bounded: the oldest entry
+ * goes first.
+ */
+const rememberedPayers = new Map<string, Payer & { saved: SavedCard }>();
+const REMEMBERED_PAYERS = 1000;
+const payerKey = (tenant: Tenant, ids: PayerIds) => `${tenant.accountId}:${tenant.livemode ? "live" : "test"}:${ids.userId}:${ids.cardId ?? ""}`;
+
+export function cachedPayer(tenant: Tenant, ids: PayerIds): (Payer & { saved: SavedCard }) | undefined {
+  return rememberedPayers.get(payerKey(tenant, ids));
+}
+
+export function rememberPayer(tenant: Tenant, ids: PayerIds, payer: Payer & { saved: SavedCard }): void {
+  const key = payerKey(tenant, ids);
+  rememberedPayers.delete(key);
+  if (rememberedPayers.size >= REMEMBERED_PAYERS) rememberedPayers.delete(rememberedPayers.keys().next().value!);
+  rememberedPayers.set(key, payer);
+}
+
+export function forgetPayer(tenant: Tenant, ids: PayerIds): void {
+  rememberedPayers.delete(payerKey(tenant, ids));
 }

@@ -2,7 +2,7 @@
 // that turns a refused field into the error shape, and a route factory that gives every route its
 // security, its errors, its scope check and its strict input.
 import { createRoute, z, type Hook, type RouteConfig } from "@hono/zod-openapi";
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../context";
 import { invalidRequest } from "../lib/errors";
@@ -95,9 +95,11 @@ type Options = Omit<RouteConfig, "security"> & {
   acceptForm?: boolean;
   /**
    * Money moves at the processor before this route's batch commits: its Idempotency-Key is
-   * claimed before it runs. Other routes record the key in their own batch (one round trip).
+   * claimed before it runs. Other routes record the key in their own batch (one round trip). A
+   * function decides per request (after the credential and the body are read): POST /payments
+   * claims first except for a test-mode saved card, whose outcome the batch itself records.
    */
-  claimFirst?: boolean;
+  claimFirst?: boolean | ((c: Context<AppEnv>) => boolean);
   /** With claimFirst: reads made in the same batch as the key's claim (ClaimReads, src/middleware/idempotency.ts). */
   claimReads?: ClaimReads;
   /**
@@ -167,6 +169,14 @@ const releaseMoneyClaim = createMiddleware<AppEnv>(async (c, next) => {
   }
 });
 
+/** The idempotency middleware of a route: claim-first, in-batch, or chosen per request. */
+function keyMiddleware(claimFirst: boolean | ((c: Context<AppEnv>) => boolean), claimReads: ClaimReads | undefined): MiddlewareHandler<AppEnv> {
+  if (typeof claimFirst === "boolean") return idempotency({ claimFirst, claimReads });
+  const first = idempotency({ claimFirst: true, claimReads });
+  const inBatch = idempotency({ claimFirst: false });
+  return createMiddleware<AppEnv>((c, next) => (claimFirst(c) ? first(c, next) : inBatch(c, next)));
+}
+
 /** A documented route: bearer security, the shared error answers, and its scope check. */
 export function apiRoute<R extends Options>(options: R) {
   const { scope, extraErrors = [], public: isPublic, acceptForm, claimFirst = false, claimReads, ignoreUnknownParameters = false, ...config } = options;
@@ -188,7 +198,7 @@ export function apiRoute<R extends Options>(options: R) {
     ...(scope ? [requireScope(scope)] : []),
     ...(write ? [jsonBody({ allowForm: acceptForm, cardFields: documentedCardFields(config.request?.body) })] : []),
     ...(write && !config.request?.body && !ignoreUnknownParameters ? [noBody] : []),
-    ...(write && !isPublic ? [idempotency({ claimFirst, claimReads })] : []),
+    ...(write && !isPublic ? [keyMiddleware(claimFirst, claimReads)] : []),
     ...(claimFirst ? [releaseMoneyClaim] : []),
     ...((config.middleware as MiddlewareHandler[] | undefined) ?? []),
   ];

@@ -63,6 +63,20 @@ export function assertKeyClaimedFirst(c: Context<AppEnv>): void {
  */
 export function firstChargeReference(c: Context<AppEnv>): string | undefined {
   assertKeyClaimedFirst(c);
+  return keyedReference(c);
+}
+
+/**
+ * The same reference for a test-mode charge whose outcome is recorded in the batch that records its
+ * key (the sandbox answers in the request and moves no money): unique per use of the key, as the
+ * batch that records both is the only one that can commit under it.
+ */
+export function inBatchChargeReference(c: Context<AppEnv>): string | undefined {
+  if (c.var.auth.livemode) throw new Error(`${c.req.method} ${c.req.routePath}: live money is charged under a claimed key only`);
+  return keyedReference(c);
+}
+
+function keyedReference(c: Context<AppEnv>): string | undefined {
   const claim = c.var.idempotency;
   const { accountId, livemode } = c.var.auth;
   return claim ? `${accountId}${livemode ? ":live" : ""}:idempotency:${claim.key}:${claim.since}` : undefined;

@@ -423,8 +423,8 @@ describe("a saved card (payment_method pmt_…)", () => {
     expect(expectError(await payWith(detached.id), 400, "invalid_request_error", "payment_method_detached").param).toBe("payment_method");
     expect(await countRows("payments", "account_id = ?", acct.id)).toBe(before);
   });
-  // With an Idempotency-Key the user and the card are read in one statement, in the key's claim's
-  // own batch (src/payments/payer.ts): each answer is still the one the separate reads gave.
+  // The user and the card are read in one statement (src/payments/payer.ts; in live mode in the
+  // key's claim's own batch): each answer is still the one the separate reads gave.
   it("with an Idempotency-Key: the user and card read with the claim answer each error as before, and free the key", async () => {
     const before = await countRows("payments", "account_id = ?", acct.id);
     const visa = await save("pm_card_visa");
@@ -465,7 +465,9 @@ describe("a saved card (payment_method pmt_…)", () => {
     expect(await countRows("payments", "account_id = ?", acct.id)).toBe(before + cases.length);
   });
 
-  it("with an Idempotency-Key, a saved card's payment costs two round trips: the claim with the user and card, then the batch", async () => {
+  // In test mode the first payment with a card in this isolate: the payer's read, then the batch
+  // that records the key; the next is one round trip (test/payments/saved-card-one-trip.test.ts).
+  it("with an Idempotency-Key, a saved card's first payment in this isolate costs two round trips: the user and card, then the batch", async () => {
     const visa = await save("pm_card_visa");
     const body = { amount: 1500, currency: "usd", user_id: customer.id, payment_method: visa.id };
     const res = await call("/payments", { key: acct.key, idempotencyKey: "payer-round-trips", body });
