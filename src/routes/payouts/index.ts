@@ -2,10 +2,10 @@
 // read, and cancel while the payout has not been handed to the processor.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, sql } from "drizzle-orm";
-import { guard, guardExists, type Statement } from "../../db/batch";
-import { insertRow } from "../../db/prepared";
+import { BATCH_GUARD_SQL, guard, guardExists, type Statement } from "../../db/batch";
+import { insertRow, preparedRaw } from "../../db/prepared";
 import { payouts, users } from "../../db/schema";
-import { owned, ownedBy } from "../../db/scope";
+import { callerPlaceholders, callerValues, owned, ownedBy } from "../../db/scope";
 import { PAYOUT_NEEDS_RECIPIENT, versionAtLeast } from "../../domain/api-versions";
 import { hasPrefix, newId } from "../../domain/ids";
 import { clock, isoDate, isoTime } from "../../lib/clock";
@@ -87,6 +87,14 @@ const PAYOUT_MISSING = "payout_missing";
 const PAYOUT_NOT_PENDING = "payout_not_pending";
 const PAYOUT_BEING_SENT = "payout_being_sent";
 
+/** The recipient is a user of the caller's account and mode when the batch runs; prepared once per isolate. */
+const recipientGuard = preparedRaw(() =>
+  BATCH_GUARD_SQL(
+    RECIPIENT_MISSING,
+    sql`EXISTS (SELECT 1 FROM ${users} WHERE ${and(ownedBy(users, callerPlaceholders), eq(users.id, sql.placeholder("recipientId")))})`,
+  ),
+);
+
 export function registerPayouts(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async function createPayout(c) {
     const { db, auth } = c.var;
@@ -151,9 +159,7 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
     const statements: Statement[] = [];
     // The recipient is checked inside the batch: no extra round trip, and no gap to race.
     if (recipientId !== null) {
-      statements.push(
-        guardExists(db, RECIPIENT_MISSING, users, and(ownedBy(users, auth), eq(users.id, recipientId))),
-      );
+      statements.push(recipientGuard(db).with({ ...callerValues(auth), recipientId }));
     }
     statements.push(insertRow(db, payouts, row));
     await commit(
