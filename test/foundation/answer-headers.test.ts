@@ -52,6 +52,20 @@ describe("answer headers on the shared request path", () => {
     expect(payout.built).toBe(1);
   });
 
+  it("an answer in an older API version is rebuilt in its shape once, keeping every header", async () => {
+    const acct = await signup("Acme", { apiVersion: "2026-11-22" });
+    const user = await createUser(acct);
+    await warm(acct.key);
+    const read = await responsesBuiltBy(() => call(`/api/users/${user.id}`, { key: acct.key }));
+    expect(read.result.status).toBe(200);
+    expect(read.result.headers.get("tender-version")).toBe("2026-11-22");
+    expect(read.result.headers.get("content-type")).toMatch(/^application\/json/);
+    for (const header of ["request-id", "tender-consistency", "tender-shard"]) expect(read.result.headers.get(header), header).toBeTruthy();
+    expect(read.result.body).toMatchObject({ id: user.id, object: "user" });
+    // The route's answer, then the one in the older shape.
+    expect(read.built).toBe(2);
+  });
+
   it("an error answer (404, 401) carries the request id and the shared headers, built once", async () => {
     const acct = await signup("Acme", { apiVersion: CURRENT_API_VERSION });
     await warm(acct.key);
