@@ -8,10 +8,19 @@ import { createUser, warm } from "../support/fixtures";
 import { CARDS } from "../support/cards";
 
 const NativeResponse = globalThis.Response;
+const NativeTextDecoder = globalThis.TextDecoder;
 let built = 0;
+let decoders = 0;
 /** Counts the Responses constructed while `work` runs (the Worker shares this isolate's globals). */
 async function responsesBuiltBy<T>(work: () => Promise<T>): Promise<{ result: T; built: number }> {
   built = 0;
+  decoders = 0;
+  globalThis.TextDecoder = new Proxy(NativeTextDecoder, {
+    construct(target, args, newTarget) {
+      if (!new Error().stack?.includes("vitest-plugin")) decoders++;
+      return Reflect.construct(target, args, newTarget === globalThis.TextDecoder ? target : newTarget);
+    },
+  });
   globalThis.Response = new Proxy(NativeResponse, {
     construct(target, args, newTarget) {
       // The test harness's own Responses (vitest's runner) are not the Worker's.
@@ -24,10 +33,12 @@ async function responsesBuiltBy<T>(work: () => Promise<T>): Promise<{ result: T;
     return { result, built };
   } finally {
     globalThis.Response = NativeResponse;
+    globalThis.TextDecoder = NativeTextDecoder;
   }
 }
 afterEach(() => {
   globalThis.Response = NativeResponse;
+  globalThis.TextDecoder = NativeTextDecoder;
 });
 
 describe("answer headers on the shared request path", () => {
@@ -50,6 +61,8 @@ describe("answer headers on the shared request path", () => {
     expect(payout.result.status).toBe(201);
     for (const header of ["request-id", "tender-consistency", "tender-shard", "tender-version"]) expect(payout.result.headers.get(header), header).toBeTruthy();
     expect(payout.built).toBe(1);
+    // Its JSON body is decoded by the module's one TextDecoder, not a new one per request.
+    expect(decoders).toBe(0);
   });
 
   it("an answer in an older API version is rebuilt in its shape once, keeping every header", async () => {
