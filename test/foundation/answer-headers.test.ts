@@ -7,38 +7,40 @@ import { CURRENT_API_VERSION } from "../../src/domain/api-versions";
 import { createUser, warm } from "../support/fixtures";
 import { CARDS } from "../support/cards";
 
-const NativeResponse = globalThis.Response;
-const NativeTextDecoder = globalThis.TextDecoder;
+/** The globals the Worker constructs its answers and decoders from. */
+const globals = globalThis as unknown as { Response: typeof Response; TextDecoder: typeof TextDecoder };
+const NativeResponse = globals.Response;
+const NativeTextDecoder = globals.TextDecoder;
 let built = 0;
 let decoders = 0;
 /** Counts the Responses constructed while `work` runs (the Worker shares this isolate's globals). */
 async function responsesBuiltBy<T>(work: () => Promise<T>): Promise<{ result: T; built: number }> {
   built = 0;
   decoders = 0;
-  globalThis.TextDecoder = new Proxy(NativeTextDecoder, {
+  globals.TextDecoder = new Proxy(NativeTextDecoder, {
     construct(target, args, newTarget) {
       if (!new Error().stack?.includes("vitest-plugin")) decoders++;
-      return Reflect.construct(target, args, newTarget === globalThis.TextDecoder ? target : newTarget);
+      return Reflect.construct(target, args, newTarget === globals.TextDecoder ? target : newTarget);
     },
   });
-  globalThis.Response = new Proxy(NativeResponse, {
+  globals.Response = new Proxy(NativeResponse, {
     construct(target, args, newTarget) {
       // The test harness's own Responses (vitest's runner) are not the Worker's.
       if (!new Error().stack?.includes("vitest-plugin")) built++;
-      return Reflect.construct(target, args, newTarget === globalThis.Response ? target : newTarget);
+      return Reflect.construct(target, args, newTarget === globals.Response ? target : newTarget);
     },
   });
   try {
     const result = await work();
     return { result, built };
   } finally {
-    globalThis.Response = NativeResponse;
-    globalThis.TextDecoder = NativeTextDecoder;
+    globals.Response = NativeResponse;
+    globals.TextDecoder = NativeTextDecoder;
   }
 }
 afterEach(() => {
-  globalThis.Response = NativeResponse;
-  globalThis.TextDecoder = NativeTextDecoder;
+  globals.Response = NativeResponse;
+  globals.TextDecoder = NativeTextDecoder;
 });
 
 describe("answer headers on the shared request path", () => {
