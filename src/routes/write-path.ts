@@ -154,6 +154,8 @@ export async function commit(
   // Under a claim the processor has been called (a capture, a cancel): what it did is recorded
   // whatever became of the key meanwhile (a move pauses it and waits for the claim), as moved money is.
   const guarded = !options.moneyMoved && !claimed;
+  // A keyGuard carries the route's own precondition: a batch that skips the key's check must not drop it.
+  if (options.keyGuard && !guarded) throw new Error("commit(): keyGuard is for a batch that checks the caller's key");
   // Money the processor moved is recorded whatever happened to the key meanwhile, but only where
   // the account lives (a move may have switched it away while the processor answered) and, under
   // a claim, only against the connection it went through; the claim ends in the same batch.
