@@ -37,6 +37,9 @@ function nestsDeeperThan(text: string, max: number): boolean {
   return false;
 }
 
+/** One decoder for every body: decode() without `stream` keeps no state between calls. */
+const utf8 = new TextDecoder();
+
 const tooLarge = (limit = MAX_BODY_BYTES) =>
   new ApiError(413, "invalid_request_error", "body_too_large", `The request body is larger than ${limit} bytes.`);
 
@@ -48,7 +51,7 @@ export async function readLimited(request: Request, limit = MAX_BODY_BYTES): Pro
   if (request.headers.has("content-length")) {
     const bytes = await request.arrayBuffer();
     if (bytes.byteLength > limit) throw tooLarge(limit);
-    return new TextDecoder().decode(bytes);
+    return utf8.decode(bytes);
   }
   const reader = request.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -69,7 +72,7 @@ export async function readLimited(request: Request, limit = MAX_BODY_BYTES): Pro
     bytes.set(chunk, offset);
     offset += chunk.byteLength;
   }
-  return new TextDecoder().decode(bytes);
+  return utf8.decode(bytes);
 }
 
 function refuseDecimalAmounts(body: unknown) {

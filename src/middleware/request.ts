@@ -40,17 +40,33 @@ export const requestContext = createMiddleware<AppEnv>(async (c, next) => {
   // The database (the account's shard, src/db/shards.ts) is chosen once the credential is known.
   const sessions = new Sessions(WRITES.has(c.req.method) ? "first-primary" : (bookmark ?? "first-unconstrained"));
   await countingInto(counter, next, sessions);
+  // The headers go on the answer the route built. Hono's c.header() after the handler copies the
+  // whole Response (its body and every header) on each call, three or four copies per request;
+  // only an answer whose headers cannot change (one passed through from a fetch) is copied so.
+  const answer = c.res.headers;
+  let mutable = true;
+  const set = (name: string, value: string) => {
+    if (mutable) {
+      try {
+        answer.set(name, value);
+        return;
+      } catch {
+        mutable = false;
+      }
+    }
+    c.header(name, value);
+  };
   const reached = sessions.bookmarkOf(c.env.DB);
-  if (reached) c.header(CONSISTENCY_HEADER, reached);
-  c.header(REQUEST_ID_HEADER, c.var.requestId);
+  if (reached) set(CONSISTENCY_HEADER, reached);
+  set(REQUEST_ID_HEADER, c.var.requestId);
   if (development) {
-    if (c.env.SHARD !== undefined) c.header(SHARD_HEADER, String(c.env.SHARD));
+    if (c.env.SHARD !== undefined) set(SHARD_HEADER, String(c.env.SHARD));
     if (c.req.header(D1_USAGE_HEADER) !== undefined) {
-      c.header("Tender-D1-Round-Trips", String(counter.count));
-      c.header("Tender-D1-Rows-Read", String(counter.rowsRead));
-      c.header("Tender-D1-Rows-Written", String(counter.rowsWritten));
-      c.header("Tender-D1-Statements-Built", String(counter.statementsBuilt));
+      set("Tender-D1-Round-Trips", String(counter.count));
+      set("Tender-D1-Rows-Read", String(counter.rowsRead));
+      set("Tender-D1-Rows-Written", String(counter.rowsWritten));
+      set("Tender-D1-Statements-Built", String(counter.statementsBuilt));
     }
   }
-  else c.header("Strict-Transport-Security", "max-age=63072000; includeSubDomains; preload");
+  else set("Strict-Transport-Security", "max-age=63072000; includeSubDomains; preload");
 });

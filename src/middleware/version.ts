@@ -24,8 +24,12 @@ export const apiVersion = createMiddleware<AppEnv>(async (c, next) => {
   c.set("apiVersion", version);
   await next();
   if (version !== CURRENT_API_VERSION && c.res.status < 300 && c.res.headers.get("content-type")?.startsWith("application/json")) {
-    const body = answerForVersion(await c.res.clone().json(), version);
-    c.res = new Response(JSON.stringify(body), { status: c.res.status, headers: c.res.headers });
+    // The route's answer is replaced whole: its body read once (not a copy of it), and the new
+    // answer, which takes its headers, set as it is (Hono's setter would copy it and its headers again).
+    const answered = c.res;
+    const body = answerForVersion(await answered.json(), version);
+    c.res = undefined;
+    c.res = new Response(JSON.stringify(body), { status: answered.status, headers: answered.headers });
   }
   c.res.headers.set(VERSION_HEADER, version);
 });

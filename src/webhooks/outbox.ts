@@ -7,7 +7,7 @@
 import { type SQL, and, eq, isNotNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client";
 import { type FailureMap, rawStatement, runBatch, type Statement } from "../db/batch";
-import { preparedRaw } from "../db/prepared";
+import { preparedRaw, preparedRawBy } from "../db/prepared";
 import { type Tenant, livemodeJsonSql, ownedBy } from "../db/scope";
 import { events, subscriptions, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import { subscriptionAnswer } from "../billing/subscription-answer";
@@ -248,23 +248,30 @@ export function emitEvent(db: Db, tenant: Tenant, spec: EventSpec, at: number): 
  * each takes the next place among its object's events and in its account's feed (the MAX before
  * the statement plus its rank within it: SQLite reads the whole SELECT before it inserts, as it
  * reads the table it inserts into), and its payload is built as each event's own insert builds it.
- * Prepared once per isolate, with every registered data source.
+ * Prepared once per isolate for each set of data sources a run reads (`sources`: their names,
+ * sorted and joined by commas): its SQL holds only their branches. With every registered source's,
+ * it was some 14,000 characters, sent to D1 and parsed there with every write that emits an event.
  */
-const preparedEventRows = preparedRaw(() => {
+const preparedEventRows = preparedRawBy((sources: string) => {
   sourcesSealed = true;
+  const read = sources.split(",");
   const column = (name: keyof EventRow) => sql.raw(`json_extract(j.value, '$.${name}') AS ${name}`);
   const objectId = sql.raw("r.object_id");
-  const sources = [...dataSources.keys()].map((name) => sql`WHEN ${sql.raw(`'${name}'`)} THEN ${sourceData(name, objectId)}`);
-  const data = sql`CASE r.source WHEN 'json' THEN json(r.data) ${sql.join(sources, sql` `)} END`;
+  const branches = read.filter((name) => dataSources.has(name)).map((name) => sql`WHEN ${sql.raw(`'${name}'`)} THEN ${sourceData(name, objectId)}`);
+  const data = sql`CASE r.source WHEN 'json' THEN json(r.data) ${sql.join(branches, sql` `)} END`;
   const mode = livemodeJsonSql(sql.raw("r.livemode"));
+  const envelope = envelopeSql(sql.raw("r.id"), sql.raw("r.type"), data, sql.raw("r.created_at"), objectId, sql.raw("r.seq"), mode);
+  const payload = read.includes("subscription")
+    ? sql`CASE WHEN r.source = 'subscription'
+        THEN json_object('id', r.id, 'type', r.type, 'data', ${subscriptionData(objectId)}, 'created_at', r.created_at, 'object_id', r.object_id, 'sequence', r.seq, 'livemode', ${mode},
+          'event', r.type, 'subscription_id', r.object_id, 'status', r.status, 'timestamp', r.created_at)
+        ELSE ${envelope}
+      END`
+    : envelope;
   return sql`
     INSERT INTO ${events} (id, account_id, livemode, type, payload, object_id, sequence, feed_position, created_at)
     SELECT r.id, r.account_id, r.livemode, r.type,
-      CASE WHEN r.source = 'subscription'
-        THEN json_object('id', r.id, 'type', r.type, 'data', ${subscriptionData(objectId)}, 'created_at', r.created_at, 'object_id', r.object_id, 'sequence', r.seq, 'livemode', ${mode},
-          'event', r.type, 'subscription_id', r.object_id, 'status', r.status, 'timestamp', r.created_at)
-        ELSE ${envelopeSql(sql.raw("r.id"), sql.raw("r.type"), data, sql.raw("r.created_at"), objectId, sql.raw("r.seq"), mode)}
-      END,
+      ${payload},
       r.object_id, r.seq, r.feed, r.created_at
     FROM (
       SELECT x.*,
@@ -278,8 +285,9 @@ const preparedEventRows = preparedRaw(() => {
     ORDER BY r.k`;
 });
 
-/** The statement of a run: its rows as a JSON array (each row's JSON text, as encoded). */
-const eventRowsInsert = (db: Db, rows: string[]): Statement => preparedEventRows(db).with({ rows: `[${rows.join(",")}]` });
+/** The statement of a run: its rows as a JSON array (each row's JSON text, as encoded), and the data sources they read. */
+const eventRowsInsert = (db: Db, rows: string[], sources: Set<string>): Statement =>
+  preparedEventRows(db, [...sources].sort().join(",")).with({ rows: `[${rows.join(",")}]` });
 
 /**
  * Characters of encoded rows one run takes (a longer run is split): D1 takes a bound string of at
@@ -397,10 +405,12 @@ export async function commitWrites(
   // Consecutive events written as rows share one statement; an event with its own statements
   // ends the run, so every event keeps its place in the batch's order.
   let run: string[] = [];
+  let runSources = new Set<string>();
   let runChars = 0;
   const endRun = () => {
-    if (run.length > 0) all.push(eventRowsInsert(deps.db, run));
+    if (run.length > 0) all.push(eventRowsInsert(deps.db, run, runSources));
     run = [];
+    runSources = new Set();
     runChars = 0;
   };
   for (const event of writes.events ?? []) {
@@ -409,6 +419,7 @@ export async function commitWrites(
       const encoded = JSON.stringify(event.row);
       if (runChars + encoded.length + 1 > MAX_RUN_CHARS) endRun();
       run.push(encoded);
+      runSources.add(event.row.source);
       runChars += encoded.length + 1;
       continue;
     }

@@ -55,6 +55,28 @@ describe("prepared statements on the hot paths", () => {
     }
   });
 
+  it("a payout to a recipient (the bench's request floor) builds no statement once warm, and its recipient is still checked in the batch", async () => {
+    const acct = await signup();
+    const user = await createUser(acct);
+    const other = await createUser(await signup("Other"));
+    await warm(acct.key);
+    for (const round of [1, 2]) {
+      const payout = await call("/payout", { key: acct.key, body: { ...PAYOUT, recipient_id: user.id }, idempotencyKey: `prep-recipient-${round}` });
+      expect(payout.status, payout.text).toBe(201);
+      expect(payout.body.recipient_id).toBe(user.id);
+      if (round === 2) {
+        expect(built(payout)).toBe(0);
+        expect(roundTrips(payout)).toBe(1);
+      }
+    }
+    // Another account's user is not a recipient of this one: 404 from the batch's guard, nothing written.
+    const foreign = await call("/payout", { key: acct.key, body: { ...PAYOUT, recipient_id: other.id }, idempotencyKey: "prep-recipient-foreign" });
+    expect(foreign.status).toBe(404);
+    expect(foreign.body.error).toMatchObject({ code: "resource_missing", param: "recipient_id" });
+    const listed = await call(`/payouts?recipient_id=${other.id}`, { key: acct.key });
+    expect(listed.body.data).toEqual([]);
+  });
+
   it("an uncached API key is looked up with a prepared statement", async () => {
     const acct = await signup();
     await warm(acct.key);

@@ -2,10 +2,10 @@
 // read, and cancel while the payout has not been handed to the processor.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { and, eq, sql } from "drizzle-orm";
-import { guard, guardExists, type Statement } from "../../db/batch";
-import { insertRow } from "../../db/prepared";
+import { guard, guardExists } from "../../db/batch";
+import { insertRow, preparedRaw } from "../../db/prepared";
 import { payouts, users } from "../../db/schema";
-import { owned, ownedBy } from "../../db/scope";
+import { CREDENTIAL_REVOKED, callerPlaceholders, callerValues, liveCredential, owned, ownedBy } from "../../db/scope";
 import { PAYOUT_NEEDS_RECIPIENT, versionAtLeast } from "../../domain/api-versions";
 import { hasPrefix, newId } from "../../domain/ids";
 import { clock, isoDate, isoTime } from "../../lib/clock";
@@ -87,6 +87,17 @@ const PAYOUT_MISSING = "payout_missing";
 const PAYOUT_NOT_PENDING = "payout_not_pending";
 const PAYOUT_BEING_SENT = "payout_being_sent";
 
+/**
+ * The first statement of a payout's batch when it names a recipient: the caller's key is live (as
+ * credentialGuard checks, and refused first) and the recipient is a user of the caller's account
+ * and mode, both when the batch runs, in one statement. Prepared once per isolate.
+ */
+const keyAndRecipientGuard = preparedRaw(() => {
+  const live = liveCredential(callerPlaceholders);
+  const recipient = sql`EXISTS (SELECT 1 FROM ${users} WHERE ${and(ownedBy(users, callerPlaceholders), eq(users.id, sql.placeholder("recipientId")))})`;
+  return sql`INSERT INTO batch_guards (reason) SELECT CASE WHEN ${live} THEN ${RECIPIENT_MISSING} ELSE ${CREDENTIAL_REVOKED} END WHERE NOT (${live} AND ${recipient})`;
+});
+
 export function registerPayouts(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async function createPayout(c) {
     const { db, auth } = c.var;
@@ -148,20 +159,17 @@ export function registerPayouts(app: OpenAPIHono<AppEnv>) {
       updatedAt: isoTime(now),
     };
     const payout = serializePayout(row);
-    const statements: Statement[] = [];
-    // The recipient is checked inside the batch: no extra round trip, and no gap to race.
-    if (recipientId !== null) {
-      statements.push(
-        guardExists(db, RECIPIENT_MISSING, users, and(ownedBy(users, auth), eq(users.id, recipientId))),
-      );
-    }
-    statements.push(insertRow(db, payouts, row));
+    // The recipient is checked inside the batch, with the caller's key: no extra round trip, no
+    // gap to race, and no statement of its own.
     await commit(
       c,
-      { statements, events: [emitEvent(db, auth, { type: "payout.created", data: payout }, now)] },
+      { statements: [insertRow(db, payouts, row)], events: [emitEvent(db, auth, { type: "payout.created", data: payout }, now)] },
       201,
       payout,
-      { failures: { [RECIPIENT_MISSING]: recipientMissing } },
+      {
+        failures: { [RECIPIENT_MISSING]: recipientMissing },
+        ...(recipientId !== null ? { keyGuard: keyAndRecipientGuard(db).with({ ...callerValues(auth), recipientId }) } : {}),
+      },
     );
     // After the answer, with other requests' (src/lib/queue.ts). A lost enqueue is not lost work:
     // the cron sweep re-enqueues stale payouts.
