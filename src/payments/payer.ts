@@ -5,7 +5,7 @@
 // the claim and the payer cost one round trip, and the charge still comes after the claim.
 //
 // A test-mode payment with a saved card may take its payer from this isolate's memory instead
-// (rememberPayer, cachedPayer): the payment's own batch then carries payerStillAsRead, which aborts
+// (rememberPayer, cachedPayer): the payment's own batch then carries keyAndPayerStillAsRead, which aborts
 // it (PAYER_CHANGED) unless the user and card are still there, of this account and mode, the card
 // the user's and attached, as they were read. So the memory only ever saves the read: a request
 // it would let through that the read would refuse writes nothing, and is read again.
@@ -14,9 +14,8 @@ import { and, eq, sql } from "drizzle-orm";
 import type { AppEnv } from "../context";
 import type { Statement } from "../db/batch";
 import { paymentMethods, users } from "../db/schema";
-import { callerPlaceholders, callerValues, liveKeyIs, liveKeyTable, ownedBy } from "../db/scope";
+import { CREDENTIAL_REVOKED, callerPlaceholders, callerValues, liveCredential, liveKeyIs, liveKeyTable, ownedBy } from "../db/scope";
 import { preparedBy, preparedRaw } from "../db/prepared";
-import { BATCH_GUARD_SQL } from "../db/batch";
 import type { Tenant } from "../db/scope";
 import { hasPrefix } from "../domain/ids";
 import type { CardBrand } from "../domain/cards";
@@ -125,22 +124,29 @@ export const PAYER_CHANGED = "payer_changed";
  * event names) and the saved card (the same account and mode, the user's, attached, with the token
  * that was charged) are still as they were read. Prepared once per isolate.
  */
-const payerGuard = preparedRaw(() =>
-  BATCH_GUARD_SQL(
-    PAYER_CHANGED,
-    sql`EXISTS (SELECT 1 FROM ${users} JOIN ${paymentMethods} ON ${paymentMethods.id} = ${sql.placeholder("cardId")} AND ${paymentMethods.userId} = ${users.id}
+const payerAsRead = () =>
+  sql`EXISTS (SELECT 1 FROM ${users} JOIN ${paymentMethods} ON ${paymentMethods.id} = ${sql.placeholder("cardId")} AND ${paymentMethods.userId} = ${users.id}
       AND ${paymentMethods.accountId} = ${users.accountId} AND ${paymentMethods.livemode} = ${users.livemode}
       AND ${paymentMethods.detachedAt} IS NULL AND ${paymentMethods.processorToken} = ${sql.placeholder("token")}
       WHERE ${users.id} = ${sql.placeholder("userId")} AND ${users.accountId} = ${sql.placeholder("accountId")} AND ${users.livemode} = ${sql.placeholder("livemode")}
-      AND ${users.email} = ${sql.placeholder("email")})`,
-  ),
-);
+      AND ${users.email} = ${sql.placeholder("email")})`;
 
-/** The statement that aborts a batch with PAYER_CHANGED unless `payer` (with its saved card) is still as read. */
-export const payerStillAsRead = (c: Context<AppEnv>, payer: Payer & { saved: SavedCard }): Statement =>
-  payerGuard(c.var.db).with({
-    accountId: c.var.auth.accountId,
-    livemode: c.var.auth.livemode ? 1 : 0,
+/**
+ * The same, with the caller's key (what credentialGuard checks, and refused first: 401 before a
+ * changed payer) in one statement: the batch's keyGuard, as the payout's recipient rides with its key.
+ */
+const keyAndPayerGuard = preparedRaw(() => {
+  const live = liveCredential(callerPlaceholders);
+  return sql`INSERT INTO batch_guards (reason) SELECT CASE WHEN ${live} THEN ${PAYER_CHANGED} ELSE ${CREDENTIAL_REVOKED} END WHERE NOT (${live} AND ${payerAsRead()})`;
+});
+
+/**
+ * The statement that aborts a batch unless the caller's key is live (CREDENTIAL_REVOKED) and `payer`
+ * (with its saved card) is still as read (PAYER_CHANGED): given to commit() as its keyGuard.
+ */
+export const keyAndPayerStillAsRead = (c: Context<AppEnv>, payer: Payer & { saved: SavedCard }): Statement =>
+  keyAndPayerGuard(c.var.db).with({
+    ...callerValues(c.var.auth),
     userId: payer.user.id,
     email: payer.user.email,
     cardId: payer.saved.id,
@@ -149,7 +155,7 @@ export const payerStillAsRead = (c: Context<AppEnv>, payer: Payer & { saved: Sav
 
 /**
  * Payers read in this isolate, by account, mode, user and card: what a saved card's payment takes
- * from memory (never trusted alone: its batch carries payerStillAsRead). Bounded: the oldest entry
+ * from memory (never trusted alone: its batch carries keyAndPayerStillAsRead). Bounded: the oldest entry
  * goes first.
  */
 const rememberedPayers = new Map<string, Payer & { saved: SavedCard }>();

@@ -1,5 +1,5 @@
 // Review by attack of the one-round-trip saved-card payment (test mode, src/payments/payer.ts's
-// memory of payers, payerStillAsRead, the key recorded in the payment's own batch). Each attack
+// memory of payers, keyAndPayerStillAsRead, the key recorded in the payment's own batch). Each attack
 // runs against a warm memory (the payer already read in this isolate) unless it says otherwise.
 import { describe, expect, it } from "vitest";
 import { env } from "../support/env";

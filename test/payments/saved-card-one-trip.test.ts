@@ -1,7 +1,7 @@
 // A test-mode payment with a saved card (issue 34's speed): once its payer was read in this
 // isolate, POST /payments is ONE D1 round trip, as POST /payout is. The payer then comes from the
 // isolate's memory (src/payments/payer.ts rememberPayer), and the payment's own batch checks that
-// it is still as read (payerStillAsRead): a card detached since, a user changed since, a key
+// it is still as read (keyAndPayerStillAsRead): a card detached since, a user changed since, a key
 // revoked since, another account's or mode's key, each answers as without the memory and writes
 // nothing. Idempotency, declines and 3-D Secure behave as on the first payment.
 import { describe, expect, it } from "vitest";
@@ -77,7 +77,7 @@ describe("a saved card's payment in test mode", () => {
   });
 });
 
-// The guard of the one-trip batch (payerStillAsRead): what the isolate remembers never lets a
+// The guard of the one-trip batch (keyAndPayerStillAsRead): what the isolate remembers never lets a
 // payment through that a fresh read would refuse, and never writes a stale fact.
 describe("a payer changed since this isolate read it", () => {
   it("a card detached since answers 400 payment_method_detached, writes nothing and frees the key", async () => {

@@ -32,8 +32,8 @@ import {
   type PayerPreread,
   cachedPayer,
   forgetPayer,
+  keyAndPayerStillAsRead,
   payerStatement,
-  payerStillAsRead,
   readPayer,
   rememberPayer,
 } from "../../payments/payer";
@@ -149,7 +149,7 @@ export function registerCreatePayment(app: OpenAPIHono<AppEnv>) {
  * A saved card in test mode: one round trip once its payer is known here. The sandbox decides in
  * the request (it moves no money), so the payer may come from this isolate's memory and the key is
  * recorded in the payment's own batch, which also checks that the payer is still as read
- * (payerStillAsRead). Refused so (the card detached meanwhile, the user deleted or changed), the
+ * (keyAndPayerStillAsRead). Refused so (the card detached meanwhile, the user deleted or changed), the
  * batch wrote nothing: the payer is read afresh, answering as the read answers (404, 400
  * payment_method_detached), and the payment is made again from what it says.
  */
@@ -166,8 +166,8 @@ async function payWithSavedCardInTestMode(c: Context<AppEnv>, body: CreateBody, 
         processor,
         id,
         reference: inBatchChargeReference(c) ?? id,
-        guards: [payerStillAsRead(c, payer)],
-        options: { failures: { [CHARGE_RECORDED]: idempotencyClaimLost, [PAYER_CHANGED]: payerChanged } },
+        guards: [],
+        options: { keyGuard: keyAndPayerStillAsRead(c, payer), failures: { [CHARGE_RECORDED]: idempotencyClaimLost, [PAYER_CHANGED]: payerChanged } },
       });
     } catch (error) {
       if (!(error instanceof ApiError && error.code === "payer_changed") || attempt === PAYER_TRIES) throw error;
