@@ -4,8 +4,7 @@
 // page offers to continue that payment's challenge, never a second charge; Complete makes the
 // invoice paid (the subscription active), Fail makes it void (incomplete_expired) and the page 410.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { exports } from "cloudflare:workers";
-import { BASE, type Account, call, signup } from "../support/http";
+import { BASE, type Account, browse, call, signup } from "../support/http";
 import { createPlan, createUser, getSubscription } from "../support/fixtures";
 import { CARDS, captureLogs, cardFields, expectNoCardData, sentCvvs, sentPans } from "../support/cards";
 
@@ -25,15 +24,6 @@ afterAll(async () => {
   logs.restore();
 });
 
-/** A browser request to a page: no key; a form is posted form-encoded; redirects are not followed. */
-async function browse(url: string, form?: Record<string, string>) {
-  const res = await exports.default.fetch(url.startsWith("http") ? url : `${BASE}${url}`, {
-    method: form ? "POST" : "GET",
-    redirect: "manual",
-    ...(form ? { body: new URLSearchParams(form), headers: { "content-type": "application/x-www-form-urlencoded" } } : {}),
-  });
-  return { status: res.status, text: await res.text(), location: res.headers.get("location") };
-}
 
 interface Incomplete {
   sub: string;

@@ -2,8 +2,7 @@
 // outcomes and secrets, each meant to break src/billing/invoice-payments.ts and its page.
 import { env } from "../support/env";
 import { afterAll, describe, expect, it } from "vitest";
-import { exports } from "cloudflare:workers";
-import { BASE, type Account, call, signup } from "../support/http";
+import { BASE, type Account, browse, call, signup } from "../support/http";
 import { createPlan, createUser, getSubscription, subscribed } from "../support/fixtures";
 import { CARDS, captureLogs, expectNoCardData, sentCvvs, sentPans } from "../support/cards";
 import { eventsOf } from "../support/db";
@@ -20,14 +19,6 @@ afterAll(async () => {
   logs.restore();
 });
 
-async function browse(url: string, form?: Record<string, string>, headers: Record<string, string> = {}) {
-  const res = await exports.default.fetch(url.startsWith("http") ? url : `${BASE}${url}`, {
-    method: form ? "POST" : "GET",
-    redirect: "manual",
-    ...(form ? { body: new URLSearchParams(form), headers: { "content-type": "application/x-www-form-urlencoded", ...headers } } : { headers }),
-  });
-  return { status: res.status, text: await res.text(), headers: res.headers, location: res.headers.get("location") };
-}
 
 function card(pan: string) {
   sentPans.add(pan);

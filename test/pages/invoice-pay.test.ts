@@ -6,7 +6,7 @@
 import { env } from "../support/env";
 import { afterAll, describe, expect, it } from "vitest";
 import { exports } from "cloudflare:workers";
-import { BASE, type Account, call, signup } from "../support/http";
+import { BASE, type Account, browse, call, signup } from "../support/http";
 import { createPlan, createUser, getSubscription, subscribed } from "../support/fixtures";
 import { CARDS, captureLogs, expectNoCardData, sentCvvs, sentPans } from "../support/cards";
 import { eventsOf } from "../support/db";
@@ -22,15 +22,6 @@ afterAll(async () => {
   logs.restore();
 });
 
-/** A browser request to a page: no key; a form is posted form-encoded; redirects are not followed. */
-async function browse(url: string, form?: Record<string, string>) {
-  const res = await exports.default.fetch(url.startsWith("http") ? url : `${BASE}${url}`, {
-    method: form ? "POST" : "GET",
-    redirect: "manual",
-    ...(form ? { body: new URLSearchParams(form), headers: { "content-type": "application/x-www-form-urlencoded" } } : {}),
-  });
-  return { status: res.status, text: await res.text(), headers: res.headers, location: res.headers.get("location") };
-}
 
 /** The page's card form, filled in (the PAN and CVV recorded: none may be found anywhere afterwards). */
 function card(pan: string) {

@@ -154,3 +154,16 @@ export function expectErrorShape(res: CallResult, context: string) {
 export function expectWwwAuthenticate(res: CallResult) {
   expect(res.headers.get("www-authenticate")).toMatch(/^Bearer\b/);
 }
+
+/**
+ * A browser's request to a hosted page: no key; a form is posted form-encoded; redirects are not
+ * followed (their Location is given).
+ */
+export async function browse(url: string, form?: Record<string, string>, headers: Record<string, string> = {}) {
+  const res = await exports.default.fetch(url.startsWith("http") ? url : `${BASE}${url}`, {
+    method: form ? "POST" : "GET",
+    redirect: "manual",
+    ...(form ? { body: new URLSearchParams(form), headers: { "content-type": "application/x-www-form-urlencoded", ...headers } } : { headers }),
+  });
+  return { status: res.status, text: await res.text(), headers: res.headers, location: res.headers.get("location") };
+}
