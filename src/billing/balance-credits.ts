@@ -20,6 +20,7 @@ import { isoTime } from "../lib/clock";
 import type { EmittedEvent } from "../webhooks/outbox";
 import { issueCreditNoteWrites } from "./credit-notes";
 import type { InvoiceLineInput } from "./invoices";
+import { creditLine } from "./prorations";
 
 /**
  * Whether a credit in `currency` can go to the user's balance: it holds none, or this currency (a
@@ -33,15 +34,7 @@ export function balanceTakes(user: { balance: number; currency: string | null } 
 /** The line that brings an invoice whose items took it below zero back to zero: the credit note it issues credits it. */
 export const balanceCreditLine = (id: string, amount: number, periodStart: string, periodEnd: string): InvoiceLineInput => ({
   id,
-  type: "credit",
-  description: "Credit to the customer's balance",
-  quantity: 1,
-  unitAmountDecimal: null,
-  amount,
-  proration: false,
-  discountable: false,
-  periodStart,
-  periodEnd,
+  ...creditLine("Credit to the customer's balance", amount, periodStart, periodEnd),
 });
 
 /**

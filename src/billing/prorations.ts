@@ -130,9 +130,13 @@ export const itemLine = (item: InvoiceItemRow): InvoiceLineInput => ({
 });
 
 /** The line that brings an invoice whose items took it below zero back to zero: the credit goes on to the next invoice. */
-export const carriedCreditLine = (amount: number, periodStart: string, periodEnd: string): InvoiceLineInput => ({
+export const carriedCreditLine = (amount: number, periodStart: string, periodEnd: string): InvoiceLineInput =>
+  creditLine("Credit carried to the next invoice", amount, periodStart, periodEnd);
+
+/** A credit line of `amount` (what brings an invoice back to zero), saying where the credit went. */
+export const creditLine = (description: string, amount: number, periodStart: string, periodEnd: string): InvoiceLineInput => ({
   type: "credit",
-  description: "Credit carried to the next invoice",
+  description,
   quantity: 1,
   unitAmountDecimal: null,
   amount,

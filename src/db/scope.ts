@@ -64,6 +64,17 @@ export const CREDENTIAL_REVOKED = "credential_revoked";
 
 const credentialGuardStatement = preparedRaw(() => BATCH_GUARD_SQL(CREDENTIAL_REVOKED, liveCredential(callerPlaceholders)));
 
+/**
+ * SQL for a route's keyGuard (commit() in src/routes/write-path.ts): the caller's key is live, as
+ * credentialGuard checks, and `condition` (the route's precondition, over callerPlaceholders and its
+ * own placeholders) holds, both when the batch runs, in one statement; the key is refused first
+ * (CREDENTIAL_REVOKED), then `reason`. Prepare it once per isolate (preparedRaw).
+ */
+export function keyAndConditionGuardSql(reason: string, condition: SQL): SQL {
+  const live = liveCredential(callerPlaceholders);
+  return sql`INSERT INTO batch_guards (reason) SELECT CASE WHEN ${live} THEN ${reason} ELSE ${CREDENTIAL_REVOKED} END WHERE NOT (${live} AND ${condition})`;
+}
+
 /** The first statement of every request's write batch. */
 export const credentialGuard = (db: Db, auth: Caller): Statement => credentialGuardStatement(db).with(callerValues(auth));
 

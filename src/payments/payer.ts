@@ -14,7 +14,7 @@ import { and, eq, sql } from "drizzle-orm";
 import type { AppEnv } from "../context";
 import type { Statement } from "../db/batch";
 import { paymentMethods, users } from "../db/schema";
-import { CREDENTIAL_REVOKED, callerPlaceholders, callerValues, liveCredential, liveKeyIs, liveKeyTable, ownedBy } from "../db/scope";
+import { callerPlaceholders, callerValues, keyAndConditionGuardSql, liveKeyIs, liveKeyTable, ownedBy } from "../db/scope";
 import { preparedBy, preparedRaw } from "../db/prepared";
 import type { Tenant } from "../db/scope";
 import { hasPrefix } from "../domain/ids";
@@ -135,10 +135,7 @@ const payerAsRead = () =>
  * The same, with the caller's key (what credentialGuard checks, and refused first: 401 before a
  * changed payer) in one statement: the batch's keyGuard, as the payout's recipient rides with its key.
  */
-const keyAndPayerGuard = preparedRaw(() => {
-  const live = liveCredential(callerPlaceholders);
-  return sql`INSERT INTO batch_guards (reason) SELECT CASE WHEN ${live} THEN ${PAYER_CHANGED} ELSE ${CREDENTIAL_REVOKED} END WHERE NOT (${live} AND ${payerAsRead()})`;
-});
+const keyAndPayerGuard = preparedRaw(() => keyAndConditionGuardSql(PAYER_CHANGED, payerAsRead()));
 
 /**
  * The statement that aborts a batch unless the caller's key is live (CREDENTIAL_REVOKED) and `payer`

@@ -5,7 +5,7 @@ import { and, eq, sql } from "drizzle-orm";
 import { guard, guardExists } from "../../db/batch";
 import { insertRow, preparedRaw } from "../../db/prepared";
 import { payouts, users } from "../../db/schema";
-import { CREDENTIAL_REVOKED, callerPlaceholders, callerValues, liveCredential, owned, ownedBy } from "../../db/scope";
+import { callerPlaceholders, callerValues, keyAndConditionGuardSql, owned, ownedBy } from "../../db/scope";
 import { PAYOUT_NEEDS_RECIPIENT, versionAtLeast } from "../../domain/api-versions";
 import { hasPrefix, newId } from "../../domain/ids";
 import { clock, isoDate, isoTime } from "../../lib/clock";
@@ -92,11 +92,12 @@ const PAYOUT_BEING_SENT = "payout_being_sent";
  * credentialGuard checks, and refused first) and the recipient is a user of the caller's account
  * and mode, both when the batch runs, in one statement. Prepared once per isolate.
  */
-const keyAndRecipientGuard = preparedRaw(() => {
-  const live = liveCredential(callerPlaceholders);
-  const recipient = sql`EXISTS (SELECT 1 FROM ${users} WHERE ${and(ownedBy(users, callerPlaceholders), eq(users.id, sql.placeholder("recipientId")))})`;
-  return sql`INSERT INTO batch_guards (reason) SELECT CASE WHEN ${live} THEN ${RECIPIENT_MISSING} ELSE ${CREDENTIAL_REVOKED} END WHERE NOT (${live} AND ${recipient})`;
-});
+const keyAndRecipientGuard = preparedRaw(() =>
+  keyAndConditionGuardSql(
+    RECIPIENT_MISSING,
+    sql`EXISTS (SELECT 1 FROM ${users} WHERE ${and(ownedBy(users, callerPlaceholders), eq(users.id, sql.placeholder("recipientId")))})`,
+  ),
+);
 
 export function registerPayouts(app: OpenAPIHono<AppEnv>) {
   app.openapi(create, async function createPayout(c) {
