@@ -165,8 +165,24 @@ describe("README.md, the shell walk-through", () => {
   });
 
   it("prints every answer on a line of its own", () => {
-    // An answer printed without a newline runs into the next output: `}{` or `}receiver:`.
-    expect(run.output).not.toMatch(/\}(\{|receiver:|\[)/);
+    // An answer printed without a newline runs into the next answer: `}{` or `}[`. The background
+    // receiver's lines are taken out first: it prints whole lines, but whenever a delivery lands
+    // between curl's answer and the README's `echo`, the two processes' output interleaves.
+    const answers = run.output.replace(/receiver: [^\n]*\n/g, "");
+    expect(answers).not.toMatch(/\}(\{|\[)/);
+    // The README's own blocks: every curl whose answer is printed ends its line with `; echo`.
+    const commands: string[] = [];
+    let open = "";
+    for (const line of BLOCKS.join("\n").split("\n")) {
+      open += open ? ` ${line.trim()}` : line;
+      // A command goes on after a trailing backslash or while a single quote is open.
+      if (open.endsWith("\\") || (open.match(/'/g)?.length ?? 0) % 2 === 1) open = open.replace(/\\$/, "");
+      else [commands[commands.length], open] = [open, ""];
+    }
+    // Piped answers (to grep, to `field`) end their own lines.
+    const printed = commands.filter((command) => command.startsWith("curl ") && !command.includes(" | "));
+    expect(printed.length).toBeGreaterThanOrEqual(4);
+    for (const command of printed) expect(command).toMatch(/; echo$/);
   });
 
   it("sees the payout paid a few seconds later, as the README says", async () => {
