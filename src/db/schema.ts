@@ -398,13 +398,18 @@ export const payments = sqliteTable(
   (t) => [
     uniqueIndex("payments_charge_reference").on(t.chargeReference),
     index("payments_account").on(t.accountId, t.livemode, t.id),
-    index("payments_subscription").on(t.accountId, t.livemode, t.subscriptionId, t.id),
+    // Subscription charges only (partial): a one-off payment writes no entry here.
+    index("payments_subscription").on(t.accountId, t.livemode, t.subscriptionId, t.id).where(sql`${t.subscriptionId} IS NOT NULL`),
     index("payments_user").on(t.accountId, t.livemode, t.userId, t.id),
     // A processor's dispute names the charge by the processor's own reference (a PaymentIntent).
     index("payments_processor_reference").on(t.accountId, t.livemode, t.processorReference),
     check("payments_amount_positive", sql`${t.amount} > 0`),
-    // The authorizations the cron cancels when their 7 days are over.
-    index("payments_capture_before").on(t.status, t.captureBefore),
+    // What the cron cancels (src/payments/intents.ts, expireAuthorizations): authorizations whose 7
+    // days are over, and 3-D Secure payments their payer walked away from. Partial indexes, so that a
+    // completed or failed payment (nearly every one) writes no entry; the cron's queries name the
+    // status as a literal, which is what lets SQLite use them (a bound value proves nothing).
+    index("payments_capture_due").on(t.captureBefore, t.id).where(sql`${t.status} = 'requires_capture'`),
+    index("payments_action_waiting").on(t.createdAt, t.id).where(sql`${t.status} = 'requires_action'`),
     // The refunded total can never pass what was captured, whatever the concurrency.
     check("payments_refund_within_amount", sql`${t.amountRefunded} >= 0 AND ${t.amountRefunded} <= ${t.amountReceived}`),
     // A capture never takes more than was authorized.
