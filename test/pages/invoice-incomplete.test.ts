@@ -4,9 +4,10 @@
 // page offers to continue that payment's challenge, never a second charge; Complete makes the
 // invoice paid (the subscription active), Fail makes it void (incomplete_expired) and the page 410.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BASE, type Account, browse, call, signup } from "../support/http";
+import { BASE, type Account, browse, call, expectError, signup } from "../support/http";
 import { createPlan, createUser, getSubscription } from "../support/fixtures";
 import { CARDS, captureLogs, cardFields, expectNoCardData, sentCvvs, sentPans } from "../support/cards";
+import { eventsOf } from "../support/db";
 
 const AUTH_CARD = "4000002760003184";
 const logs = captureLogs();
@@ -106,6 +107,23 @@ describe("an incomplete subscription's open invoice", () => {
     expect((await paymentsOf(acct, d)).map((p) => [p.id, p.status])).toEqual([[d.payment, "requires_action"]]);
     expect((await call(`/invoices/${d.invoice.id}`, { key: acct.key })).body.status).toBe("open");
     expect((await getSubscription(acct, d.sub)).status).toBe("incomplete");
+  });
+
+  it("POST /invoices/{id}/pay while the first payment waits: 409 charge_in_progress naming that payment and its challenge; nothing charged or written", async () => {
+    const d = await incomplete();
+    const events = (await eventsOf(acct.id)).length;
+    for (const idempotencyKey of [undefined, `pay-${d.invoice.id}`]) {
+      const res = await call(`/invoices/${d.invoice.id}/pay`, { key: acct.key, method: "POST", ...(idempotencyKey ? { idempotencyKey } : {}) });
+      const error = expectError(res, 409, "invalid_request_error", "charge_in_progress");
+      expect(error.message).toContain(d.payment);
+      expect(error.message).toContain(d.challenge);
+    }
+    expect((await paymentsOf(acct, d)).map((p) => [p.id, p.status])).toEqual([[d.payment, "requires_action"]]);
+    expect((await call(`/invoices/${d.invoice.id}`, { key: acct.key })).body).toMatchObject({ status: "open", amount_paid: 0, payment_id: null });
+    expect((await getSubscription(acct, d.sub)).status).toBe("incomplete");
+    expect((await eventsOf(acct.id)).length).toBe(events);
+    // Another account's key still cannot see it at all.
+    expect((await call(`/invoices/${d.invoice.id}/pay`, { key: other.key, method: "POST" })).status).toBe(404);
   });
 
   it("Fail expires the subscription: the invoice is void and its page says so (410), taking nothing", async () => {
