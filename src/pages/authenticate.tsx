@@ -11,12 +11,16 @@
 //
 // Either way the outcome is recorded once (src/payments/authentication.ts) and the payer is sent
 // (303) to the merchant's return_url with ?payment_id=…, or to this page, which then shows the
-// result. A second submit records nothing and lands on the same place. A payment no longer in
+// result. A page opened from its invoice's hosted page (?from=invoice, carried by its forms) sends
+// its payer back to that payment's own invoice page instead (on this origin, ?payment_id=…). A
+// second submit records nothing and lands on the same place. A payment no longer in
 // requires_action shows its result and no button. Checkout sessions reuse recordAuthentication and afterAuthentication, and can send their payer here.
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
+import { and, eq } from "drizzle-orm";
 import type { AppEnv } from "../context";
 import { createDb } from "../db/client";
+import { invoices } from "../db/schema";
 import { formatMoney } from "../domain/money";
 import { clock } from "../lib/clock";
 import { type AuthenticationResult, type PagePayment, afterAuthentication, paymentOfPage, recordAuthentication, sandboxResult } from "../payments/authentication";
@@ -24,6 +28,7 @@ import type { PaymentRow } from "../payments/event-data";
 import { processorOf } from "../processor";
 import { readConnection } from "../processor/connections";
 import { HostedLayout, hostedHeaders, messagePage, pageSecretMatches, stripeJsUrl } from "./hosted";
+import { FROM_INVOICE, HOSTED_INVOICE_PATH } from "./links";
 
 const PAGE = "/pay/authenticate/:id/:secret";
 export const AUTHENTICATE_SCRIPT_PATH = "/pay/assets/authenticate.js";
@@ -32,6 +37,34 @@ const notFoundPage = (c: Context) => messagePage(c, 404, "Page not found", "This
 
 async function opened(c: Context<AppEnv>): Promise<PagePayment | null> {
   return paymentOfPage(c.env, c.req.param("id") ?? "", c.req.param("secret") ?? "", pageSecretMatches);
+}
+
+/** Whether the page was opened from its invoice's hosted page (?from=invoice). */
+const fromInvoice = (c: Context) => c.req.query(FROM_INVOICE.name) === FROM_INVOICE.value;
+
+/** The query the page's forms carry on: the marker of a page opened from its invoice, or nothing. */
+const carried = (c: Context) => (fromInvoice(c) ? `?${FROM_INVOICE.name}=${FROM_INVOICE.value}` : "");
+
+/**
+ * Where the payer goes once the payment is decided, and whether that is its invoice. Opened from
+ * its invoice's page: back to that page on this page's origin, as a payment made on the invoice's
+ * page returns (the payment's own invoice, of its account and mode, read where the payment lives;
+ * never a URL the browser gave). Otherwise the merchant's return_url, or this page's result.
+ */
+async function destinationOf(c: Context, page: PagePayment, payment: PaymentRow): Promise<{ url: string; toInvoice: boolean }> {
+  if (fromInvoice(c) && payment.invoiceId) {
+    const [invoice] = await createDb(page.env.DB)
+      .select({ url: invoices.hostedInvoiceUrl })
+      .from(invoices)
+      .where(and(eq(invoices.id, payment.invoiceId), eq(invoices.accountId, payment.accountId), eq(invoices.livemode, payment.livemode)))
+      .limit(1);
+    if (invoice?.url) {
+      const url = new URL(`${HOSTED_INVOICE_PATH}/${payment.invoiceId}/${invoice.url.slice(invoice.url.lastIndexOf("/") + 1)}`, c.req.url);
+      url.searchParams.set("payment_id", payment.id);
+      return { url: url.toString(), toInvoice: true };
+    }
+  }
+  return { url: afterAuthentication(payment), toInvoice: false };
 }
 
 const RESULT: Record<PaymentRow["status"], { title: string; message: string }> = {
@@ -45,9 +78,10 @@ const RESULT: Record<PaymentRow["status"], { title: string; message: string }> =
 };
 
 /** The page of a payment that no longer asks for authentication: its result, no button. */
-function resultPage(c: Context, page: PagePayment) {
+async function resultPage(c: Context, page: PagePayment) {
   const { payment, merchantName } = page;
   const result = RESULT[payment.status];
+  const back = await destinationOf(c, page, payment);
   return c.html(
     <HostedLayout title={result.title} livemode={payment.livemode}>
       <h1>{result.title}</h1>
@@ -56,7 +90,7 @@ function resultPage(c: Context, page: PagePayment) {
       <p class="muted">
         {merchantName} · {payment.id}
       </p>
-      {payment.returnUrl ? <a href={afterAuthentication(payment)}>Return to {merchantName}</a> : null}
+      {back.toInvoice ? <a href={back.url}>Back to the invoice</a> : payment.returnUrl ? <a href={back.url}>Return to {merchantName}</a> : null}
     </HostedLayout>,
     200,
     hostedHeaders(null),
@@ -75,10 +109,10 @@ function sandboxPage(c: Context, page: PagePayment, action: string) {
         {payment.cardBrand} •••• {payment.cardLast4}
       </p>
       <p class="muted">This is the test-mode challenge: choose how the authentication ends.</p>
-      <form method="post" action={`${action}/complete`}>
+      <form method="post" action={`${action}/complete${carried(c)}`}>
         <button type="submit">Complete</button>
       </form>
-      <form method="post" action={`${action}/fail`}>
+      <form method="post" action={`${action}/fail${carried(c)}`}>
         <button type="submit" class="secondary">
           Fail
         </button>
@@ -100,7 +134,7 @@ function livePage(c: Context, page: PagePayment, action: string, stripeJs: strin
       <p class="muted" id="authenticate-status">
         Opening your bank's check…
       </p>
-      <form method="post" action={`${action}/return`} id="authenticate-return" data-publishable-key={publishableKey} data-client-secret={clientSecret}>
+      <form method="post" action={`${action}/return${carried(c)}`} id="authenticate-return" data-publishable-key={publishableKey} data-client-secret={clientSecret}>
         <button type="submit">Continue</button>
       </form>
     </HostedLayout>,
@@ -125,10 +159,15 @@ export const AUTHENTICATE_SCRIPT = `"use strict";
 })();
 `;
 
-/** Records `result` (once) and sends the payer on: 303 to return_url, or this page's result. */
+/** Sends the payer on (303) once the payment is decided: destinationOf. */
+async function sendOn(c: Context, page: PagePayment, payment: PaymentRow) {
+  return c.redirect((await destinationOf(c, page, payment)).url, 303);
+}
+
+/** Records `result` (once) and sends the payer on: 303 to return_url (or the invoice's page), or this page's result. */
 async function finish(c: Context<AppEnv>, page: PagePayment, result: AuthenticationResult) {
   const recorded = await recordAuthentication(page.env, page.payment, result, clock.now(), { waitUntil: (p) => c.executionCtx.waitUntil(p), fromProcessor: page.payment.livemode });
-  return c.redirect(afterAuthentication(recorded.payment), 303);
+  return sendOn(c, page, recorded.payment);
 }
 
 /** The processor of the page's payment (its account and mode), or null (a live account without a connection). */
@@ -158,7 +197,7 @@ export function registerAuthenticationPage(app: OpenAPIHono<AppEnv>) {
   app.get(PAGE, async (c) => {
     const page = await opened(c);
     if (!page) return notFoundPage(c);
-    if (page.payment.status !== "requires_action") return resultPage(c, page);
+    if (page.payment.status !== "requires_action") return asPage(c, page.payment.livemode, () => resultPage(c, page));
     const action = new URL(c.req.url).pathname;
     if (!page.payment.livemode) return sandboxPage(c, page, action);
     return asPage(c, true, () => livePageOf(c, page, action));
@@ -189,7 +228,7 @@ export function registerAuthenticationPage(app: OpenAPIHono<AppEnv>) {
       const page = await opened(c);
       if (!page || page.payment.livemode) return notFoundPage(c);
       // Decided already (the other button, another tab, a cancel): nothing moved at the sandbox, so nothing to record.
-      if (page.payment.status !== "requires_action") return c.redirect(afterAuthentication(page.payment), 303);
+      if (page.payment.status !== "requires_action") return asPage(c, false, () => sendOn(c, page, page.payment));
       return asPage(c, false, () => finish(c, page, sandboxResult(page.payment, button)));
     });
   }
@@ -198,7 +237,7 @@ export function registerAuthenticationPage(app: OpenAPIHono<AppEnv>) {
   app.post(`${PAGE}/return`, async (c) => {
     const page = await opened(c);
     if (!page || !page.payment.livemode) return notFoundPage(c);
-    if (page.payment.status !== "requires_action") return c.redirect(afterAuthentication(page.payment), 303);
+    if (page.payment.status !== "requires_action") return asPage(c, true, () => sendOn(c, page, page.payment));
     return asPage(c, true, () => returnOf(c, page));
   });
 
@@ -207,9 +246,9 @@ export function registerAuthenticationPage(app: OpenAPIHono<AppEnv>) {
     if (!processor || !page.payment.processorReference) return messagePage(c, 409, "Payment unavailable", "This payment cannot be authenticated right now. Ask the merchant to try again.", true);
     const state = await processor.paymentStateOf({ chargeReference: page.payment.processorReference });
     // Not finished (the payer closed the challenge): back to the page, to try again.
-    if (state.status === "requires_action") return c.redirect(new URL(c.req.url).pathname.replace(/\/return$/, ""), 303);
+    if (state.status === "requires_action") return c.redirect(`${new URL(c.req.url).pathname.replace(/\/return$/, "")}${carried(c)}`, 303);
     // Not decided yet at Stripe: its event records it; the merchant's page reads the payment.
-    if (state.status === "processing") return c.redirect(afterAuthentication(page.payment), 303);
+    if (state.status === "processing") return sendOn(c, page, page.payment);
     return finish(c, page, state);
   }
 }

@@ -4,8 +4,9 @@
 // to the processor and is never stored or logged), on session, 3-D Secure included: a card whose
 // bank asks goes through the challenge page (src/pages/authenticate.tsx) and comes back here
 // (?payment_id=…). The first invoice of an incomplete subscription (its first charge asked for
-// 3-D Secure) offers only to continue that payment's challenge: its outcome decides the
-// subscription, and a second charge is never made from the page. In live mode another card is given through Stripe's Payment Element with the
+// 3-D Secure) offers only to continue that payment's challenge (?from=invoice: the payer comes back
+// here, not to the merchant's return_url): its outcome decides the subscription, and a second
+// charge is never made from the page. In live mode another card is given through Stripe's Payment Element with the
 // connection's publishable key (hosted checkout's script), so card data never reaches Tender. The money rules are src/billing/invoice-payments.ts's: one charge however many
 // clicks, tabs and dunning retries, a decline shown here with the invoice left open.
 import type { OpenAPIHono } from "@hono/zod-openapi";
@@ -27,6 +28,7 @@ import { readConnection } from "../processor/connections";
 import { CHECKOUT_SCRIPT_PATH, CardFields, readForm, readToken } from "./card-form";
 import { crossSite } from "./in-process";
 import { stripeJsUrl } from "./hosted";
+import { challengeFromInvoice } from "./links";
 
 /** What the page offers the payer of an open invoice. */
 export type PayOffer =
@@ -109,7 +111,7 @@ export function InvoicePayment({ invoice, offer, action }: { invoice: InvoiceJso
         {offer.url ? (
           <>
             <p>Your bank asks you to confirm the payment of {due} (3-D Secure) before the subscription starts. Continuing finishes that payment: nothing is charged twice.</p>
-            <a class="button" href={offer.url}>
+            <a class="button" href={challengeFromInvoice(offer.url)}>
               Continue to your bank's check
             </a>
           </>

@@ -14,3 +14,17 @@ export function pageSecretMatches(stored: string | null | undefined, given: stri
   if (!stored || !given) return false;
   return timingSafeEqual(stored, given);
 }
+
+/** The query that marks a 3-D Secure page opened from its invoice's hosted page. */
+export const FROM_INVOICE = { name: "from", value: "invoice" } as const;
+
+/**
+ * The 3-D Secure page as an invoice's hosted page links it (an incomplete subscription's first
+ * payment, continued there): `?from=invoice` sends its payer back to that payment's own invoice
+ * page once the payment is decided, not to the merchant's return_url (src/pages/authenticate.tsx).
+ */
+export function challengeFromInvoice(challengeUrl: string): string {
+  const url = new URL(challengeUrl);
+  url.searchParams.set(FROM_INVOICE.name, FROM_INVOICE.value);
+  return url.toString();
+}

@@ -313,13 +313,13 @@ describe("live: an incomplete subscription's first invoice", () => {
     const shown = await browse(page);
     expect(shown.status).toBe(200);
     expect(shown.text).toContain("This payment needs authentication");
-    expect(shown.text).toContain(`href="${challenge}"`);
+    expect(shown.text).toContain(`href="${challenge}?from=invoice"`);
     expect(shown.text).not.toContain("<form");
     expect(shown.text).not.toContain('id="payment-element"');
     const from = fake.requests.length;
     const again = await browse(`${page}/pay`, "POST", { source: "subscription" });
     expect(again.status).toBe(409);
-    expect(again.text).toContain(`href="${challenge}"`);
+    expect(again.text).toContain(`href="${challenge}?from=invoice"`);
     const pm = fake.tokenize({ number: STRIPE_CARDS.succeeds, expMonth: 11, expYear: 2031 });
     expect((await browse(`${page}/pay`, "POST", { source: "processor_token", processor_token: pm })).status).toBe(409);
     expect(fake.requests.slice(from).filter((r) => r.method === "POST")).toEqual([]);
@@ -331,6 +331,30 @@ describe("live: an incomplete subscription's first invoice", () => {
     const paid = await browse(page);
     expect(paid.text).toContain("12.00 EUR paid");
     expect(paid.text).not.toContain("needs authentication");
+  });
+
+  it("its challenge, opened from the page, sends the payer back to the invoice's page (not return_url) after Stripe.js: closed, completed, or decided by Stripe's event first", async () => {
+    skipStripeEvents(fake);
+    const res = await call("/subscriptions", { key: acct.liveKey, body: { user_id: userId, plan_id: planId, return_url: RETURN, ...card(STRIPE_CARDS.needsAuthentication) } });
+    expect(res.body.status, res.text).toBe("incomplete");
+    const [invoice] = (await call(`/invoices?subscription_id=${res.body.id}&status=open`, { key: acct.liveKey })).body.data;
+    const link = /<a class="button" href="([^"]+)">\s*Continue to your bank/.exec((await browse(new URL(invoice.hosted_invoice_url).pathname)).text)![1];
+    const challenge = await browse(link);
+    const action = /<form method="post" action="([^"]+)" id="authenticate-return"/.exec(challenge.text)![1];
+    expect(action).toBe(`${new URL(link).pathname}/return?from=invoice`);
+    // The payer closed Stripe's challenge: back to the challenge, still marked.
+    expect((await browse(action, "POST")).location).toBe(`${new URL(link).pathname}?from=invoice`);
+    fake.authenticate((await intentOf(res.body.latest_payment.id)).id, "complete");
+    const back = await browse(action, "POST");
+    expect(back.status).toBe(303);
+    expect(back.location).toBe(`${invoice.hosted_invoice_url}?payment_id=${res.body.latest_payment.id}`);
+    expect((await browse(back.location!)).text).toContain("12.00 EUR paid");
+    expect((await call(`/subscriptions/${res.body.id}`, { key: acct.liveKey })).body.status).toBe("active");
+    // Stripe's event (and a second return) afterwards record nothing more and land on the same place.
+    await deliverStripeEvents(fake, connected, { twice: true });
+    expect((await browse(action, "POST")).location).toBe(back.location);
+    // The merchant's own flow (next_action.url, no marker) still returns to return_url.
+    expect((await browse(`${new URL(link).pathname}/return`, "POST")).location).toBe(`${RETURN}?payment_id=${res.body.latest_payment.id}`);
   });
 
   it("a test-mode invoice's id under a live invoice page's secret, and the other way round, answer 404", async () => {
@@ -352,6 +376,6 @@ describe("live: an incomplete subscription's first invoice", () => {
     // And a payment's challenge under the other mode's secret.
     const swapped = `/pay/authenticate/${test.body.latest_payment.id}/${secretOf(live.body.latest_payment.next_action.url)}`;
     expect((await browse(swapped)).status).toBe(404);
-    expect((await browse(new URL(liveInvoice.hosted_invoice_url).pathname)).text).toContain(`href="${live.body.latest_payment.next_action.url}"`);
+    expect((await browse(new URL(liveInvoice.hosted_invoice_url).pathname)).text).toContain(`href="${live.body.latest_payment.next_action.url}?from=invoice"`);
   });
 });

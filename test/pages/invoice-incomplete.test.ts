@@ -4,9 +4,10 @@
 // page offers to continue that payment's challenge, never a second charge; Complete makes the
 // invoice paid (the subscription active), Fail makes it void (incomplete_expired) and the page 410.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BASE, type Account, browse, call, signup } from "../support/http";
+import { BASE, type Account, browse, call, expectError, signup } from "../support/http";
 import { createPlan, createUser, getSubscription } from "../support/fixtures";
 import { CARDS, captureLogs, cardFields, expectNoCardData, sentCvvs, sentPans } from "../support/cards";
+import { eventsOf } from "../support/db";
 
 const AUTH_CARD = "4000002760003184";
 const logs = captureLogs();
@@ -36,10 +37,10 @@ interface Incomplete {
 }
 
 /** A subscription whose first charge asked for 3-D Secure: incomplete, its first invoice open. */
-async function incomplete(owner: Account = acct): Promise<Incomplete> {
+async function incomplete(owner: Account = acct, returnUrl?: string): Promise<Incomplete> {
   const user = await createUser(owner, { name: "Ada Lovelace", email: "ada@example.com" });
   const plan = await createPlan(owner, { price: 30, name: "Pro" });
-  const res = await call("/subscriptions", { key: owner.key, body: { user_id: user.id, plan_id: plan.id, ...cardFields(AUTH_CARD) } });
+  const res = await call("/subscriptions", { key: owner.key, body: { user_id: user.id, plan_id: plan.id, ...cardFields(AUTH_CARD), ...(returnUrl ? { return_url: returnUrl } : {}) } });
   expect(res.status, res.text).toBe(201);
   expect(res.body).toMatchObject({ status: "incomplete", latest_payment: { status: "requires_action" } });
   const [invoice] = (await call(`/invoices?subscription_id=${res.body.id}&status=open`, { key: owner.key })).body.data;
@@ -54,6 +55,12 @@ async function incomplete(owner: Account = acct): Promise<Incomplete> {
 }
 
 const paymentsOf = async (owner: Account, d: Incomplete) => (await call(`/payments?subscription_id=${d.sub}&limit=100`, { key: owner.key })).body.data as { id: string; status: string }[];
+/** The merchant's own return_url given with the subscription. */
+const RETURN = "https://shop.example.com/done";
+/** The challenge as the invoice's page links it: the payer is sent back to the invoice. */
+const fromInvoice = (challenge: string) => `${challenge}?from=invoice`;
+/** A form's action on the sandbox challenge (Complete or Fail), as the browser posts it. */
+const actionOf = (html: string, button: "complete" | "fail") => new RegExp(`action="([^"]+/${button}[^"]*)"`).exec(html)?.[1]?.replace(/&amp;/g, "&");
 /** The page's link to continue the payment (the only button-styled link besides the PDF's). */
 const continueLink = (html: string) => /<a class="button" href="([^"]+)">\s*Continue to your bank/.exec(html)?.[1]?.replace(/&amp;/g, "&");
 
@@ -63,14 +70,14 @@ describe("an incomplete subscription's open invoice", () => {
     const page = await browse(d.page);
     expect(page.status).toBe(200);
     expect(page.text).toContain("This payment needs authentication");
-    expect(continueLink(page.text)).toBe(d.challenge);
+    expect(continueLink(page.text)).toBe(fromInvoice(d.challenge));
     expect(page.text).not.toContain("<form");
     expect(page.text).not.toContain("will charge the card on file again");
     // The challenge it opens is the sandbox's, for this payment's amount.
     const challenge = await browse(continueLink(page.text)!);
     expect(challenge.status).toBe(200);
     expect(challenge.text).toContain("30.00 USD");
-    expect(challenge.text).toContain(`action="${new URL(d.challenge).pathname}/complete"`);
+    expect(challenge.text).toContain(`action="${new URL(d.challenge).pathname}/complete?from=invoice"`);
   });
 
   it("Complete through the page's button makes the page show paid, the subscription active, with that one payment", async () => {
@@ -100,12 +107,29 @@ describe("an incomplete subscription's open invoice", () => {
     ]);
     for (const answer of answers) {
       expect(answer.status, answer.text).toBe(409);
-      expect(continueLink(answer.text)).toBe(d.challenge);
+      expect(continueLink(answer.text)).toBe(fromInvoice(d.challenge));
       expect(answer.text).not.toContain(CARDS.visa);
     }
     expect((await paymentsOf(acct, d)).map((p) => [p.id, p.status])).toEqual([[d.payment, "requires_action"]]);
     expect((await call(`/invoices/${d.invoice.id}`, { key: acct.key })).body.status).toBe("open");
     expect((await getSubscription(acct, d.sub)).status).toBe("incomplete");
+  });
+
+  it("POST /invoices/{id}/pay while the first payment waits: 409 charge_in_progress naming that payment and its challenge; nothing charged or written", async () => {
+    const d = await incomplete();
+    const events = (await eventsOf(acct.id)).length;
+    for (const idempotencyKey of [undefined, `pay-${d.invoice.id}`]) {
+      const res = await call(`/invoices/${d.invoice.id}/pay`, { key: acct.key, method: "POST", ...(idempotencyKey ? { idempotencyKey } : {}) });
+      const error = expectError(res, 409, "invalid_request_error", "charge_in_progress");
+      expect(error.message).toContain(d.payment);
+      expect(error.message).toContain(d.challenge);
+    }
+    expect((await paymentsOf(acct, d)).map((p) => [p.id, p.status])).toEqual([[d.payment, "requires_action"]]);
+    expect((await call(`/invoices/${d.invoice.id}`, { key: acct.key })).body).toMatchObject({ status: "open", amount_paid: 0, payment_id: null });
+    expect((await getSubscription(acct, d.sub)).status).toBe("incomplete");
+    expect((await eventsOf(acct.id)).length).toBe(events);
+    // Another account's key still cannot see it at all.
+    expect((await call(`/invoices/${d.invoice.id}/pay`, { key: other.key, method: "POST" })).status).toBe(404);
   });
 
   it("Fail expires the subscription: the invoice is void and its page says so (410), taking nothing", async () => {
@@ -136,6 +160,67 @@ describe("an incomplete subscription's open invoice", () => {
     expect((await browse(`/pay/authenticate/${theirs.payment}/${challengeSecret}/complete`, {})).status).toBe(404);
     expect((await getSubscription(other, theirs.sub)).status).toBe("incomplete");
     // Each page still opens its own.
-    expect(continueLink((await browse(theirs.page)).text)).toBe(theirs.challenge);
+    expect(continueLink((await browse(theirs.page)).text)).toBe(fromInvoice(theirs.challenge));
+  });
+});
+
+describe("the challenge opened from the invoice's page sends its payer back there", () => {
+  it("Complete lands on the invoice's page (not the merchant's return_url), which shows it paid; a second submit and the challenge's result lead there too", async () => {
+    const d = await incomplete(acct, RETURN);
+    const link = continueLink((await browse(d.page)).text)!;
+    const challenge = await browse(link);
+    const complete = actionOf(challenge.text, "complete")!;
+    const done = await browse(complete, {});
+    expect(done.status).toBe(303);
+    const back = `${d.invoice.hosted_invoice_url}?payment_id=${d.payment}`;
+    expect(done.location).toBe(back);
+    const landing = await browse(done.location!);
+    expect(landing.status).toBe(200);
+    expect(landing.text).toContain("30.00 USD paid");
+    expect((await getSubscription(acct, d.sub)).status).toBe("active");
+    // Another tab's submit records nothing and lands on the same place.
+    expect((await browse(complete, {})).location).toBe(back);
+    // The challenge, opened again from the invoice, shows its result with a link back to the invoice, not to the shop.
+    const result = await browse(link);
+    expect(result.text).toContain("Payment complete");
+    expect(result.text).toContain(`href="${back}"`);
+    expect(result.text).not.toContain(RETURN);
+  });
+
+  it("Fail lands on the invoice's page, which says the invoice is void", async () => {
+    const d = await incomplete(acct, RETURN);
+    const challenge = await browse(continueLink((await browse(d.page)).text)!);
+    const failed = await browse(actionOf(challenge.text, "fail")!, {});
+    expect(failed.status).toBe(303);
+    expect(failed.location).toBe(`${d.invoice.hosted_invoice_url}?payment_id=${d.payment}`);
+    const landing = await browse(failed.location!);
+    expect(landing.status).toBe(410);
+    expect(landing.text).toContain("voided");
+    expect((await getSubscription(acct, d.sub)).status).toBe("incomplete_expired");
+  });
+
+  it("opened from next_action.url (the merchant's own flow), the challenge still returns to the merchant's return_url, or shows its result", async () => {
+    const d = await incomplete(acct, RETURN);
+    const challenge = await browse(d.challenge);
+    expect(actionOf(challenge.text, "complete")).toBe(`${new URL(d.challenge).pathname}/complete`);
+    const done = await browse(`${new URL(d.challenge).pathname}/complete`, {});
+    expect(done.location).toBe(`${RETURN}?payment_id=${d.payment}`);
+    const bare = await incomplete();
+    const shown = await browse(`${new URL(bare.challenge).pathname}/complete`, {});
+    expect(shown.location).toBe(new URL(bare.challenge).pathname);
+  });
+
+  it("another account's invoice is never a destination: the marker only ever leads to the payment's own invoice", async () => {
+    const theirs = await incomplete(other, RETURN);
+    const mine = await incomplete(acct, RETURN);
+    const done = await browse(`${new URL(mine.challenge).pathname}/complete?from=invoice`, {});
+    expect(done.location).toBe(`${mine.invoice.hosted_invoice_url}?payment_id=${mine.payment}`);
+    expect(done.location).not.toContain(theirs.invoice.id);
+    // A marker on a one-off payment (no invoice) changes nothing: return_url as before.
+    const payer = await createUser(acct, { name: "Ada Lovelace", email: "ada@example.com" });
+    const oneOff = await call("/payments", { key: acct.key, body: { amount: 1200, currency: "usd", user_id: payer.id, ...cardFields(AUTH_CARD), return_url: RETURN } });
+    expect(oneOff.status, oneOff.text).toBe(201);
+    const path = new URL(oneOff.body.next_action.url).pathname;
+    expect((await browse(`${path}/complete?from=invoice`, {})).location).toBe(`${RETURN}?payment_id=${oneOff.body.id}`);
   });
 });

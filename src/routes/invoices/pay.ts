@@ -7,6 +7,7 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { eq, sql } from "drizzle-orm";
+import { waitingFirstPaymentOf } from "../../billing/incomplete";
 import { PERIOD_ALREADY_SETTLED, chargeOf, type PeriodClaim, chargePeriod, claimOf, claimPeriod, hasUnsettledClaim, releaseClaim } from "../../billing/periods";
 import { runBatch } from "../../db/batch";
 import { invoices } from "../../db/schema";
@@ -30,7 +31,7 @@ const pay = apiRoute({
   operationId: "payInvoice",
   summary: "Charge an open invoice now",
   description:
-    "Charges an open invoice at once with its subscription's card, as the next attempt of its billing period: the same claim and processor reference as a dunning retry, so the two never both charge. Success answers the paid invoice (invoice.paid; a past-due subscription is active again); a decline answers 402 with decline_code (invoice.payment_failed), counts as an attempt and leaves the scheduled retry as it was. A paid invoice answers 409 invoice_paid, a void or uncollectible one 409 invoice_not_open; while a charge of the invoice is at the processor, or a payment made on its hosted page waits for its payer's 3-D Secure, 409 charge_in_progress. Should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes.",
+    "Charges an open invoice at once with its subscription's card, as the next attempt of its billing period: the same claim and processor reference as a dunning retry, so the two never both charge. Success answers the paid invoice (invoice.paid; a past-due subscription is active again); a decline answers 402 with decline_code (invoice.payment_failed), counts as an attempt and leaves the scheduled retry as it was. A paid invoice answers 409 invoice_paid, a void or uncollectible one 409 invoice_not_open; while a charge of the invoice is at the processor, or a payment made on its hosted page waits for its payer's 3-D Secure, 409 charge_in_progress. The first invoice of an incomplete subscription (its first charge waits for 3-D Secure) is charged only by that payment: 409 charge_in_progress, whose message names the payment and its challenge (next_action.url), and nothing is charged. Should the processor not answer, 500 outcome_unknown, and Tender settles that charge within 10 minutes.",
   scope: "invoices:write",
   request: { params: invoiceId },
   responses: { 200: json(InvoiceSchema, "The paid invoice.") },
@@ -53,6 +54,17 @@ export function registerPayInvoice(app: OpenAPIHono<AppEnv>) {
     }
     const current = await loadSubscription(c, invoice.subscriptionId);
     const { sub } = current;
+    // An incomplete subscription's first invoice: its first payment waits for its payer, whose
+    // outcome decides the invoice (paid, or void); a second charge could take the money twice.
+    if (sub.status === "incomplete") {
+      const first = await waitingFirstPaymentOf(db, id);
+      if (first) {
+        throw conflict(
+          "charge_in_progress",
+          `Invoice ${id} is the first invoice of incomplete subscription ${sub.id}: its payment ${first.id} waits for its payer's 3-D Secure at ${first.nextAction?.url ?? "its next_action.url"}. Send the payer there; its outcome pays the invoice (or voids it). Nothing was charged.`,
+        );
+      }
+    }
     // An open invoice of a period is its past-due subscription's period being dunned.
     if (sub.status !== "past_due" || sub.periodsBilled !== invoice.periodIndex) throw changedMeanwhile();
     await holdMoney(c, "invoice_payment");
