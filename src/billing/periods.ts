@@ -675,7 +675,7 @@ export async function chargePeriod(db: Db, args: PeriodCharge): Promise<PeriodSe
     statements.push(db.update(subscriptionPeriods).set({ updatedAt: isoTime(realNow) }).where(period));
     return { outcome: "requires_action", charge: result, subscriptionChanges: {}, writes: base };
   }
-  return attemptSettlement(db, args, result, invoiceId, base, invoice ? { invoice, items } : null);
+  return attemptSettlement(db, args, result, invoiceId, base, invoice ? { invoice, items, excessLineId } : null);
 }
 
 /**
@@ -691,7 +691,7 @@ export function attemptSettlement(
   result: ChargeResult | null,
   invoiceId: string,
   base: { statements: Statement[]; events: EmittedEvent[] },
-  first: { invoice: ReturnType<typeof periodInvoice>; items: InvoiceItemRow[] } | null,
+  first: { invoice: ReturnType<typeof periodInvoice>; items: InvoiceItemRow[]; excessLineId: string | null } | null,
 ): PeriodSettlement {
   const { sub, plan } = args.row;
   const { claim, at, realNow } = args;
@@ -787,10 +787,10 @@ export function attemptSettlement(
     statements.push(...issued.statements);
     events.push(...issued.events);
     // The line chargePeriod named for a credit beyond the invoice: its credit note, not a carried item.
-    const excessLine = invoice!.lines.find((line) => line.id !== undefined);
-    statements.push(...takeItems(db, sub, invoiceId, items, excessLine ? { ...claim, creditCarried: 0 } : claim, invoice!, realNow));
-    if (excessLine?.id) {
-      const excess = excessCreditNoteWrites(db, { tenant: sub, invoice: { id: invoiceId, userId: sub.userId, currency: plan.currency }, lineId: excessLine.id, amount: claim.creditCarried, at: realNow });
+    const excessLineId = first!.excessLineId;
+    statements.push(...takeItems(db, sub, invoiceId, items, excessLineId ? { ...claim, creditCarried: 0 } : claim, invoice!, realNow));
+    if (excessLineId) {
+      const excess = excessCreditNoteWrites(db, { tenant: sub, invoice: { id: invoiceId, userId: sub.userId, currency: plan.currency }, lineId: excessLineId, amount: claim.creditCarried, at: realNow });
       statements.push(...excess.statements);
       events.push(...excess.events);
     }
