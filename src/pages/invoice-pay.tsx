@@ -100,42 +100,49 @@ export function offerScripts(offer: PayOffer): { scripts: string[]; stripeJs: st
 
 const brandName = (brand: string) => (brand === "amex" ? "American Express" : brand === "mastercard" ? "Mastercard" : brand.charAt(0).toUpperCase() + brand.slice(1));
 
+/** A payment of the invoice that waits: a link to its bank's check, or (none to give) a word that it is being processed. */
+function PaymentWaiting({ kind, heading, ask, url, processing }: { kind: string; heading: string; ask: string; url: string | null; processing: string }) {
+  return (
+    <section class="pay" data-pay={kind}>
+      <h2>{heading}</h2>
+      {url ? (
+        <>
+          <p>{ask}</p>
+          <a class="button" href={url}>
+            Continue to your bank's check
+          </a>
+        </>
+      ) : (
+        <p>{processing}</p>
+      )}
+    </section>
+  );
+}
+
 /** The Pay part of an open invoice's page. `action` is the page's own path. */
 export function InvoicePayment({ invoice, offer, action }: { invoice: InvoiceJson; offer: PayOffer; action: string }) {
   if (offer.kind === "none") return null;
   const due = formatMoney(invoice.amount_due, invoice.currency);
   if (offer.kind === "authenticate") {
     return (
-      <section class="pay" data-pay="authenticate">
-        <h2>This payment needs authentication</h2>
-        {offer.url ? (
-          <>
-            <p>Your bank asks you to confirm the payment of {due} (3-D Secure) before the subscription starts. Continuing finishes that payment: nothing is charged twice.</p>
-            <a class="button" href={challengeFromInvoice(offer.url)}>
-              Continue to your bank's check
-            </a>
-          </>
-        ) : (
-          <p>The payment of this invoice is being processed. Reload this page in a minute to see how it ended.</p>
-        )}
-      </section>
+      <PaymentWaiting
+        kind="authenticate"
+        heading="This payment needs authentication"
+        ask={`Your bank asks you to confirm the payment of ${due} (3-D Secure) before the subscription starts. Continuing finishes that payment: nothing is charged twice.`}
+        url={offer.url ? challengeFromInvoice(offer.url) : null}
+        processing="The payment of this invoice is being processed. Reload this page in a minute to see how it ended."
+      />
     );
   }
   if (offer.kind === "waiting") {
     return (
-      <section class="pay" data-pay="waiting">
-        <h2>Payment in progress</h2>
-        {offer.url ? (
-          <>
-            <p>A payment of this invoice is waiting for your bank's check (3-D Secure).</p>
-            <a class="button" href={offer.url}>
-              Continue to your bank's check
-            </a>
-          </>
-        ) : (
-          <p>A payment of this invoice is being processed. Reload this page in a minute to see how it ended.</p>
-        )}
-      </section>
+      <PaymentWaiting
+        kind="waiting"
+        heading="Payment in progress"
+        ask="A payment of this invoice is waiting for your bank's check (3-D Secure)."
+        url={offer.url}
+        processing="A payment of this invoice is being processed. Reload this page in a minute to see how it ended."
+      />
     );
   }
   return (
