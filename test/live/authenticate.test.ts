@@ -6,8 +6,7 @@
 // once, in either order with the return; a success after Tender canceled is given back.
 import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { exports } from "cloudflare:workers";
-import { BASE, call, expectError, signup } from "../support/http";
+import { BASE, browse, call, expectError, signup } from "../support/http";
 import { captureLogs, card } from "../support/cards";
 import { eventsFor, quiesce } from "../support/db";
 import { runJobs } from "../support/queue";
@@ -51,10 +50,6 @@ async function asked(body: Record<string, unknown> = {}, idempotencyKey?: string
   return { payment: res.body as { id: string; next_action: { url: string } }, intent, created: fake.requests.slice(from).filter((r) => r.operation === "POST /v1/payment_intents") };
 }
 
-async function browse(url: string, method = "GET") {
-  const res = await exports.default.fetch(url.startsWith("http") ? url : `${BASE}${url}`, { method, redirect: "manual" });
-  return { status: res.status, text: await res.text(), headers: res.headers };
-}
 
 const read = async (id: string) => (await call(`/payments/${id}`, { key: acct.liveKey })).body;
 const types = async (id: string) => (await eventsFor(acct.id, id)).map((e) => e.type);
@@ -87,7 +82,7 @@ describe("live 3-D Secure", () => {
     expect(page.text).not.toContain(">Complete<");
     expect(page.headers.get("content-security-policy")).toContain("script-src 'self' https://js.stripe.com");
     // The sandbox's buttons are not live mode's.
-    expect((await browse(`${payment.next_action.url}/complete`, "POST")).status).toBe(404);
+    expect((await browse(`${payment.next_action.url}/complete`, {})).status).toBe(404);
     expect(await read(payment.id)).toMatchObject({ status: "requires_action" });
     const script = await browse("/pay/assets/authenticate.js");
     expect(script.text).toContain("handleNextAction");
@@ -96,7 +91,7 @@ describe("live 3-D Secure", () => {
 
   it("a return before the payer finished records nothing (Tender asks Stripe, not the browser) and sends the payer back to the page", async () => {
     const { payment } = await asked();
-    const back = await browse(`${payment.next_action.url}/return`, "POST");
+    const back = await browse(`${payment.next_action.url}/return`, {});
     expect(back.status).toBe(303);
     expect(back.headers.get("location")).toBe(new URL(payment.next_action.url).pathname);
     expect(await read(payment.id)).toMatchObject({ status: "requires_action" });
@@ -106,7 +101,7 @@ describe("live 3-D Secure", () => {
   it("completed at Stripe: the return records completed (payment.completed), then Stripe's payment_intent.succeeded changes nothing", async () => {
     const { payment, intent } = await asked();
     fake.authenticate(intent.id, "complete");
-    const done = await browse(`${payment.next_action.url}/return`, "POST");
+    const done = await browse(`${payment.next_action.url}/return`, {});
     expect(done.status).toBe(303);
     expect(done.headers.get("location")).toBe(`${RETURN}?payment_id=${payment.id}`);
     expect(await read(payment.id)).toMatchObject({ status: "completed", amount_received: 4200, next_action: null });
@@ -123,7 +118,7 @@ describe("live 3-D Secure", () => {
     fake.authenticate(intent.id, "complete");
     await deliverStripeEvents(fake, connected);
     expect(await read(payment.id)).toMatchObject({ status: "completed", amount_received: 4200 });
-    const done = await browse(`${payment.next_action.url}/return`, "POST");
+    const done = await browse(`${payment.next_action.url}/return`, {});
     expect(done.status).toBe(303);
     expect(done.headers.get("location")).toBe(`${RETURN}?payment_id=${payment.id}`);
     expect(await types(payment.id)).toEqual(["payment.requires_action", "payment.completed"]);
@@ -132,7 +127,7 @@ describe("live 3-D Secure", () => {
   it("the return and the event at once: one payment.completed", async () => {
     const { payment, intent } = await asked();
     fake.authenticate(intent.id, "complete");
-    await Promise.all([browse(`${payment.next_action.url}/return`, "POST"), deliverStripeEvents(fake, connected), browse(`${payment.next_action.url}/return`, "POST")]);
+    await Promise.all([browse(`${payment.next_action.url}/return`, {}), deliverStripeEvents(fake, connected), browse(`${payment.next_action.url}/return`, {})]);
     expect(await read(payment.id)).toMatchObject({ status: "completed" });
     expect(await types(payment.id)).toEqual(["payment.requires_action", "payment.completed"]);
   });
@@ -152,7 +147,7 @@ describe("live 3-D Secure", () => {
     fake.authenticate(intent.id, "fail");
     await deliverStripeEvents(fake, connected);
     expect(await read(payment.id)).toMatchObject({ status: "failed", failure_code: "authentication_failed", next_action: null });
-    const done = await browse(`${payment.next_action.url}/return`, "POST");
+    const done = await browse(`${payment.next_action.url}/return`, {});
     expect(done.headers.get("location")).toBe(`${RETURN}?payment_id=${payment.id}`);
     expect(await types(payment.id)).toEqual(["payment.requires_action", "payment.failed"]);
   });
@@ -175,7 +170,7 @@ describe("live 3-D Secure", () => {
     await env.DB.prepare("UPDATE payments SET status = 'canceled', next_action = NULL, canceled_at = ? WHERE id = ?").bind(new Date().toISOString(), payment.id).run();
     fake.authenticate(intent.id, "complete");
     await deliverStripeEvents(fake, connected, { twice: true });
-    await browse(`${payment.next_action.url}/return`, "POST");
+    await browse(`${payment.next_action.url}/return`, {});
     const now = await read(payment.id);
     expect(now).toMatchObject({ status: "refunded", amount_received: 4200, amount_refunded: 4200 });
     const refunds = await env.DB.prepare("SELECT id, amount FROM refunds WHERE payment_id = ?").bind(payment.id).all();
@@ -196,7 +191,7 @@ describe("live 3-D Secure", () => {
     expect(page.headers.get("content-type")).toMatch(/^text\/html/);
     expect(page.text).toContain("Please try again");
     expect(page.text).not.toMatch(/stripe|error:|at \w+ \(/i);
-    const back = await browse(`${payment.next_action.url}/return`, "POST");
+    const back = await browse(`${payment.next_action.url}/return`, {});
     expect(back.status).toBe(409);
     fake.inject();
     expect(await types(payment.id)).toEqual(["payment.requires_action"]);
@@ -218,7 +213,7 @@ describe("live 3-D Secure", () => {
     const { payment } = await asked();
     const stranger = await signup("Stranger");
     expectError(await call(`/payments/${payment.id}`, { key: stranger.liveKey }), 404, "not_found_error");
-    expect((await browse(`/pay/authenticate/${payment.id}/${"x".repeat(40)}/return`, "POST")).status).toBe(404);
+    expect((await browse(`/pay/authenticate/${payment.id}/${"x".repeat(40)}/return`, {})).status).toBe(404);
     expect((await browse(`/pay/authenticate/${payment.id}/${"x".repeat(40)}`)).status).toBe(404);
   });
 });
@@ -246,7 +241,7 @@ describe("live incomplete subscriptions", () => {
   it("Stripe's payment_intent.succeeded (twice) and the return activate it once: active, subscription_created once", async () => {
     const { sub, intent } = await incomplete();
     fake.authenticate(intent.id, "complete");
-    await Promise.all([deliverStripeEvents(fake, connected, { twice: true }), browse(`${sub.latest_payment.next_action.url}/return`, "POST")]);
+    await Promise.all([deliverStripeEvents(fake, connected, { twice: true }), browse(`${sub.latest_payment.next_action.url}/return`, {})]);
     expect(await status(sub.id)).toBe("active");
     expect(await notifications(sub.id)).toEqual(["subscription_created"]);
     expect(await read(sub.latest_payment.id)).toMatchObject({ status: "completed" });

@@ -6,8 +6,7 @@
 // in either order: the period settled, or the attempt counted and dunning going on.
 import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { exports } from "cloudflare:workers";
-import { BASE, call, signup } from "../support/http";
+import { BASE, browse, call, signup } from "../support/http";
 import { captureLogs, card } from "../support/cards";
 import { quiesce } from "../support/db";
 import { makeDue } from "../support/clock";
@@ -40,14 +39,6 @@ afterAll(async () => {
   stripe.restore();
 });
 
-async function browse(url: string, method = "GET", form?: Record<string, string>) {
-  const res = await exports.default.fetch(url.startsWith("http") ? url : `${BASE}${url}`, {
-    method,
-    redirect: "manual",
-    ...(form ? { body: new URLSearchParams(form), headers: { "content-type": "application/x-www-form-urlencoded" } } : {}),
-  });
-  return { status: res.status, text: await res.text(), location: res.headers.get("location"), headers: res.headers };
-}
 
 const intentOf = async (paymentId: string) => {
   const row = await env.DB.prepare("SELECT processor_reference FROM payments WHERE id = ?").bind(paymentId).first<{ processor_reference: string }>();
@@ -80,7 +71,7 @@ describe("live: paying an open invoice on its page", () => {
     expect(page.text).toContain("•••• 3184");
     expect(page.text).not.toContain('autocomplete="cc-number"');
     const from = fake.requests.length;
-    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    const res = await browse(`${d.page}/pay`, { source: "subscription" });
     expect(res.status, res.text).toBe(303);
     expect(res.location).toMatch(/\/pay\/authenticate\/pay_[0-9a-z]+\/[0-9A-Za-z]{40}$/);
     const created = fake.requests.slice(from).filter((r) => r.operation === "POST /v1/payment_intents");
@@ -94,7 +85,7 @@ describe("live: paying an open invoice on its page", () => {
     // Complete at Stripe: the return and Stripe's events (twice) settle the period once.
     const paymentId = new URL(res.location!).pathname.split("/")[3];
     fake.authenticate((await intentOf(paymentId)).id, "complete");
-    const [, back] = await Promise.all([deliverStripeEvents(fake, connected, { twice: true }), browse(`${new URL(res.location!).pathname}/return`, "POST")]);
+    const [, back] = await Promise.all([deliverStripeEvents(fake, connected, { twice: true }), browse(`${new URL(res.location!).pathname}/return`, {})]);
     expect(new URL(back.location!).pathname).toBe(d.page);
     expect(await invoiceStatus(d.invoice.id)).toBe("paid");
     expect((await call(`/subscriptions/${d.sub}`, { key: acct.liveKey })).body.status).toBe("active");
@@ -110,12 +101,12 @@ describe("live: paying an open invoice on its page", () => {
     expect(page.text).toContain('<script src="https://js.stripe.com/v3/" defer="">');
     expect(page.headers.get("content-security-policy")).toContain("script-src 'self' https://js.stripe.com");
     expect(page.text).not.toMatch(/sk_live_|whsec_/);
-    const typed = await browse(`${d.page}/pay`, "POST", { source: "card", card_number: STRIPE_CARDS.succeeds, exp_month: "12", exp_year: "2031", cvc: "123" });
+    const typed = await browse(`${d.page}/pay`, { source: "card", card_number: STRIPE_CARDS.succeeds, exp_month: "12", exp_year: "2031", cvc: "123" });
     expect(typed.status).toBe(400);
-    const mixed = await browse(`${d.page}/pay`, "POST", { source: "processor_token", processor_token: "pm_x", card_number: STRIPE_CARDS.succeeds });
+    const mixed = await browse(`${d.page}/pay`, { source: "processor_token", processor_token: "pm_x", card_number: STRIPE_CARDS.succeeds });
     expect(mixed.status).toBe(400);
     const pm = fake.tokenize({ number: STRIPE_CARDS.succeeds, expMonth: 11, expYear: 2031 });
-    const paid = await browse(`${d.page}/pay`, "POST", { source: "processor_token", processor_token: pm });
+    const paid = await browse(`${d.page}/pay`, { source: "processor_token", processor_token: pm });
     expect(paid.status, paid.text).toBe(303);
     expect(paid.location).toBe(d.page);
     expect(await invoiceStatus(d.invoice.id)).toBe("paid");
@@ -125,14 +116,14 @@ describe("live: paying an open invoice on its page", () => {
 
   it("Fail at Stripe leaves the invoice open and counts the attempt; dunning goes on", async () => {
     const d = await pastDue();
-    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    const res = await browse(`${d.page}/pay`, { source: "subscription" });
     const paymentId = new URL(res.location!).pathname.split("/")[3];
     fake.authenticate((await intentOf(paymentId)).id, "fail");
     await deliverStripeEvents(fake, connected);
     expect(await invoiceStatus(d.invoice.id)).toBe("open");
     const row = await env.DB.prepare("SELECT status, dunning_attempts AS n FROM subscriptions WHERE id = ?").bind(d.sub).first<{ status: string; n: number }>();
     expect(row).toMatchObject({ status: "past_due", n: 2 });
-    const back = await browse(`${new URL(res.location!).pathname}/return`, "POST");
+    const back = await browse(`${new URL(res.location!).pathname}/return`, {});
     const landing = await browse(`${new URL(back.location!).pathname}${new URL(back.location!).search}`);
     expect(landing.text).toContain("did not succeed");
   });
@@ -141,7 +132,7 @@ describe("live: paying an open invoice on its page", () => {
     const d = await pastDue();
     const pm = fake.tokenize({ number: STRIPE_CARDS.succeeds, expMonth: 11, expYear: 2031 });
     fake.inject({ kind: "timeout_after_success", operation: "POST /v1/payment_intents", times: 1 });
-    const paid = await browse(`${d.page}/pay`, "POST", { source: "processor_token", processor_token: pm });
+    const paid = await browse(`${d.page}/pay`, { source: "processor_token", processor_token: pm });
     fake.inject();
     expect(paid.status, paid.text).toBe(303);
     expect(await invoiceStatus(d.invoice.id)).toBe("paid");
@@ -152,7 +143,7 @@ describe("live: paying an open invoice on its page", () => {
   it("Stripe unreachable: the page says try again and nothing is recorded; the cron then sends the same reference and records the attempt once", async () => {
     const d = await pastDue();
     fake.inject({ kind: "status", status: 500, operation: "POST /v1/payment_intents", times: 40 });
-    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    const res = await browse(`${d.page}/pay`, { source: "subscription" });
     // Stripe is back.
     (fake as unknown as { faults: unknown[] }).faults = [];
     expect(res.status).toBe(409);
@@ -172,7 +163,7 @@ describe("live: paying an open invoice on its page", () => {
 
   it("a success Stripe reports after the period was settled otherwise is refunded in full", async () => {
     const d = await pastDue();
-    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    const res = await browse(`${d.page}/pay`, { source: "subscription" });
     const paymentId = new URL(res.location!).pathname.split("/")[3];
     await env.DB.batch([
       env.DB.prepare("UPDATE invoices SET status = 'void' WHERE id = ?").bind(d.invoice.id),
@@ -191,7 +182,7 @@ describe("live: paying an open invoice on its page", () => {
 describe("live: a success after Tender recorded the payment failed", () => {
   it("is given back: Stripe keeps a PaymentIntent whose 3-D Secure failed confirmable, so a later success of it is refunded in full, never kept unrecorded", async () => {
     const d = await pastDue();
-    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    const res = await browse(`${d.page}/pay`, { source: "subscription" });
     const paymentId = new URL(res.location!).pathname.split("/")[3];
     const intent = await intentOf(paymentId);
     fake.authenticate(intent.id, "fail");
@@ -219,13 +210,13 @@ describe("live: the page's return racing Stripe's event", () => {
   it("either order, at once: the invoice paid once, invoice.paid and payment.completed once, nothing refunded", async () => {
     for (const reverse of [false, true]) {
       const d = await pastDue();
-      const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+      const res = await browse(`${d.page}/pay`, { source: "subscription" });
       const challenge = new URL(res.location!).pathname;
       const paymentId = challenge.split("/")[3];
       fake.authenticate((await intentOf(paymentId)).id, "complete");
       const [back] = reverse
-        ? await Promise.all([browse(`${challenge}/return`, "POST"), deliverStripeEvents(fake, connected, { twice: true })])
-        : (await Promise.all([deliverStripeEvents(fake, connected, { twice: true }), browse(`${challenge}/return`, "POST")])).reverse();
+        ? await Promise.all([browse(`${challenge}/return`, {}), deliverStripeEvents(fake, connected, { twice: true })])
+        : (await Promise.all([deliverStripeEvents(fake, connected, { twice: true }), browse(`${challenge}/return`, {})])).reverse();
       expect((back as { status: number }).status).toBe(303);
       const payment = (await call(`/payments/${paymentId}`, { key: acct.liveKey })).body;
       expect(payment).toMatchObject({ status: "completed", amount_received: 1200, amount_refunded: 0 });
@@ -244,7 +235,7 @@ describe("live: modes and secrets", () => {
     expect((await call(`/invoices/${d.invoice.id}`, { key: acct.key })).status).toBe(404);
     expect((await call(`/invoices/${d.invoice.id}/pay`, { key: acct.key, method: "POST" })).status).toBe(404);
     const page = await browse(d.page);
-    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    const res = await browse(`${d.page}/pay`, { source: "subscription" });
     const challenge = await browse(res.location!);
     for (const text of [page.text, challenge.text]) {
       for (const secret of [acct.key, acct.liveKey, connected.secretKey, connected.webhookSecret]) expect(text).not.toContain(secret);
@@ -258,7 +249,7 @@ describe("live: modes and secrets", () => {
 describe("live: the hour's abandonment against a late success", () => {
   it("a payer who completes at Stripe as the cron abandons the payment: the cancel is refused, Stripe's event pays the invoice once, nothing refunded", async () => {
     const d = await pastDue();
-    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    const res = await browse(`${d.page}/pay`, { source: "subscription" });
     const paymentId = new URL(res.location!).pathname.split("/")[3];
     fake.authenticate((await intentOf(paymentId)).id, "complete");
     const { expireAuthorizations } = await import("../../src/payments/intents");
@@ -271,7 +262,7 @@ describe("live: the hour's abandonment against a late success", () => {
 
   it("a payer who completes after the cron canceled it: Stripe refuses, nothing is taken", async () => {
     const d = await pastDue();
-    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    const res = await browse(`${d.page}/pay`, { source: "subscription" });
     const paymentId = new URL(res.location!).pathname.split("/")[3];
     const { expireAuthorizations } = await import("../../src/payments/intents");
     await expireAuthorizations(env as any, Date.now() + 61 * 60_000);
@@ -287,7 +278,7 @@ describe("live: the hour's abandonment against a late success", () => {
 describe("live: the merchant's cancel against a late success", () => {
   it("the payer completed at Stripe before the merchant's cancel: no money kept unrecorded, the invoice paid once or the charge given back", async () => {
     const d = await pastDue();
-    const res = await browse(`${d.page}/pay`, "POST", { source: "subscription" });
+    const res = await browse(`${d.page}/pay`, { source: "subscription" });
     const paymentId = new URL(res.location!).pathname.split("/")[3];
     fake.authenticate((await intentOf(paymentId)).id, "complete");
     const canceled = await call(`/payments/${paymentId}/cancel`, { key: acct.liveKey, method: "POST" });
@@ -317,11 +308,11 @@ describe("live: an incomplete subscription's first invoice", () => {
     expect(shown.text).not.toContain("<form");
     expect(shown.text).not.toContain('id="payment-element"');
     const from = fake.requests.length;
-    const again = await browse(`${page}/pay`, "POST", { source: "subscription" });
+    const again = await browse(`${page}/pay`, { source: "subscription" });
     expect(again.status).toBe(409);
     expect(again.text).toContain(`href="${challenge}?from=invoice"`);
     const pm = fake.tokenize({ number: STRIPE_CARDS.succeeds, expMonth: 11, expYear: 2031 });
-    expect((await browse(`${page}/pay`, "POST", { source: "processor_token", processor_token: pm })).status).toBe(409);
+    expect((await browse(`${page}/pay`, { source: "processor_token", processor_token: pm })).status).toBe(409);
     expect(fake.requests.slice(from).filter((r) => r.method === "POST")).toEqual([]);
     // The challenge runs Stripe.js with the publishable key; Complete there and Stripe's event activate the subscription.
     expect((await browse(challenge)).text).toContain("pk_live_51InvoiceShop000000000");
@@ -343,18 +334,18 @@ describe("live: an incomplete subscription's first invoice", () => {
     const action = /<form method="post" action="([^"]+)" id="authenticate-return"/.exec(challenge.text)![1];
     expect(action).toBe(`${new URL(link).pathname}/return?from=invoice`);
     // The payer closed Stripe's challenge: back to the challenge, still marked.
-    expect((await browse(action, "POST")).location).toBe(`${new URL(link).pathname}?from=invoice`);
+    expect((await browse(action, {})).location).toBe(`${new URL(link).pathname}?from=invoice`);
     fake.authenticate((await intentOf(res.body.latest_payment.id)).id, "complete");
-    const back = await browse(action, "POST");
+    const back = await browse(action, {});
     expect(back.status).toBe(303);
     expect(back.location).toBe(`${invoice.hosted_invoice_url}?payment_id=${res.body.latest_payment.id}`);
     expect((await browse(back.location!)).text).toContain("12.00 EUR paid");
     expect((await call(`/subscriptions/${res.body.id}`, { key: acct.liveKey })).body.status).toBe("active");
     // Stripe's event (and a second return) afterwards record nothing more and land on the same place.
     await deliverStripeEvents(fake, connected, { twice: true });
-    expect((await browse(action, "POST")).location).toBe(back.location);
+    expect((await browse(action, {})).location).toBe(back.location);
     // The merchant's own flow (next_action.url, no marker) still returns to return_url.
-    expect((await browse(`${new URL(link).pathname}/return`, "POST")).location).toBe(`${RETURN}?payment_id=${res.body.latest_payment.id}`);
+    expect((await browse(`${new URL(link).pathname}/return`, {})).location).toBe(`${RETURN}?payment_id=${res.body.latest_payment.id}`);
   });
 
   it("a test-mode invoice's id under a live invoice page's secret, and the other way round, answer 404", async () => {

@@ -5,8 +5,7 @@
 // payer to return_url. Wrong secrets, other accounts, double submits, cancel and expiry.
 import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { exports } from "cloudflare:workers";
-import { type Account, BASE, call, expectError, signup } from "../support/http";
+import { BASE, browse, call, expectError, signup, type Account } from "../support/http";
 import { createUser } from "../support/fixtures";
 import { captureLogs, cardFields, expectNoCardData } from "../support/cards";
 import { eventsFor, one } from "../support/db";
@@ -44,10 +43,6 @@ async function asked(body: Record<string, unknown> = {}, pan = AUTH_CARD) {
 }
 
 /** A browser request to a page: no key, no JSON; redirects are not followed. */
-async function browse(url: string, method = "GET") {
-  const res = await exports.default.fetch(url.startsWith("http") ? url : `${BASE}${url}`, { method, redirect: "manual" });
-  return { status: res.status, text: await res.text(), headers: res.headers };
-}
 
 const pathOf = (url: string) => new URL(url).pathname;
 
@@ -125,7 +120,7 @@ describe("the sandbox challenge page", () => {
     const theirSecret = pathOf(theirs.body.next_action.url).split("/").pop()!;
     for (const url of [wrong, `/pay/authenticate/${payment.id}/${theirSecret}`, `/pay/authenticate/pay_01jd2x4k5m6n7p8q9r0s1t2v3w/${secret}`, `/pay/authenticate/${payment.id}/short`]) {
       expect((await browse(url)).status, url).toBe(404);
-      expect((await browse(`${url}/complete`, "POST")).status, url).toBe(404);
+      expect((await browse(`${url}/complete`, {})).status, url).toBe(404);
     }
     expect((await call(`/payments/${payment.id}`, { key: acct.key })).body.status).toBe("requires_action");
     // Another account's key reads neither payment of the other.
@@ -134,7 +129,7 @@ describe("the sandbox challenge page", () => {
 
   it("Complete captures an automatic payment: completed, payment.completed, 303 to return_url with payment_id", async () => {
     const payment = await asked();
-    const done = await browse(`${payment.next_action.url}/complete`, "POST");
+    const done = await browse(`${payment.next_action.url}/complete`, {});
     expect(done.status).toBe(303);
     expect(done.headers.get("location")).toBe(`https://shop.example.com/orders/6735?ref=a&payment_id=${payment.id}`);
     const read = (await call(`/payments/${payment.id}`, { key: acct.key })).body;
@@ -146,7 +141,7 @@ describe("the sandbox challenge page", () => {
 
   it("Complete authorizes a manual payment: requires_capture for 7 days, payment.authorized, then capture works", async () => {
     const payment = await asked({ capture_method: "manual" });
-    expect((await browse(`${payment.next_action.url}/complete`, "POST")).status).toBe(303);
+    expect((await browse(`${payment.next_action.url}/complete`, {})).status).toBe(303);
     const read = (await call(`/payments/${payment.id}`, { key: acct.key })).body;
     expect(read).toMatchObject({ status: "requires_capture", amount_capturable: 2599, amount_received: 0, next_action: null });
     expect(Date.parse(read.capture_before) - Date.now()).toBeGreaterThan(AUTHORIZATION_LIFETIME_MS - 60_000);
@@ -157,7 +152,7 @@ describe("the sandbox challenge page", () => {
 
   it("Fail fails it: failed, failure_code authentication_failed, payment.failed, 303 to return_url", async () => {
     const payment = await asked();
-    const done = await browse(`${payment.next_action.url}/fail`, "POST");
+    const done = await browse(`${payment.next_action.url}/fail`, {});
     expect(done.status).toBe(303);
     expect(done.headers.get("location")).toContain(`payment_id=${payment.id}`);
     const read = (await call(`/payments/${payment.id}`, { key: acct.key })).body;
@@ -169,8 +164,8 @@ describe("the sandbox challenge page", () => {
 
   it("a second submit (double click, the other button, another tab) records nothing new and lands on the same place", async () => {
     const payment = await asked();
-    const [first, second] = await Promise.all([browse(`${payment.next_action.url}/complete`, "POST"), browse(`${payment.next_action.url}/complete`, "POST")]);
-    const third = await browse(`${payment.next_action.url}/fail`, "POST");
+    const [first, second] = await Promise.all([browse(`${payment.next_action.url}/complete`, {}), browse(`${payment.next_action.url}/complete`, {})]);
+    const third = await browse(`${payment.next_action.url}/fail`, {});
     for (const res of [first, second, third]) {
       expect(res.status).toBe(303);
       expect(res.headers.get("location")).toBe(`https://shop.example.com/orders/6735?ref=a&payment_id=${payment.id}`);
@@ -181,7 +176,7 @@ describe("the sandbox challenge page", () => {
 
   it("without a return_url lands on the page, which shows the result and no button", async () => {
     const payment = await asked({ return_url: undefined });
-    const done = await browse(`${payment.next_action.url}/fail`, "POST");
+    const done = await browse(`${payment.next_action.url}/fail`, {});
     expect(done.status).toBe(303);
     expect(done.headers.get("location")).toBe(pathOf(payment.next_action.url));
     const page = await browse(payment.next_action.url);
@@ -197,14 +192,14 @@ describe("while the account is being moved to another shard", () => {
     const payment = await asked();
     await env.DB.prepare("UPDATE accounts SET move_token = 'move-test', move_until = ? WHERE id = ?").bind(Date.now() + 60_000, acct.id).run();
     try {
-      const refused = await browse(`${payment.next_action.url}/complete`, "POST");
+      const refused = await browse(`${payment.next_action.url}/complete`, {});
       expect(refused.status).toBe(409);
       expect(refused.text).toContain("Please try again");
       expect((await one<{ status: string }>("SELECT status FROM payments WHERE id = ?", payment.id)).status).toBe("requires_action");
     } finally {
       await env.DB.prepare("UPDATE accounts SET move_token = NULL, move_until = NULL WHERE id = ?").bind(acct.id).run();
     }
-    expect((await browse(`${payment.next_action.url}/complete`, "POST")).status).toBe(303);
+    expect((await browse(`${payment.next_action.url}/complete`, {})).status).toBe(303);
     expect((await eventsFor(acct.id, payment.id)).map((e) => e.type)).toEqual(["payment.requires_action", "payment.completed"]);
   });
 });
@@ -215,7 +210,7 @@ describe("cancel and expiry of a payment waiting for its payer", () => {
     const res = await call(`/payments/${payment.id}/cancel`, { key: acct.key, body: { cancellation_reason: "requested_by_customer" } });
     expect(res.status, res.text).toBe(200);
     expect(res.body).toMatchObject({ status: "canceled", next_action: null, cancellation_reason: "requested_by_customer" });
-    const done = await browse(`${payment.next_action.url}/complete`, "POST");
+    const done = await browse(`${payment.next_action.url}/complete`, {});
     expect(done.status).toBe(303);
     const page = await browse(payment.next_action.url);
     expect(page.text).toContain("Payment canceled");
@@ -247,7 +242,7 @@ describe("review of issue 34: attacks on the challenge", () => {
 
   it("Complete and Fail at once, several times each: one outcome, one event, every submit lands on return_url", async () => {
     const payment = await asked();
-    const submits = await Promise.all([0, 1, 2, 3].map((i) => browse(`${payment.next_action.url}/${i % 2 === 0 ? "complete" : "fail"}`, "POST")));
+    const submits = await Promise.all([0, 1, 2, 3].map((i) => browse(`${payment.next_action.url}/${i % 2 === 0 ? "complete" : "fail"}`, {})));
     for (const res of submits) {
       expect(res.status, res.text).toBe(303);
       expect(res.headers.get("location")).toBe(`https://shop.example.com/orders/6735?ref=a&payment_id=${payment.id}`);
@@ -260,7 +255,7 @@ describe("review of issue 34: attacks on the challenge", () => {
   it("the merchant's cancel and a late Complete at once: one of them wins, with its one event, never both", async () => {
     for (let round = 0; round < 3; round++) {
       const payment = await asked();
-      const [cancel, complete] = await Promise.all([call(`/payments/${payment.id}/cancel`, { key: acct.key, body: {} }), browse(`${payment.next_action.url}/complete`, "POST")]);
+      const [cancel, complete] = await Promise.all([call(`/payments/${payment.id}/cancel`, { key: acct.key, body: {} }), browse(`${payment.next_action.url}/complete`, {})]);
       expect(complete.status).toBe(303);
       const now = (await call(`/payments/${payment.id}`, { key: acct.key })).body;
       const types = outcomes((await eventsFor(acct.id, payment.id)).map((e) => e.type));
@@ -278,7 +273,7 @@ describe("review of issue 34: attacks on the challenge", () => {
   it("the cron's 7-day abandon and a late Complete at once: one outcome, one event", async () => {
     const payment = await asked();
     await env.DB.prepare("UPDATE payments SET created_at = ? WHERE id = ?").bind(new Date(Date.now() - AUTHORIZATION_LIFETIME_MS - 120_000).toISOString(), payment.id).run();
-    const [, complete] = await Promise.all([expireAuthorizations(env, Date.now()), browse(`${payment.next_action.url}/complete`, "POST")]);
+    const [, complete] = await Promise.all([expireAuthorizations(env, Date.now()), browse(`${payment.next_action.url}/complete`, {})]);
     expect(complete.status).toBe(303);
     const now = (await call(`/payments/${payment.id}`, { key: acct.key })).body;
     const types = outcomes((await eventsFor(acct.id, payment.id)).map((e) => e.type));
@@ -292,7 +287,7 @@ describe("review of issue 34: attacks on the challenge", () => {
     const created = [first, second].find((r) => r.status === 201)!;
     expect(created, `${first.status} ${second.status}`).toBeDefined();
     for (const res of [first, second]) if (res.status === 201) expect(res.body.id).toBe(created.body.id);
-    await browse(`${created.body.next_action.url}/complete`, "POST");
+    await browse(`${created.body.next_action.url}/complete`, {});
     const again = await call("/payments", { key: acct.key, idempotencyKey: "r34-retry-3ds", body });
     expect(again.status).toBe(201);
     expect(again.body.id).toBe(created.body.id);
@@ -309,7 +304,7 @@ describe("review of issue 34: attacks on the challenge", () => {
       const page = await browse(url);
       expect(page.status, url).toBe(404);
       expect(page.headers.get("content-security-policy"), url).toContain("frame-ancestors 'none'");
-      expect((await browse(`${url}/complete`, "POST")).status, url).toBe(404);
+      expect((await browse(`${url}/complete`, {})).status, url).toBe(404);
     }
     expect((await call(`/payments/${payment.id}`, { key: acct.key })).body.status).toBe("requires_action");
   });
