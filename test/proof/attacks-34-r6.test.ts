@@ -1,0 +1,124 @@
+// Issue 34's "Bad input and money safety", attacked by a reviewer who did not write today's changes:
+// the payments' partial indexes (migration 0038) against every query that filters payments by
+// status or subscription, and the cron's pages; the 3-D Secure page's ?from=invoice (open redirect,
+// another account's or mode's invoice, one-off payments, decided payments, double submits, secrets
+// and headers on every answer); and POST /invoices/{id}/pay's 409 charge_in_progress on an
+// incomplete subscription's first invoice (other account and mode, scopes, races, replays).
+import { applyD1Migrations } from "cloudflare:test";
+import { exports } from "cloudflare:workers";
+import { and, desc, eq, sql } from "drizzle-orm";
+import { beforeAll, describe, expect, it } from "vitest";
+import { env } from "../support/env";
+import { BASE, type Account, browse, call, expectError, signup } from "../support/http";
+import { createKey, createPlan, createUser } from "../support/fixtures";
+import { cardFields } from "../support/cards";
+import { countOf } from "../support/db";
+import { createDb } from "../../src/db/client";
+import { payments } from "../../src/db/schema";
+import { incompleteDuePage } from "../../src/billing/incomplete";
+import { incompleteWithPayment } from "../../src/routes/subscriptions/cancel";
+import { EXPIRY_BATCH, abandonedAuthentications, duePage, lapsedAuthorizations } from "../../src/payments/intents";
+
+const AUTH_CARD = "4000002760003184";
+const RETURN = "https://shop.example.com/done";
+
+type Query = { toSQL(): { sql: string; params: unknown[] } };
+async function planOf(d1: D1Database, query: Query): Promise<string> {
+  const { sql: text, params } = query.toSQL();
+  const rows = await d1.prepare(`EXPLAIN QUERY PLAN ${text}`).bind(...params).all<{ detail: string }>();
+  return rows.results.map((r) => r.detail).join(" | ");
+}
+/** A plan that reads payments only through a seek (SEARCH), never a walk of a whole table or index. */
+const seeksPayments = (plan: string) => {
+  expect(plan).not.toMatch(/SCAN payments/);
+  expect(plan).toMatch(/SEARCH payments USING/);
+};
+
+describe("migration 0038: the payments' partial indexes", () => {
+  it("the incomplete-subscription cron and DELETE of an incomplete subscription seek the waiting payment (no walk of every subscription payment)", async () => {
+    const db = createDb(env.DB);
+    for (const after of [null, { createdAt: "2026-11-20T12:00:00.000Z", id: "sub_01m8000000000000000000000" }]) {
+      const plan = await planOf(env.DB, incompleteDuePage(db, Date.parse("2026-11-27T12:00:00Z"), after));
+      seeksPayments(plan);
+      expect(plan).toMatch(/SEARCH payments USING INDEX payments_subscription \(account_id=\? AND livemode=\? AND subscription_id=\?/);
+    }
+    const plan = await planOf(env.DB, incompleteWithPayment(db, { accountId: "acct_x", livemode: false, keyId: "key_x" }, "sub_x"));
+    seeksPayments(plan);
+    expect(plan).toMatch(/SEARCH payments USING INDEX payments_subscription \(account_id=\? AND livemode=\? AND subscription_id=\?/);
+  });
+
+  it("the other queries that filter payments by status or subscription still seek: the expiry cron's pages, a subscription's list, a status inside an account", async () => {
+    const db = createDb(env.DB);
+    const now = Date.parse("2026-11-27T12:00:00Z");
+    for (const cursor of [null, { at: "2026-11-20T12:00:00.000Z", id: "pay_01m8000000000000000000000" }]) {
+      expect(await planOf(env.DB, duePage(db, lapsedAuthorizations(now), payments.captureBefore, cursor))).toMatch(/SEARCH payments USING INDEX payments_capture_due/);
+      // The abandoned ones' first page walks the partial index, which holds the waiting payments only (as the old (status, …) index's search did).
+      expect(await planOf(env.DB, duePage(db, abandonedAuthentications(now), payments.createdAt, cursor))).toMatch(/payments USING INDEX payments_action_waiting/);
+    }
+    const mine = and(eq(payments.accountId, "acct_x"), eq(payments.livemode, false));
+    seeksPayments(await planOf(env.DB, db.select().from(payments).where(and(mine, eq(payments.subscriptionId, "sub_x"), eq(payments.status, "requires_action"))).orderBy(desc(payments.id)).limit(11)));
+    seeksPayments(await planOf(env.DB, db.select().from(payments).where(and(mine, eq(payments.status, "requires_capture"))).orderBy(desc(payments.id)).limit(11)));
+    seeksPayments(await planOf(env.DB, db.select({ n: sql`count(*)` }).from(payments).where(and(mine, sql`${payments.status} IN ('completed', 'partially_refunded', 'refunded')`))));
+  });
+
+  it("applies on a shard holding payments: each partial index holds exactly its rows, and every row is kept", { timeout: 30_000 }, async () => {
+    type Migrations = Parameters<typeof applyD1Migrations>[1];
+    const scratch = (env as unknown as { MIGRATION_SCRATCH: D1Database }).MIGRATION_SCRATCH;
+    const migrations = (env as unknown as { TEST_MIGRATIONS: Migrations }).TEST_MIGRATIONS;
+    await applyD1Migrations(scratch, migrations.filter((m) => m.name < "0038"));
+    const columns = (await scratch.prepare("SELECT name, type, \"notnull\" AS nn, dflt_value AS dflt FROM pragma_table_info('payments')").all<{ name: string; type: string; nn: number; dflt: string | null }>()).results;
+    const rows: Record<string, unknown>[] = [
+      { id: "pay_m38_capture", status: "requires_capture", capture_before: "2026-11-20T00:00:00.000Z", amount_capturable: 500 },
+      { id: "pay_m38_action", status: "requires_action", subscription_id: "sub_m38" },
+      { id: "pay_m38_done", status: "completed", subscription_id: "sub_m38", amount_received: 500 },
+      { id: "pay_m38_oneoff", status: "completed", amount_received: 500 },
+    ];
+    for (const row of rows) {
+      const values: Record<string, unknown> = { account_id: "acct_m38", livemode: 0, amount: 500, currency: "usd", created_at: "2026-11-01T00:00:00.000Z", ...row, charge_reference: `ref_${row.id}` };
+      for (const c of columns) if (c.nn && c.dflt === null && !(c.name in values)) values[c.name] = /INT/i.test(c.type) ? 0 : "x";
+      const names = Object.keys(values);
+      await scratch.prepare(`INSERT INTO payments (${names.join(", ")}) VALUES (${names.map(() => "?").join(", ")})`).bind(...names.map((n) => values[n])).run();
+    }
+    await applyD1Migrations(scratch, migrations.filter((m) => m.name.startsWith("0038")));
+    const through = async (index: string, where: string) =>
+      (await scratch.prepare(`SELECT id FROM payments INDEXED BY ${index} WHERE ${where} ORDER BY id`).all<{ id: string }>()).results.map((r) => r.id);
+    expect(await through("payments_capture_due", "status = 'requires_capture' AND capture_before <= '2026-11-27'")).toEqual(["pay_m38_capture"]);
+    expect(await through("payments_action_waiting", "status = 'requires_action' AND created_at <= '2026-11-27'")).toEqual(["pay_m38_action"]);
+    expect(await through("payments_subscription", "account_id = 'acct_m38' AND livemode = 0 AND subscription_id = 'sub_m38'")).toEqual(["pay_m38_action", "pay_m38_done"]);
+    expect((await scratch.prepare("SELECT count(*) AS n FROM payments").first<{ n: number }>())!.n).toBe(4);
+  });
+
+  it("the expiry cron's pages find every due authorization once, across pages of equal capture_before and created_at", async () => {
+    const acct = await signup("Pages R6");
+    const ada = await createUser(acct, { name: "Ada", email: "ada@example.com" });
+    const made = await call("/payments", { key: acct.key, body: { user_id: ada.id, amount: 700, currency: "usd", capture_method: "manual", ...cardFields("4242424242424242") } });
+    expect(made.status, made.text).toBe(201);
+    expect(made.body.status).toBe("requires_capture");
+    // EXPIRY_BATCH + 7 copies of it, all due at the same instant and made at the same instant.
+    const at = "2020-01-01T00:00:00.000Z";
+    const copies = EXPIRY_BATCH + 7;
+    const cols = (await env.DB.prepare("SELECT name FROM pragma_table_xinfo('payments') WHERE hidden = 0").all<{ name: string }>()).results.map((r) => r.name);
+    const picked = cols.map((c) => (c === "id" ? "?1 || printf('%03d', n.i)" : c === "charge_reference" ? "'r6-page-' || n.i" : c === "processor_reference" ? "'r6-page-pi-' || n.i" : c === "capture_before" || c === "created_at" ? "?2" : c)).join(", ");
+    await env.DB.prepare(
+      `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?3)
+       INSERT INTO payments (${cols.join(", ")}) SELECT ${picked} FROM payments, n WHERE payments.id = ?4`,
+    )
+      .bind("pay_r6page", at, copies, made.body.id)
+      .run();
+    const db = createDb(env.DB);
+    const now = Date.parse("2020-01-02T00:00:00Z");
+    const seen: string[] = [];
+    let after: { at: string | null; id: string } | null = null;
+    for (;;) {
+      const rows = await duePage(db, lapsedAuthorizations(now), payments.captureBefore, after);
+      seen.push(...rows.map((r) => r.id));
+      if (rows.length < EXPIRY_BATCH) break;
+      const last = rows[rows.length - 1];
+      after = { at: last.captureBefore, id: last.id };
+    }
+    const mine = seen.filter((id) => id.startsWith("pay_r6page"));
+    expect(mine.length).toBe(copies);
+    expect(new Set(mine).size).toBe(copies);
+    await env.DB.prepare("DELETE FROM payments WHERE id LIKE 'pay_r6page%'").run();
+  });
+});
