@@ -7,7 +7,8 @@ import { chargeInFlight, subscriptionUpdatedEvent } from "../../billing/periods"
 import { uncollectibleInvoicesOf } from "../../billing/invoices";
 import { guard, guardExists } from "../../db/batch";
 import { subscriptionPeriods, subscriptions } from "../../db/schema";
-import { owned } from "../../db/scope";
+import { type CallerSlots, owned } from "../../db/scope";
+import type { Db } from "../../db/client";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { commitAndAnswerRow } from "../write-path";
@@ -103,7 +104,7 @@ const NOT_ACTIVATED = "subscription_not_activated";
 const notActivatedMarker = conflict("subscription_incomplete", "incomplete");
 
 /** The caller's subscription `id` with its payment waiting for 3-D Secure, if one does (joined on its account and mode: a seek in payments_subscription). */
-export const incompleteWithPayment = (db: AppEnv["Variables"]["db"], auth: AppEnv["Variables"]["auth"], id: string) =>
+export const incompleteWithPayment = (db: Db, auth: CallerSlots, id: string) =>
   db
     .select({ sub: subscriptions, payment: payments })
     .from(subscriptions)
