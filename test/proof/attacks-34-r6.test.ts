@@ -122,3 +122,132 @@ describe("migration 0038: the payments' partial indexes", () => {
     await env.DB.prepare("DELETE FROM payments WHERE id LIKE 'pay_r6page%'").run();
   });
 });
+
+let acct: Account & { liveKey: string };
+let other: Account & { liveKey: string };
+beforeAll(async () => {
+  acct = await signup("Invoice Marker R6");
+  other = await signup("Other Shop R6");
+});
+
+interface Incomplete {
+  sub: string;
+  payment: string;
+  challenge: string;
+  invoice: { id: string; hosted_invoice_url: string };
+  page: string;
+}
+
+/** A subscription whose first charge asked for 3-D Secure (return_url given): incomplete, its first invoice open. */
+async function incomplete(owner: Account = acct): Promise<Incomplete> {
+  const user = await createUser(owner, { name: "Ada Lovelace", email: "ada@example.com" });
+  const plan = await createPlan(owner, { price: 30, name: "Pro" });
+  const res = await call("/subscriptions", { key: owner.key, body: { user_id: user.id, plan_id: plan.id, return_url: RETURN, ...cardFields(AUTH_CARD) } });
+  expect(res.status, res.text).toBe(201);
+  expect(res.body).toMatchObject({ status: "incomplete", latest_payment: { status: "requires_action" } });
+  const [invoice] = (await call(`/invoices?subscription_id=${res.body.id}&status=open`, { key: owner.key })).body.data;
+  return { sub: res.body.id, payment: res.body.latest_payment.id, challenge: res.body.latest_payment.next_action.url, invoice, page: new URL(invoice.hosted_invoice_url).pathname };
+}
+
+const pathOf = (url: string) => new URL(url).pathname;
+const secretOf = (url: string) => pathOf(url).split("/").pop()!;
+/** Every hosted answer's headers: no framing, no caching, no Referer (a 303 whose Location holds a page secret included). */
+function expectHostedHeaders(res: { headers: Headers }, what: string) {
+  expect(res.headers.get("content-security-policy"), what).toContain("frame-ancestors 'none'");
+  expect(res.headers.get("cache-control"), what).toBe("no-store");
+  expect(res.headers.get("referrer-policy"), what).toBe("no-referrer");
+}
+
+describe("?from=invoice on the 3-D Secure page", () => {
+  it("no query sends the payer off this origin or to another invoice: a doubled, encoded or foreign marker, and extra parameters, lead to the payment's own invoice or its usual place", async () => {
+    const mine = await incomplete();
+    const theirs = await incomplete(other);
+    const own = `${mine.invoice.hosted_invoice_url}?payment_id=${mine.payment}`;
+    const path = pathOf(mine.challenge);
+    // The first submit carries a doubled marker and another invoice's id and secret.
+    const first = await browse(`${path}/complete?from=invoice&from=https://evil.example/x&invoice=${theirs.invoice.id}&secret=${secretOf(theirs.invoice.hosted_invoice_url)}&return_url=https://evil.example`, {});
+    expect(first.status).toBe(303);
+    expect(first.location).toBe(own);
+    // Decided: every variant answers its own invoice (the marker), or return_url (anything else), never another place.
+    const variants: [string, string][] = [
+      ["?from=invoice", own],
+      ["?from=invoice&from=//evil.example", own],
+      ["?from=%69nvoice", own],
+      ["?from=https%3A%2F%2Fevil.example", `${RETURN}?payment_id=${mine.payment}`],
+      ["?from=INVOICE", `${RETURN}?payment_id=${mine.payment}`],
+      ["?from=invoice/../../evil", `${RETURN}?payment_id=${mine.payment}`],
+      ["?from[]=invoice", `${RETURN}?payment_id=${mine.payment}`],
+    ];
+    for (const [query, expected] of variants) {
+      for (const button of ["complete", "fail"]) {
+        const res = await browse(`${path}/${button}${query}`, {});
+        expect(res.status, query).toBe(303);
+        expect(res.location, query).toBe(expected);
+      }
+      const shown = await browse(`${path}${query}`);
+      expect(shown.status, query).toBe(200);
+      expect(shown.text, query).not.toContain("evil.example");
+      expect(shown.text, query).not.toContain(theirs.invoice.id);
+    }
+    // The Fail after Complete changed nothing: one completed payment, the subscription active, theirs untouched.
+    expect((await call(`/payments/${mine.payment}`, { key: acct.key })).body.status).toBe("completed");
+    expect((await call(`/subscriptions/${mine.sub}`, { key: acct.key })).body.status).toBe("active");
+    expect((await call(`/subscriptions/${theirs.sub}`, { key: other.key })).body.status).toBe("incomplete");
+  });
+
+  it("the marker with another account's payment secret, or a payment id under another payment's secret, answers 404 and decides nothing", async () => {
+    const mine = await incomplete();
+    const theirs = await incomplete(other);
+    for (const url of [`/pay/authenticate/${theirs.payment}/${secretOf(mine.challenge)}`, `/pay/authenticate/${mine.payment}/${secretOf(theirs.challenge)}`]) {
+      const page = await browse(`${url}?from=invoice`);
+      expect(page.status).toBe(404);
+      expectHostedHeaders(page, url);
+      for (const button of ["complete", "fail"]) expect((await browse(`${url}/${button}?from=invoice`, {})).status).toBe(404);
+    }
+    expect((await call(`/payments/${mine.payment}`, { key: acct.key })).body.status).toBe("requires_action");
+    expect((await call(`/payments/${theirs.payment}`, { key: other.key })).body.status).toBe("requires_action");
+  });
+
+  it("the challenge opened from the invoice's page, waiting, carries no secret but its own: not the invoice page's, no key, no card", async () => {
+    const d = await incomplete();
+    const page = await browse(`${pathOf(d.challenge)}?from=invoice`);
+    expect(page.status).toBe(200);
+    expectHostedHeaders(page, "challenge");
+    expect(page.text).not.toContain(secretOf(d.invoice.hosted_invoice_url));
+    expect(page.text).not.toMatch(/sk_(test|live)_|rk_(test|live)_|client_secret|4000002760003184|2760003184/);
+    expect(page.text).not.toContain(RETURN);
+  });
+
+  it("every answer of the marked page carries the hosted headers: the 303s that hold the invoice page's secret, the result page, a double submit", async () => {
+    const d = await incomplete();
+    const path = pathOf(d.challenge);
+    const done = await browse(`${path}/complete?from=invoice`, {});
+    expect(done.status).toBe(303);
+    expect(done.location).toContain(secretOf(d.invoice.hosted_invoice_url));
+    expectHostedHeaders(done, "Complete's 303");
+    const again = await browse(`${path}/complete?from=invoice`, {});
+    expect(again.location).toBe(done.location);
+    expectHostedHeaders(again, "a second Complete's 303");
+    const result = await browse(`${path}?from=invoice`);
+    expect(result.status).toBe(200);
+    expectHostedHeaders(result, "the result page");
+    // The merchant's own flow's 303 (to return_url) too.
+    const merchant = await browse(`${path}/complete`, {});
+    expect(merchant.location).toBe(`${RETURN}?payment_id=${d.payment}`);
+    expectHostedHeaders(merchant, "return_url's 303");
+  });
+
+  it("a payment of an account moved to the other shard: the marked challenge finds it there and sends its payer to its invoice's page, which shows it paid", { timeout: 60_000 }, async () => {
+    const mover = await signup("Moving Shop R6");
+    const d = await incomplete(mover);
+    const moved = await call(`/api/accounts/${mover.id}/move`, { body: { to_shard: 1 - Number((await call("/api/account", { key: mover.key })).headers.get("tender-shard")), drain_seconds: 0 } });
+    expect(moved.status, moved.text).toBe(200);
+    const link = /<a class="button" href="([^"]+)">\s*Continue to your bank/.exec((await browse(d.page)).text)?.[1]?.replace(/&amp;/g, "&");
+    expect(link).toBe(`${d.challenge}?from=invoice`);
+    const done = await browse(`${pathOf(link!)}/complete?from=invoice`, {});
+    expect(done.status, done.text).toBe(303);
+    expect(done.location).toBe(`${d.invoice.hosted_invoice_url}?payment_id=${d.payment}`);
+    expect((await browse(done.location!)).text).toContain("30.00 USD paid");
+    expect((await call(`/subscriptions/${d.sub}`, { key: mover.key })).body.status).toBe("active");
+  });
+});
