@@ -251,3 +251,65 @@ describe("?from=invoice on the 3-D Secure page", () => {
     expect((await call(`/subscriptions/${d.sub}`, { key: mover.key })).body.status).toBe("active");
   });
 });
+
+describe("POST /invoices/{id}/pay on an incomplete subscription's first invoice", () => {
+  it("another account's key, the live key of the same account and a key without invoices scopes learn nothing: 404, 404, 403", async () => {
+    const d = await incomplete();
+    for (const key of [other.key, other.liveKey, acct.liveKey]) {
+      const res = await call(`/invoices/${d.invoice.id}/pay`, { key, method: "POST" });
+      expectError(res, 404, "not_found_error");
+      expect(res.text).not.toContain(d.payment);
+      expect(res.text).not.toContain(secretOf(d.challenge));
+    }
+    const restricted = await createKey(acct, ["payments:read", "subscriptions:write"]);
+    const refused = await call(`/invoices/${d.invoice.id}/pay`, { key: restricted.secret, method: "POST" });
+    expect(refused.status, refused.text).toBe(403);
+    expect(refused.text).not.toContain(d.payment);
+    expect(refused.text).not.toContain(secretOf(d.challenge));
+    // invoices:write (which reads the invoice, its hosted_invoice_url and so the page that links the challenge) is told.
+    const writer = await createKey(acct, ["invoices:write"]);
+    const told = expectError(await call(`/invoices/${d.invoice.id}/pay`, { key: writer.secret, method: "POST" }), 409, "invalid_request_error", "charge_in_progress");
+    expect(told.message).toContain(d.payment);
+    expect((await call(`/payments/${d.payment}`, { key: acct.key })).body.status).toBe("requires_action");
+  });
+
+  it("racing the payer's Complete: one payment, completed once, the invoice paid once, and the POST answers a clear 409", async () => {
+    const d = await incomplete();
+    const path = pathOf(d.challenge);
+    const [paid, pressed] = await Promise.all([
+      call(`/invoices/${d.invoice.id}/pay`, { key: acct.key, method: "POST", idempotencyKey: `race-${d.invoice.id}` }),
+      exports.default.fetch(`${BASE}${path}/complete?from=invoice`, { method: "POST", redirect: "manual" }).then(async (r) => (await r.text(), r.status)),
+    ]);
+    expect(pressed).toBe(303);
+    expect(paid.status, paid.text).toBe(409);
+    expect(["charge_in_progress", "invoice_paid", "subscription_changed"]).toContain(paid.body.error.code);
+    expect(await countOf("SELECT count(*) AS n FROM payments WHERE subscription_id = ?", d.sub)).toBe(1);
+    expect((await call(`/payments/${d.payment}`, { key: acct.key })).body).toMatchObject({ status: "completed", amount_received: 3000 });
+    expect((await call(`/invoices/${d.invoice.id}`, { key: acct.key })).body).toMatchObject({ status: "paid", amount_paid: 3000, payment_id: d.payment });
+    expect(await countOf("SELECT count(*) AS n FROM events WHERE account_id = ? AND type = 'invoice.paid' AND object_id = ?", acct.id, d.invoice.id)).toBe(1);
+    // Afterwards the invoice is paid: 409 invoice_paid, nothing charged.
+    expectError(await call(`/invoices/${d.invoice.id}/pay`, { key: acct.key, method: "POST" }), 409, "invalid_request_error", "invoice_paid");
+    expect(await countOf("SELECT count(*) AS n FROM payments WHERE subscription_id = ?", d.sub)).toBe(1);
+  });
+
+  it("the Idempotency-Key of a 409 charge_in_progress, sent again once the payment completed, charges nothing and says where the invoice stands", async () => {
+    const d = await incomplete();
+    const key = `r6-replay-${d.invoice.id}`;
+    expectError(await call(`/invoices/${d.invoice.id}/pay`, { key: acct.key, method: "POST", idempotencyKey: key }), 409, "invalid_request_error", "charge_in_progress");
+    expect((await browse(`${pathOf(d.challenge)}/complete`, {})).status).toBe(303);
+    const again = await call(`/invoices/${d.invoice.id}/pay`, { key: acct.key, method: "POST", idempotencyKey: key });
+    expect(again.status, again.text).toBe(409);
+    // Either the first answer replayed (as Stripe replays), or today's: the invoice is paid. Never a charge.
+    if (again.headers.get("idempotent-replayed") === "true") expect(again.body.error.code).toBe("charge_in_progress");
+    else expect(again.body.error.code).toBe("invoice_paid");
+    expect(await countOf("SELECT count(*) AS n FROM payments WHERE subscription_id = ?", d.sub)).toBe(1);
+    expect((await call(`/invoices/${d.invoice.id}`, { key: acct.key })).body).toMatchObject({ status: "paid", amount_paid: 3000 });
+  });
+
+  it("after Fail (the subscription incomplete_expired, its invoice void): 409 invoice_not_open, nothing charged", async () => {
+    const d = await incomplete();
+    expect((await browse(`${pathOf(d.challenge)}/fail`, {})).status).toBe(303);
+    expectError(await call(`/invoices/${d.invoice.id}/pay`, { key: acct.key, method: "POST" }), 409, "invalid_request_error", "invoice_not_open");
+    expect(await countOf("SELECT count(*) AS n FROM payments WHERE subscription_id = ?", d.sub)).toBe(1);
+  });
+});
