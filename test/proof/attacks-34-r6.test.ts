@@ -8,7 +8,7 @@ import { applyD1Migrations } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { and, desc, eq, sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
-import { env } from "../support/env";
+import { OTHER_SHARD, TEST_SHARD, env, envOf } from "../support/env";
 import { BASE, type Account, browse, call, expectError, signup } from "../support/http";
 import { createKey, createPlan, createUser } from "../support/fixtures";
 import { cardFields } from "../support/cards";
@@ -47,19 +47,23 @@ describe("migration 0038: the payments' partial indexes", () => {
     expect(plan).toMatch(/SEARCH payments USING INDEX payments_subscription \(account_id=\? AND livemode=\? AND subscription_id=\?/);
   });
 
-  it("the other queries that filter payments by status or subscription still seek: the expiry cron's pages, a subscription's list, a status inside an account", async () => {
-    const db = createDb(env.DB);
+  it("the other queries that filter payments by status or subscription still seek, on both shards: the expiry cron's pages, a subscription's list, a status inside an account", async () => {
+    for (const shard of [TEST_SHARD, OTHER_SHARD]) await plansOn(envOf(shard).DB);
+  });
+  async function plansOn(d1: D1Database) {
+    const db = createDb(d1);
     const now = Date.parse("2026-11-27T12:00:00Z");
     for (const cursor of [null, { at: "2026-11-20T12:00:00.000Z", id: "pay_01m8000000000000000000000" }]) {
-      expect(await planOf(env.DB, duePage(db, lapsedAuthorizations(now), payments.captureBefore, cursor))).toMatch(/SEARCH payments USING INDEX payments_capture_due/);
+      expect(await planOf(d1, duePage(db, lapsedAuthorizations(now), payments.captureBefore, cursor))).toMatch(/SEARCH payments USING INDEX payments_capture_due/);
       // The abandoned ones' first page walks the partial index, which holds the waiting payments only (as the old (status, …) index's search did).
-      expect(await planOf(env.DB, duePage(db, abandonedAuthentications(now), payments.createdAt, cursor))).toMatch(/payments USING INDEX payments_action_waiting/);
+      expect(await planOf(d1, duePage(db, abandonedAuthentications(now), payments.createdAt, cursor))).toMatch(/payments USING INDEX payments_action_waiting/);
     }
     const mine = and(eq(payments.accountId, "acct_x"), eq(payments.livemode, false));
-    seeksPayments(await planOf(env.DB, db.select().from(payments).where(and(mine, eq(payments.subscriptionId, "sub_x"), eq(payments.status, "requires_action"))).orderBy(desc(payments.id)).limit(11)));
-    seeksPayments(await planOf(env.DB, db.select().from(payments).where(and(mine, eq(payments.status, "requires_capture"))).orderBy(desc(payments.id)).limit(11)));
-    seeksPayments(await planOf(env.DB, db.select({ n: sql`count(*)` }).from(payments).where(and(mine, sql`${payments.status} IN ('completed', 'partially_refunded', 'refunded')`))));
-  });
+    seeksPayments(await planOf(d1, db.select().from(payments).where(and(mine, eq(payments.subscriptionId, "sub_x"), eq(payments.status, "requires_action"))).orderBy(desc(payments.id)).limit(11)));
+    seeksPayments(await planOf(d1, db.select().from(payments).where(and(mine, eq(payments.status, "requires_capture"))).orderBy(desc(payments.id)).limit(11)));
+    seeksPayments(await planOf(d1, db.select({ n: sql`count(*)` }).from(payments).where(and(mine, sql`${payments.status} IN ('completed', 'partially_refunded', 'refunded')`))));
+    seeksPayments(await planOf(d1, incompleteDuePage(db, now, null)));
+  }
 
   it("applies on a shard holding payments: each partial index holds exactly its rows, and every row is kept", { timeout: 30_000 }, async () => {
     type Migrations = Parameters<typeof applyD1Migrations>[1];
@@ -88,38 +92,51 @@ describe("migration 0038: the payments' partial indexes", () => {
     expect((await scratch.prepare("SELECT count(*) AS n FROM payments").first<{ n: number }>())!.n).toBe(4);
   });
 
-  it("the expiry cron's pages find every due authorization once, across pages of equal capture_before and created_at", async () => {
+  it("the expiry cron's pages find every due authorization and abandoned 3-D Secure payment once, across pages of equal timestamps, and never a moved account's rows", async () => {
     const acct = await signup("Pages R6");
     const ada = await createUser(acct, { name: "Ada", email: "ada@example.com" });
     const made = await call("/payments", { key: acct.key, body: { user_id: ada.id, amount: 700, currency: "usd", capture_method: "manual", ...cardFields("4242424242424242") } });
     expect(made.status, made.text).toBe(201);
     expect(made.body.status).toBe("requires_capture");
-    // EXPIRY_BATCH + 7 copies of it, all due at the same instant and made at the same instant.
+    // An account that moved away from this shard (its rows here are the copy the move leaves until it deletes them).
+    await env.DB.prepare("INSERT INTO accounts (id, name, email, created_at, moved_to) VALUES ('acct_r6moved', 'Moved', 'moved@example.com', '2020-01-01T00:00:00.000Z', 1)").run();
     const at = "2020-01-01T00:00:00.000Z";
     const copies = EXPIRY_BATCH + 7;
     const cols = (await env.DB.prepare("SELECT name FROM pragma_table_xinfo('payments') WHERE hidden = 0").all<{ name: string }>()).results.map((r) => r.name);
-    const picked = cols.map((c) => (c === "id" ? "?1 || printf('%03d', n.i)" : c === "charge_reference" ? "'r6-page-' || n.i" : c === "processor_reference" ? "'r6-page-pi-' || n.i" : c === "capture_before" || c === "created_at" ? "?2" : c)).join(", ");
-    await env.DB.prepare(
-      `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?3)
-       INSERT INTO payments (${cols.join(", ")}) SELECT ${picked} FROM payments, n WHERE payments.id = ?4`,
-    )
-      .bind("pay_r6page", at, copies, made.body.id)
-      .run();
     const db = createDb(env.DB);
-    const now = Date.parse("2020-01-02T00:00:00Z");
-    const seen: string[] = [];
-    let after: { at: string | null; id: string } | null = null;
-    for (;;) {
-      const rows = await duePage(db, lapsedAuthorizations(now), payments.captureBefore, after);
-      seen.push(...rows.map((r) => r.id));
-      if (rows.length < EXPIRY_BATCH) break;
-      const last = rows[rows.length - 1];
-      after = { at: last.captureBefore, id: last.id };
+    const now = Date.parse("2020-01-09T00:00:00Z");
+    for (const [status, due, order] of [
+      ["requires_capture", lapsedAuthorizations(now), payments.captureBefore],
+      ["requires_action", abandonedAuthentications(now), payments.createdAt],
+    ] as const) {
+      // EXPIRY_BATCH + 7 copies of the payment in this status, all due at the same instant and made at the same instant, and two of the moved account.
+      const picked = cols
+        .map((c) =>
+          c === "id" ? "?1 || printf('%03d', n.i)" : c === "charge_reference" ? "?1 || '-ref-' || n.i" : c === "processor_reference" ? "?1 || '-pi-' || n.i" : c === "capture_before" || c === "created_at" ? "?2" : c === "status" ? "?5" : c === "account_id" ? "CASE WHEN n.i > ?3 THEN 'acct_r6moved' ELSE account_id END" : c,
+        )
+        .join(", ");
+      await env.DB.prepare(
+        `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?3 + 2)
+         INSERT INTO payments (${cols.join(", ")}) SELECT ${picked} FROM payments, n WHERE payments.id = ?4`,
+      )
+        .bind(`pay_r6${status.slice(-6)}`, at, copies, made.body.id, status)
+        .run();
+      const seen: string[] = [];
+      let after: { at: string | null; id: string } | null = null;
+      for (let page = 0; page < 100; page++) {
+        const rows = await duePage(db, due, order, after);
+        seen.push(...rows.map((r) => r.id));
+        if (rows.length < EXPIRY_BATCH) break;
+        const last = rows[rows.length - 1];
+        after = { at: order === payments.captureBefore ? last.captureBefore : last.createdAt, id: last.id };
+      }
+      const mine = seen.filter((id) => id.startsWith(`pay_r6${status.slice(-6)}`));
+      expect(mine.length, status).toBe(copies);
+      expect(new Set(mine).size, status).toBe(copies);
+      expect(mine.every((id) => Number(id.slice(-3)) <= copies), status).toBe(true);
     }
-    const mine = seen.filter((id) => id.startsWith("pay_r6page"));
-    expect(mine.length).toBe(copies);
-    expect(new Set(mine).size).toBe(copies);
-    await env.DB.prepare("DELETE FROM payments WHERE id LIKE 'pay_r6page%'").run();
+    await env.DB.prepare("DELETE FROM payments WHERE id LIKE 'pay_r6%'").run();
+    await env.DB.prepare("DELETE FROM accounts WHERE id = 'acct_r6moved'").run();
   });
 });
 
