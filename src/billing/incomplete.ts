@@ -151,6 +151,35 @@ export async function letGo(env: Bindings, db: Db, payment: PaymentRow, at: numb
 }
 
 /**
+ * The waiting first payment of a subscription row: joined on its account, mode and subscription, so
+ * that SQLite seeks it in payments_subscription (a join on subscription_id alone cannot use that
+ * index, whose leading columns are the account and mode, and scanned it whole: every subscription
+ * payment of the shard, once per incomplete subscription).
+ */
+export const waitingPaymentOfSubscription = () =>
+  and(eq(payments.accountId, subscriptions.accountId), eq(payments.livemode, subscriptions.livemode), eq(payments.subscriptionId, subscriptions.id), eq(payments.status, "requires_action"))!;
+
+/** A page of the incomplete subscriptions due to expire, with their waiting payment, oldest first, after `after` (the last page's final row). */
+export const incompleteDuePage = (db: Db, now: number, after: { createdAt: string; id: string } | null) =>
+  db
+    .select({ payment: payments, createdAt: subscriptions.createdAt, id: subscriptions.id })
+    .from(subscriptions)
+    .innerJoin(payments, waitingPaymentOfSubscription())
+    .innerJoin(users, eq(users.id, subscriptions.userId))
+    .leftJoin(testClocks, eq(testClocks.id, users.testClockId))
+    .where(
+      and(
+        eq(subscriptions.status, "incomplete"),
+        sql`CASE WHEN ${testClocks.id} IS NULL THEN ${lte(subscriptions.createdAt, isoTime(now - INCOMPLETE_LIFETIME_MS))}
+            ELSE unixepoch(${subscriptions.startDate}, 'subsec') * 1000 + ${INCOMPLETE_LIFETIME_MS} <= unixepoch(${testClocks.frozenTime}, 'subsec') * 1000 END`,
+        livesHere(subscriptions.accountId),
+        after ? sql`(${subscriptions.createdAt}, ${subscriptions.id}) > (${after.createdAt}, ${after.id})` : undefined,
+      ),
+    )
+    .orderBy(asc(subscriptions.createdAt), asc(subscriptions.id))
+    .limit(INCOMPLETE_EXPIRY_BATCH);
+
+/**
  * The cron: every incomplete subscription of this shard created 23 hours ago or more whose payment
  * still waits is expired (its payment canceled at the processor). At-least-once and safe to
  * overlap: the batch is guarded on the payment still being requires_action, so a second run, or a
@@ -168,23 +197,7 @@ export async function expireIncompleteSubscriptions(env: Bindings, now: number):
   // incomplete, and must not hold back the ones behind it run after run.
   let after: { createdAt: string; id: string } | null = null;
   for (let page = 0; page < INCOMPLETE_EXPIRY_PAGES; page++) {
-    const due: { payment: PaymentRow; createdAt: string; id: string }[] = await db
-      .select({ payment: payments, createdAt: subscriptions.createdAt, id: subscriptions.id })
-      .from(subscriptions)
-      .innerJoin(payments, and(eq(payments.subscriptionId, subscriptions.id), eq(payments.status, "requires_action")))
-      .innerJoin(users, eq(users.id, subscriptions.userId))
-      .leftJoin(testClocks, eq(testClocks.id, users.testClockId))
-      .where(
-        and(
-          eq(subscriptions.status, "incomplete"),
-          sql`CASE WHEN ${testClocks.id} IS NULL THEN ${lte(subscriptions.createdAt, isoTime(now - INCOMPLETE_LIFETIME_MS))}
-            ELSE unixepoch(${subscriptions.startDate}, 'subsec') * 1000 + ${INCOMPLETE_LIFETIME_MS} <= unixepoch(${testClocks.frozenTime}, 'subsec') * 1000 END`,
-          livesHere(subscriptions.accountId),
-          after ? sql`(${subscriptions.createdAt}, ${subscriptions.id}) > (${after.createdAt}, ${after.id})` : undefined,
-        ),
-      )
-      .orderBy(asc(subscriptions.createdAt), asc(subscriptions.id))
-      .limit(INCOMPLETE_EXPIRY_BATCH);
+    const due: { payment: PaymentRow; createdAt: string; id: string }[] = await incompleteDuePage(db, now, after);
     for (const { payment } of due) {
       try {
         if ((await letGo(env, db, payment, now, "incomplete_expired", processorOf)) === "expired") expired++;

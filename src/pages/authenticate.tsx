@@ -159,9 +159,12 @@ export const AUTHENTICATE_SCRIPT = `"use strict";
 })();
 `;
 
+/** A 303 with every hosted page's headers: its Location may hold a page's secret (the invoice's), so it is never cached, framed or sent on as a Referer. */
+const redirectTo = (c: Context, url: string) => c.body(null, 303, { Location: url, ...hostedHeaders(null) });
+
 /** Sends the payer on (303) once the payment is decided: destinationOf. */
 async function sendOn(c: Context, page: PagePayment, payment: PaymentRow) {
-  return c.redirect((await destinationOf(c, page, payment)).url, 303);
+  return redirectTo(c, (await destinationOf(c, page, payment)).url);
 }
 
 /** Records `result` (once) and sends the payer on: 303 to return_url (or the invoice's page), or this page's result. */
@@ -246,7 +249,7 @@ export function registerAuthenticationPage(app: OpenAPIHono<AppEnv>) {
     if (!processor || !page.payment.processorReference) return messagePage(c, 409, "Payment unavailable", "This payment cannot be authenticated right now. Ask the merchant to try again.", true);
     const state = await processor.paymentStateOf({ chargeReference: page.payment.processorReference });
     // Not finished (the payer closed the challenge): back to the page, to try again.
-    if (state.status === "requires_action") return c.redirect(`${new URL(c.req.url).pathname.replace(/\/return$/, "")}${carried(c)}`, 303);
+    if (state.status === "requires_action") return redirectTo(c, `${new URL(c.req.url).pathname.replace(/\/return$/, "")}${carried(c)}`);
     // Not decided yet at Stripe: its event records it; the merchant's page reads the payment.
     if (state.status === "processing") return sendOn(c, page, page.payment);
     return finish(c, page, state);

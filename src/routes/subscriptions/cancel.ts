@@ -7,14 +7,15 @@ import { chargeInFlight, subscriptionUpdatedEvent } from "../../billing/periods"
 import { uncollectibleInvoicesOf } from "../../billing/invoices";
 import { guard, guardExists } from "../../db/batch";
 import { subscriptionPeriods, subscriptions } from "../../db/schema";
-import { owned } from "../../db/scope";
+import { type CallerSlots, owned } from "../../db/scope";
+import type { Db } from "../../db/client";
 import { clock, isoTime } from "../../lib/clock";
 import type { AppEnv } from "../../context";
 import { commitAndAnswerRow } from "../write-path";
 import type { WriteSet } from "../../webhooks/outbox";
 import { conflict, invalidRequest, notFound } from "../../lib/errors";
 import type { Context } from "hono";
-import { letGo } from "../../billing/incomplete";
+import { letGo, waitingPaymentOfSubscription } from "../../billing/incomplete";
 import { payments } from "../../db/schema";
 import { emitEvent } from "../../webhooks/outbox";
 import { apiRoute, json } from "../openapi";
@@ -102,6 +103,15 @@ const NOT_ACTIVATED = "subscription_not_activated";
 /** The failure the batch answers for an incomplete (or expired) subscription: the route takes it to cancelIncomplete. */
 const notActivatedMarker = conflict("subscription_incomplete", "incomplete");
 
+/** The caller's subscription `id` with its payment waiting for 3-D Secure, if one does (joined on its account and mode: a seek in payments_subscription). */
+export const incompleteWithPayment = (db: Db, auth: CallerSlots, id: string) =>
+  db
+    .select({ sub: subscriptions, payment: payments })
+    .from(subscriptions)
+    .leftJoin(payments, waitingPaymentOfSubscription())
+    .where(owned(subscriptions, auth, eq(subscriptions.id, id)))
+    .limit(1);
+
 /**
  * DELETE of an incomplete subscription, as Stripe's: canceled (subscription_canceled), its payment
  * canceled at the processor and its invoice voided, in the batch guarded on the payment still
@@ -110,12 +120,7 @@ const notActivatedMarker = conflict("subscription_incomplete", "incomplete");
  */
 async function cancelIncomplete(c: Context<AppEnv>, id: string, atPeriodEnd: boolean, realNow: number) {
   const { db, auth } = c.var;
-  const [row] = await db
-    .select({ sub: subscriptions, payment: payments })
-    .from(subscriptions)
-    .leftJoin(payments, and(eq(payments.subscriptionId, subscriptions.id), eq(payments.status, "requires_action")))
-    .where(owned(subscriptions, auth, eq(subscriptions.id, id)))
-    .limit(1);
+  const [row] = await incompleteWithPayment(db, auth, id);
   if (!row) throw notFound("subscription", id, "id");
   if (row.sub.status !== "incomplete" || !row.payment || atPeriodEnd) {
     if (row.sub.status === "incomplete" && atPeriodEnd) throw invalidRequest("parameter_invalid", `at_period_end: subscription ${id} is incomplete and has no period to end; cancel it now.`, "at_period_end");
