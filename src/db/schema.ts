@@ -407,7 +407,7 @@ export const payments = sqliteTable(
     // What the cron cancels (src/payments/intents.ts, expireAuthorizations): authorizations whose 7
     // days are over, and 3-D Secure payments their payer walked away from. Partial indexes, so that a
     // completed or failed payment (nearly every one) writes no entry; the cron's queries name the
-    // status as a literal, which is what lets SQLite use them (a bound value proves nothing).
+    // status as a literal, which lets SQLite use them on every plan (a bound value only sometimes).
     index("payments_capture_due").on(t.captureBefore, t.id).where(sql`${t.status} = 'requires_capture'`),
     index("payments_action_waiting").on(t.createdAt, t.id).where(sql`${t.status} = 'requires_action'`),
     // The refunded total can never pass what was captured, whatever the concurrency.

@@ -234,8 +234,9 @@ export async function expireAuthorizations(env: Bindings, now: number): Promise<
   return { canceled: lapsedRun.canceled + abandonedRun.canceled, skipped: lapsedRun.skipped + abandonedRun.skipped };
 }
 
-// The statuses are literals, not bound values: what lets SQLite use the partial indexes
-// payments_capture_due and payments_action_waiting (src/db/schema.ts).
+// The statuses are literals, not bound values: SQLite uses a partial index only where the query's
+// own terms prove its condition (payments_capture_due and payments_action_waiting, src/db/schema.ts);
+// a bound value does so only when SQLite happens to plan again with it.
 
 /** Authorizations (requires_capture) whose 7 days are over. */
 export const lapsedAuthorizations = (now: number): SQL =>
@@ -245,6 +246,8 @@ export const lapsedAuthorizations = (now: number): SQL =>
 export const abandonedAuthentications = (now: number): SQL =>
   and(
     sql`${payments.status} = 'requires_action'`,
+    // The shorter lifetime bounds both: the index is sought up to it, not walked whole.
+    lte(payments.createdAt, isoTime(now - Math.min(PAGE_PAYMENT_LIFETIME_MS, AUTHORIZATION_LIFETIME_MS))),
     or(lte(payments.createdAt, isoTime(now - AUTHORIZATION_LIFETIME_MS)), and(like(payments.chargeReference, "sub_%:period:%:attempt:%"), lte(payments.createdAt, isoTime(now - PAGE_PAYMENT_LIFETIME_MS)))),
     livesHere(payments.accountId),
   )!;

@@ -53,7 +53,7 @@ describe("the payments' indexes", () => {
     const after = { at: "2026-11-20T12:00:00.000Z", id: "pay_01m8000000000000000000000" };
     for (const cursor of [null, after]) {
       expect(await planOf(duePage(db, lapsedAuthorizations(now), payments.captureBefore, cursor))).toMatch(/SEARCH payments USING INDEX payments_capture_due \(\(?capture_before/);
-      expect(await planOf(duePage(db, abandonedAuthentications(now), payments.createdAt, cursor))).toMatch(/(SEARCH|SCAN) payments USING INDEX payments_action_waiting/);
+      expect(await planOf(duePage(db, abandonedAuthentications(now), payments.createdAt, cursor))).toMatch(/SEARCH payments USING INDEX payments_action_waiting \(\(?created_at/);
     }
     // Listing a subscription's payments still finds them through its (partial) index.
     const listed = db
