@@ -5,11 +5,10 @@
 // invoice paid (the subscription active), Fail makes it void (incomplete_expired) and the page 410.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BASE, type Account, browse, call, expectError, signup } from "../support/http";
-import { createPlan, createUser, getSubscription } from "../support/fixtures";
+import { AUTH_CARD, type IncompleteInvoice, createUser, getSubscription, incompleteInvoice } from "../support/fixtures";
 import { CARDS, captureLogs, cardFields, expectNoCardData, sentCvvs, sentPans } from "../support/cards";
 import { eventsOf } from "../support/db";
 
-const AUTH_CARD = "4000002760003184";
 const logs = captureLogs();
 let acct: Account;
 let other: Account;
@@ -26,33 +25,8 @@ afterAll(async () => {
 });
 
 
-interface Incomplete {
-  sub: string;
-  payment: string;
-  /** The payment's 3-D Secure page (latest_payment.next_action.url). */
-  challenge: string;
-  invoice: { id: string; hosted_invoice_url: string };
-  /** The invoice's page, as a path. */
-  page: string;
-}
-
-/** A subscription whose first charge asked for 3-D Secure: incomplete, its first invoice open. */
-async function incomplete(owner: Account = acct, returnUrl?: string): Promise<Incomplete> {
-  const user = await createUser(owner, { name: "Ada Lovelace", email: "ada@example.com" });
-  const plan = await createPlan(owner, { price: 30, name: "Pro" });
-  const res = await call("/subscriptions", { key: owner.key, body: { user_id: user.id, plan_id: plan.id, ...cardFields(AUTH_CARD), ...(returnUrl ? { return_url: returnUrl } : {}) } });
-  expect(res.status, res.text).toBe(201);
-  expect(res.body).toMatchObject({ status: "incomplete", latest_payment: { status: "requires_action" } });
-  const [invoice] = (await call(`/invoices?subscription_id=${res.body.id}&status=open`, { key: owner.key })).body.data;
-  expect(invoice?.hosted_invoice_url).toBeTruthy();
-  return {
-    sub: res.body.id,
-    payment: res.body.latest_payment.id,
-    challenge: res.body.latest_payment.next_action.url,
-    invoice,
-    page: new URL(invoice.hosted_invoice_url).pathname,
-  };
-}
+type Incomplete = IncompleteInvoice;
+const incomplete = (owner: Account = acct, returnUrl?: string) => incompleteInvoice(owner, returnUrl);
 
 const paymentsOf = async (owner: Account, d: Incomplete) => (await call(`/payments?subscription_id=${d.sub}&limit=100`, { key: owner.key })).body.data as { id: string; status: string }[];
 /** The merchant's own return_url given with the subscription. */

@@ -10,7 +10,7 @@ import { and, desc, eq, sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { OTHER_SHARD, TEST_SHARD, env, envOf } from "../support/env";
 import { BASE, type Account, browse, call, expectError, signup } from "../support/http";
-import { createKey, createPlan, createUser } from "../support/fixtures";
+import { createKey, createUser, incompleteInvoice } from "../support/fixtures";
 import { cardFields } from "../support/cards";
 import { countOf } from "../support/db";
 import { createDb } from "../../src/db/client";
@@ -19,7 +19,6 @@ import { incompleteDuePage } from "../../src/billing/incomplete";
 import { incompleteWithPayment } from "../../src/routes/subscriptions/cancel";
 import { EXPIRY_BATCH, abandonedAuthentications, duePage, lapsedAuthorizations } from "../../src/payments/intents";
 
-const AUTH_CARD = "4000002760003184";
 const RETURN = "https://shop.example.com/done";
 
 type Query = { toSQL(): { sql: string; params: unknown[] } };
@@ -147,24 +146,8 @@ beforeAll(async () => {
   other = await signup("Other Shop R6");
 });
 
-interface Incomplete {
-  sub: string;
-  payment: string;
-  challenge: string;
-  invoice: { id: string; hosted_invoice_url: string };
-  page: string;
-}
-
 /** A subscription whose first charge asked for 3-D Secure (return_url given): incomplete, its first invoice open. */
-async function incomplete(owner: Account = acct): Promise<Incomplete> {
-  const user = await createUser(owner, { name: "Ada Lovelace", email: "ada@example.com" });
-  const plan = await createPlan(owner, { price: 30, name: "Pro" });
-  const res = await call("/subscriptions", { key: owner.key, body: { user_id: user.id, plan_id: plan.id, return_url: RETURN, ...cardFields(AUTH_CARD) } });
-  expect(res.status, res.text).toBe(201);
-  expect(res.body).toMatchObject({ status: "incomplete", latest_payment: { status: "requires_action" } });
-  const [invoice] = (await call(`/invoices?subscription_id=${res.body.id}&status=open`, { key: owner.key })).body.data;
-  return { sub: res.body.id, payment: res.body.latest_payment.id, challenge: res.body.latest_payment.next_action.url, invoice, page: new URL(invoice.hosted_invoice_url).pathname };
-}
+const incomplete = (owner: Account = acct) => incompleteInvoice(owner, RETURN);
 
 const pathOf = (url: string) => new URL(url).pathname;
 const secretOf = (url: string) => pathOf(url).split("/").pop()!;

@@ -102,6 +102,38 @@ export async function createPlan(acct: Account, overrides: Record<string, unknow
   return res.body as Record<string, any>;
 }
 
+/** A subscription whose first charge asked for 3-D Secure: incomplete, its first invoice open. */
+export interface IncompleteInvoice {
+  sub: string;
+  payment: string;
+  /** The payment's 3-D Secure page (latest_payment.next_action.url). */
+  challenge: string;
+  invoice: { id: string; hosted_invoice_url: string };
+  /** The invoice's page, as a path. */
+  page: string;
+}
+
+/** A card that asks for 3-D Secure on every charge. */
+export const AUTH_CARD = "4000002760003184";
+
+/** POST /subscriptions with AUTH_CARD (and the merchant's `returnUrl`, if given): incomplete, its first invoice open with its page. */
+export async function incompleteInvoice(owner: Account, returnUrl?: string): Promise<IncompleteInvoice> {
+  const user = await createUser(owner, { name: "Ada Lovelace", email: "ada@example.com" });
+  const plan = await createPlan(owner, { price: 30, name: "Pro" });
+  const res = await call("/subscriptions", { key: owner.key, body: { user_id: user.id, plan_id: plan.id, ...cardFields(AUTH_CARD), ...(returnUrl ? { return_url: returnUrl } : {}) } });
+  expect(res.status, res.text).toBe(201);
+  expect(res.body).toMatchObject({ status: "incomplete", latest_payment: { status: "requires_action" } });
+  const [invoice] = (await call(`/invoices?subscription_id=${res.body.id}&status=open`, { key: owner.key })).body.data;
+  expect(invoice?.hosted_invoice_url).toBeTruthy();
+  return {
+    sub: res.body.id,
+    payment: res.body.latest_payment.id,
+    challenge: res.body.latest_payment.next_action.url,
+    invoice,
+    page: new URL(invoice.hosted_invoice_url).pathname,
+  };
+}
+
 /** POST /subscriptions with `card(pan)`; returns the answer, whatever it is. */
 export async function subscribe(acct: Account, userId: string, planId: string, pan: string = CARDS.visa, extra: Record<string, unknown> = {}) {
   return call("/subscriptions", { key: acct.key, body: { user_id: userId, plan_id: planId, ...card(pan), ...extra } });
