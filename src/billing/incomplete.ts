@@ -40,6 +40,15 @@ export const isFirstChargeOfSubscription = (payment: PaymentRow) =>
   payment.subscriptionId !== null && payment.invoiceId !== null && periodAttemptOf(payment.chargeReference) === null;
 
 /**
+ * The waiting first payment of a subscription row: joined on its account, mode and subscription, so
+ * that SQLite seeks it in payments_subscription (a join on subscription_id alone cannot use that
+ * index, whose leading columns are the account and mode, and scanned it whole: every subscription
+ * payment of the shard, once per incomplete subscription).
+ */
+export const waitingPaymentOfSubscription = () =>
+  and(eq(payments.accountId, subscriptions.accountId), eq(payments.livemode, subscriptions.livemode), eq(payments.subscriptionId, subscriptions.id), eq(payments.status, "requires_action"))!;
+
+/**
  * The first payment of the incomplete subscription that the open invoice `invoiceId` is the first
  * invoice of, while it waits for its payer's 3-D Secure (requires_action), or null. The invoice's
  * page sends its payer to this payment's challenge, never to a second charge: its outcome decides
@@ -50,11 +59,8 @@ export async function waitingFirstPaymentOf(db: Db, invoiceId: string): Promise<
     .select({ payment: payments })
     .from(invoices)
     .innerJoin(subscriptions, and(eq(subscriptions.id, invoices.subscriptionId), eq(subscriptions.accountId, invoices.accountId), eq(subscriptions.livemode, invoices.livemode)))
-    .innerJoin(
-      payments,
-      and(eq(payments.accountId, subscriptions.accountId), eq(payments.livemode, subscriptions.livemode), eq(payments.subscriptionId, subscriptions.id), eq(payments.invoiceId, invoices.id)),
-    )
-    .where(and(eq(invoices.id, invoiceId), eq(invoices.status, "open"), eq(subscriptions.status, "incomplete"), eq(payments.status, "requires_action"), livesHere(invoices.accountId)))
+    .innerJoin(payments, and(waitingPaymentOfSubscription(), eq(payments.invoiceId, invoices.id)))
+    .where(and(eq(invoices.id, invoiceId), eq(invoices.status, "open"), eq(subscriptions.status, "incomplete"), livesHere(invoices.accountId)))
     .limit(2);
   return rows.map((r) => r.payment).find(isFirstChargeOfSubscription) ?? null;
 }
@@ -149,15 +155,6 @@ export async function letGo(env: Bindings, db: Db, payment: PaymentRow, at: numb
     if (held) await releasePaymentStep(db, payment.id);
   }
 }
-
-/**
- * The waiting first payment of a subscription row: joined on its account, mode and subscription, so
- * that SQLite seeks it in payments_subscription (a join on subscription_id alone cannot use that
- * index, whose leading columns are the account and mode, and scanned it whole: every subscription
- * payment of the shard, once per incomplete subscription).
- */
-export const waitingPaymentOfSubscription = () =>
-  and(eq(payments.accountId, subscriptions.accountId), eq(payments.livemode, subscriptions.livemode), eq(payments.subscriptionId, subscriptions.id), eq(payments.status, "requires_action"))!;
 
 /** A page of the incomplete subscriptions due to expire, with their waiting payment, oldest first, after `after` (the last page's final row). */
 export const incompleteDuePage = (db: Db, now: number, after: { createdAt: string; id: string } | null) =>

@@ -28,7 +28,7 @@ import type { PaymentRow } from "../payments/event-data";
 import { processorOf } from "../processor";
 import { readConnection } from "../processor/connections";
 import { HostedLayout, hostedHeaders, messagePage, pageSecretMatches, stripeJsUrl } from "./hosted";
-import { FROM_INVOICE, HOSTED_INVOICE_PATH } from "./links";
+import { FROM_INVOICE, HOSTED_INVOICE_PATH, pageSecretOf } from "./links";
 
 const PAGE = "/pay/authenticate/:id/:secret";
 export const AUTHENTICATE_SCRIPT_PATH = "/pay/assets/authenticate.js";
@@ -59,7 +59,7 @@ async function destinationOf(c: Context, page: PagePayment, payment: PaymentRow)
       .where(and(eq(invoices.id, payment.invoiceId), eq(invoices.accountId, payment.accountId), eq(invoices.livemode, payment.livemode)))
       .limit(1);
     if (invoice?.url) {
-      const url = new URL(`${HOSTED_INVOICE_PATH}/${payment.invoiceId}/${invoice.url.slice(invoice.url.lastIndexOf("/") + 1)}`, c.req.url);
+      const url = new URL(`${HOSTED_INVOICE_PATH}/${payment.invoiceId}/${pageSecretOf(invoice.url)}`, c.req.url);
       url.searchParams.set("payment_id", payment.id);
       return { url: url.toString(), toInvoice: true };
     }

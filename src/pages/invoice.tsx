@@ -22,7 +22,7 @@ import { formatMoney } from "../domain/money";
 import type { Bindings } from "../env";
 import { HostedLayout, hostedHeaders, messagePage } from "./hosted";
 import { InvoiceFooter, InvoiceParties, paidWithOf } from "./invoice-parties";
-import { HOSTED_INVOICE_PATH, pageSecretMatches } from "./links";
+import { HOSTED_INVOICE_PATH, pageSecretMatches, pageSecretOf } from "./links";
 import { InvoicePayment, type PayOffer, offerScripts, payOfferOf, registerInvoicePayment } from "./invoice-pay";
 import type { Child } from "hono/jsx";
 
@@ -41,8 +41,7 @@ async function invoiceOf(env: Bindings, id: string, secret: string): Promise<Inv
     return hit ?? null;
   });
   if (!row) return null;
-  const stored = row.url?.slice(row.url.lastIndexOf("/") + 1);
-  return pageSecretMatches(stored, secret) ? (JSON.parse(row.invoice) as InvoiceJson) : null;
+  return pageSecretMatches(pageSecretOf(row.url), secret) ? (JSON.parse(row.invoice) as InvoiceJson) : null;
 }
 
 const SHOWN = new Set(["open", "paid"]);

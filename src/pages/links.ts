@@ -28,3 +28,6 @@ export function challengeFromInvoice(challengeUrl: string): string {
   url.searchParams.set(FROM_INVOICE.name, FROM_INVOICE.value);
   return url.toString();
 }
+
+/** The page secret of a stored hosted page URL (its last path segment), or undefined for none. */
+export const pageSecretOf = (url: string | null | undefined): string | undefined => url?.slice(url.lastIndexOf("/") + 1);
