@@ -6,9 +6,17 @@ import { env } from "../support/env";
 import { call, expectError, fetchWith, roundTrips, signup } from "../support/http";
 import { createKey, createUser } from "../support/fixtures";
 import { countRows } from "../support/db";
-import { type D1Op, faultyD1, sqlMatches } from "../support/faults";
+import { type D1Op, faultyD1, gate, sqlMatches } from "../support/faults";
 
 const paysIn = (op: D1Op) => op.kind === "batch" && sqlMatches(op, /^\s*insert\s+into\s+"payments"/i);
+
+/** A D1 binding that holds the payment's batch until `release()`; `atBatch` settles when a payment reaches it. */
+function heldAtPaymentBatch() {
+  const reached = gate();
+  const held = gate();
+  const db = faultyD1(env.DB, [], { gate: (op) => (paysIn(op) ? (reached.open(), held.opened) : Promise.resolve()) });
+  return { db, atBatch: reached.opened, release: held.open };
+}
 
 async function setup(token = "pm_card_visa") {
   const acct = await signup("One trip attacks");
@@ -32,11 +40,7 @@ const paymentsWithKey = (accountId: string, key: string) => countRows("payments"
 describe("attack: two requests at once with one Idempotency-Key", () => {
   it("same body, the first held just before its batch while the second commits: one payment, both answer it", async () => {
     const { acct, payThrough, pay } = await setup();
-    let release!: () => void;
-    const opened = new Promise<void>((resolve) => (release = resolve));
-    let reached!: () => void;
-    const atBatch = new Promise<void>((resolve) => (reached = resolve));
-    const db = faultyD1(env.DB, [], { gate: (op) => (paysIn(op) ? (reached(), opened) : Promise.resolve()) });
+    const { db, atBatch, release } = heldAtPaymentBatch();
     const first = payThrough(db, {}, "race-same");
     await atBatch;
     const second = await pay({}, { idempotencyKey: "race-same" });
@@ -51,11 +55,7 @@ describe("attack: two requests at once with one Idempotency-Key", () => {
 
   it("different bodies, the first held before its batch: the second's payment only, the first 422, nothing else written", async () => {
     const { acct, payThrough, pay } = await setup();
-    let release!: () => void;
-    const opened = new Promise<void>((resolve) => (release = resolve));
-    let reached!: () => void;
-    const atBatch = new Promise<void>((resolve) => (reached = resolve));
-    const db = faultyD1(env.DB, [], { gate: (op) => (paysIn(op) ? (reached(), opened) : Promise.resolve()) });
+    const { db, atBatch, release } = heldAtPaymentBatch();
     const first = payThrough(db, { amount: 700 }, "race-other");
     await atBatch;
     const second = await pay({ amount: 800 }, { idempotencyKey: "race-other" });
