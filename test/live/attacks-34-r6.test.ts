@@ -4,8 +4,7 @@
 // doubled marker never leads off this origin; the other mode's secret answers 404.
 import { env } from "../support/env";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { exports } from "cloudflare:workers";
-import { BASE, call, signup } from "../support/http";
+import { browse, call, signup } from "../support/http";
 import { captureLogs, card } from "../support/cards";
 import { quiesce } from "../support/db";
 import { type LiveAccount, STRIPE_CARDS, connectStripe, expectSpecClean, installFakeStripe, skipStripeEvents } from "../support/live";
@@ -34,10 +33,6 @@ afterAll(async () => {
   stripe.restore();
 });
 
-async function browse(url: string, method = "GET") {
-  const res = await exports.default.fetch(url.startsWith("http") ? url : `${BASE}${url}`, { method, redirect: "manual" });
-  return { status: res.status, text: await res.text(), location: res.headers.get("location"), headers: res.headers };
-}
 function expectHostedHeaders(res: { headers: Headers }, what: string) {
   expect(res.headers.get("content-security-policy"), what).toContain("frame-ancestors 'none'");
   expect(res.headers.get("cache-control"), what).toBe("no-store");
@@ -61,23 +56,23 @@ describe("live: the marked challenge's return", () => {
     expectHostedHeaders(page, "the live challenge");
     expect(page.text).not.toContain(new URL(invoice.hosted_invoice_url).pathname.split("/").pop()!);
     // Closed at Stripe: back to the challenge, still marked, with the headers.
-    const closed = await browse(`${path}/return?from=invoice&from=https://evil.example`, "POST");
+    const closed = await browse(`${path}/return?from=invoice&from=https://evil.example`, {});
     expect(closed.status).toBe(303);
     expect(closed.location).toBe(`${path}?from=invoice`);
     expectHostedHeaders(closed, "the closed challenge's 303");
     fake.authenticate((await intentOf(payment)).id, "complete");
-    const back = await browse(`${path}/return?from=invoice`, "POST");
+    const back = await browse(`${path}/return?from=invoice`, {});
     expect(back.status).toBe(303);
     expect(back.location).toBe(`${invoice.hosted_invoice_url}?payment_id=${payment}`);
     expectHostedHeaders(back, "the completed return's 303");
-    const again = await browse(`${path}/return?from=invoice`, "POST");
+    const again = await browse(`${path}/return?from=invoice`, {});
     expect(again.location).toBe(back.location);
     expectHostedHeaders(again, "a second return's 303");
-    const foreign = await browse(`${path}/return?from=https%3A%2F%2Fevil.example`, "POST");
+    const foreign = await browse(`${path}/return?from=https%3A%2F%2Fevil.example`, {});
     expect(foreign.location).toBe(`${RETURN}?payment_id=${payment}`);
     expectHostedHeaders(foreign, "return_url's 303");
     expect((await call(`/subscriptions/${res.body.id}`, { key: acct.liveKey })).body.status).toBe("active");
     // The sandbox's buttons are not the live page's: 404 with the marker too.
-    expect((await browse(`${path}/complete?from=invoice`, "POST")).status).toBe(404);
+    expect((await browse(`${path}/complete?from=invoice`, {})).status).toBe(404);
   });
 });
